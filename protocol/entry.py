@@ -17,7 +17,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.canonical import decode_canonical, encode_canonical
+import msgpack
+
+from protocol.canonical import decode_canonical
 from protocol.clock import Hlc
 from protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 
@@ -81,10 +83,16 @@ class Header:
         ]  # fmt: skip
 
     def signing_bytes(self) -> bytes:
-        return encode_canonical(self.signed_part())
+        return _pack(self.signed_part())
 
     def encode(self) -> bytes:
-        return encode_canonical([*self.signed_part(), self.sig])
+        return _pack([*self.signed_part(), self.sig])
+
+
+def _pack(fields: list[Any]) -> bytes:
+    # Header fields hold no maps, so plain packb is already the canonical encoding.
+    packed: bytes = msgpack.packb(fields, use_bin_type=True)
+    return packed
 
 
 def _check_header(h: Header) -> None:

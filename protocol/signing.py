@@ -13,8 +13,8 @@ the same either way, which the tests check.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
+import msgpack
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
@@ -67,11 +67,16 @@ def seal(
     payload: bytes,
 ) -> Entry:
     """Author one entry: build its header, sign it, and return it with its payload."""
-    unsigned = Header(
-        ENVELOPE_VERSION, mesh, key.public, epoch, seq, prev, hlc, kind,
-        payload_digest(payload), len(payload), bytes(64),
-    )  # fmt: skip
-    return Entry.of(replace(unsigned, sig=key.sign(unsigned.signing_bytes())), payload)
+    digest = payload_digest(payload)
+    signed = [
+        ENVELOPE_VERSION, mesh, key.public, epoch, seq, prev, [hlc.wall, hlc.counter], kind,
+        digest, len(payload),
+    ]  # fmt: skip
+    sig = key.sign(msgpack.packb(signed, use_bin_type=True))
+    header = Header(
+        ENVELOPE_VERSION, mesh, key.public, epoch, seq, prev, hlc, kind, digest, len(payload), sig
+    )
+    return Entry.of(header, payload)
 
 
 def linked(earlier: Entry, later: Entry) -> bool:
