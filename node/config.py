@@ -1,0 +1,75 @@
+"""Node configuration: ``config.toml`` in the data directory, every key optional.
+
+- ``max_clock_skew`` (``"5m"``): how far past its own wall clock a received entry may pull
+  this node's clock;
+- ``synchronous`` (``"FULL"``): SQLite durability; FULL makes every acknowledged write survive
+  a crash;
+- ``pending_limit`` (``10000``): entries that may wait for a gap or an authenticating entry;
+- ``zone`` (``"UTC"``): the node's IANA zone for date and wall-time forms.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from node.errors import ConfigError
+
+__all__ = ["CONFIG_FILE", "NodeConfig", "parse_duration_ms"]
+
+CONFIG_FILE = "config.toml"
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """``^[1-9][0-9]*[smhdw]$`` (TIME-WINDOWS §1) → milliseconds."""
+    m = re.fullmatch(r"([1-9][0-9]*)([smhdw])", text) if isinstance(text, str) else None
+    if m is None:
+        raise ConfigError(f"{text!r} is not a duration like 30s, 5m, 2h, 1d or 1w")
+    return int(m[1]) * _UNIT_MS[m[2]]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    max_clock_skew_ms: int = 5 * 60_000
+    synchronous: str = "FULL"
+    pending_limit: int = 10_000
+    zone: str = "UTC"
+
+    @classmethod
+    def load(cls, data_dir: Path) -> NodeConfig:
+        path = data_dir / CONFIG_FILE
+        if not path.exists():
+            return cls()
+        try:
+            raw = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+        return cls.from_mapping(raw, str(path))
+
+    @classmethod
+    def from_mapping(cls, raw: dict[str, Any], where: str = "config") -> NodeConfig:
+        problems: list[str] = []
+        unknown = set(raw) - {"max_clock_skew", "synchronous", "pending_limit", "zone"}
+        problems += [f"unknown key {k!r}" for k in sorted(unknown)]
+        values: dict[str, Any] = {}
+        try:
+            if "max_clock_skew" in raw:
+                values["max_clock_skew_ms"] = parse_duration_ms(raw["max_clock_skew"])
+        except ConfigError as exc:
+            problems.append(f"max_clock_skew: {exc}")
+        sync = raw.get("synchronous", "FULL")
+        if sync not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            problems.append("synchronous must be OFF, NORMAL, FULL or EXTRA")
+        values["synchronous"] = sync
+        limit = raw.get("pending_limit", 10_000)
+        if type(limit) is not int or limit < 0:
+            problems.append("pending_limit must be a non-negative integer")
+        values["pending_limit"] = limit
+        values["zone"] = raw.get("zone", "UTC")
+        if problems:
+            raise ConfigError(f"{where}: " + "; ".join(problems))
+        return cls(**values)

@@ -1,0 +1,72 @@
+"""The node's typed error tree.
+
+``NodeError`` is the root.  Tool refusals carry the exact text a caller sees (``Refusal``);
+store and configuration problems carry a hint for the operator.  Foreign exceptions
+(``sqlite3``, ``msgpack``, ``cryptography``) are translated once, where they are raised.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthError",
+    "ConfigError",
+    "EntryRejected",
+    "Forbidden",
+    "NodeError",
+    "NotInitialised",
+    "Refusal",
+    "StoreError",
+    "StoreVersionError",
+    "Unauthenticated",
+]
+
+
+class NodeError(Exception):
+    """Root of every error the node raises on purpose."""
+
+
+class ConfigError(NodeError):
+    """The node's configuration or data directory is unusable."""
+
+
+class NotInitialised(ConfigError):
+    """The data directory holds no node (run ``memlane init``)."""
+
+
+class StoreError(NodeError):
+    """The store failed (I/O, corruption, a constraint); nothing of the failed batch is stored."""
+
+
+class StoreVersionError(StoreError):
+    """The store was written by a newer memlane."""
+
+
+class EntryRejected(NodeError):
+    """A received entry was refused; ``reason`` is the audited hint."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Refusal(NodeError):
+    """A tool call refused; ``text`` is exactly what the caller is shown."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class AuthError(Refusal):
+    """The caller may not do this."""
+
+
+class Unauthenticated(AuthError):
+    """No valid token: missing, unknown, expired or revoked (indistinguishable on purpose)."""
+
+    def __init__(self) -> None:
+        super().__init__("unauthenticated: a valid token is required")
+
+
+class Forbidden(AuthError):
+    """The caller's token lacks the scope this call needs."""

@@ -1,0 +1,65 @@
+"""A node's identity on disk: its Ed25519 key (and, on an authority, the mesh authority key).
+
+Keys are 32-byte seeds in files of mode 0600 inside a data directory of mode 0700.  A node id
+is the short readable form of its public key: base32 of its first 10 bytes, in groups of four.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+from pathlib import Path
+
+from node.errors import ConfigError, NotInitialised
+from protocol.signing import SigningKey
+
+__all__ = [
+    "AUTHORITY_KEY_FILE",
+    "DB_FILE",
+    "NODE_KEY_FILE",
+    "create_key",
+    "load_key",
+    "node_id",
+    "random_bytes",
+]
+
+NODE_KEY_FILE = "node.key"
+AUTHORITY_KEY_FILE = "authority.key"
+DB_FILE = "memlane.db"
+
+
+def random_bytes(n: int) -> bytes:
+    return secrets.token_bytes(n)
+
+
+def node_id(public: bytes) -> str:
+    """``abcd-efgh-ijkl-mnop``: 80 bits of the key, enough to tell nodes apart by eye."""
+    text = base64.b32encode(public[:10]).decode().lower()
+    return "-".join(text[i : i + 4] for i in range(0, 16, 4))
+
+
+def create_key(path: Path) -> SigningKey:
+    """Write a new key file (refusing to overwrite one) and return the key."""
+    seed = random_bytes(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError as exc:
+        raise ConfigError(f"{path} already exists; this directory already holds a node") from exc
+    with os.fdopen(fd, "wb") as f:
+        f.write(seed)
+        f.flush()
+        os.fsync(f.fileno())
+    return SigningKey(seed)
+
+
+def load_key(path: Path) -> SigningKey:
+    try:
+        seed = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise NotInitialised(f"no node in {path.parent} (run `memlane init`)") from exc
+    if len(seed) != 32:
+        raise ConfigError(f"{path} is not a memlane key file")
+    if path.stat().st_mode & 0o077:
+        raise ConfigError(f"{path} is readable by others; run `chmod 600 {path}`")
+    return SigningKey(seed)

@@ -1,0 +1,200 @@
+"""The Node façade: ``async with Node.open(path) as node`` (DESIGN §8).
+
+One typed method per tool, named as the tool; each takes the authenticated ``Caller`` and the
+tool's arguments and returns the tool's result (a JSON-ready dict) or raises ``Refusal`` with
+the exact text a caller is shown.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from node import tokens
+from node.authoring import Author
+from node.authority import Caller
+from node.config import NodeConfig
+from node.errors import NotInitialised
+from node.identity import (
+    AUTHORITY_KEY_FILE,
+    DB_FILE,
+    NODE_KEY_FILE,
+    create_key,
+    load_key,
+    node_id,
+    random_bytes,
+)  # fmt: skip
+from node.store import Received, Report, Store, StoreOptions, Txn
+from node.tools import episodes, srs
+from node.verify import VerifyReport, verify_log
+from protocol.entry import Entry
+from protocol.kinds import encode_payload
+from protocol.signing import SigningKey
+
+__all__ = ["Node", "NodeInfo", "system_wall"]
+
+Wall = Callable[[], int]
+_FAR_FUTURE_MS = 253_402_300_799_999
+
+
+def system_wall() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    node_id: str
+    public_key: bytes
+    mesh: bytes
+    epoch: bytes
+    feed_id: str
+
+
+def _options(config: NodeConfig) -> StoreOptions:
+    return StoreOptions(
+        synchronous=config.synchronous,
+        max_clock_skew_ms=config.max_clock_skew_ms,
+        pending_limit=config.pending_limit,
+    )
+
+
+class Node:
+    """A running node over one data directory."""
+
+    def __init__(self, path: Path, store: Store, key: SigningKey, info: NodeInfo) -> None:
+        self.path = path
+        self.store = store
+        self.key = key
+        self.info = info
+        self.author = Author(store, key, info.mesh, info.epoch)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    async def init(cls, path: Path | str, *, wall: Wall = system_wall) -> NodeInfo:
+        """Create a node and a new single-node mesh whose authority is this node."""
+        path = Path(path)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        key = create_key(path / NODE_KEY_FILE)
+        authority = create_key(path / AUTHORITY_KEY_FILE)
+        store = await Store.open(path / DB_FILE, wall=wall, options=_options(NodeConfig.load(path)))
+        try:
+            info = await _init_state(store, key, authority)
+        finally:
+            await store.close()
+        return info
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, path: Path | str, *, wall: Wall = system_wall, options: StoreOptions | None = None
+    ) -> AsyncIterator[Node]:
+        path = Path(path)
+        if not (path / DB_FILE).exists():
+            raise NotInitialised(f"no node in {path} (run `memlane init --data {path}`)")
+        key = load_key(path / NODE_KEY_FILE)
+        store = await Store.open(
+            path / DB_FILE, wall=wall, options=options or _options(NodeConfig.load(path))
+        )
+        try:
+            info = await _load_info(store, key)
+            store.mesh = info.mesh
+            yield cls(path, store, key, info)
+        finally:
+            await store.close()
+
+    # -- callers and tokens ------------------------------------------------------------------
+
+    async def authenticate(self, token: str | None) -> Caller:
+        return await tokens.authenticate(self.store, token)
+
+    async def create_token(
+        self, principal: str, workspace: str, scopes: Iterable[str], expires: int | None = None
+    ) -> tokens.IssuedToken:
+        return await tokens.issue(self.store, principal, workspace, scopes, expires)
+
+    async def list_tokens(self) -> list[tokens.TokenInfo]:
+        return await tokens.select_tokens(self.store)
+
+    async def revoke_token(self, token_id: str) -> bool:
+        return await tokens.revoke(self.store, token_id)
+
+    # -- write tools ---------------------------------------------------------------------------
+
+    async def e_write(self, caller: Caller, **args: Any) -> dict[str, Any]:
+        return await srs.e_write(self.author, caller, args)
+
+    async def e_correct(self, caller: Caller, **args: Any) -> dict[str, Any]:
+        return await srs.e_correct(self.author, caller, args)
+
+    async def e_adjust(self, caller: Caller, **args: Any) -> dict[str, Any]:
+        return await srs.e_adjust(self.author, caller, args)
+
+    async def e_delete(self, caller: Caller, **args: Any) -> dict[str, Any]:
+        return await srs.e_delete(self.author, caller, args)
+
+    async def e_undelete(self, caller: Caller, **args: Any) -> dict[str, Any]:
+        return await srs.e_undelete(self.author, caller, args)
+
+    async def work_record(self, caller: Caller, **args: Any) -> dict[str, Any]:
+        return await episodes.work_record(self.author, caller, args)
+
+    async def work_result(self, caller: Caller, **args: Any) -> dict[str, Any]:
+        return await episodes.work_result(self.author, caller, args)
+
+    async def work_forget(self, caller: Caller, **args: Any) -> dict[str, Any]:
+        return await episodes.work_forget(self.author, caller, args)
+
+    # -- the log -------------------------------------------------------------------------------
+
+    async def receive(self, entries: Sequence[Received], *, source: str) -> Report:
+        """Append entries from elsewhere (see ``Store.receive``)."""
+        return await self.store.receive(entries, source=source)
+
+    async def verify(self) -> VerifyReport:
+        assert self.store.reader is not None
+        return await verify_log(self.store.reader)
+
+    async def entries(self) -> list[Entry]:
+        """Every stored entry, log by log in seq order (for tests and small exports)."""
+        reader = self.store.reader
+        assert reader is not None
+        out: list[Entry] = []
+        for log in await reader.select_logs():
+            async for stored in reader.iter_entries(log.log_id):
+                out.append(Entry.decode(stored.raw, stored.payload))
+        return out
+
+
+async def _init_state(store: Store, key: SigningKey, authority: SigningKey) -> NodeInfo:
+    mesh, epoch, authority_epoch = random_bytes(16), random_bytes(8), random_bytes(8)
+    feed_id = random_bytes(8).hex()
+
+    async def op(txn: Txn) -> None:
+        for name, value in (
+            ("mesh", mesh), ("epoch", epoch), ("authority", authority.public),
+            ("authority_epoch", authority_epoch), ("feed_id", feed_id.encode()),
+        ):  # fmt: skip
+            store.put_state(txn, name, value)
+
+    await store.run(op)
+    payload = {"node": key.public, "workspaces": ["*"], "cert_expires": _FAR_FUTURE_MS}
+    data = encode_payload("member.add", payload)
+
+    async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
+        return data, payload
+
+    await store.author(authority, mesh, authority_epoch, "member.add", build)
+    return NodeInfo(node_id(key.public), key.public, mesh, epoch, feed_id)
+
+
+async def _load_info(store: Store, key: SigningKey) -> NodeInfo:
+    values = {k: await store.get_state(k) for k in ("mesh", "epoch", "feed_id")}
+    mesh, epoch, feed = values["mesh"], values["epoch"], values["feed_id"]
+    if mesh is None or epoch is None or feed is None:
+        raise NotInitialised(f"the store at {store.path} was never initialised")
+    return NodeInfo(node_id(key.public), key.public, mesh, epoch, feed.decode())

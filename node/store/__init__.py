@@ -1,0 +1,21 @@
+"""The store: the log, local state, and the views, in one SQLite file."""
+
+from node.store.audit import Event
+from node.store.ingest import Received, Report
+from node.store.reader import AuditRow, LogRow, Reader, StoredEntry
+from node.store.store import Authored, Store, StoreOptions
+from node.store.txn import Txn
+
+__all__ = [
+    "AuditRow",
+    "Authored",
+    "Event",
+    "LogRow",
+    "Reader",
+    "Received",
+    "Report",
+    "Store",
+    "StoreOptions",
+    "StoredEntry",
+    "Txn",
+]

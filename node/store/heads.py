@@ -1,0 +1,81 @@
+"""The writer's in-memory picture of the logs it holds: heads, positions, the clock.
+
+Only the writer changes the store, so this cache is exact while the writer runs; it is loaded
+at open and reloaded after a rolled-back batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aiosqlite
+import msgpack
+
+from protocol.clock import Hlc
+from protocol.entry import LogId
+
+__all__ = ["LogHead", "LogTable", "decode_hlc", "encode_hlc"]
+
+
+@dataclass(slots=True)
+class LogHead:
+    log_id: int
+    seq: int
+    id: bytes | None
+    forked_at: int | None = None
+
+    def hides(self, seq: int) -> bool:
+        return self.forked_at is not None and seq >= self.forked_at
+
+
+def encode_hlc(hlc: Hlc) -> bytes:
+    packed: bytes = msgpack.packb([hlc.wall, hlc.counter])
+    return packed
+
+
+def decode_hlc(blob: bytes) -> Hlc:
+    wall, counter = msgpack.unpackb(blob)
+    return Hlc(wall, counter)
+
+
+class LogTable:
+    """Heads of every log, the next header position and log id, and logs with pending rows."""
+
+    def __init__(self) -> None:
+        self.heads: dict[LogId, LogHead] = {}
+        self.next_pos = 1
+        self.next_log_id = 1
+        self.pending_logs: set[LogId] = set()
+        self.pending_count = 0
+
+    async def load(self, conn: aiosqlite.Connection) -> None:
+        self.heads.clear()
+        async with conn.execute(
+            "SELECT writer, epoch, log_id, head_seq, head_id, forked_at FROM logs"
+        ) as cur:
+            async for w, e, log_id, seq, head_id, forked in cur:
+                self.heads[(bytes(w), bytes(e))] = LogHead(log_id, seq, head_id, forked)
+        self.next_log_id = max((h.log_id for h in self.heads.values()), default=0) + 1
+        self.next_pos = await _scalar(conn, "SELECT coalesce(max(pos), 0) FROM headers") + 1
+        async with conn.execute("SELECT DISTINCT writer, epoch FROM pending") as cur:
+            self.pending_logs = {(bytes(w), bytes(e)) async for w, e in cur}
+        self.pending_count = await _scalar(conn, "SELECT count(*) FROM pending")
+
+    def head(self, log: LogId) -> LogHead:
+        """The head of ``log``, registering an empty one (seq 0) if it is new."""
+        head = self.heads.get(log)
+        if head is None:
+            head = self.heads[log] = LogHead(self.next_log_id, 0, None)
+            self.next_log_id += 1
+        return head
+
+    def take_pos(self) -> int:
+        pos = self.next_pos
+        self.next_pos += 1
+        return pos
+
+
+async def _scalar(conn: aiosqlite.Connection, sql: str) -> int:
+    async with conn.execute(sql) as cur:
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0

@@ -1,0 +1,307 @@
+"""The receive path: one batch of entries from elsewhere, inside one write transaction.
+
+For each log the batch touches (docs/entries.md §Receiving):
+
+1. decode and pre-check each entry (envelope, payload hash, mesh, membership, payload schema);
+   a failure is rejected and audited (rate-limited), and leaves no row;
+2. entries at or below the log's head are duplicates (a stored header may gain its payload) or,
+   when authentic and different from the stored one, a fork;
+3. entries above the head, together with that log's pending entries, are chained from the head
+   by ``prev`` and authenticated with the one rule (``protocol.signing.authenticate``); the
+   authentic prefix is appended, the rest waits in the bounded pending area.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from node.store.audit import Event, audit
+from node.store.txn import Txn
+from protocol.entry import Entry, LogId
+from protocol.errors import ProtocolError
+from protocol.signing import authenticate, linked
+
+if TYPE_CHECKING:
+    from node.store.heads import LogHead
+    from node.store.store import Store
+
+__all__ = ["Received", "Report"]
+
+Received = Entry | tuple[bytes, bytes | None]
+
+_FORK_INSERT = "INSERT INTO forks (writer, epoch, seq, kept_raw, other_raw) VALUES (?, ?, ?, ?, ?)"
+_PENDING_INSERT = (
+    "INSERT OR IGNORE INTO pending (id, writer, epoch, seq, raw, payload, source) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+@dataclass(slots=True)
+class Report:
+    """What one receive did, entry by entry counted."""
+
+    stored: int = 0
+    duplicate: int = 0
+    filled: int = 0
+    pending: int = 0
+    rejected: int = 0
+    forks: int = 0
+    stored_ids: list[bytes] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Candidate:
+    entry: Entry
+    payload: dict[str, Any] | None
+    from_pending: bool = False
+
+
+class Ingest:
+    """One receive operation inside the writer's transaction."""
+
+    def __init__(self, store: Store, txn: Txn, source: str, event: Event | None) -> None:
+        self.store = store
+        self.txn = txn
+        self.source = source
+        self.event = event
+        self.report = Report()
+
+    async def run(self, items: Sequence[Received]) -> Report:
+        by_log: dict[LogId, dict[bytes, _Candidate]] = {}
+        for item in items:
+            cand = self._precheck(item)
+            if cand is not None:
+                by_log.setdefault(cand.entry.header.log, {})[cand.entry.id] = cand
+        for log, cands in by_log.items():
+            await self._log(log, list(cands.values()))
+        return self.report
+
+    # -- 1. pre-checks -----------------------------------------------------------------------
+
+    def _precheck(self, item: Received) -> _Candidate | None:
+        entry = item if isinstance(item, Entry) else None
+        try:
+            if entry is None:
+                assert not isinstance(item, Entry)
+                entry = Entry.decode(*item)
+            entry.check_payload()
+            reason = self.store.admit(entry)
+            if reason is None:
+                return _Candidate(entry, self.store.decode_known(entry))
+        except ProtocolError as exc:
+            reason = str(exc)
+        self._reject(reason, entry.id if entry else None)
+        return None
+
+    def _reject(self, reason: str, entry_id: bytes | None) -> None:
+        self.report.rejected += 1
+        self.store.audit_rejection(self.txn, self.source, Event.ENTRY_REJECTED, reason, entry_id)
+
+    # -- 2 and 3. per log --------------------------------------------------------------------
+
+    async def _log(self, log: LogId, cands: list[_Candidate]) -> None:
+        head = self.store.logs.head(log)
+        old = [c for c in cands if c.entry.header.seq <= head.seq]
+        new = [c for c in cands if c.entry.header.seq > head.seq]
+        if log in self.store.logs.pending_logs:
+            new += await self._pending_of(log, head.seq, {c.entry.id for c in new})
+        attached = await self._attach(head, new)
+        leftover = [c for c in new if c.entry.id not in attached]
+        old += [c for c in leftover if c.entry.header.seq <= head.seq]
+        await self._settle_old(head, old, cands)
+        await self._park([c for c in leftover if c.entry.header.seq > head.seq])
+        if attached and log in self.store.logs.pending_logs:
+            await self._drop_stale_pending(log, head.seq)
+
+    async def _attach(self, head: LogHead, cands: list[_Candidate]) -> set[bytes]:
+        run = _chain_from(head, cands)
+        verdicts = authenticate([c.entry for c in run])
+        done: set[bytes] = set()
+        for cand, ok in zip(run, verdicts, strict=True):
+            if not ok:
+                break
+            await self._store_one(head, cand)
+            done.add(cand.entry.id)
+        return done
+
+    async def _store_one(self, head: LogHead, cand: _Candidate) -> None:
+        entry = cand.entry
+        pos = await self.store._append(self.txn, head, entry, cand.payload)
+        self.report.stored += 1
+        self.report.stored_ids.append(entry.id)
+        if cand.from_pending:
+            self.txn.add("DELETE FROM pending WHERE id = ?", (entry.id,))
+        hlc = entry.header.hlc
+        if not self.store.clock.update(hlc, self.store.wall()):
+            self.store.audit_rejection(
+                self.txn,
+                self.source,
+                Event.CLOCK_SKEW,
+                f"entry clock {hlc.wall} is beyond the allowed skew",
+                entry.id,
+            )
+        if self.event is not None:
+            audit(
+                self.txn,
+                self.event,
+                self.store.clock.last.wall,
+                entry=entry.id,
+                subject=_subject(cand.payload),
+                workspace=_workspace(cand.payload),
+                detail={"source": self.source, "pos": pos},
+            )
+
+    # -- old positions: duplicates, payload fills, forks ---------------------------------------
+
+    async def _settle_old(
+        self, head: LogHead, old: list[_Candidate], batch: list[_Candidate]
+    ) -> None:
+        if not old:
+            return
+        stored = await self._stored_at(head, [c.entry.header.seq for c in old])
+        for cand in old:
+            pos, sid, raw, has_payload = stored[cand.entry.header.seq]
+            if sid == cand.entry.id:
+                await self._duplicate(head, pos, has_payload, cand)
+            elif _authentic_alone_or_by(cand, batch):
+                await self._fork(head, raw, cand)
+            elif not cand.from_pending:
+                await self._park([cand])
+
+    async def _duplicate(
+        self, head: LogHead, pos: int, has_payload: bool, cand: _Candidate
+    ) -> None:
+        self.report.duplicate += 1
+        if has_payload or cand.entry.payload is None:
+            return
+        self.report.filled += 1
+        self.txn.add("INSERT INTO payloads (pos, data) VALUES (?, ?)", (pos, cand.entry.payload))
+        if cand.payload is not None and not head.hides(cand.entry.header.seq):
+            self.txn.add("UPDATE headers SET applied = 1 WHERE pos = ?", (pos,))
+            await self.store.apply_views(self.txn, pos, head, cand.entry, cand.payload)
+
+    async def _fork(self, head: LogHead, kept_raw: bytes, cand: _Candidate) -> None:
+        h = cand.entry.header
+        known = await self.txn.fetchone(
+            "SELECT 1 FROM forks WHERE writer = ? AND epoch = ? AND seq = ? AND other_raw = ?",
+            (h.writer, h.epoch, h.seq, cand.entry.raw),
+        )
+        if known:
+            return
+        self.report.forks += 1
+        self.txn.add(_FORK_INSERT, (h.writer, h.epoch, h.seq, kept_raw, cand.entry.raw))
+        await self.store.hide_log(self.txn, head, h.seq)
+        self.txn.add(
+            "UPDATE logs SET forked_at = ? WHERE log_id = ?", (head.forked_at, head.log_id)
+        )
+        detail = {"source": self.source, "writer": h.writer, "epoch": h.epoch, "seq": h.seq}
+        audit(
+            self.txn,
+            Event.FORK_DETECTED,
+            self.store.clock.last.wall,
+            entry=cand.entry.id,
+            detail=detail,
+        )
+
+    async def _stored_at(self, head: LogHead, seqs: list[int]) -> dict[int, tuple[Any, ...]]:
+        rows = await self.txn.fetchall(
+            "SELECT h.seq, h.pos, h.id, h.raw, p.pos IS NOT NULL FROM headers h "
+            "LEFT JOIN payloads p ON p.pos = h.pos "
+            "WHERE h.log_id = ? AND h.seq BETWEEN ? AND ?",
+            (head.log_id, min(seqs), max(seqs)),
+        )
+        wanted = set(seqs)
+        return {r[0]: (r[1], bytes(r[2]), bytes(r[3]), bool(r[4])) for r in rows if r[0] in wanted}
+
+    # -- the pending area ----------------------------------------------------------------------
+
+    async def _pending_of(self, log: LogId, above: int, skip: set[bytes]) -> list[_Candidate]:
+        rows = await self.txn.fetchall(
+            "SELECT raw, payload FROM pending WHERE writer = ? AND epoch = ? AND seq > ?",
+            (log[0], log[1], above),
+        )
+        out = []
+        for raw, payload in rows:
+            entry = Entry.decode(bytes(raw), None if payload is None else bytes(payload))
+            if entry.id not in skip:
+                out.append(_Candidate(entry, self.store.decode_known(entry), from_pending=True))
+        return out
+
+    async def _park(self, cands: list[_Candidate]) -> None:
+        logs = self.store.logs
+        for cand in cands:
+            if cand.from_pending:
+                continue
+            if logs.pending_count >= self.store.options.pending_limit:
+                self._reject("the pending area is full", cand.entry.id)
+                continue
+            h = cand.entry.header
+            self.txn.add(
+                _PENDING_INSERT,
+                (
+                    cand.entry.id,
+                    h.writer,
+                    h.epoch,
+                    h.seq,
+                    cand.entry.raw,
+                    cand.entry.payload,
+                    self.source,
+                ),
+            )
+            logs.pending_logs.add(h.log)
+            logs.pending_count += 1
+            self.report.pending += 1
+
+    async def _drop_stale_pending(self, log: LogId, head_seq: int) -> None:
+        self.txn.add(
+            "DELETE FROM pending WHERE writer = ? AND epoch = ? AND seq <= ?",
+            (log[0], log[1], head_seq),
+        )
+        left = await self.txn.fetchone("SELECT count(*) FROM pending")
+        self.store.logs.pending_count = int(left[0]) if left else 0
+        has = await self.txn.fetchone(
+            "SELECT 1 FROM pending WHERE writer = ? AND epoch = ? LIMIT 1", (log[0], log[1])
+        )
+        if not has:
+            self.store.logs.pending_logs.discard(log)
+
+
+def _chain_from(head: LogHead, cands: list[_Candidate]) -> list[_Candidate]:
+    """The longest run linked from ``head`` by ``prev``, in seq order."""
+    by_seq: dict[int, list[_Candidate]] = {}
+    for c in cands:
+        by_seq.setdefault(c.entry.header.seq, []).append(c)
+    run: list[_Candidate] = []
+    seq, prev_id = head.seq, head.id
+    while True:
+        options = by_seq.get(seq + 1, [])
+        nxt = next((c for c in options if seq == 0 or c.entry.header.prev == prev_id), None)
+        if nxt is None or (run and not linked(run[-1].entry, nxt.entry)):
+            return run
+        run.append(nxt)
+        seq, prev_id = seq + 1, nxt.entry.id
+
+
+def _authentic_alone_or_by(cand: _Candidate, batch: list[_Candidate]) -> bool:
+    """The rule applied to ``cand`` and whatever of the batch links on from it."""
+    following = {c.entry.header.prev: c for c in batch if c.entry.header.prev is not None}
+    run = [cand]
+    while (nxt := following.get(run[-1].entry.id)) is not None and len(run) <= len(batch):
+        run.append(nxt)
+    return authenticate([c.entry for c in run])[0]
+
+
+def _subject(payload: dict[str, Any] | None) -> str | None:
+    if payload is None:
+        return None
+    value = payload.get("sr_id") or payload.get("id")
+    return value if isinstance(value, str) else None
+
+
+def _workspace(payload: dict[str, Any] | None) -> str | None:
+    if payload is None:
+        return None
+    value = payload.get("workspace") or payload.get("vault")
+    return value if isinstance(value, str) else None

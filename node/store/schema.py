@@ -1,0 +1,148 @@
+"""The store's schema and its migrations (docs/architecture.md §Store).
+
+Migrations are numbered; ``schema_version`` records the newest applied.  Opening an older
+store applies the missing ones in one transaction; a newer store is refused, never touched.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import aiosqlite
+
+from node.errors import StoreError, StoreVersionError
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+
+_LOG = """
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE state (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE logs (
+    log_id INTEGER PRIMARY KEY,
+    writer BLOB NOT NULL,
+    epoch BLOB NOT NULL,
+    head_seq INTEGER NOT NULL,
+    head_id BLOB,
+    forked_at INTEGER,
+    UNIQUE (writer, epoch)
+);
+CREATE TABLE headers (
+    pos INTEGER PRIMARY KEY,
+    id BLOB NOT NULL,
+    log_id INTEGER NOT NULL REFERENCES logs(log_id),
+    seq INTEGER NOT NULL,
+    hlc_wall INTEGER NOT NULL,
+    hlc_counter INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    applied INTEGER NOT NULL,
+    raw BLOB NOT NULL,
+    UNIQUE (log_id, seq)
+);
+CREATE TABLE payloads (pos INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE pending (
+    id BLOB PRIMARY KEY,
+    writer BLOB NOT NULL,
+    epoch BLOB NOT NULL,
+    seq INTEGER NOT NULL,
+    raw BLOB NOT NULL,
+    payload BLOB,
+    source TEXT NOT NULL
+);
+CREATE INDEX pending_log ON pending (writer, epoch, seq);
+CREATE TABLE forks (
+    writer BLOB NOT NULL,
+    epoch BLOB NOT NULL,
+    seq INTEGER NOT NULL,
+    kept_raw BLOB NOT NULL,
+    other_raw BLOB NOT NULL,
+    PRIMARY KEY (writer, epoch, seq, other_raw)
+) WITHOUT ROWID;
+CREATE TABLE audit (
+    seq INTEGER PRIMARY KEY,
+    event TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    workspace TEXT,
+    subject TEXT,
+    principal TEXT,
+    entry BLOB,
+    detail BLOB
+);
+CREATE TABLE deletions (
+    pos INTEGER PRIMARY KEY,
+    sr_id TEXT NOT NULL,
+    deleted INTEGER NOT NULL,
+    hlc_wall INTEGER NOT NULL,
+    hlc_counter INTEGER NOT NULL,
+    principal TEXT NOT NULL
+);
+CREATE INDEX deletions_sr ON deletions (sr_id, hlc_wall, hlc_counter);
+CREATE TABLE tokens (
+    hash BLOB PRIMARY KEY,
+    token_id TEXT NOT NULL UNIQUE,
+    principal TEXT NOT NULL,
+    workspace TEXT NOT NULL,
+    scopes TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    expires INTEGER,
+    revoked INTEGER
+) WITHOUT ROWID;
+"""
+
+_INDEXES = """
+CREATE TABLE sr_index (
+    sr_id TEXT PRIMARY KEY,
+    workspace TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    pos INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE episode_index (
+    id TEXT PRIMARY KEY,
+    vault TEXT NOT NULL,
+    caller TEXT NOT NULL,
+    pos INTEGER NOT NULL,
+    hlc_wall INTEGER NOT NULL,
+    hlc_counter INTEGER NOT NULL,
+    forgotten INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE INDEX episode_caller ON episode_index (caller, vault, hlc_wall, hlc_counter);
+CREATE TABLE forgotten (id TEXT PRIMARY KEY) WITHOUT ROWID;
+"""
+
+# Index i holds the script that takes a store from version i to version i + 1.
+MIGRATIONS: tuple[str, ...] = (_LOG, _INDEXES)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+async def _version(conn: aiosqlite.Connection) -> int:
+    async with conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_version'"
+    ) as cur:
+        row = await cur.fetchone()
+    if not row or not row[0]:
+        return 0
+    async with conn.execute("SELECT version FROM schema_version") as cur:
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def migrate(conn: aiosqlite.Connection, *, upto: int = SCHEMA_VERSION) -> int:
+    """Bring the store to ``upto``; return the version found.  Runs in one transaction."""
+    found = await _version(conn)
+    if found > SCHEMA_VERSION:
+        raise StoreVersionError(
+            f"the store has schema version {found}, newer than this memlane's "
+            f"{SCHEMA_VERSION}; upgrade memlane to open it"
+        )
+    if found >= upto:
+        return found
+    script = "".join(MIGRATIONS[found:upto])
+    try:
+        await conn.executescript(f"BEGIN IMMEDIATE;{script}")
+        await conn.execute("DELETE FROM schema_version")
+        await conn.execute("INSERT INTO schema_version VALUES (?)", (upto,))
+        await conn.commit()
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            await conn.rollback()
+        raise StoreError(f"migrating the store from version {found} failed: {exc}") from exc
+    return found

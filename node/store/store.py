@@ -1,0 +1,354 @@
+"""The store: one SQLite file, a single group-committing writer, separate readers.
+
+Its narrow interface (docs/architecture.md §Store): ``author`` (seal and append an entry of
+this node's own log), ``receive`` (the append path for entries from elsewhere), ``run`` (any
+other local write in the same group commit), and ``select_*`` / ``max_*`` reads.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from node.errors import StoreError
+from node.store import ingest
+from node.store.audit import Event, RejectionLimiter, audit
+from node.store.heads import LogHead, LogTable, decode_hlc, encode_hlc
+from node.store.reader import Reader
+from node.store.schema import migrate
+from node.store.txn import Txn
+from node.store.writer import GroupWriter
+from node.views import Applied, View
+from node.views.episodes import EpisodeIndex
+from node.views.srs import SrIndex
+from protocol.clock import Hlc, HybridClock
+from protocol.entry import Entry, LogId
+from protocol.kinds import decode_payload, is_known
+from protocol.signing import SigningKey, seal
+
+__all__ = ["Authored", "Store", "StoreOptions"]
+
+_HEADER_INSERT = (
+    "INSERT INTO headers (pos, id, log_id, seq, hlc_wall, hlc_counter, kind, applied, raw) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_PAYLOAD_INSERT = "INSERT INTO payloads (pos, data) VALUES (?, ?)"
+_LOG_UPSERT = (
+    "INSERT INTO logs (log_id, writer, epoch, head_seq, head_id, forked_at) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (log_id) DO UPDATE SET "
+    "head_seq = excluded.head_seq, head_id = excluded.head_id, forked_at = excluded.forked_at"
+)
+_STATE_UPSERT = "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)"
+
+Wall = Callable[[], int]
+
+
+class StoreOptions:
+    """Tunables; defaults are the documented ones (docs/operations.md)."""
+
+    def __init__(
+        self,
+        *,
+        synchronous: str = "FULL",
+        max_clock_skew_ms: int = 5 * 60 * 1000,
+        pending_limit: int = 10_000,
+        max_batch: int = 512,
+    ) -> None:
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous}")
+        self.synchronous = synchronous
+        self.max_clock_skew_ms = max_clock_skew_ms
+        self.pending_limit = pending_limit
+        self.max_batch = max_batch
+
+
+class Authored:
+    """What ``author`` returns: the entry's store position and clock, and — once the batch
+    is committed — the sealed entry itself."""
+
+    __slots__ = ("_entry", "hlc", "pos")
+
+    def __init__(self, pos: int, hlc: Hlc) -> None:
+        self.pos = pos
+        self.hlc = hlc
+        self._entry: Entry | None = None
+
+    @property
+    def entry(self) -> Entry:
+        if self._entry is None:
+            raise StoreError("the entry is sealed when its batch commits")
+        return self._entry
+
+
+class Store:
+    """The node's log and local state in one SQLite file."""
+
+    def __init__(self, path: Path, wall: Wall, options: StoreOptions) -> None:
+        self.path = path
+        self.wall = wall
+        self.options = options
+        self.logs = LogTable()
+        self.clock = HybridClock(max_skew_ms=options.max_clock_skew_ms)
+        self.limiter = RejectionLimiter()
+        self.views: tuple[View, ...] = (SrIndex(), EpisodeIndex())
+        self._conn: aiosqlite.Connection | None = None
+        self._writer: GroupWriter | None = None
+        self.reader: Reader | None = None
+        self._clock_saved = Hlc(0, 0)
+        self.mesh: bytes | None = None
+        self.membership: Callable[[Entry], str | None] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, path: Path, *, wall: Wall, options: StoreOptions | None = None) -> Store:
+        store = cls(path, wall, options or StoreOptions())
+        try:
+            await store._open()
+        except sqlite3.Error as exc:
+            await store.close()
+            raise StoreError(f"cannot open the store at {path}: {exc}") from exc
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    async def _open(self) -> None:
+        self._conn = await aiosqlite.connect(self.path, isolation_level=None)
+        await self._conn.execute("PRAGMA journal_mode=WAL")
+        await self._conn.execute(f"PRAGMA synchronous={self.options.synchronous}")
+        await self._conn.execute("PRAGMA foreign_keys=ON")
+        await migrate(self._conn)
+        await self._reload()
+        self._writer = GroupWriter(
+            self._conn,
+            on_rollback=self._reload,
+            before_commit=self._save_clock,
+            max_batch=self.options.max_batch,
+        )
+        self._writer.start()
+        self.reader = await Reader.open(self.path)
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            await self._writer.stop()
+            self._writer = None
+        if self.reader is not None:
+            await self.reader.close()
+            self.reader = None
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    async def _reload(self) -> None:
+        assert self._conn is not None
+        await self.logs.load(self._conn)
+        async with self._conn.execute("SELECT value FROM state WHERE key = 'hlc'") as cur:
+            row = await cur.fetchone()
+        saved = decode_hlc(row[0]) if row else Hlc(0, 0)
+        if saved > self.clock.last:
+            self.clock = HybridClock(saved, max_skew_ms=self.options.max_clock_skew_ms)
+        self._clock_saved = saved
+
+    def _save_clock(self, txn: Txn) -> None:
+        if self.clock.last != self._clock_saved:
+            txn.add(_STATE_UPSERT, ("hlc", encode_hlc(self.clock.last)))
+            self._clock_saved = self.clock.last
+
+    @property
+    def commits(self) -> int:
+        return self._writer.commits if self._writer else 0
+
+    # -- writing -----------------------------------------------------------------------------
+
+    async def run(self, op: Callable[[Txn], Awaitable[Any]]) -> Any:
+        """Run ``op`` inside the next group commit; return its result once durable."""
+        if self._writer is None:
+            raise StoreError("the store is closed")
+        return await self._writer.submit(op)
+
+    def now(self) -> Hlc:
+        """A fresh timestamp from this node's clock."""
+        return self.clock.now(self.wall())
+
+    async def author(
+        self,
+        key: SigningKey,
+        mesh: bytes,
+        epoch: bytes,
+        kind: str,
+        build: Callable[[Txn], Awaitable[tuple[bytes, dict[str, Any]]]],
+        after: Callable[[Txn, Authored], None] | None = None,
+    ) -> Authored:
+        """Append one entry of this node's log, sealed when its batch is written.
+
+        ``build`` runs inside the transaction (so it may read the store, e.g. for an episode's
+        ``prev_id``) and returns the encoded payload and its decoded form; it may refuse.
+        ``after`` queues the entry's audit event.  Signing happens on SQLite's thread just
+        before the batch is written, each entry chained to the one sealed before it.
+        """
+
+        async def op(txn: Txn) -> Authored:
+            data, payload = await build(txn)
+            head = self.logs.head((key.public, epoch))
+            head.seq += 1
+            authored = Authored(self.logs.take_pos(), self.now())
+            seal_one = _sealer(key, mesh, epoch, head, kind, data, authored, head.seq)
+            txn.defer(seal_one, _LOG_UPSERT, _HEADER_INSERT, _PAYLOAD_INSERT)
+            item = Applied(authored.pos, head.log_id, key.public, epoch, head.seq, authored.hlc,
+                           kind, payload)  # fmt: skip
+            await self._apply(txn, item)
+            if after is not None:
+                after(txn, authored)
+            return authored
+
+        result: Authored = await self.run(op)
+        return result
+
+    async def _append(
+        self, txn: Txn, head: LogHead, entry: Entry, payload: dict[str, Any] | None
+    ) -> int:
+        """Queue one attached entry: header, payload, head, view rows."""
+        h = entry.header
+        pos = self.logs.take_pos()
+        applied = payload is not None and not head.hides(h.seq)
+        head.seq, head.id = h.seq, entry.id
+        # The log row first: headers reference it.
+        txn.put(
+            _LOG_UPSERT,
+            head.log_id,
+            (head.log_id, h.writer, h.epoch, head.seq, head.id, head.forked_at),
+        )
+        txn.add(
+            _HEADER_INSERT,
+            (
+                pos,
+                entry.id,
+                head.log_id,
+                h.seq,
+                h.hlc.wall,
+                h.hlc.counter,
+                h.kind,
+                int(applied),
+                entry.raw,
+            ),
+        )
+        if entry.payload is not None:
+            txn.add(_PAYLOAD_INSERT, (pos, entry.payload))
+        if applied and payload is not None:
+            await self.apply_views(txn, pos, head, entry, payload)
+        return pos
+
+    async def apply_views(
+        self, txn: Txn, pos: int, head: LogHead, entry: Entry, payload: dict[str, Any]
+    ) -> None:
+        h = entry.header
+        await self._apply(txn, Applied(pos, head.log_id, h.writer, h.epoch, h.seq, h.hlc,
+                                       h.kind, payload))  # fmt: skip
+
+    async def _apply(self, txn: Txn, item: Applied) -> None:
+        for view in self.views:
+            if item.kind in view.kinds:
+                await view.apply(txn, (item,))
+
+    def admit(self, entry: Entry) -> str | None:
+        """Why ``entry`` may not enter this store, or None.  The mesh must match; then the
+        membership rule decides (``membership``: accept-all until the mesh has members)."""
+        if self.mesh is not None and entry.header.mesh != self.mesh:
+            return "entry belongs to another mesh"
+        return self.membership(entry) if self.membership is not None else None
+
+    async def receive(
+        self,
+        entries: Sequence[ingest.Received],
+        *,
+        source: str,
+        event: Event | None = Event.SR_SYNCED,
+    ) -> ingest.Report:
+        """The append path for entries from elsewhere (sync, bundles, tests).
+
+        Authenticate (one rule, chain-amortised), check membership and mesh, detect forks,
+        insert idempotently and audit — all in one transaction.  Entries that cannot attach
+        or be authenticated yet wait in the pending area.  ``event`` is written once per
+        newly stored entry (``None`` for paths that audit once per batch).
+        """
+
+        async def op(txn: Txn) -> ingest.Report:
+            return await ingest.Ingest(self, txn, source, event).run(entries)
+
+        report: ingest.Report = await self.run(op)
+        return report
+
+    async def hide_log(self, txn: Txn, head: LogHead, from_seq: int) -> None:
+        """Hide a log's entries from ``from_seq`` on (a fork): views withdraw them."""
+        if head.forked_at is not None and head.forked_at <= from_seq:
+            return
+        head.forked_at = from_seq
+        for view in self.views:
+            await view.hide(txn, head.log_id, from_seq)
+        txn.add(
+            "UPDATE headers SET applied = 0 WHERE log_id = ? AND seq >= ?", (head.log_id, from_seq)
+        )
+
+    def decode_known(self, entry: Entry) -> dict[str, Any] | None:
+        """The validated payload of a known kind, or None (unknown kind or payload absent)."""
+        if entry.payload is None or not is_known(entry.header.kind):
+            return None
+        return decode_payload(entry.header.kind, entry.payload)
+
+    def audit_rejection(
+        self, txn: Txn, source: str, event: Event, reason: str, entry: bytes | None
+    ) -> None:
+        now = self.clock.last.wall
+        count = self.limiter.admit(source, event, self.wall())
+        if count is not None:
+            audit(
+                txn,
+                event,
+                now,
+                entry=entry,
+                detail={"source": source, "reason": reason, "count": count},
+            )
+
+    # -- state -------------------------------------------------------------------------------
+
+    async def get_state(self, key: str) -> bytes | None:
+        assert self.reader is not None
+        return await self.reader.state(key)
+
+    def put_state(self, txn: Txn, key: str, value: bytes) -> None:
+        txn.add(_STATE_UPSERT, (key, value))
+
+    def head_of(self, log: LogId) -> LogHead | None:
+        return self.logs.heads.get(log)
+
+
+def _sealer(
+    key: SigningKey,
+    mesh: bytes,
+    epoch: bytes,
+    head: LogHead,
+    kind: str,
+    data: bytes,
+    authored: Authored,
+    seq: int,
+) -> Callable[[Callable[[str, Sequence[Any]], None]], None]:
+    """Seal one authored entry on the writer's thread, chained to the entry sealed before it
+    (``head.id`` is only ever advanced there, in commit order)."""
+    pos, hlc = authored.pos, authored.hlc
+
+    def run(add: Callable[[str, Sequence[Any]], None]) -> None:
+        entry = seal(key, mesh=mesh, epoch=epoch, seq=seq, prev=head.id, hlc=hlc, kind=kind,
+                     payload=data)  # fmt: skip
+        head.id = entry.id
+        add(_LOG_UPSERT, (head.log_id, key.public, epoch, seq, entry.id, head.forked_at))
+        add(_HEADER_INSERT, (pos, entry.id, head.log_id, seq, hlc.wall, hlc.counter, kind,
+                             int(not head.hides(seq)), entry.raw))  # fmt: skip
+        add(_PAYLOAD_INSERT, (pos, data))
+        authored._entry = entry
+
+    return run

@@ -1,0 +1,152 @@
+"""One write transaction, buffered: rows are gathered per statement and written with
+``executemany`` in a single trip to the connection's thread when the batch commits (or before
+any read inside it).  A group commit of many appends therefore costs one hop to SQLite's thread,
+not a handful per append.
+
+Statements run grouped by their text, in the order each text was first queued; operations keep
+to statements that commute apart from that order (inserts, upserts, and updates or deletes of
+rows queued earlier).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import aiosqlite
+
+__all__ = ["Txn"]
+
+Row = Sequence[Any]
+T = TypeVar("T")
+_Buffer = dict[str, list[Row]]
+Mark = tuple[tuple[int, int, int], dict[str, int]]
+
+
+async def in_thread(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``fn`` on the aiosqlite connection's own thread, in its queue order."""
+    raw = conn._conn
+    result: T = await conn._execute(fn, raw)  # type: ignore[no-untyped-call]
+    return result
+
+
+Deferred = Callable[[Callable[[str, Row], None]], None]
+"""Work run on the connection's thread just before the rows are written; it may queue rows
+(through the function it is given) into statements reserved for it."""
+
+
+def _write(db: sqlite3.Connection, work: tuple[list[Deferred], _Buffer]) -> None:
+    deferred, buffer = work
+
+    def add(sql: str, row: Row) -> None:
+        buffer[sql].append(row)
+
+    for fn in deferred:
+        fn(add)
+    if not db.in_transaction:
+        db.execute("BEGIN IMMEDIATE")
+    for sql, rows in buffer.items():
+        if rows:
+            db.executemany(sql, rows)
+
+
+class Txn:
+    """Buffered writes on the writer connection, inside one transaction."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+        self._buffer: _Buffer = {}
+        self._deferred: list[Deferred] = []
+        self._keyed: dict[str, dict[object, int]] = {}
+        self._flushes = 0
+        self._replaced = 0
+
+    def add(self, sql: str, row: Row) -> None:
+        """Queue one row for ``sql``."""
+        self._buffer.setdefault(sql, []).append(row)
+
+    def defer(self, fn: Deferred, *reserve: str) -> None:
+        """Run ``fn`` on the connection's thread when this transaction is written; the
+        statements it will fill are ``reserve``d now, so they keep their place in the order.
+        (Sealing runs this way: signing releases the GIL, the event loop goes on.)"""
+        for sql in reserve:
+            self._buffer.setdefault(sql, [])
+        self._deferred.append(fn)
+
+    def put(self, sql: str, key: object, row: Row) -> None:
+        """Queue ``row`` for ``sql``, replacing a row queued earlier under the same ``key``
+        (for upserts where only the last value matters, such as a log's head)."""
+        keyed = self._keyed.setdefault(sql, {})
+        if key not in keyed:
+            keyed[key] = len(self._buffer.setdefault(sql, []))
+            self._buffer[sql].append(row)
+        else:
+            self._buffer[sql][keyed[key]] = row
+            self._replaced += 1
+
+    def add_many(self, sql: str, rows: Iterable[Row]) -> None:
+        self._buffer.setdefault(sql, []).extend(rows)
+
+    def _moves(self) -> tuple[int, int, int]:
+        return self._flushes, self._replaced, len(self._deferred)
+
+    def mark(self) -> Mark:
+        """A point to ``rewind`` to if the operation that follows refuses."""
+        return self._moves(), {s: len(r) for s, r in self._buffer.items()}
+
+    def rewind(self, mark: Mark) -> bool:
+        """Drop rows queued since ``mark``; False when some were already written or
+        replaced (the batch must then be voided)."""
+        moves, lengths = mark
+        if moves != self._moves():
+            return False
+        for sql in list(self._buffer):
+            del self._buffer[sql][lengths.get(sql, 0) :]
+        for sql, keyed in self._keyed.items():
+            self._keyed[sql] = {k: i for k, i in keyed.items() if i < lengths.get(sql, 0)}
+        return True
+
+    def _take(self) -> tuple[list[Deferred], _Buffer]:
+        work = (self._deferred, self._buffer)
+        self._deferred, self._buffer, self._keyed = [], {}, {}
+        self._flushes += 1
+        return work
+
+    async def fetchall(self, sql: str, args: Row = ()) -> list[Row]:
+        """Read inside the transaction; queued writes are written first so reads see them."""
+        work = self._take()
+
+        def run(db: sqlite3.Connection) -> list[Row]:
+            _write(db, work)
+            return list(db.execute(sql, args).fetchall())
+
+        return await in_thread(self._conn, run)
+
+    async def fetchone(self, sql: str, args: Row = ()) -> Row | None:
+        rows = await self.fetchall(sql, args)
+        return rows[0] if rows else None
+
+    async def commit(self) -> None:
+        """Write what is queued and commit, in one trip; on failure roll back and raise."""
+        work = self._take()
+
+        def run(db: sqlite3.Connection) -> None:
+            try:
+                _write(db, work)
+                db.commit()
+            except BaseException:
+                if db.in_transaction:
+                    db.rollback()
+                raise
+
+        await in_thread(self._conn, run)
+
+    async def rollback(self) -> None:
+        self._take()
+
+        def run(db: sqlite3.Connection) -> None:
+            if db.in_transaction:
+                db.rollback()
+
+        await in_thread(self._conn, run)

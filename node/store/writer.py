@@ -1,0 +1,171 @@
+"""The single writer: one task owns the write connection and group-commits.
+
+Callers ``submit`` an operation and await its result.  The writer takes every operation queued
+at that moment (up to ``max_batch``), runs them one after another into one transaction, and
+commits once; only then does each caller's await return, so an acknowledged write is durable
+(``synchronous=FULL``) and concurrent authors share one fsync.
+
+Commits are pipelined: while batch N is being committed on SQLite's thread, the writer already
+runs the operations of batch N+1 (sealing, signing) on the event loop.  Batch N+1 builds on
+N's state, so if N's commit fails, N+1 fails with it and the in-memory state is reloaded.
+
+An operation that refuses (raises ``NodeError``) fails alone and leaves no rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiosqlite
+
+from node.errors import NodeError, StoreError
+from node.store.txn import Txn
+
+__all__ = ["GroupWriter", "Operation"]
+
+Operation = Callable[[Txn], Awaitable[Any]]
+
+
+def _future() -> asyncio.Future[Any]:
+    return asyncio.get_running_loop().create_future()
+
+
+@dataclass(slots=True)
+class _Job:
+    op: Operation
+    done: asyncio.Future[Any] = field(default_factory=_future)
+    value: Any = None
+    error: BaseException | None = None
+
+
+class GroupWriter:
+    """Runs operations in group-committed, pipelined transactions on one connection."""
+
+    def __init__(
+        self,
+        conn: aiosqlite.Connection,
+        *,
+        on_rollback: Callable[[], Awaitable[None]],
+        before_commit: Callable[[Txn], None],
+        max_batch: int = 512,
+    ) -> None:
+        self._conn = conn
+        self._on_rollback = on_rollback
+        self._before_commit = before_commit
+        self._max_batch = max_batch
+        self._queue: asyncio.Queue[_Job | None] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self.commits = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="memlane-writer")
+
+    async def submit(self, op: Operation) -> Any:
+        if self._task is None or self._task.done():
+            raise StoreError("the store is closed")
+        job = _Job(op)
+        self._queue.put_nowait(job)
+        return await job.done
+
+    async def stop(self) -> None:
+        """Finish what is queued, then stop."""
+        if self._task is None:
+            return
+        self._queue.put_nowait(None)
+        await self._task
+        self._task = None
+
+    async def _run(self) -> None:
+        inflight: asyncio.Task[BaseException | None] | None = None
+        stopping = False
+        while not stopping:
+            batch, stopping = await self._next_batch(inflight)
+            txn = Txn(self._conn)
+            built = await self._build(txn, batch) if batch else None
+            failed = await inflight if inflight is not None else None
+            inflight = None
+            if failed is not None:
+                await self._discard(txn, batch, failed)
+            elif batch:
+                inflight = asyncio.create_task(self._commit(txn, batch, built))
+        if inflight is not None:
+            await inflight
+
+    async def _next_batch(self, inflight: asyncio.Task[Any] | None) -> tuple[list[_Job], bool]:
+        """What is queued now.  With no commit in flight take only half of it, so the other
+        half is built while the first half's commit waits on the disk."""
+        first = await self._queue.get()
+        if first is None:
+            return [], True
+        limit = self._max_batch
+        if inflight is None or inflight.done():
+            limit = max(1, min(limit, (self._queue.qsize() + 2) // 2))
+        batch = [first]
+        while len(batch) < limit and not self._queue.empty():
+            job = self._queue.get_nowait()
+            if job is None:
+                return batch, True
+            batch.append(job)
+        return batch, False
+
+    async def _build(self, txn: Txn, batch: list[_Job]) -> BaseException | None:
+        """Run each operation into ``txn``; an unexpected error voids the whole batch."""
+        try:
+            for job in batch:
+                await _run_one(job, txn)
+            self._before_commit(txn)
+        except Exception as exc:
+            return exc
+        return None
+
+    async def _commit(
+        self, txn: Txn, batch: list[_Job], built: BaseException | None
+    ) -> BaseException | None:
+        """Commit (or void) one batch and settle its callers; return the failure, if any."""
+        error = built
+        if error is None:
+            try:
+                await txn.commit()
+                self.commits += 1
+            except (sqlite3.Error, ValueError) as exc:
+                error = exc
+        if error is not None:
+            await self._discard(txn, batch, error)
+            return error
+        for job in batch:
+            _settle(job.done, job.value, job.error)
+        return None
+
+    async def _discard(self, txn: Txn, batch: list[_Job], cause: BaseException) -> None:
+        await txn.rollback()
+        await self._on_rollback()
+        error: BaseException = cause
+        if isinstance(cause, sqlite3.Error | ValueError):
+            error = StoreError(f"the write transaction failed and was rolled back: {cause}")
+        elif not isinstance(cause, NodeError):
+            error = StoreError(f"the batch failed and was rolled back: {cause!r}")
+        for job in batch:
+            _settle(job.done, None, error)
+
+
+async def _run_one(job: _Job, txn: Txn) -> None:
+    mark = txn.mark()
+    try:
+        job.value = await job.op(txn)
+    except NodeError as exc:
+        if not txn.rewind(mark):
+            raise StoreError("an operation refused after writing; the batch is void") from exc
+        job.error = exc
+
+
+def _settle(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if fut.done():  # the caller went away (cancelled); the write stands or fell regardless
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(value)

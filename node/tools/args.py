@@ -1,0 +1,55 @@
+"""Argument checking shared by the tools: unknown names, types, strict times.
+
+Refusal texts name the argument: ``invalid <name>: <why>``.  Payload limits (lengths, counts)
+are the kind registry's (``protocol.kinds``); a ``PayloadError`` becomes the same kind of text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from node.errors import Refusal
+from protocol.errors import PayloadError
+from protocol.kinds import encode_payload
+from protocol.timefmt import TimeFormatError, parse_time
+
+__all__ = ["check_names", "encode", "invalid", "optional_time", "present"]
+
+
+def invalid(name: str, why: str) -> Refusal:
+    return Refusal(f"invalid {name}: {why}")
+
+
+def check_names(tool: str, args: Mapping[str, Any], allowed: frozenset[str]) -> None:
+    unknown = sorted(set(args) - allowed)
+    if unknown:
+        raise Refusal(f"{tool} does not take {', '.join(unknown)}")
+
+
+def present(args: Mapping[str, Any], names: frozenset[str]) -> dict[str, Any]:
+    """The named arguments that were sent (``None`` counts as not sent)."""
+    return {k: v for k, v in args.items() if k in names and v is not None}
+
+
+def optional_time(args: Mapping[str, Any], name: str) -> int | None:
+    """A strict instant or bare date (midnight UTC) → ms, or None when not sent."""
+    value = args.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise invalid(name, "must be an ISO-8601 instant or a YYYY-MM-DD date")
+    try:
+        ms = parse_time(value)
+    except TimeFormatError as exc:
+        raise invalid(name, str(exc)) from exc
+    if ms < 0:
+        raise invalid(name, "must not be before 1970-01-01")
+    return ms
+
+
+def encode(kind: str, payload: dict[str, Any]) -> bytes:
+    try:
+        return encode_payload(kind, payload)
+    except PayloadError as exc:
+        raise invalid(exc.field or "payload", exc.hint) from exc

@@ -1,0 +1,127 @@
+"""Episode write tools: work_record, work_result, work_forget (DESIGN §4.4).
+
+``prev_id`` is read from the store inside the writer's transaction, so concurrent records of
+one caller chain in order and the link survives restarts.  An episode the caller may not touch
+answers exactly like an unknown one: ``unknown episode id: <id>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from node.authoring import Author
+from node.authority import Caller
+from node.errors import Refusal
+from node.ids import uuid7
+from node.store import Authored, Event, Txn
+from node.store.audit import audit
+from node.tools.args import check_names, encode, optional_time, present
+from protocol.timefmt import format_instant
+
+__all__ = ["work_forget", "work_record", "work_result"]
+
+_LATER = frozenset({"task_result", "verdict_at", "status", "eligibility", "trust"})
+_RECORD = _LATER | {
+    "session_id", "channel", "episode_type", "tool", "error_code", "duration_ms", "result_size",
+    "summary", "tags", "expires_at",
+}  # fmt: skip
+_DEFAULTS: dict[str, Any] = {
+    "channel": "api",
+    "episode_type": "task",
+    "status": "recorded",
+    "eligibility": "eligible",
+    "tags": [],
+}
+_TIMES = ("verdict_at", "expires_at")
+
+
+def _fields(args: Mapping[str, Any], names: frozenset[str]) -> dict[str, Any]:
+    fields = present(args, names)
+    for name in _TIMES:
+        if name in fields:
+            fields[name] = optional_time(args, name)
+    return fields
+
+
+def _unknown(episode_id: object) -> Refusal:
+    return Refusal(f"unknown episode id: {episode_id}")
+
+
+async def _manageable(txn: Txn, caller: Caller, episode_id: object) -> None:
+    if not isinstance(episode_id, str):
+        raise _unknown(episode_id)
+    row = await txn.fetchone(
+        "SELECT vault, caller FROM episode_index WHERE id = ? AND forgotten = 0", (episode_id,)
+    )
+    if row is None or not caller.may_manage(str(row[1]), str(row[0])):
+        raise _unknown(episode_id)
+
+
+async def work_record(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Record an episode; ``prev_id`` links it to the caller's newest one."""
+    check_names("work_record", args, _RECORD)
+    caller.require("write:workspace")
+    episode_id = uuid7(author.store.wall())
+    base = {"id": episode_id, "vault": caller.workspace, "caller": caller.principal}
+    base |= _DEFAULTS | _fields(args, _RECORD)
+    encode("episode.record", base | {"prev_id": None})  # refuse bad input before queueing
+    payload: dict[str, Any] = dict(base)
+
+    async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
+        row = await txn.fetchone(
+            "SELECT id FROM episode_index WHERE caller = ? AND vault = ? AND forgotten = 0 "
+            "ORDER BY hlc_wall DESC, hlc_counter DESC, pos DESC LIMIT 1",
+            (caller.principal, caller.workspace),
+        )
+        payload["prev_id"] = row[0] if row else None
+        return encode("episode.record", payload), payload
+
+    authored = await author.write("episode.record", build)
+    wall = authored.entry.header.hlc.wall
+    return {
+        "id": episode_id,
+        "prev_id": payload["prev_id"],
+        "ts": wall,
+        "ingest_time": format_instant(wall),
+    }
+
+
+async def work_result(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Record an episode's later-known outcome (owner or admin)."""
+    check_names("work_result", args, _LATER | {"id"})
+    caller.require("write:workspace")
+    episode_id, fields = args.get("id"), _fields(args, _LATER)
+    if not fields:
+        raise Refusal("work_result needs at least one of " + ", ".join(sorted(_LATER)))
+    payload = {"id": episode_id, "vault": caller.workspace, "caller": caller.principal} | fields
+
+    async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
+        await _manageable(txn, caller, episode_id)
+        return encode("episode.amend", payload), payload
+
+    if not isinstance(episode_id, str):
+        raise _unknown(episode_id)
+    authored = await author.write("episode.amend", build)
+    return {"id": episode_id, "entry_id": authored.entry.id.hex(), "amended": sorted(fields)}
+
+
+async def work_forget(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Tombstone an episode on every node (owner or admin)."""
+    check_names("work_forget", args, frozenset({"id"}))
+    caller.require("write:workspace")
+    episode_id = args.get("id")
+    if not isinstance(episode_id, str):
+        raise _unknown(episode_id)
+    payload = {"id": episode_id, "vault": caller.workspace, "caller": caller.principal}
+
+    async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
+        await _manageable(txn, caller, episode_id)
+        return encode("episode.forget", payload), payload
+
+    def after(txn: Txn, authored: Authored) -> None:
+        audit(txn, Event.EPISODE_FORGOTTEN, authored.hlc.wall, workspace=caller.workspace,
+              subject=episode_id, principal=caller.principal, entry_pos=authored.pos)  # fmt: skip
+
+    await author.write("episode.forget", build, after)
+    return {"id": episode_id, "forgotten": True}

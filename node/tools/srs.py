@@ -1,0 +1,174 @@
+"""SR write tools: e_write, e_correct, e_adjust (replicated entries) and e_delete /
+e_undelete (local rows) — DESIGN §4.6.
+
+An SR the caller may not write answers exactly like an unknown one: ``unknown sr_id: <id>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from node.authoring import Author
+from node.authority import Caller
+from node.errors import Refusal
+from node.ids import uuid7
+from node.store import Authored, Event, Txn
+from node.store.audit import audit
+from node.tools.args import check_names, encode, optional_time, present
+from protocol.entry import Entry
+from protocol.timefmt import format_instant
+
+__all__ = ["e_adjust", "e_correct", "e_delete", "e_undelete", "e_write"]
+
+CONTENT = frozenset({"title", "text", "links", "conversational", "private_fields"})
+META = frozenset({"tags", "content_time", "lane", "lane_uuid", "visibility"})
+_WRITE_ARGS = CONTENT | META | {"sr_id"}
+_CREATE_DEFAULTS: dict[str, Any] = {"visibility": "workspace", "lane": "default", "tags": []}
+
+
+def _fields(args: Mapping[str, Any], names: frozenset[str]) -> dict[str, Any]:
+    fields = present(args, names)
+    if "content_time" in fields:
+        fields["content_time"] = optional_time(args, "content_time")
+    return fields
+
+
+def _unknown(sr_id: object) -> Refusal:
+    return Refusal(f"unknown sr_id: {sr_id}")
+
+
+async def _sr_row(txn: Txn, caller: Caller, sr_id: object) -> tuple[str, str]:
+    """(workspace, owner) of an SR the caller may address, else the unknown-id refusal."""
+    if not isinstance(sr_id, str):
+        raise _unknown(sr_id)
+    row = await txn.fetchone("SELECT workspace, owner FROM sr_index WHERE sr_id = ?", (sr_id,))
+    if row is None or row[0] != caller.workspace:
+        raise _unknown(sr_id)
+    return str(row[0]), str(row[1])
+
+
+async def _writable(txn: Txn, caller: Caller, sr_id: object) -> None:
+    workspace, owner = await _sr_row(txn, caller, sr_id)
+    if not caller.may_manage(owner, workspace):
+        raise _unknown(sr_id)
+
+
+def _result(sr_id: str, entry: Entry, created: bool) -> dict[str, Any]:
+    return {
+        "sr_id": sr_id,
+        "entry_id": entry.id.hex(),
+        "ingest_time": format_instant(entry.header.hlc.wall),
+        "created": created,
+    }
+
+
+def _audit_written(caller: Caller, sr_id: str) -> Any:
+    def after(txn: Txn, authored: Authored) -> None:
+        audit(txn, Event.SR_WRITTEN, authored.hlc.wall, workspace=caller.workspace,
+              subject=sr_id, principal=caller.principal, entry_pos=authored.pos)  # fmt: skip
+
+    return after
+
+
+async def _put(
+    author: Author, caller: Caller, kind: str, sr_id: str, body: dict[str, Any], *, create: bool
+) -> dict[str, Any]:
+    payload = {"sr_id": sr_id, "workspace": caller.workspace, "principal": caller.principal}
+    payload |= body
+    data = encode(kind, payload)
+
+    async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
+        if not create:
+            await (
+                _sr_row(txn, caller, sr_id)
+                if kind != "sr.adjust"
+                else _writable(txn, caller, sr_id)
+            )
+        return data, payload
+
+    authored = await author.write(kind, build, _audit_written(caller, sr_id))
+    return _result(sr_id, authored.entry, create)
+
+
+async def e_write(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Create an SR (no ``sr_id``) or update the fields given of one the caller can write."""
+    check_names("e_write", args, _WRITE_ARGS)
+    caller.require("write:workspace")
+    fields = _fields(args, CONTENT | META)
+    sr_id = args.get("sr_id")
+    if sr_id is None:
+        if not fields.get("title") and not fields.get("text"):
+            raise Refusal("e_write needs a title or a text to create an SR")
+        body = {"create": True, **_CREATE_DEFAULTS, **fields}
+        return await _put(author, caller, "sr.put", uuid7(author.store.wall()), body, create=True)
+    if not isinstance(sr_id, str):
+        raise _unknown(sr_id)
+    if not fields:
+        raise Refusal("e_write with an sr_id needs at least one field to change")
+    return await _put(author, caller, "sr.put", sr_id, {"create": False, **fields}, create=False)
+
+
+async def e_correct(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Correct content fields of an SR, with a reason; sets ``has_correction``."""
+    check_names("e_correct", args, CONTENT | {"sr_id", "reason"})
+    caller.require("write:workspace")
+    sr_id, fields = args.get("sr_id"), _fields(args, CONTENT)
+    if not isinstance(sr_id, str):
+        raise _unknown(sr_id)
+    if not fields:
+        raise Refusal("e_correct needs at least one content field to correct")
+    body = {"reason": args.get("reason"), **fields}
+    return await _put(author, caller, "sr.correct", sr_id, body, create=False)
+
+
+async def e_adjust(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Change metadata fields of an SR (owner or admin); sets ``has_adjustment``."""
+    check_names("e_adjust", args, META | {"sr_id"})
+    caller.require("write:workspace")
+    sr_id, fields = args.get("sr_id"), _fields(args, META)
+    if not isinstance(sr_id, str):
+        raise _unknown(sr_id)
+    if not fields:
+        raise Refusal("e_adjust needs at least one metadata field to change")
+    return await _put(author, caller, "sr.adjust", sr_id, fields, create=False)
+
+
+async def _set_deleted(
+    author: Author, caller: Caller, args: Mapping[str, Any], tool: str, deleted: bool
+) -> dict[str, Any]:
+    check_names(tool, args, frozenset({"sr_id"}))
+    caller.require("write:workspace")
+    sr_id = args.get("sr_id")
+    store = author.store
+
+    async def op(txn: Txn) -> bool:
+        await _writable(txn, caller, sr_id)
+        row = await txn.fetchone(
+            "SELECT deleted FROM deletions WHERE sr_id = ? "
+            "ORDER BY hlc_wall DESC, hlc_counter DESC, pos DESC LIMIT 1",
+            (sr_id,),
+        )
+        if bool(row and row[0]) == deleted:
+            return False
+        hlc = store.now()
+        txn.add("INSERT INTO deletions (sr_id, deleted, hlc_wall, hlc_counter, principal) "
+                "VALUES (?, ?, ?, ?, ?)", (sr_id, int(deleted), hlc.wall, hlc.counter,
+                                          caller.principal))  # fmt: skip
+        event = Event.SR_DELETED if deleted else Event.SR_UNDELETED
+        audit(txn, event, hlc.wall, workspace=caller.workspace, subject=str(sr_id),
+              principal=caller.principal)  # fmt: skip
+        return True
+
+    changed: bool = await store.run(op)
+    return {"sr_id": sr_id, "deleted": deleted, "changed": changed}
+
+
+async def e_delete(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Hide an SR on this node only (local; its entries stay in the log)."""
+    return await _set_deleted(author, caller, args, "e_delete", True)
+
+
+async def e_undelete(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Restore an SR this node deleted."""
+    return await _set_deleted(author, caller, args, "e_undelete", False)

@@ -1,0 +1,44 @@
+"""The episode index: each episode's vault and caller, and whether it is forgotten.
+
+``episode.forget`` wins over any later arrival of the episode (DESIGN §2): the id is kept in
+``forgotten`` so an ``episode.record`` that arrives afterwards is indexed as forgotten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from node.store.txn import Txn
+from node.views import Applied
+
+__all__ = ["EpisodeIndex"]
+
+_RECORD = (
+    "INSERT OR IGNORE INTO episode_index "
+    "(id, vault, caller, pos, hlc_wall, hlc_counter, forgotten) "
+    "VALUES (?, ?, ?, ?, ?, ?, EXISTS (SELECT 1 FROM forgotten WHERE id = ?))"
+)
+_FORGET = "INSERT OR IGNORE INTO forgotten (id) VALUES (?)"
+_MARK = "UPDATE episode_index SET forgotten = 1 WHERE id = ?"
+
+
+class EpisodeIndex:
+    kinds = frozenset({"episode.record", "episode.amend", "episode.forget"})
+
+    async def apply(self, txn: Txn, items: Sequence[Applied]) -> None:
+        for item in items:
+            p = item.payload
+            if item.kind == "episode.record":
+                hlc = item.hlc
+                row = (p["id"], p["vault"], p["caller"], item.pos, hlc.wall, hlc.counter, p["id"])
+                txn.add(_RECORD, row)
+            elif item.kind == "episode.forget":
+                txn.add(_FORGET, (p["id"],))
+                txn.add(_MARK, (p["id"],))
+
+    async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None:
+        txn.add(
+            "DELETE FROM episode_index WHERE pos IN "
+            "(SELECT pos FROM headers WHERE log_id = ? AND seq >= ?)",
+            (log_id, from_seq),
+        )
