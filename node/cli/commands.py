@@ -1,0 +1,96 @@
+"""One coroutine per CLI command; each returns what to print (text and JSON) and an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from node.errors import Refusal
+from node.node import Node
+from node.tools.args import optional_time
+from protocol.timefmt import format_instant
+
+__all__ = ["Result"]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    data: Any
+    text: str
+    code: int = 0
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    if args.token:
+        return str(args.token)
+    if args.token_file:
+        return str(args.token_file.read_text().strip())
+    return os.environ.get("MEMLANE_TOKEN")
+
+
+async def init(args: argparse.Namespace) -> Result:
+    info = await Node.init(args.data)
+    data = {"node_id": info.node_id, "mesh": info.mesh.hex(), "data": str(args.data)}
+    return Result(data, f"node {info.node_id} created in {args.data} (mesh {info.mesh.hex()})")
+
+
+async def token_create(args: argparse.Namespace) -> Result:
+    expires = optional_time({"expires": args.expires}, "expires")
+    async with Node.open(args.data) as node:
+        issued = await node.create_token(args.principal, args.workspace, args.scopes, expires)
+    return Result({"token": issued.token, "token_id": issued.token_id}, issued.token)
+
+
+async def token_list(args: argparse.Namespace) -> Result:
+    async with Node.open(args.data) as node:
+        infos = await node.list_tokens()
+    rows: list[dict[str, Any]] = [
+        {
+            "token_id": t.token_id, "principal": t.principal, "workspace": t.workspace,
+            "scopes": list(t.scopes), "created": format_instant(t.created),
+            "expires": format_instant(t.expires) if t.expires is not None else None,
+            "revoked": format_instant(t.revoked) if t.revoked is not None else None,
+        }
+        for t in infos
+    ]  # fmt: skip
+    lines = [
+        f"{r['token_id']}  {r['principal']:<16} {r['workspace']:<16} {' '.join(r['scopes'])}"
+        + (f"  expires {r['expires']}" if r["expires"] else "")
+        + ("  REVOKED" if r["revoked"] else "")
+        for r in rows
+    ]
+    return Result(rows, "\n".join(lines) or "no tokens")
+
+
+async def token_revoke(args: argparse.Namespace) -> Result:
+    async with Node.open(args.data) as node:
+        done = await node.revoke_token(args.token_id)
+    if not done:
+        raise Refusal(f"no active token with id {args.token_id}")
+    return Result({"token_id": args.token_id, "revoked": True}, f"revoked {args.token_id}")
+
+
+async def put(args: argparse.Namespace) -> Result:
+    fields = {
+        "title": args.title, "text": args.text, "tags": args.tags, "lane": args.lane,
+        "visibility": args.visibility, "content_time": args.content_time,
+    }  # fmt: skip
+    async with Node.open(args.data) as node:
+        caller = await node.authenticate(_token(args))
+        result = await node.e_write(caller, **{k: v for k, v in fields.items() if v is not None})
+    return Result(result, f"{result['sr_id']}  entry {result['entry_id'][:16]}")
+
+
+async def log_verify(args: argparse.Namespace) -> Result:
+    async with Node.open(args.data) as node:
+        report = await node.verify()
+    data = {
+        "ok": report.ok, "logs": report.logs, "entries": report.entries,
+        "payloads_absent": report.payloads_absent, "forked_logs": report.forked_logs,
+        "problems": report.problems,
+    }  # fmt: skip
+    head = f"{report.entries} entries in {report.logs} logs"
+    text = f"ok: {head}" if report.ok else "FAILED: " + head + "\n" + "\n".join(report.problems)
+    return Result(data, text, 0 if report.ok else 1)

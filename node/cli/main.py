@@ -1,0 +1,87 @@
+"""``memlane``: argument parsing and dispatch.  Exit codes: 0 ok, 1 refused or invalid input,
+2 usage.  Every command takes ``--data DIR`` and ``--json``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from node.cli import commands
+from node.errors import NodeError
+from node.logging import configure_logging
+
+__all__ = ["default_data_dir", "main"]
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "memlane"
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, default=default_data_dir(), help="the node's data dir")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def _token_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--token", help="bearer token (or MEMLANE_TOKEN, or --token-file)")
+    p.add_argument("--token-file", type=Path, help="read the token from this file")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memlane", description="a memlane node")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _common(sub.add_parser("init", help="create a node and a new mesh in --data"))
+    token = sub.add_parser("token", help="issue, list and revoke bearer tokens")
+    tsub = token.add_subparsers(dest="action", required=True)
+    create = tsub.add_parser("create", help="issue a token (printed once)")
+    _common(create)
+    create.add_argument("--principal", required=True)
+    create.add_argument("--workspace", required=True)
+    create.add_argument("--scope", action="append", required=True, dest="scopes")
+    create.add_argument("--expires", help="an ISO-8601 instant or YYYY-MM-DD (midnight UTC)")
+    _common(tsub.add_parser("list", help="list tokens (never their secrets)"))
+    revoke = tsub.add_parser("revoke", help="revoke a token by its id")
+    _common(revoke)
+    revoke.add_argument("token_id")
+    put = sub.add_parser("put", help="author an SR")
+    _common(put)
+    _token_args(put)
+    put.add_argument("--title")
+    put.add_argument("--text")
+    put.add_argument("--tag", action="append", dest="tags")
+    put.add_argument("--lane")
+    put.add_argument("--visibility", choices=("workspace", "private"))
+    put.add_argument("--content-time", dest="content_time")
+    log = sub.add_parser("log", help="the log")
+    lsub = log.add_subparsers(dest="action", required=True)
+    _common(lsub.add_parser("verify", help="re-check every chain, signature and payload hash"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging("WARNING")
+    name = args.command + (f"_{args.action}" if getattr(args, "action", None) else "")
+    handler = getattr(commands, name)
+    try:
+        result: commands.Result = asyncio.run(handler(args))
+    except NodeError as exc:
+        _emit(args, {"error": str(exc)}, str(exc), stream=sys.stderr)
+        return 1
+    _emit(args, result.data, result.text)
+    return result.code
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str, *, stream: Any = None) -> None:
+    out = stream or sys.stdout
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=True), file=out)
+    else:
+        print(text, file=out)
