@@ -117,7 +117,8 @@ class Ingest:
 
     async def _attach(self, head: LogHead, cands: list[_Candidate]) -> set[bytes]:
         run = _chain_from(head, cands)
-        verdicts = authenticate([c.entry for c in run])
+        amortised = self.store.options.amortised_verification
+        verdicts = authenticate([c.entry for c in run], amortised=amortised)
         done: set[bytes] = set()
         for cand, ok in zip(run, verdicts, strict=True):
             if not ok:
