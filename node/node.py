@@ -41,6 +41,10 @@ Wall = Callable[[], int]
 _FAR_FUTURE_MS = 253_402_300_799_999
 
 
+def _data_dir(path: Path | str) -> Path:
+    return Path(path).expanduser()
+
+
 def system_wall() -> int:
     return time.time_ns() // 1_000_000
 
@@ -77,7 +81,7 @@ class Node:
     @classmethod
     async def init(cls, path: Path | str, *, wall: Wall = system_wall) -> NodeInfo:
         """Create a node and a new single-node mesh whose authority is this node."""
-        path = Path(path)
+        path = _data_dir(path)
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         key = create_key(path / NODE_KEY_FILE)
         authority = create_key(path / AUTHORITY_KEY_FILE)
@@ -93,7 +97,7 @@ class Node:
     async def open(
         cls, path: Path | str, *, wall: Wall = system_wall, options: StoreOptions | None = None
     ) -> AsyncIterator[Node]:
-        path = Path(path)
+        path = _data_dir(path)
         if not (path / DB_FILE).exists():
             raise NotInitialised(f"no node in {path} (run `memlane init --data {path}`)")
         key = load_key(path / NODE_KEY_FILE)

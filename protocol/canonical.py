@@ -22,17 +22,32 @@ __all__ = ["MAX_DOCUMENT_BYTES", "decode_canonical", "encode_canonical"]
 MAX_DOCUMENT_BYTES = 1 << 20
 
 
+_CONTAINERS = (dict, list, tuple)
+
+
 def _sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value, key=_key_order)}
-    if isinstance(value, list | tuple):
-        return [_sorted(v) for v in value]
+    kind = type(value)
+    if kind is dict:
+        try:
+            keys = sorted(value)
+        except TypeError:
+            keys = sorted(value, key=_key_order)
+        return {k: _sorted(value[k]) for k in keys}
+    if kind is list or kind is tuple:
+        if any(type(v) in _CONTAINERS for v in value):
+            return [_sorted(v) for v in value]
+        return value
     return value
 
 
 def _key_order(key: Any) -> tuple[int, Any]:
     # Keys are text in every map we sign; bytes sort after text so mixed maps stay total.
     return (0, key) if isinstance(key, str) else (1, bytes(key))
+
+
+def _refuse_ext(code: int, data: bytes) -> Any:
+    # No ext types at all: max_ext_len=0 still lets a zero-length ext through.
+    raise ValueError(f"ext type {code} is not allowed")
 
 
 def encode_canonical(value: Any) -> bytes:
@@ -59,6 +74,7 @@ def decode_canonical(data: bytes, *, what: str, max_bytes: int = MAX_DOCUMENT_BY
             max_array_len=max_bytes,
             max_map_len=max_bytes // 2,
             max_ext_len=0,
+            ext_hook=_refuse_ext,
         )
     except (ValueError, TypeError, msgpack.UnpackException, RecursionError) as exc:
         raise RemoteProtocolError(

@@ -63,8 +63,9 @@ class HybridClock:
         return within
 
     def _tick(self, wall_ms: int) -> Hlc:
-        if wall_ms > self._last.wall:
-            return Hlc(min(wall_ms, MAX_WALL_MS), 0)
+        wall_ms = min(wall_ms, MAX_WALL_MS)  # clamp before comparing, or a wall past the
+        if wall_ms > self._last.wall:  # maximum would reissue (MAX_WALL_MS, 0) every time
+            return Hlc(wall_ms, 0)
         if self._last.counter < MAX_COUNTER:
             return Hlc(self._last.wall, self._last.counter + 1)
         return Hlc(self._last.wall + 1, 0)

@@ -40,13 +40,18 @@ class Text(_Type):
     max_len: int
     min_len: int = 1
     pattern: str | None = None
+    _compiled: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        compiled = re.compile(self.pattern) if self.pattern else None
+        object.__setattr__(self, "_compiled", compiled)
 
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not str:
             raise PayloadError("must be text", field=name)
         if not self.min_len <= len(value) <= self.max_len:
             raise PayloadError(f"length must be {self.min_len}–{self.max_len}", field=name)
-        if self.pattern and not re.fullmatch(self.pattern, value):
+        if self._compiled is not None and not self._compiled.fullmatch(value):
             raise PayloadError("is not of the expected form", field=name)
 
 
@@ -75,7 +80,8 @@ class Number(_Type):
     hi: float = 1e15
 
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
-        if type(value) not in (int, float) or not math.isfinite(value):
+        # ints are always finite; math.isfinite would overflow on ints beyond float range
+        if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
             raise PayloadError("must be a finite number", field=name)
         if not self.lo <= value <= self.hi:
             raise PayloadError(f"must be in [{self.lo:g}, {self.hi:g}]", field=name)
@@ -160,28 +166,29 @@ class Field:
 class Schema:
     fields: tuple[Field, ...]
     by_name: Mapping[str, Field] = field(init=False, repr=False, compare=False)
+    required: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "by_name", {f.name: f for f in self.fields})
+        object.__setattr__(self, "required", tuple(f.name for f in self.fields if f.required))
 
     def check(self, value: Any, *, authoring: bool, prefix: str = "") -> None:
         """Validate a map.  Unknown keys are refused when authoring, ignored on receipt
         (a later schema version may add optional fields; readers ignore them)."""
         if type(value) is not dict:
             raise PayloadError("must be a map", field=prefix.rstrip(".") or "payload")
-        for f in self.fields:
-            if f.name not in value:
-                if f.required:
-                    raise PayloadError("is required", field=prefix + f.name)
-                continue
-            v = value[f.name]
-            if v is None:
+        for name in self.required:
+            if name not in value:
+                raise PayloadError("is required", field=prefix + name)
+        for k, v in value.items():
+            f = self.by_name.get(k)
+            if f is None:
+                if type(k) is not str:
+                    raise PayloadError("keys must be text", field=prefix or "payload")
+                if authoring:
+                    raise PayloadError("is not a field of this kind", field=prefix + k)
+            elif v is None:
                 if not f.nullable:
-                    raise PayloadError("must not be null", field=prefix + f.name)
-                continue
-            f.type.check(v, prefix + f.name, authoring)
-        for k in value:
-            if type(k) is not str:
-                raise PayloadError("keys must be text", field=prefix or "payload")
-            if authoring and k not in self.by_name:
-                raise PayloadError("is not a field of this kind", field=prefix + k)
+                    raise PayloadError("must not be null", field=prefix + k)
+            else:
+                f.type.check(v, prefix + k, authoring)

@@ -12,6 +12,7 @@ the same either way, which the tests check.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import msgpack
@@ -76,7 +77,8 @@ def seal(
     header = Header(
         ENVELOPE_VERSION, mesh, key.public, epoch, seq, prev, hlc, kind, digest, len(payload), sig
     )
-    return Entry.of(header, payload)
+    raw = msgpack.packb([*signed, sig], use_bin_type=True)
+    return Entry(header, raw, hashlib.sha256(raw).digest(), payload)
 
 
 def linked(earlier: Entry, later: Entry) -> bool:

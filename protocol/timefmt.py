@@ -25,9 +25,10 @@ __all__ = [
 Precision = Literal["minute", "second", "fraction"]
 
 _INSTANT = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}:\d{2})\Z"
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}:\d{2})\Z",
+    re.ASCII,  # \d is 0-9 only: no full-width or Arabic-Indic digits
 )
-_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\Z")
+_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\Z", re.ASCII)
 _MS_PER_DAY = 86_400_000
 
 

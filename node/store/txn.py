@@ -21,7 +21,7 @@ __all__ = ["Txn"]
 Row = Sequence[Any]
 T = TypeVar("T")
 _Buffer = dict[str, list[Row]]
-Mark = tuple[tuple[int, int, int], dict[str, int]]
+Mark = tuple[tuple[int, int, int, int], dict[str, int]]
 
 
 async def in_thread(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -61,10 +61,14 @@ class Txn:
         self._keyed: dict[str, dict[object, int]] = {}
         self._flushes = 0
         self._replaced = 0
+        self._deferrals = 0
+        self._queued = 0  # rows ever queued (a count that only grows)
+        self._written = 0  # ``_queued`` when the buffer was last written
 
     def add(self, sql: str, row: Row) -> None:
         """Queue one row for ``sql``."""
         self._buffer.setdefault(sql, []).append(row)
+        self._queued += 1
 
     def defer(self, fn: Deferred, *reserve: str) -> None:
         """Run ``fn`` on the connection's thread when this transaction is written; the
@@ -73,6 +77,7 @@ class Txn:
         for sql in reserve:
             self._buffer.setdefault(sql, [])
         self._deferred.append(fn)
+        self._deferrals += 1
 
     def put(self, sql: str, key: object, row: Row) -> None:
         """Queue ``row`` for ``sql``, replacing a row queued earlier under the same ``key``
@@ -84,23 +89,29 @@ class Txn:
         else:
             self._buffer[sql][keyed[key]] = row
             self._replaced += 1
+        self._queued += 1
 
     def add_many(self, sql: str, rows: Iterable[Row]) -> None:
         self._buffer.setdefault(sql, []).extend(rows)
-
-    def _moves(self) -> tuple[int, int, int]:
-        return self._flushes, self._replaced, len(self._deferred)
+        self._queued += 1
 
     def mark(self) -> Mark:
         """A point to ``rewind`` to if the operation that follows refuses."""
-        return self._moves(), {s: len(r) for s, r in self._buffer.items()}
+        moves = (self._flushes, self._replaced, self._deferrals, self._queued)
+        return moves, {s: len(r) for s, r in self._buffer.items()}
 
     def rewind(self, mark: Mark) -> bool:
-        """Drop rows queued since ``mark``; False when some were already written or
-        replaced (the batch must then be voided)."""
-        moves, lengths = mark
-        if moves != self._moves():
+        """Drop rows queued since ``mark``; False when some were already written, replaced
+        or deferred (the batch must then be voided).  A read since ``mark`` writes the buffer;
+        that is harmless when nothing had been queued since (an operation that reads, then
+        refuses, as every unknown-id check does)."""
+        (flushes, replaced, deferrals, queued), lengths = mark
+        if (replaced, deferrals) != (self._replaced, self._deferrals):
             return False
+        if flushes != self._flushes:
+            if self._written > queued:
+                return False
+            lengths = {}  # everything buffered now was queued after the last write
         for sql in list(self._buffer):
             del self._buffer[sql][lengths.get(sql, 0) :]
         for sql, keyed in self._keyed.items():
@@ -111,6 +122,7 @@ class Txn:
         work = (self._deferred, self._buffer)
         self._deferred, self._buffer, self._keyed = [], {}, {}
         self._flushes += 1
+        self._written = self._queued
         return work
 
     async def fetchall(self, sql: str, args: Row = ()) -> list[Row]:

@@ -1,0 +1,1 @@
+"""memlane's sans-IO core: entries, canonical encoding, signatures, kinds, clocks, time text."""
