@@ -95,11 +95,6 @@ class GroupWriter:
                 # Let the commit reach SQLite's queue before the next batch can queue reads:
                 # the thread runs work in submission order, and batch N+1 builds on N.
                 await asyncio.sleep(0)
-                # Let the commit reach SQLite's queue before the next batch is built: a read
-                # in that batch would otherwise run first, on the thread — seeing none of this
-                # batch's rows and sealing its own entries before this batch's (a broken chain).
-                # (The task's first step runs before ours; ``_commit`` queues its work in it.)
-                await asyncio.sleep(0)
         if inflight is not None:
             await inflight
 
