@@ -199,9 +199,12 @@ def encode_payload(kind: str, payload: dict[str, Any]) -> bytes:
 
 def decode_payload(kind: str, data: bytes) -> dict[str, Any]:
     """Decode and validate a received payload of a known kind; raises ``RemoteProtocolError``."""
+    spec = KINDS.get(kind)
+    if spec is None:
+        raise RemoteProtocolError(f"unknown kind {kind!r}", field="kind")
     value = decode_canonical(data, what="payload", max_bytes=MAX_PAYLOAD_BYTES)
     try:
-        KINDS[kind].schema.check(value, authoring=False)
+        spec.schema.check(value, authoring=False)
     except PayloadError as exc:
         raise RemoteProtocolError(exc.hint, field=exc.field) from exc
     result: dict[str, Any] = value
