@@ -106,7 +106,7 @@ class Ingest:
         old = [c for c in cands if c.entry.header.seq <= head.seq]
         new = [c for c in cands if c.entry.header.seq > head.seq]
         if log in self.store.logs.pending_logs:
-            new += await self._pending_of(log, head.seq, {c.entry.id for c in new})
+            new += await self._pending_of(log, head.seq, cands)
         attached = await self._attach(head, new)
         leftover = [c for c in new if c.entry.id not in attached]
         old += [c for c in leftover if c.entry.header.seq <= head.seq]
@@ -218,16 +218,26 @@ class Ingest:
 
     # -- the pending area ----------------------------------------------------------------------
 
-    async def _pending_of(self, log: LogId, above: int, skip: set[bytes]) -> list[_Candidate]:
+    async def _pending_of(
+        self, log: LogId, above: int, received: list[_Candidate]
+    ) -> list[_Candidate]:
+        """The log's waiting entries above ``above``.  A received entry that is already
+        waiting is marked as such, so it is not parked (and counted) a second time."""
         rows = await self.txn.fetchall(
-            "SELECT raw, payload FROM pending WHERE writer = ? AND epoch = ? AND seq > ?",
-            (log[0], log[1], above),
+            "SELECT id, seq, raw, payload FROM pending WHERE writer = ? AND epoch = ?",
+            (log[0], log[1]),
         )
+        waiting = {bytes(r[0]): r for r in rows}
+        for cand in received:
+            if cand.entry.id in waiting:
+                cand.from_pending = True
+        skip = {c.entry.id for c in received}
         out = []
-        for raw, payload in rows:
+        for pid, seq, raw, payload in waiting.values():
+            if seq <= above or pid in skip:
+                continue
             entry = Entry.decode(bytes(raw), None if payload is None else bytes(payload))
-            if entry.id not in skip:
-                out.append(_Candidate(entry, self.store.decode_known(entry), from_pending=True))
+            out.append(_Candidate(entry, self.store.decode_known(entry), from_pending=True))
         return out
 
     async def _park(self, cands: list[_Candidate]) -> None:
