@@ -129,28 +129,28 @@ class Node:
 
     # -- write tools ---------------------------------------------------------------------------
 
-    async def e_write(self, caller: Caller, **args: Any) -> dict[str, Any]:
+    async def e_write(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await srs.e_write(self.author, caller, args)
 
-    async def e_correct(self, caller: Caller, **args: Any) -> dict[str, Any]:
+    async def e_correct(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await srs.e_correct(self.author, caller, args)
 
-    async def e_adjust(self, caller: Caller, **args: Any) -> dict[str, Any]:
+    async def e_adjust(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await srs.e_adjust(self.author, caller, args)
 
-    async def e_delete(self, caller: Caller, **args: Any) -> dict[str, Any]:
+    async def e_delete(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await srs.e_delete(self.author, caller, args)
 
-    async def e_undelete(self, caller: Caller, **args: Any) -> dict[str, Any]:
+    async def e_undelete(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await srs.e_undelete(self.author, caller, args)
 
-    async def work_record(self, caller: Caller, **args: Any) -> dict[str, Any]:
+    async def work_record(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await episodes.work_record(self.author, caller, args)
 
-    async def work_result(self, caller: Caller, **args: Any) -> dict[str, Any]:
+    async def work_result(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await episodes.work_result(self.author, caller, args)
 
-    async def work_forget(self, caller: Caller, **args: Any) -> dict[str, Any]:
+    async def work_forget(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await episodes.work_forget(self.author, caller, args)
 
     # -- the log -------------------------------------------------------------------------------
