@@ -21,7 +21,7 @@ from node.store.audit import Event, audit
 from node.store.txn import Txn
 from protocol.entry import Entry, LogId
 from protocol.errors import ProtocolError
-from protocol.signing import authenticate, linked
+from protocol.signing import authenticate
 
 if TYPE_CHECKING:
     from node.store.heads import LogHead
@@ -116,13 +116,9 @@ class Ingest:
             await self._drop_stale_pending(log, head.seq)
 
     async def _attach(self, head: LogHead, cands: list[_Candidate]) -> set[bytes]:
-        run = _chain_from(head, cands)
         amortised = self.store.options.amortised_verification
-        verdicts = authenticate([c.entry for c in run], amortised=amortised)
         done: set[bytes] = set()
-        for cand, ok in zip(run, verdicts, strict=True):
-            if not ok:
-                break
+        for cand in _authentic_run(head, cands, amortised=amortised):
             await self._store_one(head, cand)
             done.add(cand.entry.id)
         return done
@@ -279,20 +275,42 @@ class Ingest:
             self.store.logs.pending_logs.discard(log)
 
 
-def _chain_from(head: LogHead, cands: list[_Candidate]) -> list[_Candidate]:
-    """The longest run linked from ``head`` by ``prev``, in seq order."""
-    by_seq: dict[int, list[_Candidate]] = {}
+def _authentic_run(head: LogHead, cands: list[_Candidate], *, amortised: bool) -> list[_Candidate]:
+    """The longest run of authentic entries linked from ``head`` by ``prev``, in seq order.
+
+    What links from the head is a tree, not a line: a forged copy of an entry, or the other
+    side of a fork, shares its parent.  The rule is applied per branch (an entry is authentic
+    when its own signature verifies or an authentic child vouches for it), so a forged sibling
+    cannot hold back the genuine entry: its verdict is the same alone or in any company.
+    Amortised, an entry's own signature is checked only when no child vouches for it.
+    """
+    children: dict[bytes | None, list[_Candidate]] = {}
     for c in cands:
-        by_seq.setdefault(c.entry.header.seq, []).append(c)
+        children.setdefault(c.entry.header.prev, []).append(c)
+
+    def following(seq: int, parent: bytes | None) -> list[_Candidate]:
+        if seq == 0:  # seq 1 names the head of the epoch it continues, or nothing
+            return [c for c in cands if c.entry.header.seq == 1]
+        return [c for c in children.get(parent, []) if c.entry.header.seq == seq + 1]
+
+    roots = following(head.seq, head.id)
+    kids: dict[bytes, list[_Candidate]] = {}
+    order, level = [], roots
+    while level:  # breadth first: every child comes after its parent
+        order += level
+        for c in level:
+            kids[c.entry.id] = following(c.entry.header.seq, c.entry.id)
+        level = [k for c in level for k in kids[c.entry.id]]
+    ok: dict[bytes, bool] = {}
+    for c in reversed(order):
+        vouched = any(ok[k.entry.id] for k in kids[c.entry.id])
+        ok[c.entry.id] = (vouched and amortised) or authenticate([c.entry])[0] or vouched
     run: list[_Candidate] = []
-    seq, prev_id = head.seq, head.id
-    while True:
-        options = by_seq.get(seq + 1, [])
-        nxt = next((c for c in options if seq == 0 or c.entry.header.prev == prev_id), None)
-        if nxt is None or (run and not linked(run[-1].entry, nxt.entry)):
-            return run
+    options = roots
+    while (nxt := next((c for c in options if ok[c.entry.id]), None)) is not None:
         run.append(nxt)
-        seq, prev_id = seq + 1, nxt.entry.id
+        options = kids[nxt.entry.id]
+    return run
 
 
 def _authentic_alone_or_by(cand: _Candidate, batch: list[_Candidate]) -> bool:
