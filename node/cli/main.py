@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = getattr(commands, name)
     try:
         result: commands.Result = asyncio.run(handler(args))
-    except NodeError as exc:
+    except (NodeError, OSError) as exc:  # OSError: an unreadable --token-file, an unusable --data
         _emit(args, {"error": str(exc)}, str(exc), stream=sys.stderr)
         return 1
     _emit(args, result.data, result.text)
