@@ -1,0 +1,81 @@
+"""``python -m tests.bench [--quick] [--dir DIR] [NAME ...]``: run the benchmark modules.
+
+Every module of this package with a ``run`` function is a benchmark (today: ``ingest``);
+NAMEs select those whose name contains one of them.  ``--quick`` is a small smoke run whose
+figures mean nothing.  Each prints one table on stdout; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import tests.bench
+from tests.bench.common import Result, render
+
+__all__ = ["benchmarks", "main"]
+
+_NOT_BENCHMARKS = frozenset({"common"})
+
+Benchmark = Callable[..., Result]
+
+
+def benchmarks() -> dict[str, Benchmark]:
+    """Every benchmark module's ``run``, by module name."""
+    found: dict[str, Benchmark] = {}
+    for info in pkgutil.iter_modules(tests.bench.__path__):
+        name = info.name
+        if name.startswith(("_", "test_")) or name in _NOT_BENCHMARKS:
+            continue
+        module = importlib.import_module(f"tests.bench.{name}")
+        if callable(getattr(module, "run", None)):
+            found[name] = module.run
+    return found
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__)
+    parser.add_argument("names", nargs="*", metavar="NAME", help="run only these benchmarks")
+    parser.add_argument("--quick", action="store_true", help="a small smoke run")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where to put the databases (default: a temporary directory; "
+        "put it on the disk you mean to measure)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    everything = benchmarks()
+    chosen = {
+        n: fn
+        for n, fn in everything.items()
+        if not args.names or any(want in n for want in args.names)
+    }
+    if not chosen:
+        print(
+            f"no benchmark matches {' '.join(args.names)}; there are: "
+            f"{', '.join(sorted(everything))}",
+            file=sys.stderr,
+        )
+        return 2
+    for name, run in chosen.items():
+        if args.dir is not None:
+            args.dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f"memlane-bench-{name}-", dir=args.dir) as tmp:
+            result = run(quick=args.quick, workdir=Path(tmp))
+        print(render(result), flush=True)
+        print(flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""Timing and reporting helpers shared by the benchmarks.
+
+A benchmark module measures ``Row``s (a count of items and the wall time of each repeat; the
+figure is items per second over the median repeat) and states ``Ratio``s between rows, some
+with a target.  ``render`` prints them as one table.  Nothing here asserts on speed.
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "Ratio",
+    "Result",
+    "Row",
+    "Stopwatch",
+    "peak_rss_mib",
+    "progress",
+    "render",
+]
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set so far (``ru_maxrss`` is KiB on Linux, bytes on
+    macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+def progress(message: str) -> None:
+    """A line on stderr, so stdout carries only the table."""
+    print(message, file=sys.stderr, flush=True)
+
+
+class Stopwatch:
+    """``with Stopwatch() as sw: ...`` then ``sw.seconds`` (``time.perf_counter``)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._start = 0.0
+
+    def __enter__(self) -> Stopwatch:
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self._start
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One measurement: ``count`` items per repeat, the seconds each repeat took, and the
+    process's peak RSS once it was taken."""
+
+    label: str
+    count: int
+    seconds: tuple[float, ...]
+    unit: str = "entries/s"
+    note: str = ""
+    rss_mib: float = field(default_factory=peak_rss_mib)
+
+    def __post_init__(self) -> None:
+        if self.count <= 0 or not self.seconds or min(self.seconds) <= 0:
+            raise ValueError(f"{self.label}: a row needs a positive count and timings")
+
+    @property
+    def rate(self) -> float:
+        return self.count / statistics.median(self.seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Ratio:
+    """The rate of row ``numerator`` over that of row ``denominator`` (by label), held
+    against ``target`` (≥) when there is one."""
+
+    label: str
+    numerator: str
+    denominator: str
+    target: float | None = None
+
+    def value(self, rows: dict[str, Row]) -> float:
+        return rows[self.numerator].rate / rows[self.denominator].rate
+
+    def verdict(self, rows: dict[str, Row]) -> str:
+        if self.target is None:
+            return "(info)"
+        return "PASS" if self.value(rows) >= self.target else "FAIL"
+
+
+@dataclass(slots=True)
+class Result:
+    """What one benchmark module reports."""
+
+    title: str
+    rows: list[Row] = field(default_factory=list)
+    ratios: list[Ratio] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def by_label(self) -> dict[str, Row]:
+        return {row.label: row for row in self.rows}
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
+
+
+def _table(header: Sequence[str], lines: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *lines, strict=True)]
+
+    def fmt(cells: Sequence[str]) -> str:
+        parts = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  ".join(parts).rstrip()
+
+    return [fmt(header), fmt(["-" * w for w in widths]), *(fmt(line) for line in lines)]
+
+
+def render(result: Result) -> str:
+    """The result as one plain-text table: measurements, then ratios against targets."""
+    rows = result.by_label()
+    measured = [
+        [
+            r.label,
+            _rate(r.rate),
+            r.unit,
+            f"{r.count:,}",
+            str(len(r.seconds)),
+            f"{r.rss_mib:,.0f} MiB",
+            r.note,
+        ]
+        for r in result.rows
+    ]
+    out = [result.title, ""]
+    out += _table(
+        ["measurement", "rate", "unit", "items", "runs", "peak RSS", "note"],
+        measured,
+        right={1, 3, 4, 5},
+    )
+    ratios = [
+        [
+            q.label,
+            f"{q.value(rows):.2f}",
+            f"≥ {q.target:g}" if q.target is not None else "",
+            q.verdict(rows),
+        ]
+        for q in result.ratios
+    ]
+    out += ["", *_table(["ratio", "value", "target", "verdict"], ratios, right={1})]
+    out += ["", f"peak RSS of the run: {peak_rss_mib():,.0f} MiB"]
+    out += [f"note: {n}" for n in result.notes]
+    return "\n".join(out)

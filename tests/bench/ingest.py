@@ -1,0 +1,476 @@
+"""The ingest benchmark (docs/benchmarks.md): how fast entries get into the log.
+
+(a) memlane authoring through ``Node.e_write``, 1 author and 32 concurrent authors, each
+    awaiting durability (``synchronous=FULL``);
+(b) the raw limit: the same rows, sealed for real, written by a bare stdlib ``sqlite3`` loop
+    with ``executemany``, in transactions of 1 and of 32 entries;
+(c) the ``eventsourcing`` library (v9, SQLite on a file) saving one event per call;
+(d) the receive path for entries of one foreign writer, chain-amortised against per-entry
+    signature verification, into two nodes that end up with the same rows.
+
+Paired measurements are interleaved repeat by repeat, so a busy machine slows both sides of a
+ratio alike.  Nothing here asserts on speed; the targets are printed, not enforced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import msgpack
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate
+
+from node.authority import Caller
+from node.ids import uuid7
+from node.node import Node
+from node.store import StoreOptions
+from node.store.schema import MIGRATIONS, SCHEMA_VERSION
+from protocol.clock import Hlc
+from protocol.kinds import encode_payload
+from protocol.signing import SigningKey, seal
+from tests.bench.common import Ratio, Result, Row, Stopwatch, progress
+
+__all__ = [
+    "FULL",
+    "QUICK",
+    "RATIOS",
+    "ROWS",
+    "RawLog",
+    "Sizes",
+    "author_caller",
+    "run",
+    "sr_fields",
+]
+
+# Row labels, in print order; the smoke test checks that each one is printed.
+AUTHOR_1 = "(a) memlane e_write, 1 author"
+AUTHOR_32 = "(a) memlane e_write, 32 authors"
+RAW_1 = "(b) raw sqlite3, 1 entry/txn"
+RAW_32 = "(b) raw sqlite3, 32 entries/txn"
+EVENTSOURCING = "(c) eventsourcing, save per call"
+RECEIVE_AMORTISED = "(d) receive, chain-amortised"
+RECEIVE_PER_ENTRY = "(d) receive, per-entry verify"
+ROWS = (AUTHOR_1, RAW_1, AUTHOR_32, RAW_32, EVENTSOURCING, RECEIVE_AMORTISED, RECEIVE_PER_ENTRY)
+
+RATIOS = (
+    Ratio("1 author / raw(1)", AUTHOR_1, RAW_1),
+    Ratio("32 authors / 1 author", AUTHOR_32, AUTHOR_1),
+    Ratio("32 authors / raw(32)", AUTHOR_32, RAW_32, target=0.7),
+    Ratio("32 authors / eventsourcing", AUTHOR_32, EVENTSOURCING, target=3.0),
+    Ratio("receive amortised / per-entry", RECEIVE_AMORTISED, RECEIVE_PER_ENTRY, target=5.0),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    one_author: int = 300  # sequential awaited writes of the single author
+    authors: int = 32
+    per_author: int = 100  # sequential awaited writes of each concurrent author
+    es_calls: int = 2_000
+    received: int = 100_000
+    receive_batch: int = 1_000
+    repeats: int = 5  # runs of (a) and (b), interleaved
+    es_repeats: int = 3  # runs of (c); (d) runs once
+
+
+FULL = Sizes()
+QUICK = Sizes(
+    one_author=20,
+    per_author=4,
+    es_calls=100,
+    received=2_000,
+    receive_batch=500,
+    repeats=1,
+    es_repeats=1,
+)
+
+WORKSPACE = "team"
+_TEXT = (
+    "The deploy of the ingest service moved to the second region; the runbook now names the "
+    "new failover order, and the on-call rota was updated to match. Check the dashboards after "
+    "any schema migration. "
+)
+_TAGS = ["bench", "ingest"]
+
+
+def sr_fields(n: int) -> dict[str, Any]:
+    """What each author writes: an SR of a typical size (~300 bytes of payload)."""
+    return {"title": f"note {n}", "text": _TEXT + str(n), "tags": _TAGS}
+
+
+def _principal(author: int) -> str:
+    return f"author{author:02d}"
+
+
+# -- (a) memlane authoring -----------------------------------------------------------------
+
+
+async def author_caller(node: Node, principal: str) -> Caller:
+    issued = await node.create_token(principal, WORKSPACE, ("read:workspace", "write:workspace"))
+    return await node.authenticate(issued.token)
+
+
+async def memlane_authoring(workdir: Path, authors: int, per_author: int) -> tuple[float, int]:
+    """Seconds for ``authors`` tasks each doing ``per_author`` awaited ``e_write``s into a
+    fresh node, and the number of group commits they took."""
+    path = Path(tempfile.mkdtemp(prefix="author-", dir=workdir))
+    await Node.init(path)
+    async with Node.open(path) as node:
+        callers = [await author_caller(node, _principal(a)) for a in range(authors)]
+        commits = node.store.commits
+
+        async def author(a: int) -> None:
+            for j in range(per_author):
+                await node.e_write(callers[a], **sr_fields(a * per_author + j))
+
+        with Stopwatch() as sw:
+            await asyncio.gather(*(author(a) for a in range(authors)))
+        commits = node.store.commits - commits
+    shutil.rmtree(path)
+    return sw.seconds, commits
+
+
+# -- (b) the raw limit ---------------------------------------------------------------------
+
+_LOG_UPSERT = (
+    "INSERT INTO logs (log_id, writer, epoch, head_seq, head_id, forked_at) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (log_id) DO UPDATE SET "
+    "head_seq = excluded.head_seq, head_id = excluded.head_id, forked_at = excluded.forked_at"
+)
+_HEADER_INSERT = (
+    "INSERT INTO headers (pos, id, log_id, seq, hlc_wall, hlc_counter, kind, applied, raw) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_PAYLOAD_INSERT = "INSERT INTO payloads (pos, data) VALUES (?, ?)"
+_SR_INSERT = "INSERT OR IGNORE INTO sr_index (sr_id, workspace, owner, pos) VALUES (?, ?, ?, ?)"
+_AUDIT_INSERT = (
+    "INSERT INTO audit (event, at, workspace, subject, principal, entry, detail) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_STATE_UPSERT = "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)"
+_KIND = "sr.put"
+_FULL = 2  # PRAGMA synchronous
+
+
+class RawLog:
+    """The floor under memlane's authoring cost: one log sealed and written with no
+    framework at all.  For each SR it writes what memlane writes (a logs upsert, the header
+    with its canonical bytes, the payload, the sr_index row, the ``sr_written`` audit row) and
+    the clock's state row once per transaction, into the same schema with the same pragmas."""
+
+    def __init__(self, path: Path, seed: bytes = b"\x05" * 32) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self.db.executescript(f"BEGIN;{''.join(MIGRATIONS)}COMMIT;")
+        self.db.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+        self._key = Ed25519PrivateKey.from_private_bytes(seed)
+        self.public = self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        self.mesh, self.epoch = os.urandom(16), os.urandom(8)
+        self.seq, self.prev = 0, None
+        self.wall, self.counter = 0, 0
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _tick(self) -> None:
+        now = time.time_ns() // 1_000_000
+        if now > self.wall:
+            self.wall, self.counter = now, 0
+        else:
+            self.counter += 1
+
+    def write(self, batch: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Seal and durably write one transaction of (principal, fields) SRs."""
+        logs, headers, payloads, srs, audits = [], [], [], [], []
+        for principal, fields in batch:
+            self._tick()
+            self.seq += 1
+            sr_id = uuid7(self.wall)
+            # Keys in canonical (sorted) order, so plain packb is the canonical encoding.
+            payload = {
+                "create": True,
+                "lane": "default",
+                "principal": principal,
+                "sr_id": sr_id,
+                "tags": fields["tags"],
+                "text": fields["text"],
+                "title": fields["title"],
+                "visibility": "workspace",
+                "workspace": WORKSPACE,
+            }
+            data = msgpack.packb(payload, use_bin_type=True)
+            signed = [
+                1,
+                self.mesh,
+                self.public,
+                self.epoch,
+                self.seq,
+                self.prev,
+                [self.wall, self.counter],
+                _KIND,
+                hashlib.sha256(data).digest(),
+                len(data),
+            ]
+            raw = msgpack.packb([*signed, self._key.sign(msgpack.packb(signed))])
+            self.prev = entry_id = hashlib.sha256(raw).digest()
+            logs.append((1, self.public, self.epoch, self.seq, entry_id, None))
+            headers.append(
+                (self.seq, entry_id, 1, self.seq, self.wall, self.counter, _KIND, 1, raw)
+            )
+            payloads.append((self.seq, data))
+            srs.append((sr_id, WORKSPACE, principal, self.seq))
+            audits.append(("sr_written", self.wall, WORKSPACE, sr_id, principal, entry_id, None))
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany(_LOG_UPSERT, logs)
+        db.executemany(_HEADER_INSERT, headers)
+        db.executemany(_PAYLOAD_INSERT, payloads)
+        db.executemany(_SR_INSERT, srs)
+        db.executemany(_AUDIT_INSERT, audits)
+        db.execute(_STATE_UPSERT, ("hlc", msgpack.packb([self.wall, self.counter])))
+        db.execute("COMMIT")
+
+
+def raw_limit(workdir: Path, entries: int, per_txn: int) -> float:
+    """Seconds to seal and write ``entries`` SRs in transactions of ``per_txn``, round-robin
+    over 32 principals as the concurrent authors are."""
+    path = Path(tempfile.mkdtemp(prefix="raw-", dir=workdir))
+    log = RawLog(path / "raw.db")
+    work = [(_principal(n % 32), sr_fields(n)) for n in range(entries)]
+    batches = [work[i : i + per_txn] for i in range(0, entries, per_txn)]
+    with Stopwatch() as sw:
+        for batch in batches:
+            log.write(batch)
+    log.close()
+    shutil.rmtree(path)
+    return sw.seconds
+
+
+def commit_latency_ms(workdir: Path, commits: int = 200) -> float:
+    """The median time of a one-row commit on ``workdir``'s disk (WAL, synchronous=FULL):
+    the floor under any figure here that commits once per item."""
+    path = Path(tempfile.mkdtemp(prefix="fsync-", dir=workdir)) / "fsync.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute("CREATE TABLE t (x INTEGER)")
+    seconds = []
+    for i in range(commits):
+        with Stopwatch() as sw:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT INTO t VALUES (?)", (i,))
+            db.execute("COMMIT")
+        seconds.append(sw.seconds)
+    db.close()
+    shutil.rmtree(path.parent)
+    return statistics.median(seconds) * 1000
+
+
+# -- (c) eventsourcing ---------------------------------------------------------------------
+
+
+class _Record(Aggregate):
+    """An SR as an event-sourced aggregate: created with its fields (one event)."""
+
+    def __init__(self, title: str, text: str, tags: list[str]) -> None:
+        self.title, self.text, self.tags = title, text, tags
+
+
+class _Records(Application):
+    def write(self, fields: dict[str, Any]) -> None:
+        self.save(_Record(**fields))
+
+
+def eventsourcing_saves(workdir: Path, calls: int) -> float:
+    """Seconds for ``calls`` calls that each create an aggregate (one event) and save it."""
+    path = Path(tempfile.mkdtemp(prefix="es-", dir=workdir))
+    env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path / "es.db")}
+    app = _Records(env=env)
+    with app.factory.datastore.transaction(commit=False) as cursor:
+        cursor.execute("PRAGMA synchronous")
+        if cursor.fetchone()[0] != _FULL:
+            raise RuntimeError("eventsourcing's SQLite connection is not synchronous=FULL")
+    work = [sr_fields(n) for n in range(calls)]
+    with Stopwatch() as sw:
+        for fields in work:
+            app.write(fields)
+    stored = app.recorder.max_notification_id()
+    app.close()
+    shutil.rmtree(path)
+    if stored != calls:
+        raise RuntimeError(f"eventsourcing stored {stored} events, expected {calls}")
+    return sw.seconds
+
+
+# -- (d) the receive path ------------------------------------------------------------------
+
+
+def foreign_entries(mesh: bytes, n: int) -> list[tuple[bytes, bytes | None]]:
+    """``n`` chained sr.put entries of one foreign writer, as received: (header, payload)."""
+    key, epoch = SigningKey(b"\x07" * 32), b"\x01" * 8
+    wall = time.time_ns() // 1_000_000 - 10 * 60_000  # in the past: no clock-skew events
+    out: list[tuple[bytes, bytes | None]] = []
+    prev = None
+    for seq in range(1, n + 1):
+        sr_id = f"00000000-0000-7000-8000-{seq:012d}"
+        data = encode_payload(
+            _KIND,
+            {
+                "sr_id": sr_id,
+                "workspace": WORKSPACE,
+                "principal": "remote",
+                "create": True,
+                "title": f"t{seq}",
+            },
+        )
+        entry = seal(
+            key,
+            mesh=mesh,
+            epoch=epoch,
+            seq=seq,
+            prev=prev,
+            hlc=Hlc(wall + seq, 0),
+            kind=_KIND,
+            payload=data,
+        )
+        out.append((entry.raw, entry.payload))
+        prev = entry.id
+    return out
+
+
+async def receive_all(
+    path: Path, batches: list[list[tuple[bytes, bytes | None]]], *, amortised: bool
+) -> tuple[float, str]:
+    """Seconds to receive every batch into the node at ``path``, and a digest of its log."""
+    options = StoreOptions(amortised_verification=amortised)
+    async with Node.open(path, options=options) as node:
+        stored = 0
+        with Stopwatch() as sw:
+            for batch in batches:
+                stored += (await node.receive(batch, source="bench")).stored
+        expected = sum(len(b) for b in batches)
+        if stored != expected:
+            raise RuntimeError(f"received {stored} of {expected} entries")
+        digest = await _log_digest(node)
+    return sw.seconds, digest
+
+
+async def _log_digest(node: Node) -> str:
+    assert node.store.reader is not None
+    rows = await node.store.reader.fetchall(
+        "SELECT h.raw, p.data FROM headers h LEFT JOIN payloads p ON p.pos = h.pos ORDER BY h.pos"
+    )
+    h = hashlib.sha256()
+    for raw, data in rows:
+        h.update(hashlib.sha256(bytes(raw)).digest() + hashlib.sha256(data or b"").digest())
+    return h.hexdigest()
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+def _per_commit(entries: float) -> str:
+    return "1 entry/commit" if entries == 1 else f"{entries:.3g} entries/commit"
+
+
+async def _authoring(result: Result, workdir: Path, sizes: Sizes) -> None:
+    """(a) and (b), each memlane figure interleaved with its raw counterpart."""
+    for authors, per_author, label, raw_label in (
+        (1, sizes.one_author, AUTHOR_1, RAW_1),
+        (sizes.authors, sizes.per_author, AUTHOR_32, RAW_32),
+    ):
+        n, mem, raw, commits = authors * per_author, [], [], 0
+        progress(f"ingest: {label} / {raw_label}: {n} entries × {sizes.repeats}")
+        for _ in range(sizes.repeats):
+            raw.append(raw_limit(workdir, n, per_txn=authors))
+            seconds, took = await memlane_authoring(workdir, authors, per_author)
+            mem.append(seconds)
+            commits += took
+        per_commit = n * sizes.repeats / max(commits, 1)
+        result.rows.append(Row(label, n, tuple(mem), note=_per_commit(per_commit)))
+        result.rows.append(Row(raw_label, n, tuple(raw), note=_per_commit(authors)))
+
+
+def _eventsourcing(result: Result, workdir: Path, sizes: Sizes) -> None:
+    progress(f"ingest: {EVENTSOURCING}: {sizes.es_calls} calls × {sizes.es_repeats}")
+    seconds = [eventsourcing_saves(workdir, sizes.es_calls) for _ in range(sizes.es_repeats)]
+    result.rows.append(
+        Row(
+            EVENTSOURCING,
+            sizes.es_calls,
+            tuple(seconds),
+            unit="events/s",
+            note="1 event/commit",
+        )
+    )
+
+
+async def _receive(result: Result, workdir: Path, sizes: Sizes) -> None:
+    """(d): one node initialised, copied, so both receivers share its mesh and first rows."""
+    first = Path(tempfile.mkdtemp(prefix="recv-", dir=workdir)) / "node"
+    info = await Node.init(first)
+    second = first.with_name("node-per-entry")
+    shutil.copytree(first, second)
+    progress(f"ingest: sealing {sizes.received} foreign entries (not timed)")
+    items = foreign_entries(info.mesh, sizes.received)
+    step = sizes.receive_batch
+    batches = [items[i : i + step] for i in range(0, len(items), step)]
+    note = f"{step:,} entries/receive"
+    digests = []
+    for path, amortised, label in (
+        (first, True, RECEIVE_AMORTISED),
+        (second, False, RECEIVE_PER_ENTRY),
+    ):
+        progress(f"ingest: {label}: {len(items)} entries")
+        seconds, digest = await receive_all(path, batches, amortised=amortised)
+        digests.append(digest)
+        result.rows.append(Row(label, len(items), (seconds,), note=note))
+    if digests[0] != digests[1]:
+        raise RuntimeError("the two receivers stored different rows")
+    result.notes.append("(d) both receivers stored identical headers and payloads")
+    shutil.rmtree(first.parent)
+
+
+async def _measure(workdir: Path, sizes: Sizes) -> Result:
+    quick = " — QUICK: a smoke run, the figures mean nothing" if sizes == QUICK else ""
+    title = (
+        f"ingest — Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"eventsourcing {version('eventsourcing')}, {os.cpu_count()} CPUs, "
+        f"synchronous=FULL, WAL{quick}"
+    )
+    result = Result(title, ratios=list(RATIOS))
+    result.notes.append(
+        f"a one-row commit takes {commit_latency_ms(workdir):.2f} ms on this disk "
+        "(median; the floor under 1-per-commit figures)"
+    )
+    await _authoring(result, workdir, sizes)
+    _eventsourcing(result, workdir, sizes)
+    await _receive(result, workdir, sizes)
+    order = {label: i for i, label in enumerate(ROWS)}
+    result.rows.sort(key=lambda row: order[row.label])
+    result.notes.append(
+        "rate = items / median seconds of the runs; (a) and (b) runs are interleaved pair by pair"
+    )
+    return result
+
+
+def run(*, quick: bool, workdir: Path) -> Result:
+    """Measure everything in this process, one after another; ``quick`` is a smoke run."""
+    return asyncio.run(_measure(workdir, QUICK if quick else FULL))
