@@ -1,0 +1,343 @@
+"""The installed ``memlane`` command, end to end (DESIGN §8): real subprocesses, real data
+directories.  Exit codes: 0 ok, 1 refused or invalid input, 2 usage."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+import pytest
+
+from node.identity import node_id
+from protocol.signing import SigningKey
+
+MEMLANE = Path(sys.executable).parent / "memlane"
+UNAUTHENTICATED = "unauthenticated: a valid token is required"
+
+
+def _env(extra: dict[str, str] | None, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "MEMLANE_TOKEN"}
+    env["XDG_DATA_HOME"] = str(home)  # never the real default data dir
+    return env | (extra or {})
+
+
+def run(
+    *args: str | Path, env: dict[str, str] | None = None, home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(MEMLANE), *map(str, args)],
+        capture_output=True, text=True, timeout=60, check=False,
+        env=_env(env, home or Path("/nonexistent-memlane-home")),
+    )  # fmt: skip
+
+
+def run_all(argvs: Sequence[Sequence[str]], home: Path) -> list[subprocess.CompletedProcess[str]]:
+    """Run several commands at once (each is a separate process; they share no data dir)."""
+    procs = [
+        (argv, subprocess.Popen([str(MEMLANE), *argv], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=_env(None, home)))
+        for argv in argvs
+    ]  # fmt: skip
+    done = []
+    for argv, proc in procs:
+        out, err = proc.communicate(timeout=60)
+        done.append(subprocess.CompletedProcess(list(argv), proc.returncode, out, err))
+    return done
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, (result.args, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    return result.stdout
+
+
+def fails(result: subprocess.CompletedProcess[str], code: int = 1) -> str:
+    assert result.returncode == code, (result.args, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    return result.stderr
+
+
+@contextmanager
+def database(data: Path) -> Iterator[sqlite3.Connection]:
+    """The node's SQLite file, opened directly (committed and closed on leaving)."""
+    with closing(sqlite3.connect(data / "memlane.db")) as db, db:
+        yield db
+
+
+def count(data: Path, table: str) -> int:
+    with database(data) as db:
+        return int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    path = tmp_path / "node"
+    ok(run("init", "--data", path))
+    return path
+
+
+def make_token(data: Path, *scopes: str, principal: str = "alice") -> str:
+    scope_args = [a for s in scopes or ("write:workspace",) for a in ("--scope", s)]
+    out = ok(run("token", "create", "--data", data, "--principal", principal,
+                 "--workspace", "team", *scope_args))  # fmt: skip
+    return out.strip()
+
+
+# -- init ----------------------------------------------------------------------------------------
+
+
+def test_init_creates_a_private_node(tmp_path):
+    path = tmp_path / "fresh" / "node"
+    out = ok(run("init", "--data", path))
+    key = SigningKey((path / "node.key").read_bytes())
+    assert node_id(key.public) in out.split()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o700
+    for name in ("node.key", "authority.key"):
+        assert stat.S_IMODE((path / name).stat().st_mode) == 0o600
+    seed = (path / "node.key").read_bytes()
+
+    err = fails(run("init", "--data", path))
+    assert "already" in err
+    assert (path / "node.key").read_bytes() == seed  # the existing node is untouched
+    assert ok(run("log", "verify", "--data", path)).startswith("ok:")
+
+
+def test_init_json(tmp_path):
+    path = tmp_path / "node"
+    info = json.loads(ok(run("init", "--data", path, "--json")))
+    key = SigningKey((path / "node.key").read_bytes())
+    assert info["node_id"] == node_id(key.public)
+    assert len(bytes.fromhex(info["mesh"])) == 16
+    assert info["data"] == str(path)
+
+
+def test_init_where_no_directory_can_be_made(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    err = fails(run("init", "--data", blocker / "node"))
+    assert str(blocker) in err
+
+
+def test_commands_on_a_directory_without_a_node(tmp_path):
+    empty = tmp_path / "empty"
+    for argv in (("token", "list"), ("log", "verify"), ("put", "--token", "mlt_x", "--title", "t")):
+        err = fails(run(*argv, "--data", empty))
+        assert "no node in" in err
+        assert "memlane init" in err
+    assert not empty.exists()
+
+
+# -- tokens --------------------------------------------------------------------------------------
+
+
+def test_token_create_list_revoke(data):
+    token = make_token(data, "read:workspace", "write:workspace")
+    assert token.startswith("mlt_")
+    assert "\n" not in token
+
+    rows = json.loads(ok(run("token", "list", "--data", data, "--json")))
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["token_id"].startswith("tok_")
+    assert (row["principal"], row["workspace"]) == ("alice", "team")
+    assert row["scopes"] == ["read:workspace", "write:workspace"]
+    assert (row["expires"], row["revoked"]) == (None, None)
+    listing = ok(run("token", "list", "--data", data))
+    assert row["token_id"] in listing
+    for shown in (json.dumps(rows), listing):
+        assert token not in shown
+        assert token.removeprefix("mlt_") not in shown
+
+    assert row["token_id"] in ok(run("token", "revoke", "--data", data, row["token_id"]))
+    rows = json.loads(ok(run("token", "list", "--data", data, "--json")))
+    assert rows[0]["revoked"] is not None
+    assert "REVOKED" in ok(run("token", "list", "--data", data))
+    assert "no active token" in fails(run("token", "revoke", "--data", data, row["token_id"]))
+    assert "no active token" in fails(run("token", "revoke", "--data", data, "tok_000000000000"))
+    assert UNAUTHENTICATED in fails(run("put", "--data", data, "--token", token, "--title", "x"))
+
+
+def test_token_create_refusals(data):
+    base = ("token", "create", "--data", data, "--principal", "alice", "--workspace", "team")
+    assert "scopes must be among" in fails(run(*base, "--scope", "root"))
+    assert "invalid principal" in fails(run("token", "create", "--data", data, "--principal",
+                                            "a b", "--workspace", "team", "--scope",
+                                            "read:workspace"))  # fmt: skip
+    assert "invalid expires" in fails(
+        run(*base, "--scope", "read:workspace", "--expires", "tomorrow")
+    )
+    assert "in the future" in fails(
+        run(*base, "--scope", "read:workspace", "--expires", "2001-01-01")
+    )
+    assert count(data, "tokens") == 0
+    out = ok(run(*base, "--scope", "read:workspace", "--expires", "2999-01-01", "--json"))
+    assert json.loads(out)["token"].startswith("mlt_")
+    rows = json.loads(ok(run("token", "list", "--data", data, "--json")))
+    assert rows[0]["expires"] == "2999-01-01T00:00:00Z"
+
+
+# -- put -----------------------------------------------------------------------------------------
+
+
+def test_put_prints_the_sr_id(data):
+    token = make_token(data)
+    out = ok(run("put", "--data", data, "--token", token, "--title", "Deploy", "--tag", "ops",
+                 "--tag", "deploy", "--text", "body"))  # fmt: skip
+    sr_id = out.split()[0]
+    assert uuid.UUID(sr_id).version == 7
+    with database(data) as db:
+        rows = db.execute("SELECT sr_id, workspace, owner FROM sr_index").fetchall()
+        written = db.execute("SELECT subject FROM audit WHERE event = 'sr_written'").fetchall()
+    assert rows == [(sr_id, "team", "alice")]
+    assert written == [(sr_id,)]
+
+    result = json.loads(ok(run("put", "--data", data, "--token", token, "--title", "t", "--json")))
+    assert set(result) == {"sr_id", "entry_id", "ingest_time", "created"}
+    assert result["created"] is True
+    assert result["ingest_time"].endswith("Z")
+
+
+def test_put_token_sources(data, tmp_path):
+    token = make_token(data)
+    env_out = ok(run("put", "--data", data, "--title", "via env", env={"MEMLANE_TOKEN": token}))
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    file_out = ok(run("put", "--data", data, "--title", "via file", "--token-file", token_file))
+    assert uuid.UUID(env_out.split()[0]).version == 7
+    assert uuid.UUID(file_out.split()[0]).version == 7
+    assert count(data, "sr_index") == 2
+    # --token wins over the environment
+    bad_env = {"MEMLANE_TOKEN": "mlt_wrong"}
+    ok(run("put", "--data", data, "--token", token, "--title", "flag wins", env=bad_env))
+    assert count(data, "sr_index") == 3
+
+
+def test_put_refusals_store_nothing(data, tmp_path):
+    token = make_token(data)
+    reader = make_token(data, "read:workspace", principal="carol")
+    headers, audit = count(data, "headers"), count(data, "audit")
+    put = ("put", "--data", data)
+    assert UNAUTHENTICATED in fails(run(*put, "--token", "mlt_bogus", "--title", "x"))
+    assert UNAUTHENTICATED in fails(run(*put, "--title", "no token at all"))
+    assert UNAUTHENTICATED in fails(run(*put, "--title", "x", env={"MEMLANE_TOKEN": "nope"}))
+    error = json.loads(fails(run(*put, "--token", "mlt_bogus", "--title", "x", "--json")))
+    assert error == {"error": UNAUTHENTICATED}
+    assert "write:workspace" in fails(run(*put, "--token", reader, "--title", "x"))
+    assert "needs a title or a text" in fails(run(*put, "--token", token, "--tag", "lonely"))
+    assert "invalid content_time" in fails(
+        run(*put, "--token", token, "--title", "x", "--content-time", "2026-10-09T08:00:00")
+    )
+    assert "invalid title" in fails(run(*put, "--token", token, "--title", "x" * 1001))
+    missing = tmp_path / "missing-token"
+    assert str(missing) in fails(run(*put, "--token-file", missing, "--title", "x"))
+    assert (count(data, "headers"), count(data, "audit")) == (headers, audit)
+
+
+# -- log verify ----------------------------------------------------------------------------------
+
+
+def flip_header_byte(data: Path, kind: str, nth: int, index: int) -> None:
+    """Flip one bit of byte ``index`` of the ``nth`` stored header of ``kind``."""
+    with database(data) as db:
+        pos, raw = db.execute(
+            "SELECT pos, raw FROM headers WHERE kind = ? ORDER BY pos LIMIT 1 OFFSET ?",
+            (kind, nth),
+        ).fetchone()
+        raw = bytearray(raw)
+        raw[index] ^= 0x01
+        db.execute("UPDATE headers SET raw = ? WHERE pos = ?", (bytes(raw), pos))
+
+
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A node with two SRs of its own (seq 1 and 2 of its log) that verifies."""
+    data = tmp_path_factory.mktemp("verify") / "node"
+    ok(run("init", "--data", data))
+    token = make_token(data)
+    for title in ("one", "two"):
+        ok(run("put", "--data", data, "--token", token, "--title", title))
+    return data
+
+
+def test_log_verify_ok(verified):
+    assert ok(run("log", "verify", "--data", verified)).startswith("ok: 3 entries in 2 logs")
+    report = json.loads(ok(run("log", "verify", "--data", verified, "--json")))
+    assert (report["ok"], report["logs"], report["entries"], report["problems"]) == (
+        True, 2, 3, [],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("nth", "index", "problem"),
+    [
+        (0, -1, "seq 2: prev does not link to the entry before"),  # a signature bit, mid-log
+        (1, -1, "head 2 does not match the stored entries"),  # the head's signature
+        (0, 40, "seq 1: header does not match its row"),  # a bit of the writer's key
+    ],
+)
+def test_log_verify_finds_a_flipped_byte(verified, tmp_path, nth, index, problem):
+    data = tmp_path / "node"
+    shutil.copytree(verified, data)
+    flip_header_byte(data, "sr.put", nth, index)
+    bad = run("log", "verify", "--data", data)
+    assert bad.returncode == 1, (bad.stdout, bad.stderr)
+    assert bad.stdout.startswith("FAILED")
+    assert problem in bad.stdout
+    report = json.loads(run("log", "verify", "--data", data, "--json").stdout)
+    assert report["ok"] is False
+    assert len(report["problems"]) == 1
+    assert problem in report["problems"][0]
+
+
+# -- usage and help ------------------------------------------------------------------------------
+
+
+def test_usage_errors_exit_2(tmp_path):
+    d = str(tmp_path / "node")
+    argvs = [
+        [],
+        ["bogus"],
+        ["token"],
+        ["token", "create", "--data", d, "--workspace", "team", "--scope", "read:workspace"],
+        ["token", "create", "--data", d, "--principal", "alice", "--workspace", "team"],
+        ["token", "revoke", "--data", d],
+        ["token", "frobnicate"],
+        ["put", "--data", d, "--visibility", "public", "--title", "x"],
+        ["put", "--data", d, "--unknown-flag"],
+        ["log"],
+        ["log", "verify", "--data"],
+        ["init", "--data", d, "extra"],
+    ]
+    for result in run_all(argvs, tmp_path):
+        err = fails(result, code=2)
+        assert err.startswith("usage: memlane"), (result.args, err)
+        assert "error:" in err
+    assert not (tmp_path / "node").exists()
+
+
+COMMANDS = [
+    [], ["init"], ["token"], ["token", "create"], ["token", "list"], ["token", "revoke"],
+    ["put"], ["log"], ["log", "verify"],
+]  # fmt: skip
+
+
+def test_help_on_every_command(tmp_path):
+    for argv, result in zip(COMMANDS, run_all([[*a, "--help"] for a in COMMANDS], tmp_path),
+                            strict=True):  # fmt: skip
+        out = ok(result)
+        assert out.startswith("usage: memlane " + " ".join(argv)), (argv, out)
+        if argv in (["init"], ["token", "create"], ["token", "list"], ["token", "revoke"],
+                    ["put"], ["log", "verify"]):  # fmt: skip
+            assert "--data" in out
+            assert "--json" in out
+    assert not (tmp_path / "memlane").exists()
