@@ -12,7 +12,7 @@ import aiosqlite
 
 from node.errors import StoreError, StoreVersionError
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "refuse_newer"]
 
 _LOG = """
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -125,14 +125,21 @@ async def _version(conn: aiosqlite.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-async def migrate(conn: aiosqlite.Connection, *, upto: int = SCHEMA_VERSION) -> int:
-    """Bring the store to ``upto``; return the version found.  Runs in one transaction."""
+async def refuse_newer(conn: aiosqlite.Connection) -> int:
+    """The store's version; ``StoreVersionError`` if a newer memlane wrote it.  Only reads, so
+    it runs before anything (even a journal-mode switch) could touch such a store."""
     found = await _version(conn)
     if found > SCHEMA_VERSION:
         raise StoreVersionError(
             f"the store has schema version {found}, newer than this memlane's "
             f"{SCHEMA_VERSION}; upgrade memlane to open it"
         )
+    return found
+
+
+async def migrate(conn: aiosqlite.Connection, *, upto: int = SCHEMA_VERSION) -> int:
+    """Bring the store to ``upto``; return the version found.  Runs in one transaction."""
+    found = await refuse_newer(conn)
     if found >= upto:
         return found
     script = "".join(MIGRATIONS[found:upto])

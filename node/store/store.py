@@ -19,7 +19,7 @@ from node.store import ingest
 from node.store.audit import Event, RejectionLimiter, audit
 from node.store.heads import LogHead, LogTable, decode_hlc, encode_hlc
 from node.store.reader import Reader
-from node.store.schema import migrate
+from node.store.schema import migrate, refuse_newer
 from node.store.txn import Txn
 from node.store.writer import GroupWriter
 from node.views import Applied, View
@@ -122,6 +122,7 @@ class Store:
 
     async def _open(self) -> None:
         self._conn = await aiosqlite.connect(self.path, isolation_level=None)
+        await refuse_newer(self._conn)  # a newer store is refused before anything touches it
         await self._conn.execute("PRAGMA journal_mode=WAL")
         await self._conn.execute(f"PRAGMA synchronous={self.options.synchronous}")
         await self._conn.execute("PRAGMA foreign_keys=ON")
