@@ -24,6 +24,8 @@ __all__ = ["e_adjust", "e_correct", "e_delete", "e_undelete", "e_write"]
 CONTENT = frozenset({"title", "text", "links", "conversational", "private_fields"})
 META = frozenset({"tags", "content_time", "lane", "lane_uuid", "visibility"})
 _WRITE_ARGS = CONTENT | META | {"sr_id"}
+# Set at creation, changed later only by sr.adjust, by the owner or an admin (DESIGN §4.2).
+_ADJUST_ONLY = META - {"tags"}
 _CREATE_DEFAULTS: dict[str, Any] = {"visibility": "workspace", "lane": "default", "tags": []}
 
 
@@ -106,6 +108,9 @@ async def e_write(author: Author, caller: Caller, args: Mapping[str, Any]) -> di
         raise _unknown(sr_id)
     if not fields:
         raise Refusal("e_write with an sr_id needs at least one field to change")
+    if adjust_only := sorted(_ADJUST_ONLY & fields.keys()):
+        names = ", ".join(adjust_only)
+        raise Refusal(f"e_write cannot change {names} of an existing SR (use e_adjust)")
     return await _put(author, caller, "sr.put", sr_id, {"create": False, **fields}, create=False)
 
 
