@@ -122,8 +122,14 @@ async def test_e_write_create_refuses_bad_fields(node, make_caller, extra, patte
     assert re.search(pattern, text), text
 
 
+ADJUST_ONLY = {"content_time", "lane", "lane_uuid", "visibility"}  # DESIGN §4.2
+
+
 @pytest.mark.asyncio
-@pytest.mark.parametrize(("extra", "pattern"), BAD_FIELDS)
+@pytest.mark.parametrize(
+    ("extra", "pattern"),
+    [(e, p) for e, p in BAD_FIELDS if not ADJUST_ONLY & e.keys() or "content_time" in e],
+)
 async def test_e_write_update_refuses_bad_fields(node, make_caller, extra, pattern):
     alice = await make_caller()
     sr_id = (await node.e_write(alice, title="first"))["sr_id"]
@@ -141,6 +147,32 @@ async def test_e_write_create_needs_a_title_or_a_text(node, make_caller, args):
     alice = await make_caller()
     text = await refused(node, "e_write", alice, **args)
     assert text == "e_write needs a title or a text to create an SR"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("extra", "names"),
+    [
+        ({"visibility": "private"}, "visibility"),
+        ({"lane": "ops"}, "lane"),
+        ({"lane_uuid": LINK}, "lane_uuid"),
+        ({"content_time": "2026-01-02"}, "content_time"),
+        ({"title": "t", "visibility": "workspace", "lane": "x"}, "lane, visibility"),
+    ],
+)
+async def test_e_write_update_leaves_adjust_only_fields_to_e_adjust(
+    node, make_caller, extra, names
+):
+    """Set at creation, changed later only by sr.adjust, by the owner or an admin: an update
+    through e_write (open to every writer of the workspace) may not change them."""
+    alice = await make_caller()
+    bob = await make_caller("bob")
+    sr_id = (await node.e_write(alice, title="first"))["sr_id"]
+    for caller in (alice, bob):
+        text = await refused(node, "e_write", caller, sr_id=sr_id, **extra)
+        assert text == f"e_write cannot change {names} of an existing SR (use e_adjust)"
+    meta = {k: v for k, v in extra.items() if k in ADJUST_ONLY}
+    assert (await node.e_adjust(alice, sr_id=sr_id, **meta))["sr_id"] == sr_id  # the way to do it
 
 
 @pytest.mark.asyncio
