@@ -1,0 +1,138 @@
+"""Schema migrations (docs/architecture.md §Schema and migrations).
+
+An older store is brought up to ``SCHEMA_VERSION`` when opened, keeping what it holds; a store
+written by a newer memlane is refused with ``StoreVersionError`` and not touched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import pytest
+
+from node.errors import StoreVersionError
+from node.node import Node
+from node.store import Store
+from node.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from protocol.clock import Hlc
+from tests.node.helpers import ForeignWriter
+
+LATER_TABLES = {"sr_index", "episode_index", "forgotten"}  # created by migration 2
+
+
+async def tables(path: Path) -> set[str]:
+    async with (
+        aiosqlite.connect(path) as conn,
+        conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'") as cur,
+    ):
+        return {r[0] for r in await cur.fetchall()}
+
+
+async def version(path: Path) -> int:
+    async with (
+        aiosqlite.connect(path) as conn,
+        conn.execute("SELECT version FROM schema_version") as cur,
+    ):
+        rows = await cur.fetchall()
+    ((value,),) = rows
+    return int(value)
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file in ``directory`` (the database and any -wal / -shm beside it), by name."""
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+async def make_v1(path: Path) -> None:
+    async with aiosqlite.connect(path, isolation_level=None) as conn:
+        found = await migrate(conn, upto=1)
+        assert found == 0
+        await conn.execute("INSERT INTO state (key, value) VALUES ('mesh', ?)", (b"m" * 16,))
+
+
+def test_there_is_something_to_migrate() -> None:
+    assert SCHEMA_VERSION == len(MIGRATIONS) >= 2
+
+
+@pytest.mark.asyncio
+async def test_a_version_1_store_is_migrated_on_open(tmp_path: Path, wall: Any) -> None:
+    path = tmp_path / "memlane.db"
+    await make_v1(path)
+    assert await version(path) == 1
+    assert not LATER_TABLES & await tables(path)
+
+    store = await Store.open(path, wall=wall)
+    try:
+        assert await store.get_state("mesh") == b"m" * 16  # what it held is kept
+        # The migrated tables work: a received entry is stored and applied to the SR view.
+        foreign = ForeignWriter(b"m" * 16)
+        entry = foreign.next()
+        assert (await store.receive([entry], source="peer")).stored_ids == [entry.id]
+        assert store.reader is not None
+        assert await store.reader.count("sr_index") == 1
+    finally:
+        await store.close()
+
+    assert await version(path) == SCHEMA_VERSION
+    assert await tables(path) >= LATER_TABLES
+
+    # Opening a current store again migrates nothing and loses nothing.
+    store = await Store.open(path, wall=wall)
+    try:
+        assert store.reader is not None
+        assert await store.reader.count("headers") == 1
+        assert await store.reader.count("sr_index") == 1
+    finally:
+        await store.close()
+    assert await version(path) == SCHEMA_VERSION
+
+
+@pytest.mark.asyncio
+async def test_migrate_reports_the_version_it_found(tmp_path: Path) -> None:
+    path = tmp_path / "memlane.db"
+    await make_v1(path)
+    async with aiosqlite.connect(path, isolation_level=None) as conn:
+        assert await migrate(conn) == 1
+        assert await migrate(conn) == SCHEMA_VERSION
+    assert await version(path) == SCHEMA_VERSION
+
+
+async def bump_version(path: Path, to: int) -> None:
+    async with aiosqlite.connect(path, isolation_level=None) as conn:
+        await conn.execute("UPDATE schema_version SET version = ?", (to,))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+async def test_a_newer_store_is_refused_and_left_untouched(
+    tmp_path: Path, wall: Any, journal: str
+) -> None:
+    path = tmp_path / "memlane.db"
+    store = await Store.open(path, wall=wall)
+    try:
+        await store.receive([ForeignWriter(b"m" * 16).next(hlc=Hlc(wall.now, 0))], source="peer")
+    finally:
+        await store.close()
+    await bump_version(path, SCHEMA_VERSION + 1)
+    if journal == "delete":  # a newer memlane might not keep the WAL journal
+        async with aiosqlite.connect(path, isolation_level=None) as conn:
+            await conn.execute("PRAGMA journal_mode=DELETE")
+    before = snapshot(tmp_path)
+    assert set(before) == {"memlane.db"}
+
+    with pytest.raises(StoreVersionError, match=f"schema version {SCHEMA_VERSION + 1}"):
+        await Store.open(path, wall=wall)
+
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.asyncio
+async def test_a_node_over_a_newer_store_is_refused(node_dir: Path, wall: Any) -> None:
+    await bump_version(node_dir / "memlane.db", SCHEMA_VERSION + 1)
+    before = snapshot(node_dir)
+    with pytest.raises(StoreVersionError):
+        async with Node.open(node_dir, wall=wall):
+            pytest.fail("a newer store must not open")
+    assert snapshot(node_dir) == before

@@ -1,0 +1,137 @@
+"""The node's hybrid logical clock (DESIGN §2 "Writer clocks", docs/entries.md §Clocks).
+
+Monotonic across restarts even when the wall clock steps back; advanced by received entries,
+but never more than ``max_clock_skew`` past the wall; an entry further ahead is stored with its
+own time and audited as ``clock_skew``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from node.authority import Caller
+from node.node import Node
+from node.store.reader import AuditRow
+from protocol.clock import Hlc
+from tests.node.helpers import ForeignWriter
+
+MINUTE = 60_000
+HOUR = 60 * MINUTE
+MAX_SKEW = 5 * MINUTE
+
+
+async def caller_of(node: Node, token: str | None = None) -> tuple[Caller, str]:
+    if token is None:
+        token = (await node.create_token("alice", "team", ("write:workspace",))).token
+    return await node.authenticate(token), token
+
+
+async def hlc_of(node: Node, entry_id: bytes) -> Hlc:
+    reader = node.store.reader
+    assert reader is not None
+    rows = await reader.fetchall(
+        "SELECT hlc_wall, hlc_counter FROM headers WHERE id = ?", (entry_id,)
+    )
+    ((wall, counter),) = rows
+    return Hlc(wall, counter)
+
+
+async def write(node: Node, caller: Caller, title: str) -> Hlc:
+    result = await node.e_write(caller, title=title)
+    return await hlc_of(node, bytes.fromhex(result["entry_id"]))
+
+
+async def skew_events(node: Node) -> list[AuditRow]:
+    reader = node.store.reader
+    assert reader is not None
+    return [r for r in await reader.select_audit(limit=10_000) if r.event == "clock_skew"]
+
+
+@pytest.mark.asyncio
+async def test_the_clock_never_goes_back_across_a_restart(node_dir: Path, wall: Any) -> None:
+    async with Node.open(node_dir, wall=wall) as node:
+        caller, token = await caller_of(node)
+        first = await write(node, caller, "before")
+        assert first.wall == wall.now
+
+    wall.now -= HOUR  # the machine's clock steps back while the node is down
+    async with Node.open(node_dir, wall=wall) as node:
+        assert node.store.clock.last >= first
+        caller, _ = await caller_of(node, token)
+        second = await write(node, caller, "after")
+        third = await write(node, caller, "after again")
+
+    assert first < second < third
+    assert second.wall == first.wall  # held at the persisted bound, not the stepped-back wall
+
+
+@pytest.mark.asyncio
+async def test_a_received_entry_within_the_skew_moves_the_clock_and_it_persists(
+    node_dir: Path, wall: Any
+) -> None:
+    ahead = Hlc(wall.now + 4 * MINUTE, 7)
+    async with Node.open(node_dir, wall=wall) as node:
+        foreign = ForeignWriter(node.info.mesh)
+        entry = foreign.next(hlc=ahead)
+        assert (await node.receive([entry], source="peer")).stored_ids == [entry.id]
+        assert node.store.clock.last == ahead
+        assert await skew_events(node) == []
+        caller, token = await caller_of(node)
+        authored = await write(node, caller, "after the peer")
+        assert authored > ahead
+
+    wall.now -= HOUR
+    async with Node.open(node_dir, wall=wall) as node:
+        caller, _ = await caller_of(node, token)
+        assert await write(node, caller, "after restart") > authored
+
+
+@pytest.mark.asyncio
+async def test_an_entry_an_hour_ahead_is_stored_as_written_and_audited(
+    node: Node, foreign: ForeignWriter, wall: Any
+) -> None:
+    assert node.store.options.max_clock_skew_ms == MAX_SKEW
+    future = Hlc(wall.now + HOUR, 3)
+    entry = foreign.next(hlc=future)
+
+    report = await node.receive([entry], source="peer")
+
+    assert report.stored_ids == [entry.id]
+    assert await hlc_of(node, entry.id) == future  # stored with its writer's time
+    clock = node.store.clock.last
+    assert wall.now < clock.wall <= wall.now + MAX_SKEW
+    (event,) = await skew_events(node)
+    assert event.entry == entry.id
+    assert event.detail["source"] == "peer"
+
+    # What this node writes next is stamped near its own wall, not an hour ahead.
+    caller, _ = await caller_of(node)
+    mine = await write(node, caller, "local")
+    assert clock < mine < future
+    assert mine.wall <= wall.now + MAX_SKEW
+
+
+@pytest.mark.asyncio
+async def test_the_skew_bound_follows_the_wall_and_survives_a_restart(
+    node_dir: Path, wall: Any
+) -> None:
+    future = Hlc(wall.now + HOUR, 0)
+    async with Node.open(node_dir, wall=wall) as node:
+        foreign = ForeignWriter(node.info.mesh)
+        await node.receive([foreign.next(hlc=future)], source="peer")
+        bound = node.store.clock.last
+        assert bound.wall <= wall.now + MAX_SKEW
+
+        # Ten minutes later a second entry from the same future may pull the clock on, still
+        # no further than five minutes past the (new) wall.
+        wall.now += 10 * MINUTE
+        await node.receive([foreign.next(hlc=Hlc(future.wall + 1, 0))], source="peer")
+        moved = node.store.clock.last
+        assert bound < moved
+        assert moved.wall <= wall.now + MAX_SKEW
+
+    async with Node.open(node_dir, wall=wall) as node:
+        assert node.store.clock.last == moved  # the persisted bound, not the entry's time
