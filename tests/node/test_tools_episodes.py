@@ -283,21 +283,21 @@ async def test_prev_id_survives_a_restart(node_dir, wall):
 @pytest.mark.asyncio
 async def test_concurrent_records_form_one_linear_chain(node, make_caller):
     alice = await make_caller()
-    seed = await node.work_record(alice, summary="before")
     results = await asyncio.gather(*(node.work_record(alice, summary=f"c{i}") for i in range(20)))
     prevs = [r["prev_id"] for r in results]
+    assert prevs.count(None) == 1  # exactly one record found no earlier one
     assert len(set(prevs)) == 20  # every prev_id distinct: no two records claim one parent
-    assert prevs.count(seed["id"]) == 1
-    walk = chain_order([seed, *results])
-    assert len(walk) == 21  # one linear chain through all of them
-    assert walk[-1] == seed["id"]
+    walk = chain_order(results)
+    assert len(walk) == 20  # one linear chain through all of them
     # the chain runs in the order the node stamped the records
-    stamped = {e.header.hlc: e for e in await node.entries() if e.header.kind == "episode.record"}
-    by_id = {}
-    for hlc, entry in stamped.items():
-        assert entry.payload is not None
-        by_id[decode_payload("episode.record", entry.payload)["id"]] = hlc
-    assert [by_id[i] for i in walk] == sorted(by_id.values(), reverse=True)
+    hlc_of = {}
+    for entry in await node.entries():
+        if entry.header.kind == "episode.record":
+            assert entry.payload is not None
+            hlc_of[decode_payload("episode.record", entry.payload)["id"]] = entry.header.hlc
+    assert [hlc_of[i] for i in walk] == sorted(hlc_of.values(), reverse=True)
+    # and the next record, written alone, continues from the newest
+    assert (await node.work_record(alice, summary="after"))["prev_id"] == walk[0]
 
 
 @pytest.mark.asyncio
