@@ -1,0 +1,61 @@
+"""Fixtures: real nodes in temporary directories, real SQLite files, a controllable wall."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from node.authority import Caller
+from node.node import Node
+from tests.node.helpers import ForeignWriter
+
+
+class Wall:
+    """A wall clock the test moves by hand (ms since the Unix epoch)."""
+
+    def __init__(self, now: int = 1_790_000_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def wall() -> Wall:
+    return Wall()
+
+
+@pytest_asyncio.fixture
+async def node_dir(tmp_path: Path, wall: Wall) -> Path:
+    await Node.init(tmp_path / "node", wall=wall)
+    return tmp_path / "node"
+
+
+@pytest_asyncio.fixture
+async def node(node_dir: Path, wall: Wall) -> AsyncIterator[Node]:
+    async with Node.open(node_dir, wall=wall) as opened:
+        yield opened
+
+
+CallerFactory = Callable[..., Awaitable[Caller]]
+
+
+@pytest.fixture
+def make_caller(node: Node) -> CallerFactory:
+    async def make(
+        principal: str = "alice",
+        workspace: str = "team",
+        scopes: tuple[str, ...] = ("read:workspace", "write:workspace"),
+    ) -> Caller:
+        issued = await node.create_token(principal, workspace, scopes)
+        return await node.authenticate(issued.token)
+
+    return make
+
+
+@pytest.fixture
+def foreign(node: Node) -> ForeignWriter:
+    return ForeignWriter(node.info.mesh)

@@ -1,0 +1,84 @@
+"""Shared test helpers: a writer of another node, and row counts for "nothing stored"."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from node.node import Node
+from protocol.clock import Hlc
+from protocol.entry import Entry
+from protocol.kinds import encode_payload
+from protocol.signing import SigningKey, seal
+
+# Every table whose rows "nothing stored" covers (DESIGN §3): headers, payloads, views.
+STORED_TABLES = ("headers", "payloads", "logs", "sr_index", "episode_index", "forgotten", "forks")
+
+
+def sr_payload(sr_id: str, workspace: str = "team", **fields: Any) -> dict[str, Any]:
+    return {"sr_id": sr_id, "workspace": workspace, "principal": "remote", "create": True} | fields
+
+
+@dataclass
+class ForeignWriter:
+    """Another node's log: seals entries for ``mesh`` with its own key and epoch."""
+
+    mesh: bytes
+    seed: bytes = b"\x07" * 32
+    epoch: bytes = b"\x01" * 8
+    wall: int = 1_790_000_000_000
+    entries: list[Entry] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.key = SigningKey(self.seed)
+
+    def next(
+        self,
+        kind: str = "sr.put",
+        payload: dict[str, Any] | None = None,
+        *,
+        raw_payload: bytes | None = None,
+        hlc: Hlc | None = None,
+    ) -> Entry:
+        seq = len(self.entries) + 1
+        if raw_payload is None:
+            sr_id = f"00000000-0000-7000-8000-{seq:012d}"
+            raw_payload = encode_payload(kind, payload or sr_payload(sr_id, title=f"t{seq}"))
+        prev = self.entries[-1].id if self.entries else None
+        self.wall += 1
+        entry = seal(
+            self.key,
+            mesh=self.mesh,
+            epoch=self.epoch,
+            seq=seq,
+            prev=prev,
+            hlc=hlc or Hlc(self.wall, 0),
+            kind=kind,
+            payload=raw_payload,
+        )
+        self.entries.append(entry)
+        return entry
+
+    def run(self, n: int) -> list[Entry]:
+        return [self.next() for _ in range(n)]
+
+
+async def counts(node: Node) -> dict[str, int]:
+    reader = node.store.reader
+    assert reader is not None
+    return {t: await reader.count(t) for t in STORED_TABLES}
+
+
+async def digest(node: Node) -> str:
+    """A digest of every stored header and payload, in store order."""
+    reader = node.store.reader
+    assert reader is not None
+    rows = await reader.fetchall(
+        "SELECT h.raw, p.data FROM headers h LEFT JOIN payloads p ON p.pos = h.pos ORDER BY h.pos"
+    )
+    h = hashlib.sha256()
+    for raw, data in rows:
+        h.update(bytes(raw))
+        h.update(bytes(data) if data is not None else b"-")
+    return h.hexdigest()
