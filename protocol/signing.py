@@ -24,7 +24,7 @@ from protocol.clock import Hlc
 from protocol.entry import ENVELOPE_VERSION, Entry, Header, payload_digest
 from protocol.errors import LocalProtocolError
 
-__all__ = ["SigningKey", "authenticate", "linked", "seal", "verify_signature"]
+__all__ = ["SigningKey", "authentic_from", "authenticate", "linked", "seal", "verify_signature"]
 
 
 class SigningKey:
@@ -113,3 +113,44 @@ def _judge_segment(
     if vouched is not None:
         for i in range(start, vouched + 1):
             out[i] = True
+
+
+def authentic_from(
+    head_seq: int, head_id: bytes | None, candidates: Sequence[Entry], *, amortised: bool = True
+) -> list[Entry]:
+    """The longest run of authentic candidates that links on from a log's head, in seq order.
+
+    What links from a head is a tree, not a line: a forged copy of an entry, or the other side
+    of a fork, shares its parent.  The rule is applied per branch — an entry is authentic when
+    its own signature verifies or an authentic child vouches for it — so a forged sibling
+    cannot hold back the genuine entry, and each entry's verdict is the same alone or in any
+    company.  Amortised, an entry's own signature is checked only when no child vouches for it
+    (one check for an ordinary run).  ``head_seq`` 0 is an empty log: any seq 1 attaches.
+    """
+    children: dict[bytes | None, list[Entry]] = {}
+    for e in candidates:
+        children.setdefault(e.header.prev, []).append(e)
+
+    def following(seq: int, parent: bytes | None) -> list[Entry]:
+        if seq == 0:  # seq 1 names the head of the epoch it continues, or nothing
+            return [e for e in candidates if e.header.seq == 1]
+        return [e for e in children.get(parent, []) if e.header.seq == seq + 1]
+
+    roots = following(head_seq, head_id)
+    kids: dict[bytes, list[Entry]] = {}
+    order, level = [], roots
+    while level:  # breadth first: every child comes after its parent
+        order += level
+        for e in level:
+            kids[e.id] = following(e.header.seq, e.id)
+        level = [k for e in level for k in kids[e.id]]
+    ok: dict[bytes, bool] = {}
+    for e in reversed(order):
+        vouched = any(ok[k.id] for k in kids[e.id])
+        ok[e.id] = (vouched and amortised) or _verifies(e) or vouched
+    run: list[Entry] = []
+    options = roots
+    while (nxt := next((e for e in options if ok[e.id]), None)) is not None:
+        run.append(nxt)
+        options = kids[nxt.id]
+    return run

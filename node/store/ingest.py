@@ -21,7 +21,7 @@ from node.store.audit import Event, audit
 from node.store.txn import Txn
 from protocol.entry import Entry, LogId
 from protocol.errors import ProtocolError
-from protocol.signing import authenticate
+from protocol.signing import authentic_from, authenticate
 
 if TYPE_CHECKING:
     from node.store.heads import LogHead
@@ -118,9 +118,11 @@ class Ingest:
     async def _attach(self, head: LogHead, cands: list[_Candidate]) -> set[bytes]:
         amortised = self.store.options.amortised_verification
         done: set[bytes] = set()
-        for cand in _authentic_run(head, cands, amortised=amortised):
-            await self._store_one(head, cand)
-            done.add(cand.entry.id)
+        by_id = {c.entry.id: c for c in cands}
+        run = authentic_from(head.seq, head.id, [c.entry for c in cands], amortised=amortised)
+        for entry in run:
+            await self._store_one(head, by_id[entry.id])
+            done.add(entry.id)
         return done
 
     async def _store_one(self, head: LogHead, cand: _Candidate) -> None:
@@ -273,44 +275,6 @@ class Ingest:
         )
         if not has:
             self.store.logs.pending_logs.discard(log)
-
-
-def _authentic_run(head: LogHead, cands: list[_Candidate], *, amortised: bool) -> list[_Candidate]:
-    """The longest run of authentic entries linked from ``head`` by ``prev``, in seq order.
-
-    What links from the head is a tree, not a line: a forged copy of an entry, or the other
-    side of a fork, shares its parent.  The rule is applied per branch (an entry is authentic
-    when its own signature verifies or an authentic child vouches for it), so a forged sibling
-    cannot hold back the genuine entry: its verdict is the same alone or in any company.
-    Amortised, an entry's own signature is checked only when no child vouches for it.
-    """
-    children: dict[bytes | None, list[_Candidate]] = {}
-    for c in cands:
-        children.setdefault(c.entry.header.prev, []).append(c)
-
-    def following(seq: int, parent: bytes | None) -> list[_Candidate]:
-        if seq == 0:  # seq 1 names the head of the epoch it continues, or nothing
-            return [c for c in cands if c.entry.header.seq == 1]
-        return [c for c in children.get(parent, []) if c.entry.header.seq == seq + 1]
-
-    roots = following(head.seq, head.id)
-    kids: dict[bytes, list[_Candidate]] = {}
-    order, level = [], roots
-    while level:  # breadth first: every child comes after its parent
-        order += level
-        for c in level:
-            kids[c.entry.id] = following(c.entry.header.seq, c.entry.id)
-        level = [k for c in level for k in kids[c.entry.id]]
-    ok: dict[bytes, bool] = {}
-    for c in reversed(order):
-        vouched = any(ok[k.entry.id] for k in kids[c.entry.id])
-        ok[c.entry.id] = (vouched and amortised) or authenticate([c.entry])[0] or vouched
-    run: list[_Candidate] = []
-    options = roots
-    while (nxt := next((c for c in options if ok[c.entry.id]), None)) is not None:
-        run.append(nxt)
-        options = kids[nxt.entry.id]
-    return run
 
 
 def _authentic_alone_or_by(cand: _Candidate, batch: list[_Candidate]) -> bool:

@@ -18,7 +18,13 @@ from protokit import (
 
 from protocol.entry import Entry, decode_header
 from protocol.errors import LocalProtocolError, RemoteProtocolError
-from protocol.signing import SigningKey, authenticate, linked, verify_signature
+from protocol.signing import (
+    SigningKey,
+    authentic_from,
+    authenticate,
+    linked,
+    verify_signature,
+)
 
 OTHER = SigningKey(b"\x07" * 32)
 
@@ -189,3 +195,35 @@ def test_entries_of_another_epoch_are_another_log() -> None:
     assert a.header.log != b.header.log == (KEY.public, b"\x99" * 8)
     assert a.header.log == (KEY.public, EPOCH)
     assert _both([a, b]) == [True, True]
+
+
+# -- authentic_from: the rule over what links on from a log's head ---------------------------
+
+
+def _prefix_len(verdicts: list[bool]) -> int:
+    return next((i for i, ok in enumerate(verdicts) if not ok), len(verdicts))
+
+
+@pytest.mark.parametrize("bad", [frozenset(), frozenset({3}), frozenset({9}), frozenset({0, 9})])
+@pytest.mark.parametrize("amortised", [True, False])
+def test_authentic_from_agrees_with_the_rule_on_a_line(
+    bad: frozenset[int], amortised: bool
+) -> None:
+    run = make_run(10, bad_sig_at=bad)
+    got = authentic_from(0, None, run, amortised=amortised)
+    assert got == run[: _prefix_len(rule_verdicts(run))]
+
+
+def test_authentic_from_continues_a_head() -> None:
+    run = make_run(10)
+    assert authentic_from(4, run[3].id, run[4:]) == run[4:]
+    assert authentic_from(4, b"\x00" * 32, run[4:]) == []  # does not link on from that head
+
+
+def test_a_forged_sibling_does_not_hold_back_the_genuine_entry() -> None:
+    run = make_run(6)
+    forged = corrupt_sig(seal_one(3, run[1].id, payload=b"\x80"))
+    for company in ([forged, *run], [*run, forged], [forged, *run[:3]]):
+        got = authentic_from(0, None, company)
+        assert got == [e for e in run if any(e.id == c.id for c in company)]
+    assert authentic_from(2, run[1].id, [forged]) == []
