@@ -83,8 +83,10 @@ class Node:
         """Create a node and a new single-node mesh whose authority is this node."""
         path = _data_dir(path)
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.chmod(0o700)  # the node's secrets live here, whatever mode it had
         key = create_key(path / NODE_KEY_FILE)
         authority = create_key(path / AUTHORITY_KEY_FILE)
+        (path / DB_FILE).touch(mode=0o600)  # SQLite gives its -wal and -shm files this mode
         store = await Store.open(path / DB_FILE, wall=wall, options=_options(NodeConfig.load(path)))
         try:
             info = await _init_state(store, key, authority)

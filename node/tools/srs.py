@@ -6,8 +6,9 @@ An SR the caller may not write answers exactly like an unknown one: ``unknown sr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from node.authoring import Author
 from node.authority import Caller
@@ -17,10 +18,12 @@ from node.store import Authored, Event, Txn
 from node.store.audit import audit
 from node.tools.args import check_names, encode, optional_time, present
 from protocol.entry import Entry
+from protocol.kinds import UUID
 from protocol.timefmt import format_instant
 
 __all__ = ["e_adjust", "e_correct", "e_delete", "e_undelete", "e_write"]
 
+_UUID = re.compile(UUID)
 CONTENT = frozenset({"title", "text", "links", "conversational", "private_fields"})
 META = frozenset({"tags", "content_time", "lane", "lane_uuid", "visibility"})
 _WRITE_ARGS = CONTENT | META | {"sr_id"}
@@ -36,13 +39,17 @@ def _fields(args: Mapping[str, Any], names: frozenset[str]) -> dict[str, Any]:
     return fields
 
 
+def _is_id(sr_id: object) -> TypeGuard[str]:
+    return isinstance(sr_id, str) and _UUID.fullmatch(sr_id) is not None
+
+
 def _unknown(sr_id: object) -> Refusal:
     return Refusal(f"unknown sr_id: {sr_id}")
 
 
 async def _sr_row(txn: Txn, caller: Caller, sr_id: object) -> tuple[str, str]:
     """(workspace, owner) of an SR the caller may address, else the unknown-id refusal."""
-    if not isinstance(sr_id, str):
+    if not _is_id(sr_id):
         raise _unknown(sr_id)
     row = await txn.fetchone("SELECT workspace, owner FROM sr_index WHERE sr_id = ?", (sr_id,))
     if row is None or row[0] != caller.workspace:
@@ -104,7 +111,7 @@ async def e_write(author: Author, caller: Caller, args: Mapping[str, Any]) -> di
             raise Refusal("e_write needs a title or a text to create an SR")
         body = {"create": True, **_CREATE_DEFAULTS, **fields}
         return await _put(author, caller, "sr.put", uuid7(author.store.wall()), body, create=True)
-    if not isinstance(sr_id, str):
+    if not _is_id(sr_id):
         raise _unknown(sr_id)
     if not fields:
         raise Refusal("e_write with an sr_id needs at least one field to change")
@@ -119,7 +126,7 @@ async def e_correct(author: Author, caller: Caller, args: Mapping[str, Any]) -> 
     check_names("e_correct", args, CONTENT | {"sr_id", "reason"})
     caller.require("write:workspace")
     sr_id, fields = args.get("sr_id"), _fields(args, CONTENT)
-    if not isinstance(sr_id, str):
+    if not _is_id(sr_id):
         raise _unknown(sr_id)
     if not fields:
         raise Refusal("e_correct needs at least one content field to correct")
@@ -132,7 +139,7 @@ async def e_adjust(author: Author, caller: Caller, args: Mapping[str, Any]) -> d
     check_names("e_adjust", args, META | {"sr_id"})
     caller.require("write:workspace")
     sr_id, fields = args.get("sr_id"), _fields(args, META)
-    if not isinstance(sr_id, str):
+    if not _is_id(sr_id):
         raise _unknown(sr_id)
     if not fields:
         raise Refusal("e_adjust needs at least one metadata field to change")
