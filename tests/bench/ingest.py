@@ -8,8 +8,9 @@
 (d) the receive path for entries of one foreign writer, chain-amortised against per-entry
     signature verification, into two nodes that end up with the same rows.
 
-Paired measurements are interleaved repeat by repeat, so a busy machine slows both sides of a
-ratio alike.  Nothing here asserts on speed; the targets are printed, not enforced.
+(a), (b) and (c) run in rounds (one run of each per round) and (d) alternates its two
+receivers batch by batch, so a change in the machine's load falls on both sides of a ratio.
+Nothing here asserts on speed; the targets are printed, not enforced.
 """
 
 from __future__ import annotations
@@ -78,14 +79,16 @@ RATIOS = (
 
 @dataclass(frozen=True, slots=True)
 class Sizes:
+    """How much each measurement does; ``FULL`` for ``make bench``, ``QUICK`` for the smoke
+    test."""
+
     one_author: int = 300  # sequential awaited writes of the single author
     authors: int = 32
     per_author: int = 100  # sequential awaited writes of each concurrent author
     es_calls: int = 2_000
     received: int = 100_000
     receive_batch: int = 1_000
-    repeats: int = 5  # runs of (a) and (b), interleaved
-    es_repeats: int = 3  # runs of (c); (d) runs once
+    repeats: int = 5  # rounds of (a), (b), (c); (d) runs once
 
 
 FULL = Sizes()
@@ -96,7 +99,6 @@ QUICK = Sizes(
     received=2_000,
     receive_batch=500,
     repeats=1,
-    es_repeats=1,
 )
 
 WORKSPACE = "team"
@@ -355,21 +357,30 @@ def foreign_entries(mesh: bytes, n: int) -> list[tuple[bytes, bytes | None]]:
     return out
 
 
-async def receive_all(
-    path: Path, batches: list[list[tuple[bytes, bytes | None]]], *, amortised: bool
-) -> tuple[float, str]:
-    """Seconds to receive every batch into the node at ``path``, and a digest of its log."""
-    options = StoreOptions(amortised_verification=amortised)
-    async with Node.open(path, options=options) as node:
-        stored = 0
-        with Stopwatch() as sw:
-            for batch in batches:
-                stored += (await node.receive(batch, source="bench")).stored
-        expected = sum(len(b) for b in batches)
-        if stored != expected:
-            raise RuntimeError(f"received {stored} of {expected} entries")
-        digest = await _log_digest(node)
-    return sw.seconds, digest
+Batch = list[tuple[bytes, bytes | None]]
+
+
+async def receive_side_by_side(paths: tuple[Path, Path], batches: list[Batch]) -> list[float]:
+    """Receive every batch into the node at ``paths[0]`` (chain-amortised) and the one at
+    ``paths[1]`` (per-entry verification), batch by batch, alternating which goes first so
+    a change in the machine's load falls on both; the seconds each node took in all."""
+    options = [StoreOptions(amortised_verification=a) for a in (True, False)]
+    seconds = [0.0, 0.0]
+    async with (
+        Node.open(paths[0], options=options[0]) as amortised,
+        Node.open(paths[1], options=options[1]) as per_entry,
+    ):
+        nodes = [amortised, per_entry]
+        for i, batch in enumerate(batches):
+            for side in (0, 1) if i % 2 == 0 else (1, 0):
+                with Stopwatch() as sw:
+                    report = await nodes[side].receive(batch, source="bench")
+                seconds[side] += sw.seconds
+                if report.stored != len(batch):
+                    raise RuntimeError(f"stored {report.stored} of a batch of {len(batch)}")
+        if await _log_digest(amortised) != await _log_digest(per_entry):
+            raise RuntimeError("the two receivers stored different rows")
+    return seconds
 
 
 async def _log_digest(node: Node) -> str:
@@ -390,61 +401,53 @@ def _per_commit(entries: float) -> str:
     return "1 entry/commit" if entries == 1 else f"{entries:.3g} entries/commit"
 
 
-async def _authoring(result: Result, workdir: Path, sizes: Sizes) -> None:
-    """(a) and (b), each memlane figure interleaved with its raw counterpart."""
-    for authors, per_author, label, raw_label in (
-        (1, sizes.one_author, AUTHOR_1, RAW_1),
-        (sizes.authors, sizes.per_author, AUTHOR_32, RAW_32),
-    ):
-        n, mem, raw, commits = authors * per_author, [], [], 0
-        progress(f"ingest: {label} / {raw_label}: {n} entries × {sizes.repeats}")
-        for _ in range(sizes.repeats):
-            raw.append(raw_limit(workdir, n, per_txn=authors))
-            seconds, took = await memlane_authoring(workdir, authors, per_author)
-            mem.append(seconds)
-            commits += took
-        per_commit = n * sizes.repeats / max(commits, 1)
-        result.rows.append(Row(label, n, tuple(mem), note=_per_commit(per_commit)))
-        result.rows.append(Row(raw_label, n, tuple(raw), note=_per_commit(authors)))
-
-
-def _eventsourcing(result: Result, workdir: Path, sizes: Sizes) -> None:
-    progress(f"ingest: {EVENTSOURCING}: {sizes.es_calls} calls × {sizes.es_repeats}")
-    seconds = [eventsourcing_saves(workdir, sizes.es_calls) for _ in range(sizes.es_repeats)]
-    result.rows.append(
-        Row(
-            EVENTSOURCING,
-            sizes.es_calls,
-            tuple(seconds),
-            unit="events/s",
-            note="1 event/commit",
-        )
-    )
+async def _rounds(result: Result, workdir: Path, sizes: Sizes) -> None:
+    """(a), (b) and (c), one run of each per round, so each ratio's two sides share the
+    machine's load of the moment."""
+    many = sizes.authors * sizes.per_author
+    seconds: dict[str, list[float]] = {
+        label: [] for label in (AUTHOR_1, RAW_1, AUTHOR_32, RAW_32, EVENTSOURCING)
+    }
+    commits = {AUTHOR_1: 0, AUTHOR_32: 0}
+    for i in range(sizes.repeats):
+        progress(f"ingest: round {i + 1} of {sizes.repeats}: (a), (b), (c)")
+        seconds[RAW_1].append(raw_limit(workdir, sizes.one_author, per_txn=1))
+        took, commits_taken = await memlane_authoring(workdir, 1, sizes.one_author)
+        seconds[AUTHOR_1].append(took)
+        commits[AUTHOR_1] += commits_taken
+        seconds[RAW_32].append(raw_limit(workdir, many, per_txn=sizes.authors))
+        took, commits_taken = await memlane_authoring(workdir, sizes.authors, sizes.per_author)
+        seconds[AUTHOR_32].append(took)
+        commits[AUTHOR_32] += commits_taken
+        seconds[EVENTSOURCING].append(eventsourcing_saves(workdir, sizes.es_calls))
+    counts = dict.fromkeys((AUTHOR_1, RAW_1), sizes.one_author)
+    counts |= dict.fromkeys((AUTHOR_32, RAW_32), many) | {EVENTSOURCING: sizes.es_calls}
+    notes = {
+        AUTHOR_1: _per_commit(sizes.one_author * sizes.repeats / max(commits[AUTHOR_1], 1)),
+        RAW_1: _per_commit(1),
+        AUTHOR_32: _per_commit(many * sizes.repeats / max(commits[AUTHOR_32], 1)),
+        RAW_32: _per_commit(sizes.authors),
+        EVENTSOURCING: "1 event/commit",
+    }
+    for label, runs in seconds.items():
+        unit = "events/s" if label == EVENTSOURCING else "entries/s"
+        result.rows.append(Row(label, counts[label], tuple(runs), unit=unit, note=notes[label]))
 
 
 async def _receive(result: Result, workdir: Path, sizes: Sizes) -> None:
-    """(d): one node initialised, copied, so both receivers share its mesh and first rows."""
-    first = Path(tempfile.mkdtemp(prefix="recv-", dir=workdir)) / "node"
+    """(d): one node initialised and copied, so both receivers share its mesh and rows."""
+    first = Path(tempfile.mkdtemp(prefix="recv-", dir=workdir)) / "amortised"
     info = await Node.init(first)
-    second = first.with_name("node-per-entry")
+    second = first.with_name("per-entry")
     shutil.copytree(first, second)
-    progress(f"ingest: sealing {sizes.received} foreign entries (not timed)")
+    progress(f"ingest: sealing {sizes.received} entries of a foreign writer (not timed)")
     items = foreign_entries(info.mesh, sizes.received)
     step = sizes.receive_batch
     batches = [items[i : i + step] for i in range(0, len(items), step)]
-    note = f"{step:,} entries/receive"
-    digests = []
-    for path, amortised, label in (
-        (first, True, RECEIVE_AMORTISED),
-        (second, False, RECEIVE_PER_ENTRY),
-    ):
-        progress(f"ingest: {label}: {len(items)} entries")
-        seconds, digest = await receive_all(path, batches, amortised=amortised)
-        digests.append(digest)
-        result.rows.append(Row(label, len(items), (seconds,), note=note))
-    if digests[0] != digests[1]:
-        raise RuntimeError("the two receivers stored different rows")
-    result.notes.append("(d) both receivers stored identical headers and payloads")
+    progress(f"ingest: (d) receiving them into two nodes, {step} at a time")
+    seconds = await receive_side_by_side((first, second), batches)
+    for label, took in zip((RECEIVE_AMORTISED, RECEIVE_PER_ENTRY), seconds, strict=True):
+        result.rows.append(Row(label, len(items), (took,), note=f"{step:,} entries/receive"))
     shutil.rmtree(first.parent)
 
 
@@ -456,18 +459,17 @@ async def _measure(workdir: Path, sizes: Sizes) -> Result:
         f"synchronous=FULL, WAL{quick}"
     )
     result = Result(title, ratios=list(RATIOS))
-    result.notes.append(
-        f"a one-row commit takes {commit_latency_ms(workdir):.2f} ms on this disk "
-        "(median; the floor under 1-per-commit figures)"
-    )
-    await _authoring(result, workdir, sizes)
-    _eventsourcing(result, workdir, sizes)
+    before = commit_latency_ms(workdir)
+    await _rounds(result, workdir, sizes)
     await _receive(result, workdir, sizes)
-    order = {label: i for i, label in enumerate(ROWS)}
-    result.rows.sort(key=lambda row: order[row.label])
-    result.notes.append(
-        "rate = items / median seconds of the runs; (a) and (b) runs are interleaved pair by pair"
-    )
+    after = commit_latency_ms(workdir)
+    result.notes += [
+        f"a one-row commit on this disk took {before:.2f} ms (median) before the run and "
+        f"{after:.2f} ms after: the floor under the 1-per-commit rows",
+        "(d) both receivers stored identical headers and payloads",
+        "rate = items / median seconds of the runs; (a), (b), (c) run in rounds of one each;"
+        " (d) alternates the two receivers batch by batch",
+    ]
     return result
 
 
