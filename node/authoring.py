@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from node.store import Authored, Store, Txn
+from node.store.store import Content
 from protocol.signing import SigningKey
 
 __all__ = ["Author"]
 
-Build = Callable[[Txn], Awaitable[tuple[bytes, dict[str, Any]]]]
 After = Callable[[Txn, Authored], None]
 
 
@@ -24,5 +23,6 @@ class Author:
     mesh: bytes
     epoch: bytes
 
-    async def write(self, kind: str, build: Build, after: After | None = None) -> Authored:
-        return await self.store.author(self.key, self.mesh, self.epoch, kind, build, after)
+    def write(self, kind: str, content: Content, after: After | None = None) -> Awaitable[Authored]:
+        """Author one entry; ``content`` is (payload bytes, payload) or an async builder."""
+        return self.store.author(self.key, self.mesh, self.epoch, kind, content, after)

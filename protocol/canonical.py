@@ -45,6 +45,26 @@ def _key_order(key: Any) -> tuple[int, Any]:
     return (0, key) if isinstance(key, str) else (1, bytes(key))
 
 
+class _NotCanonical(ValueError):
+    pass
+
+
+def _sorted_map(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    """Build a decoded map, refusing keys out of canonical order or repeated — so that
+    re-encoding what was decoded, as is, reproduces canonical bytes exactly."""
+    value = dict(pairs)
+    keys = list(value)
+    if len(keys) != len(pairs):
+        raise _NotCanonical("a map key is repeated")
+    try:
+        ordered = sorted(keys)
+    except TypeError:  # text and bytes keys together
+        ordered = sorted(keys, key=_key_order)
+    if keys != ordered:
+        raise _NotCanonical("map keys are out of order")
+    return value
+
+
 def _refuse_ext(code: int, data: bytes) -> Any:
     # No ext types at all: max_ext_len=0 still lets a zero-length ext through.
     raise ValueError(f"ext type {code} is not allowed")
@@ -75,14 +95,18 @@ def decode_canonical(data: bytes, *, what: str, max_bytes: int = MAX_DOCUMENT_BY
             max_map_len=max_bytes // 2,
             max_ext_len=0,
             ext_hook=_refuse_ext,
+            object_pairs_hook=_sorted_map,
         )
+    except _NotCanonical as exc:
+        raise RemoteProtocolError(f"not canonical msgpack ({exc})", field=what) from exc
     except (ValueError, TypeError, msgpack.UnpackException, RecursionError) as exc:
         raise RemoteProtocolError(
             f"not a msgpack document ({type(exc).__name__})", field=what
         ) from exc
+    # Maps arrived in canonical order (checked above), so plain packing re-encodes them.
     try:
-        again = encode_canonical(value)
-    except (TypeError, ValueError, OverflowError) as exc:  # e.g. ext types decoded as ExtType
+        again = msgpack.packb(value, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
         raise RemoteProtocolError("not canonical msgpack", field=what) from exc
     if again != data:
         raise RemoteProtocolError("not canonical msgpack (re-encodes differently)", field=what)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from itertools import pairwise
 
 import msgpack
 from cryptography.exceptions import InvalidSignature
@@ -127,6 +128,10 @@ def authentic_from(
     company.  Amortised, an entry's own signature is checked only when no child vouches for it
     (one check for an ordinary run).  ``head_seq`` 0 is an empty log: any seq 1 attaches.
     """
+    line = _as_line(head_seq, head_id, candidates)
+    if line is not None:  # the usual case: one run, nothing beside it
+        verdicts = authenticate(line, amortised=amortised)
+        return line[: verdicts.index(False) if False in verdicts else len(line)]
     children: dict[bytes | None, list[Entry]] = {}
     for e in candidates:
         children.setdefault(e.header.prev, []).append(e)
@@ -154,3 +159,17 @@ def authentic_from(
         run.append(nxt)
         options = kids[nxt.id]
     return run
+
+
+def _as_line(
+    head_seq: int, head_id: bytes | None, candidates: Sequence[Entry]
+) -> list[Entry] | None:
+    """``candidates`` in seq order when they are exactly one run linked on from the head."""
+    line = sorted(candidates, key=lambda e: e.header.seq)
+    if not line or line[0].header.seq != head_seq + 1:
+        return None
+    if head_seq and line[0].header.prev != head_id:
+        return None
+    if not all(linked(a, b) for a, b in pairwise(line)):
+        return None
+    return line

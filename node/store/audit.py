@@ -50,11 +50,12 @@ def audit(
     principal: str | None = None,
     entry: bytes | None = None,
     entry_pos: int | None = None,
-    detail: dict[str, Any] | None = None,
+    detail: dict[str, Any] | bytes | None = None,
 ) -> None:
     """Queue one audit event in ``txn``; the entry it concerns is named by id, or by its
-    store position when it is being authored in this transaction."""
-    blob = encode_canonical(detail) if detail else None
+    store position when it is being authored in this transaction.  ``detail`` may come
+    already encoded (a receive writes the same detail for every entry)."""
+    blob = encode_canonical(detail) if isinstance(detail, dict) and detail else detail or None
     if entry_pos is not None:
         row = (event.value, at, workspace, subject, principal, entry_pos, blob)
         txn.add(AUDIT_INSERT_AT_POS, row)

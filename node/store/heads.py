@@ -19,10 +19,14 @@ __all__ = ["LogHead", "LogTable", "decode_hlc", "encode_hlc"]
 
 @dataclass(slots=True)
 class LogHead:
+    """``seq`` is the newest position handed out; ``id`` is the id of the entry at ``id_seq``
+    (for this node's own log, sealing on the writer's thread catches ``id_seq`` up to ``seq``)."""
+
     log_id: int
     seq: int
     id: bytes | None
     forked_at: int | None = None
+    id_seq: int = 0
 
     def hides(self, seq: int) -> bool:
         return self.forked_at is not None and seq >= self.forked_at
@@ -54,7 +58,7 @@ class LogTable:
             "SELECT writer, epoch, log_id, head_seq, head_id, forked_at FROM logs"
         ) as cur:
             async for w, e, log_id, seq, head_id, forked in cur:
-                self.heads[(bytes(w), bytes(e))] = LogHead(log_id, seq, head_id, forked)
+                self.heads[(bytes(w), bytes(e))] = LogHead(log_id, seq, head_id, forked, seq)
         self.next_log_id = max((h.log_id for h in self.heads.values()), default=0) + 1
         self.next_pos = await _scalar(conn, "SELECT coalesce(max(pos), 0) FROM headers") + 1
         async with conn.execute("SELECT DISTINCT writer, epoch FROM pending") as cur:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from node.store.audit import Event, audit
 from node.store.txn import Txn
+from protocol.canonical import encode_canonical
 from protocol.entry import Entry, LogId
 from protocol.errors import ProtocolError
 from protocol.signing import authentic_from, authenticate
@@ -67,6 +68,7 @@ class Ingest:
         self.source = source
         self.event = event
         self.report = Report()
+        self._detail = encode_canonical({"source": source})
 
     async def run(self, items: Sequence[Received]) -> Report:
         by_log: dict[LogId, dict[bytes, _Candidate]] = {}
@@ -85,8 +87,9 @@ class Ingest:
         try:
             if entry is None:
                 assert not isinstance(item, Entry)
-                entry = Entry.decode(*item)
-            entry.check_payload()
+                entry = Entry.decode(*item)  # checks the payload against its header
+            else:
+                entry.check_payload()
             reason = self.store.admit(entry)
             if reason is None:
                 return _Candidate(entry, self.store.decode_known(entry))
@@ -127,7 +130,7 @@ class Ingest:
 
     async def _store_one(self, head: LogHead, cand: _Candidate) -> None:
         entry = cand.entry
-        pos = await self.store._append(self.txn, head, entry, cand.payload)
+        await self.store._append(self.txn, head, entry, cand.payload)
         self.report.stored += 1
         self.report.stored_ids.append(entry.id)
         if cand.from_pending:
@@ -149,7 +152,7 @@ class Ingest:
                 entry=entry.id,
                 subject=_subject(cand.payload),
                 workspace=_workspace(cand.payload),
-                detail={"source": self.source, "pos": pos},
+                detail=self._detail,
             )
 
     # -- old positions: duplicates, payload fills, forks ---------------------------------------

@@ -7,6 +7,7 @@ other local write in the same group commit), and ``select_*`` / ``max_*`` reads.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -27,10 +28,10 @@ from node.views.episodes import EpisodeIndex
 from node.views.srs import SrIndex
 from protocol.clock import Hlc, HybridClock
 from protocol.entry import Entry, LogId
-from protocol.kinds import decode_payload, is_known
+from protocol.kinds import KINDS, decode_payload, is_known
 from protocol.signing import SigningKey, seal
 
-__all__ = ["Authored", "Store", "StoreOptions"]
+__all__ = ["Authored", "Content", "Store", "StoreOptions"]
 
 _HEADER_INSERT = (
     "INSERT INTO headers (pos, id, log_id, seq, hlc_wall, hlc_counter, kind, applied, raw) "
@@ -45,6 +46,7 @@ _LOG_UPSERT = (
 _STATE_UPSERT = "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)"
 
 Wall = Callable[[], int]
+Content = tuple[bytes, dict[str, Any]] | Callable[[Txn], Awaitable[tuple[bytes, dict[str, Any]]]]
 
 
 class StoreOptions:
@@ -98,6 +100,7 @@ class Store:
         self.clock = HybridClock(max_skew_ms=options.max_clock_skew_ms)
         self.limiter = RejectionLimiter()
         self.views: tuple[View, ...] = (SrIndex(), EpisodeIndex())
+        self._views_for = {k: tuple(v for v in self.views if k in v.kinds) for k in KINDS}
         self._conn: aiosqlite.Connection | None = None
         self._writer: GroupWriter | None = None
         self.reader: Reader | None = None
@@ -169,49 +172,50 @@ class Store:
 
     # -- writing -----------------------------------------------------------------------------
 
-    async def run(self, op: Callable[[Txn], Awaitable[Any]]) -> Any:
-        """Run ``op`` inside the next group commit; return its result once durable."""
+    def run(self, op: Callable[[Txn], Awaitable[Any]]) -> asyncio.Future[Any]:
+        """Run ``op`` inside the next group commit; the future resolves once it is durable."""
         if self._writer is None:
             raise StoreError("the store is closed")
-        return await self._writer.submit(op)
+        return self._writer.submit(op)
 
     def now(self) -> Hlc:
         """A fresh timestamp from this node's clock."""
         return self.clock.now(self.wall())
 
-    async def author(
+    def author(
         self,
         key: SigningKey,
         mesh: bytes,
         epoch: bytes,
         kind: str,
-        build: Callable[[Txn], Awaitable[tuple[bytes, dict[str, Any]]]],
+        content: Content,
         after: Callable[[Txn, Authored], None] | None = None,
-    ) -> Authored:
+    ) -> asyncio.Future[Authored]:
         """Append one entry of this node's log, sealed when its batch is written.
 
-        ``build`` runs inside the transaction (so it may read the store, e.g. for an episode's
-        ``prev_id``) and returns the encoded payload and its decoded form; it may refuse.
-        ``after`` queues the entry's audit event.  Signing happens on SQLite's thread just
-        before the batch is written, each entry chained to the one sealed before it.
+        ``content`` is the encoded payload with its decoded form, or an async function that
+        returns them inside the transaction (so it may read the store, e.g. for an episode's
+        ``prev_id``) and may refuse.  ``after`` queues the entry's audit event.  Signing
+        happens on SQLite's thread just before the batch is written, each entry chained to the
+        one sealed before it.
         """
 
         async def op(txn: Txn) -> Authored:
-            data, payload = await build(txn)
+            data, payload = content if isinstance(content, tuple) else await content(txn)
             head = self.logs.head((key.public, epoch))
             head.seq += 1
             authored = Authored(self.logs.take_pos(), self.now())
-            seal_one = _sealer(key, mesh, epoch, head, kind, data, authored, head.seq)
-            txn.defer(seal_one, _LOG_UPSERT, _HEADER_INSERT, _PAYLOAD_INSERT)
-            item = Applied(authored.pos, head.log_id, key.public, epoch, head.seq, authored.hlc,
-                           kind, payload)  # fmt: skip
-            await self._apply(txn, item)
+            txn.defer(_sealer(key, mesh, epoch, head, kind, data, authored, head.seq),
+                      _LOG_UPSERT, _HEADER_INSERT, _PAYLOAD_INSERT)  # fmt: skip
+            txn.defer_once(("head", head.log_id), _head_writer(head, key.public, epoch))
+            for view in self._views_for.get(kind, ()):
+                await view.apply(txn, Applied(authored.pos, head.log_id, key.public, epoch,
+                                              head.seq, authored.hlc, kind, payload))  # fmt: skip
             if after is not None:
                 after(txn, authored)
             return authored
 
-        result: Authored = await self.run(op)
-        return result
+        return self.run(op)
 
     async def _append(
         self, txn: Txn, head: LogHead, entry: Entry, payload: dict[str, Any] | None
@@ -220,7 +224,7 @@ class Store:
         h = entry.header
         pos = self.logs.take_pos()
         applied = payload is not None and not head.hides(h.seq)
-        head.seq, head.id = h.seq, entry.id
+        head.seq, head.id, head.id_seq = h.seq, entry.id, h.seq
         # The log row first: headers reference it.
         txn.put(
             _LOG_UPSERT,
@@ -255,9 +259,8 @@ class Store:
                                        h.kind, payload))  # fmt: skip
 
     async def _apply(self, txn: Txn, item: Applied) -> None:
-        for view in self.views:
-            if item.kind in view.kinds:
-                await view.apply(txn, (item,))
+        for view in self._views_for.get(item.kind, ()):
+            await view.apply(txn, item)
 
     def admit(self, entry: Entry) -> str | None:
         """Why ``entry`` may not enter this store, or None.  The mesh must match; then the
@@ -348,11 +351,21 @@ def _sealer(
     def run(add: Callable[[str, Sequence[Any]], None]) -> None:
         entry = seal(key, mesh=mesh, epoch=epoch, seq=seq, prev=head.id, hlc=hlc, kind=kind,
                      payload=data)  # fmt: skip
-        head.id = entry.id
-        add(_LOG_UPSERT, (head.log_id, key.public, epoch, seq, entry.id, head.forked_at))
+        head.id, head.id_seq = entry.id, seq
         add(_HEADER_INSERT, (pos, entry.id, head.log_id, seq, hlc.wall, hlc.counter, kind,
                              int(not head.hides(seq)), entry.raw))  # fmt: skip
         add(_PAYLOAD_INSERT, (pos, data))
         authored._entry = entry
+
+    return run
+
+
+def _head_writer(
+    head: LogHead, writer: bytes, epoch: bytes
+) -> Callable[[Callable[[str, Sequence[Any]], None]], None]:
+    """The log's row, once per batch, after its entries were sealed."""
+
+    def run(add: Callable[[str, Sequence[Any]], None]) -> None:
+        add(_LOG_UPSERT, (head.log_id, writer, epoch, head.id_seq, head.id, head.forked_at))
 
     return run

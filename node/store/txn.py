@@ -58,6 +58,7 @@ class Txn:
         self._conn = conn
         self._buffer: _Buffer = {}
         self._deferred: list[Deferred] = []
+        self._final: dict[object, Deferred] = {}
         self._keyed: dict[str, dict[object, int]] = {}
         self._flushes = 0
         self._replaced = 0
@@ -78,6 +79,10 @@ class Txn:
             self._buffer.setdefault(sql, [])
         self._deferred.append(fn)
         self._deferrals += 1
+
+    def defer_once(self, key: object, fn: Deferred) -> None:
+        """Like ``defer``, once per ``key``, after every other deferred function."""
+        self._final.setdefault(key, fn)
 
     def put(self, sql: str, key: object, row: Row) -> None:
         """Queue ``row`` for ``sql``, replacing a row queued earlier under the same ``key``
@@ -119,8 +124,8 @@ class Txn:
         return True
 
     def _take(self) -> tuple[list[Deferred], _Buffer]:
-        work = (self._deferred, self._buffer)
-        self._deferred, self._buffer, self._keyed = [], {}, {}
+        work = ([*self._deferred, *self._final.values()], self._buffer)
+        self._deferred, self._final, self._buffer, self._keyed = [], {}, {}, {}
         self._flushes += 1
         self._written = self._queued
         return work

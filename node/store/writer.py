@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,25 +58,32 @@ class GroupWriter:
         self._on_rollback = on_rollback
         self._before_commit = before_commit
         self._max_batch = max_batch
-        self._queue: asyncio.Queue[_Job | None] = asyncio.Queue()
+        self._queue: deque[_Job | None] = deque()
+        self._wakeup: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self.commits = 0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="memlane-writer")
 
-    async def submit(self, op: Operation) -> Any:
+    def submit(self, op: Operation) -> asyncio.Future[Any]:
+        """Queue ``op``; the future resolves once its batch is durable."""
         if self._task is None or self._task.done():
             raise StoreError("the store is closed")
         job = _Job(op)
-        self._queue.put_nowait(job)
-        return await job.done
+        self._put(job)
+        return job.done
+
+    def _put(self, job: _Job | None) -> None:
+        self._queue.append(job)
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
 
     async def stop(self) -> None:
         """Finish what is queued, then stop."""
         if self._task is None:
             return
-        self._queue.put_nowait(None)
+        self._put(None)
         await self._task
         self._task = None
 
@@ -101,15 +109,15 @@ class GroupWriter:
     async def _next_batch(self, inflight: asyncio.Task[Any] | None) -> tuple[list[_Job], bool]:
         """What is queued now.  With no commit in flight take only half of it, so the other
         half is built while the first half's commit waits on the disk."""
-        first = await self._queue.get()
-        if first is None:
-            return [], True
+        while not self._queue:
+            self._wakeup = asyncio.get_running_loop().create_future()
+            await self._wakeup
         limit = self._max_batch
         if inflight is None or inflight.done():
-            limit = max(1, min(limit, (self._queue.qsize() + 2) // 2))
-        batch = [first]
-        while len(batch) < limit and not self._queue.empty():
-            job = self._queue.get_nowait()
+            limit = max(1, min(limit, (len(self._queue) + 1) // 2))
+        batch: list[_Job] = []
+        while len(batch) < limit and self._queue:
+            job = self._queue.popleft()
             if job is None:
                 return batch, True
             batch.append(job)

@@ -16,6 +16,7 @@ from node.errors import Refusal
 from node.ids import uuid7
 from node.store import Authored, Event, Txn
 from node.store.audit import audit
+from node.store.store import Content
 from node.tools.args import check_names, encode, optional_time, present
 from protocol.entry import Entry
 from protocol.kinds import UUID
@@ -88,15 +89,12 @@ async def _put(
     data = encode(kind, payload)
 
     async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
-        if not create:
-            await (
-                _sr_row(txn, caller, sr_id)
-                if kind != "sr.adjust"
-                else _writable(txn, caller, sr_id)
-            )
+        check = _writable if kind == "sr.adjust" else _sr_row
+        await check(txn, caller, sr_id)
         return data, payload
 
-    authored = await author.write(kind, build, _audit_written(caller, sr_id))
+    content: Content = (data, payload) if create else build
+    authored = await author.write(kind, content, _audit_written(caller, sr_id))
     return _result(sr_id, authored.entry, create)
 
 

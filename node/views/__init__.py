@@ -1,14 +1,13 @@
 """Views: state derived from the log, written in the same transaction as each append.
 
-Each view module handles some kinds.  ``apply`` receives the entries of one batch in append
-order; ``hide`` withdraws what a log contributed from a position on (a fork hides a log from the
+Each view module handles some kinds.  ``apply`` receives each entry as it is appended;
+``hide`` withdraws what a log contributed from a position on (a fork hides a log from the
 fork point).  A view can be rebuilt by replaying the log, so it never holds anything the log
 does not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -36,6 +35,6 @@ class Applied:
 class View(Protocol):
     kinds: frozenset[str]
 
-    async def apply(self, txn: Txn, items: Sequence[Applied]) -> None: ...
+    async def apply(self, txn: Txn, item: Applied) -> None: ...
 
     async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None: ...

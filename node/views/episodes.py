@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from node.store.txn import Txn
 from node.views import Applied
 
@@ -25,16 +23,15 @@ _MARK = "UPDATE episode_index SET forgotten = 1 WHERE id = ?"
 class EpisodeIndex:
     kinds = frozenset({"episode.record", "episode.amend", "episode.forget"})
 
-    async def apply(self, txn: Txn, items: Sequence[Applied]) -> None:
-        for item in items:
-            p = item.payload
-            if item.kind == "episode.record":
-                hlc = item.hlc
-                row = (p["id"], p["vault"], p["caller"], item.pos, hlc.wall, hlc.counter, p["id"])
-                txn.add(_RECORD, row)
-            elif item.kind == "episode.forget":
-                txn.add(_FORGET, (p["id"],))
-                txn.add(_MARK, (p["id"],))
+    async def apply(self, txn: Txn, item: Applied) -> None:
+        p = item.payload
+        if item.kind == "episode.record":
+            hlc = item.hlc
+            row = (p["id"], p["vault"], p["caller"], item.pos, hlc.wall, hlc.counter, p["id"])
+            txn.add(_RECORD, row)
+        elif item.kind == "episode.forget":
+            txn.add(_FORGET, (p["id"],))
+            txn.add(_MARK, (p["id"],))
 
     async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None:
         txn.add(

@@ -6,8 +6,6 @@ field-by-field fold of DESIGN §4.2 builds on the same entries.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from node.store.txn import Txn
 from node.views import Applied
 
@@ -19,11 +17,10 @@ _INSERT = "INSERT OR IGNORE INTO sr_index (sr_id, workspace, owner, pos) VALUES 
 class SrIndex:
     kinds = frozenset({"sr.put", "sr.correct", "sr.adjust"})
 
-    async def apply(self, txn: Txn, items: Sequence[Applied]) -> None:
-        for item in items:
-            p = item.payload
-            if item.kind == "sr.put" and p["create"]:
-                txn.add(_INSERT, (p["sr_id"], p["workspace"], p["principal"], item.pos))
+    async def apply(self, txn: Txn, item: Applied) -> None:
+        p = item.payload
+        if item.kind == "sr.put" and p["create"]:
+            txn.add(_INSERT, (p["sr_id"], p["workspace"], p["principal"], item.pos))
 
     async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None:
         txn.add(
