@@ -96,25 +96,41 @@ def _pack(fields: list[Any]) -> bytes:
 
 
 def _check_header(h: Header) -> None:
-    def bad(field: str, hint: str) -> LocalProtocolError:
-        return LocalProtocolError(hint, field=field)
+    # The common case is checked in one expression (this runs for every entry decoded or
+    # sealed); the slow path below names the field at fault.
+    if (
+        type(h.v) is int and h.v == ENVELOPE_VERSION
+        and type(h.mesh) is bytes and len(h.mesh) == 16
+        and type(h.writer) is bytes and len(h.writer) == 32
+        and type(h.epoch) is bytes and len(h.epoch) == 8
+        and type(h.payload_hash) is bytes and len(h.payload_hash) == 32
+        and type(h.sig) is bytes and len(h.sig) == 64
+        and (h.prev is None or (type(h.prev) is bytes and len(h.prev) == 32))
+        and type(h.seq) is int and 1 <= h.seq <= MAX_SEQ
+        and type(h.payload_len) is int and 0 <= h.payload_len <= MAX_PAYLOAD_BYTES
+        and isinstance(h.hlc, Hlc)
+        and type(h.kind) is str and _KIND.match(h.kind)
+    ):  # fmt: skip
+        return
+    raise _header_problem(h)
 
+
+def _header_problem(h: Header) -> LocalProtocolError:
     if h.v != ENVELOPE_VERSION or type(h.v) is not int:
-        raise bad("v", f"unknown envelope version {h.v!r}")
+        return LocalProtocolError(f"unknown envelope version {h.v!r}", field="v")
     for name, size in _LENGTHS.items():
         value = getattr(h, name)
         if type(value) is not bytes or len(value) != size:
-            raise bad(name, f"must be {size} bytes")
+            return LocalProtocolError(f"must be {size} bytes", field=name)
     if h.prev is not None and (type(h.prev) is not bytes or len(h.prev) != 32):
-        raise bad("prev", "must be 32 bytes or absent")
+        return LocalProtocolError("must be 32 bytes or absent", field="prev")
     if type(h.seq) is not int or not 1 <= h.seq <= MAX_SEQ:
-        raise bad("seq", "must be an integer ≥ 1")
-    if type(h.kind) is not str or not _KIND.match(h.kind):
-        raise bad("kind", "must be a dotted lower-case name")
+        return LocalProtocolError("must be an integer ≥ 1", field="seq")
     if type(h.payload_len) is not int or not 0 <= h.payload_len <= MAX_PAYLOAD_BYTES:
-        raise bad("payload_len", f"must be in [0, {MAX_PAYLOAD_BYTES}]")
+        return LocalProtocolError(f"must be in [0, {MAX_PAYLOAD_BYTES}]", field="payload_len")
     if not isinstance(h.hlc, Hlc):
-        raise bad("hlc", "must be an Hlc")
+        return LocalProtocolError("must be an Hlc", field="hlc")
+    return LocalProtocolError("must be a dotted lower-case name", field="kind")
 
 
 @dataclass(frozen=True, slots=True)
