@@ -32,6 +32,10 @@ __all__ = [
 
 
 class _Type(Protocol):
+    def ok(self, value: Any, authoring: bool) -> bool:
+        """The fast path: is ``value`` valid?  (``check`` then says why not.)"""
+        ...
+
     def check(self, value: Any, name: str, authoring: bool = True) -> None: ...
 
 
@@ -46,6 +50,13 @@ class Text(_Type):
         compiled = re.compile(self.pattern) if self.pattern else None
         object.__setattr__(self, "_compiled", compiled)
 
+    def ok(self, value: Any, authoring: bool) -> bool:
+        return (
+            type(value) is str
+            and self.min_len <= len(value) <= self.max_len
+            and (self._compiled is None or self._compiled.fullmatch(value) is not None)
+        )
+
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not str:
             raise PayloadError("must be text", field=name)
@@ -59,6 +70,9 @@ class Text(_Type):
 class Choice(_Type):
     values: tuple[str, ...]
 
+    def ok(self, value: Any, authoring: bool) -> bool:
+        return type(value) is str and value in self.values
+
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not str or value not in self.values:
             raise PayloadError(f"must be one of {', '.join(self.values)}", field=name)
@@ -68,6 +82,9 @@ class Choice(_Type):
 class Integer(_Type):
     lo: int
     hi: int
+
+    def ok(self, value: Any, authoring: bool) -> bool:
+        return type(value) is int and self.lo <= value <= self.hi
 
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not int or not self.lo <= value <= self.hi:
@@ -79,6 +96,12 @@ class Number(_Type):
     lo: float = -1e15
     hi: float = 1e15
 
+    def ok(self, value: Any, authoring: bool) -> bool:
+        kind = type(value)
+        if kind is float:
+            return math.isfinite(value) and self.lo <= value <= self.hi
+        return kind is int and self.lo <= value <= self.hi
+
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         # ints are always finite; math.isfinite would overflow on ints beyond float range
         if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
@@ -89,6 +112,9 @@ class Number(_Type):
 
 @dataclass(frozen=True, slots=True)
 class Flag(_Type):
+    def ok(self, value: Any, authoring: bool) -> bool:
+        return type(value) is bool
+
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not bool:
             raise PayloadError("must be true or false", field=name)
@@ -97,6 +123,9 @@ class Flag(_Type):
 @dataclass(frozen=True, slots=True)
 class Binary(_Type):
     length: int
+
+    def ok(self, value: Any, authoring: bool) -> bool:
+        return type(value) is bytes and len(value) == self.length
 
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not bytes or len(value) != self.length:
@@ -109,6 +138,14 @@ class TextList(_Type):
     max_items: int
     min_items: int = 0
     unique: bool = True
+
+    def ok(self, value: Any, authoring: bool) -> bool:
+        return (
+            type(value) is list
+            and self.min_items <= len(value) <= self.max_items
+            and all(self.item.ok(v, authoring) for v in value)
+            and (not self.unique or len(set(value)) == len(value))
+        )
 
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not list or not self.min_items <= len(value) <= self.max_items:
@@ -125,6 +162,14 @@ class TextMap(_Type):
     value: Text
     max_keys: int
 
+    def ok(self, value: Any, authoring: bool) -> bool:
+        return (
+            type(value) is dict
+            and len(value) <= self.max_keys
+            and all(self.key.ok(k, authoring) and self.value.ok(v, authoring)
+                    for k, v in value.items())
+        )  # fmt: skip
+
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not dict or len(value) > self.max_keys:
             raise PayloadError(f"must be a map of at most {self.max_keys} keys", field=name)
@@ -137,6 +182,9 @@ class TextMap(_Type):
 class Nested(_Type):
     schema: Schema
 
+    def ok(self, value: Any, authoring: bool) -> bool:
+        return self.schema.ok(value, authoring)
+
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         self.schema.check(value, authoring=authoring, prefix=f"{name}.")
 
@@ -146,6 +194,13 @@ class NestedList(_Type):
     schema: Schema
     max_items: int
     min_items: int = 0
+
+    def ok(self, value: Any, authoring: bool) -> bool:
+        return (
+            type(value) is list
+            and self.min_items <= len(value) <= self.max_items
+            and all(self.schema.ok(v, authoring) for v in value)
+        )
 
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not list or not self.min_items <= len(value) <= self.max_items:
@@ -172,9 +227,31 @@ class Schema:
         object.__setattr__(self, "by_name", {f.name: f for f in self.fields})
         object.__setattr__(self, "required", tuple(f.name for f in self.fields if f.required))
 
+    def ok(self, value: Any, authoring: bool) -> bool:
+        """The fast path of ``check``: True when ``value`` is valid."""
+        if type(value) is not dict:
+            return False
+        for name in self.required:
+            if name not in value:
+                return False
+        by_name = self.by_name
+        for k, v in value.items():
+            f = by_name.get(k)
+            if f is None:
+                if authoring or type(k) is not str:
+                    return False
+            elif v is None:
+                if not f.nullable:
+                    return False
+            elif not f.type.ok(v, authoring):
+                return False
+        return True
+
     def check(self, value: Any, *, authoring: bool, prefix: str = "") -> None:
         """Validate a map.  Unknown keys are refused when authoring, ignored on receipt
         (a later schema version may add optional fields; readers ignore them)."""
+        if self.ok(value, authoring):
+            return
         if type(value) is not dict:
             raise PayloadError("must be a map", field=prefix.rstrip(".") or "payload")
         for name in self.required:
@@ -192,3 +269,5 @@ class Schema:
                     raise PayloadError("must not be null", field=prefix + k)
             else:
                 f.type.check(v, prefix + k, authoring)
+        # ``ok`` and the checks above agree; if they ever did not, refuse rather than pass.
+        raise PayloadError("is not valid", field=prefix.rstrip(".") or "payload")

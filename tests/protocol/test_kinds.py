@@ -7,7 +7,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from protokit import EPOCH, FAST, KEY, MESH, VALID, payloads
 
@@ -292,3 +292,30 @@ def test_workspace_of_unknown_kind_or_odd_value_is_none() -> None:
     assert workspace_of("x.future", {"workspace": "team"}) is None
     assert workspace_of("sr.put", {"workspace": 5}) is None
     assert workspace_of("sr.put", {**VALID["sr.put"], "workspace": "other"}) == "other"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(KINDS)), st.data())
+def test_the_fast_path_and_the_detailed_checks_agree(kind: str, data: st.DataObject) -> None:
+    """``Schema.ok`` (the fast path) is True exactly when no detailed check refuses."""
+    payload = dict(data.draw(payloads(kind)))
+    key = data.draw(st.sampled_from(sorted(payload)))
+    payload[key] = data.draw(
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(),
+            st.floats(),
+            st.text(max_size=80),
+            st.binary(max_size=40),
+            st.lists(st.text(max_size=5), max_size=3),
+        )
+    )
+    schema = KINDS[kind].schema
+    for authoring in (True, False):
+        try:
+            schema.check(payload, authoring=authoring)
+            refused = False
+        except PayloadError:
+            refused = True
+        assert schema.ok(payload, authoring) is not refused
