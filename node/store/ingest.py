@@ -76,6 +76,15 @@ class Ingest:
             cand = self._precheck(item)
             if cand is not None:
                 by_log.setdefault(cand.entry.header.log, {})[cand.entry.id] = cand
+        kinds = self.store.sr_view.kinds
+        sr_ids = {
+            c.payload["sr_id"]
+            for cands in by_log.values()
+            for c in cands.values()
+            if c.payload is not None and c.entry.header.kind in kinds
+        }
+        if sr_ids:
+            await self.store.sr_view.prepare(self.txn, sr_ids)
         for log, cands in by_log.items():
             await self._log(log, list(cands.values()))
         return self.report
@@ -130,13 +139,16 @@ class Ingest:
 
     async def _store_one(self, head: LogHead, cand: _Candidate) -> None:
         entry = cand.entry
+        hlc = entry.header.hlc
+        # The clock first: views show what the clock has reached (an entry from beyond the
+        # allowed skew waits until its time comes).
+        within = self.store.clock.update(hlc, self.store.wall())
         await self.store._append(self.txn, head, entry, cand.payload)
         self.report.stored += 1
         self.report.stored_ids.append(entry.id)
         if cand.from_pending:
             self.txn.add("DELETE FROM pending WHERE id = ?", (entry.id,))
-        hlc = entry.header.hlc
-        if not self.store.clock.update(hlc, self.store.wall()):
+        if not within:
             self.store.audit_rejection(
                 self.txn,
                 self.source,

@@ -136,7 +136,12 @@ _COUNTABLE = frozenset(
         "logs",
         "deletions",
         "tokens",
-        "sr_index",
+        "sr_versions",
+        "srs",
+        "sr_tags",
+        "sr_links",
+        "sr_due",
+        "sr_fts",
         "episode_index",
         "forgotten",
     }

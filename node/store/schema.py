@@ -108,8 +108,54 @@ CREATE INDEX episode_caller ON episode_index (caller, vault, hlc_wall, hlc_count
 CREATE TABLE forgotten (id TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 
+# The SR view (node/views/srs.py).  Views are derived from the log: a migration that changes
+# them creates empty tables and marks them stale; opening the store then replays the log.
+_SR_VIEW = """
+DROP TABLE sr_index;
+CREATE TABLE sr_versions (
+    sr_id TEXT NOT NULL,
+    ord BLOB NOT NULL,
+    pos INTEGER NOT NULL,
+    wall INTEGER NOT NULL,
+    state BLOB NOT NULL,
+    PRIMARY KEY (sr_id, ord)
+) WITHOUT ROWID;
+CREATE INDEX sr_versions_wall ON sr_versions (wall);
+CREATE INDEX sr_versions_pos ON sr_versions (pos);
+CREATE TABLE srs (
+    doc INTEGER PRIMARY KEY,
+    sr_id TEXT NOT NULL UNIQUE,
+    live INTEGER NOT NULL,
+    workspace TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    private INTEGER NOT NULL,
+    lane TEXT NOT NULL,
+    conversational INTEGER NOT NULL,
+    title TEXT NOT NULL,
+    text TEXT NOT NULL,
+    tags_text TEXT NOT NULL,
+    ingest_time INTEGER,
+    content_time INTEGER,
+    created_time INTEGER,
+    deleted INTEGER NOT NULL DEFAULT 0,
+    state BLOB NOT NULL
+);
+CREATE INDEX srs_by_ingest ON srs (workspace, ingest_time, sr_id) WHERE live = 1;
+CREATE INDEX srs_by_content ON srs (workspace, content_time, sr_id) WHERE live = 1;
+CREATE TABLE sr_tags (tag TEXT NOT NULL, sr_id TEXT NOT NULL, PRIMARY KEY (tag, sr_id))
+    WITHOUT ROWID;
+CREATE INDEX sr_tags_sr ON sr_tags (sr_id);
+CREATE TABLE sr_links (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst))
+    WITHOUT ROWID;
+CREATE INDEX sr_links_dst ON sr_links (dst, src);
+CREATE VIRTUAL TABLE sr_fts USING fts5 (title, text, tags, content='');
+CREATE TABLE sr_due (wall INTEGER NOT NULL, sr_id TEXT NOT NULL, PRIMARY KEY (wall, sr_id))
+    WITHOUT ROWID;
+INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
+"""
+
 # Index i holds the script that takes a store from version i to version i + 1.
-MIGRATIONS: tuple[str, ...] = (_LOG, _INDEXES)
+MIGRATIONS: tuple[str, ...] = (_LOG, _INDEXES, _SR_VIEW)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -25,9 +25,9 @@ from node.store.txn import Txn
 from node.store.writer import GroupWriter
 from node.views import Applied, View
 from node.views.episodes import EpisodeIndex
-from node.views.srs import SrIndex
+from node.views.srs import SrView
 from protocol.clock import Hlc, HybridClock
-from protocol.entry import Entry, LogId
+from protocol.entry import Entry, LogId, decode_header
 from protocol.kinds import KINDS, decode_payload, is_known
 from protocol.signing import SigningKey, seal
 
@@ -44,6 +44,25 @@ _LOG_UPSERT = (
     "head_seq = excluded.head_seq, head_id = excluded.head_id, forked_at = excluded.forked_at"
 )
 _STATE_UPSERT = "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)"
+_VIEW_RESET = (
+    "DELETE FROM sr_versions",
+    "DELETE FROM srs",
+    "DELETE FROM sr_tags",
+    "DELETE FROM sr_links",
+    "DELETE FROM sr_due",
+    "INSERT INTO sr_fts (sr_fts) VALUES ('delete-all')",
+    "DELETE FROM episode_index",
+    "DELETE FROM forgotten",
+)
+_REPLAY = (
+    "SELECT h.pos, h.log_id, h.raw, p.data FROM headers h JOIN payloads p ON p.pos = h.pos "
+    "WHERE h.pos > ? AND h.applied = 1 ORDER BY h.pos LIMIT 1000"
+)
+_DELETIONS_REAPPLY = (
+    "UPDATE srs SET deleted = coalesce((SELECT d.deleted FROM deletions d "
+    "WHERE d.sr_id = srs.sr_id ORDER BY d.hlc_wall DESC, d.hlc_counter DESC, d.pos DESC "
+    "LIMIT 1), 0)"
+)
 
 Wall = Callable[[], int]
 Content = tuple[bytes, dict[str, Any]] | Callable[[Txn], Awaitable[tuple[bytes, dict[str, Any]]]]
@@ -99,7 +118,8 @@ class Store:
         self.logs = LogTable()
         self.clock = HybridClock(max_skew_ms=options.max_clock_skew_ms)
         self.limiter = RejectionLimiter()
-        self.views: tuple[View, ...] = (SrIndex(), EpisodeIndex())
+        self.sr_view = SrView(lambda: self.clock.last.wall)
+        self.views: tuple[View, ...] = (self.sr_view, EpisodeIndex())
         self._views_for = {k: tuple(v for v in self.views if k in v.kinds) for k in KINDS}
         self._conn: aiosqlite.Connection | None = None
         self._writer: GroupWriter | None = None
@@ -139,6 +159,8 @@ class Store:
         )
         self._writer.start()
         self.reader = await Reader.open(self.path)
+        if await self.reader.state("views_stale") is not None:
+            await self.rebuild_views()
 
     async def close(self) -> None:
         if self._writer is not None:
@@ -153,6 +175,8 @@ class Store:
 
     async def _reload(self) -> None:
         assert self._conn is not None
+        for view in self.views:
+            view.reset()
         await self.logs.load(self._conn)
         async with self._conn.execute("SELECT value FROM state WHERE key = 'hlc'") as cur:
             row = await cur.fetchone()
@@ -208,9 +232,11 @@ class Store:
             txn.defer(_sealer(key, mesh, epoch, head, kind, data, authored, head.seq),
                       _LOG_UPSERT, _HEADER_INSERT, _PAYLOAD_INSERT)  # fmt: skip
             txn.defer_once(("head", head.log_id), _head_writer(head, key.public, epoch))
+            fresh = kind == "sr.put" and bool(payload.get("create"))
+            item = Applied(authored.pos, head.log_id, key.public, epoch, head.seq, authored.hlc,
+                           kind, payload, fresh)  # fmt: skip
             for view in self._views_for.get(kind, ()):
-                await view.apply(txn, Applied(authored.pos, head.log_id, key.public, epoch,
-                                              head.seq, authored.hlc, kind, payload))  # fmt: skip
+                await view.apply(txn, item)
             if after is not None:
                 after(txn, authored)
             return authored
@@ -300,6 +326,31 @@ class Store:
         txn.add(
             "UPDATE headers SET applied = 0 WHERE log_id = ? AND seq >= ?", (head.log_id, from_seq)
         )
+
+    async def rebuild_views(self) -> int:
+        """Empty every view and replay the log into it (``memlane views rebuild``); return
+        how many entries were applied.  One transaction: readers see the old views until
+        the new ones are complete."""
+
+        async def op(txn: Txn) -> int:
+            for sql in _VIEW_RESET:
+                txn.add(sql, ())
+            for view in self.views:
+                view.reset()
+            applied, after = 0, 0
+            while rows := await txn.fetchall(_REPLAY, (after,)):
+                for pos, log_id, raw, data in rows:
+                    h = decode_header(bytes(raw))
+                    item = Applied(pos, log_id, h.writer, h.epoch, h.seq, h.hlc, h.kind,
+                                   decode_payload(h.kind, bytes(data)))  # fmt: skip
+                    await self._apply(txn, item)
+                after, applied = rows[-1][0], applied + len(rows)
+            txn.add(_DELETIONS_REAPPLY, ())
+            txn.add("DELETE FROM state WHERE key = 'views_stale'", ())
+            return applied
+
+        count: int = await self.run(op)
+        return count
 
     def decode_known(self, entry: Entry) -> dict[str, Any] | None:
         """The validated payload of a known kind, or None (unknown kind or payload absent)."""

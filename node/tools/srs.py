@@ -48,18 +48,27 @@ def _unknown(sr_id: object) -> Refusal:
     return Refusal(f"unknown sr_id: {sr_id}")
 
 
-async def _sr_row(txn: Txn, caller: Caller, sr_id: object) -> tuple[str, str]:
-    """(workspace, owner) of an SR the caller may address, else the unknown-id refusal."""
+async def _sr_row(
+    txn: Txn, caller: Caller, sr_id: object, *, deleted_ok: bool = False
+) -> tuple[str, str]:
+    """(workspace, owner) of an SR the caller can read, else the unknown-id refusal: an SR
+    the caller cannot read does not exist for it (DESIGN §4.1).  A deleted SR is hidden on
+    this node, so only undelete may address it."""
     if not _is_id(sr_id):
         raise _unknown(sr_id)
-    row = await txn.fetchone("SELECT workspace, owner FROM sr_index WHERE sr_id = ?", (sr_id,))
-    if row is None or row[0] != caller.workspace:
+    row = await txn.fetchone(
+        "SELECT workspace, owner, private, deleted FROM srs WHERE sr_id = ? AND live = 1",
+        (sr_id,),
+    )
+    if row is None or not caller.may_read_sr(str(row[0]), str(row[1]), bool(row[2])):
+        raise _unknown(sr_id)
+    if row[3] and not deleted_ok:
         raise _unknown(sr_id)
     return str(row[0]), str(row[1])
 
 
-async def _writable(txn: Txn, caller: Caller, sr_id: object) -> None:
-    workspace, owner = await _sr_row(txn, caller, sr_id)
+async def _writable(txn: Txn, caller: Caller, sr_id: object, *, deleted_ok: bool = False) -> None:
+    workspace, owner = await _sr_row(txn, caller, sr_id, deleted_ok=deleted_ok)
     if not caller.may_manage(owner, workspace):
         raise _unknown(sr_id)
 
@@ -153,7 +162,7 @@ async def _set_deleted(
     store = author.store
 
     async def op(txn: Txn) -> bool:
-        await _writable(txn, caller, sr_id)
+        await _writable(txn, caller, sr_id, deleted_ok=True)
         row = await txn.fetchone(
             "SELECT deleted FROM deletions WHERE sr_id = ? "
             "ORDER BY hlc_wall DESC, hlc_counter DESC, pos DESC LIMIT 1",
@@ -165,6 +174,7 @@ async def _set_deleted(
         txn.add("INSERT INTO deletions (sr_id, deleted, hlc_wall, hlc_counter, principal) "
                 "VALUES (?, ?, ?, ?, ?)", (sr_id, int(deleted), hlc.wall, hlc.counter,
                                           caller.principal))  # fmt: skip
+        txn.add("UPDATE srs SET deleted = ? WHERE sr_id = ?", (int(deleted), sr_id))
         event = Event.SR_DELETED if deleted else Event.SR_UNDELETED
         audit(txn, event, hlc.wall, workspace=caller.workspace, subject=str(sr_id),
               principal=caller.principal)  # fmt: skip

@@ -30,6 +30,7 @@ class Applied:
     hlc: Hlc
     kind: str
     payload: dict[str, Any]
+    fresh: bool = False  # authored here with a new id: nothing of it can exist yet
 
 
 class View(Protocol):
@@ -38,3 +39,6 @@ class View(Protocol):
     async def apply(self, txn: Txn, item: Applied) -> None: ...
 
     async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None: ...
+
+    def reset(self) -> None:
+        """Forget in-memory caches (a batch was rolled back)."""

@@ -33,6 +33,9 @@ class EpisodeIndex:
             txn.add(_FORGET, (p["id"],))
             txn.add(_MARK, (p["id"],))
 
+    def reset(self) -> None:
+        pass  # keeps nothing in memory
+
     async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None:
         txn.add(
             "DELETE FROM episode_index WHERE pos IN "

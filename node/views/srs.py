@@ -1,30 +1,213 @@
-"""The SR index: which SRs exist, in which workspace, owned by whom.
+"""The SR view: every SR's version history and its current state (DESIGN §4.2, §2).
 
-It is what writes check against (an update needs an SR the caller may write).  The full
-field-by-field fold of DESIGN §4.2 builds on the same entries.
+- ``sr_versions`` holds, for each SR entry, the SR's full state after folding every entry of
+  that SR up to it in the fold's total order.  An entry that arrives late with an older clock
+  lands in the middle: the versions after it are folded again.
+- ``srs`` holds each existing SR's state at this node's moment — the newest version whose
+  ingest time has come (``wall ≤`` this node's clock) — with its local deletion flag, and the
+  search and link tables follow it (``sr_fts``, ``sr_tags``, ``sr_links``).  A version from
+  the future waits in ``sr_due`` until the clock reaches it.
+
+Everything here is derived from the log (plus local deletions): ``rebuild`` replays it.
 """
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
+from typing import Any
+
 from node.store.txn import Txn
 from node.views import Applied
+from node.views.fold import SrState, fold_all, fold_entry, order_key
+from protocol.canonical import decode_canonical, encode_canonical
+from protocol.kinds import decode_payload
 
-__all__ = ["SrIndex"]
+__all__ = ["SrView", "state_blob"]
 
-_INSERT = "INSERT OR IGNORE INTO sr_index (sr_id, workspace, owner, pos) VALUES (?, ?, ?, ?)"
+_VERSION = (
+    "INSERT OR REPLACE INTO sr_versions (sr_id, ord, pos, wall, state) VALUES (?, ?, ?, ?, ?)"
+)
+_FTS_OUT = (
+    "INSERT INTO sr_fts (sr_fts, rowid, title, text, tags) "
+    "SELECT 'delete', doc, title, text, tags_text FROM srs WHERE sr_id = ? AND live = 1"
+)
+_CURRENT = (
+    "INSERT INTO srs (sr_id, live, workspace, owner, private, lane, conversational, title, "
+    "text, tags_text, ingest_time, content_time, created_time, state) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
+    "ON CONFLICT (sr_id) DO UPDATE SET live = ?2, workspace = ?3, owner = ?4, private = ?5, "
+    "lane = ?6, conversational = ?7, title = ?8, text = ?9, tags_text = ?10, "
+    "ingest_time = ?11, content_time = ?12, created_time = ?13, state = ?14"
+)
+_FTS_IN = (
+    "INSERT INTO sr_fts (rowid, title, text, tags) "
+    "SELECT doc, title, text, tags_text FROM srs WHERE sr_id = ? AND live = 1"
+)
+_TAGS_OUT = "DELETE FROM sr_tags WHERE sr_id = ?"
+_TAGS_IN = "INSERT OR IGNORE INTO sr_tags (tag, sr_id) SELECT value, ?1 FROM json_each(?2)"
+_LINKS_OUT = "DELETE FROM sr_links WHERE src = ?"
+_LINKS_IN = "INSERT OR IGNORE INTO sr_links (src, dst) SELECT ?1, value FROM json_each(?2)"
+_HIDE = (
+    "DELETE FROM sr_versions WHERE pos IN (SELECT pos FROM headers WHERE log_id = ? AND seq >= ?)"
+)
+_DUE = "INSERT OR IGNORE INTO sr_due (wall, sr_id) VALUES (?, ?)"
+_CACHE = 4096
 
 
-class SrIndex:
+def state_blob(state: SrState) -> bytes:
+    return encode_canonical(state.to_doc())
+
+
+def _state(blob: bytes) -> SrState:
+    return SrState.from_doc(decode_canonical(bytes(blob), what="sr state"))
+
+
+class SrView:
+    """Folds SR entries into versions and keeps the current-state tables."""
+
     kinds = frozenset({"sr.put", "sr.correct", "sr.adjust"})
 
+    def __init__(self, horizon: Any) -> None:
+        self._horizon = horizon  # () -> this node's moment, in ms
+        self._latest: OrderedDict[str, tuple[bytes, SrState] | None] = OrderedDict()
+
+    def reset(self) -> None:
+        """Forget cached states (after a rolled-back batch)."""
+        self._latest.clear()
+
     async def apply(self, txn: Txn, item: Applied) -> None:
-        p = item.payload
-        if item.kind == "sr.put" and p["create"]:
-            txn.add(_INSERT, (p["sr_id"], p["workspace"], p["principal"], item.pos))
+        sr_id = item.payload["sr_id"]
+        ord_ = order_key(item.hlc, item.writer, item.epoch, item.seq)
+        latest = await self._latest_of(txn, sr_id, fresh=item.fresh)
+        if latest is None or (ord_ > latest[0] and (latest[1].exists or not _creates(item))):
+            prev = latest[1] if latest else SrState(sr_id)
+            state = fold_entry(prev, item.kind, item.hlc.wall, item.payload)
+            txn.add(_VERSION, (sr_id, ord_, item.pos, item.hlc.wall, state_blob(state)))
+            self._remember(sr_id, ord_, state)
+            self._show(txn, sr_id, item.hlc.wall, state)
+        else:
+            await self._refold(txn, sr_id, item, ord_)
 
     async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None:
-        txn.add(
-            "DELETE FROM sr_index WHERE pos IN "
-            "(SELECT pos FROM headers WHERE log_id = ? AND seq >= ?)",
+        rows = await txn.fetchall(
+            "SELECT DISTINCT v.sr_id FROM sr_versions v JOIN headers h ON h.pos = v.pos "
+            "WHERE h.log_id = ? AND h.seq >= ?",
             (log_id, from_seq),
         )
+        txn.add(_HIDE, (log_id, from_seq))
+        for (sr_id,) in rows:
+            self._latest.pop(sr_id, None)
+            await self._refold(txn, sr_id, None, b"")
+
+    # -- reading what is there -------------------------------------------------------------
+
+    async def prepare(self, txn: Txn, sr_ids: set[str]) -> None:
+        """Load the newest version of each SR a batch is about to touch, in one read."""
+        wanted = [s for s in sr_ids if s not in self._latest]
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            rows = await txn.fetchall(
+                "SELECT sr_id, ord, state FROM sr_versions WHERE sr_id IN "  # noqa: S608
+                f"({','.join('?' * len(chunk))}) ORDER BY sr_id, ord",
+                chunk,
+            )
+            newest = {r[0]: (bytes(r[1]), r[2]) for r in rows}  # ascending: the last wins
+            for sr_id in chunk:
+                found = newest.get(sr_id)
+                self._cache(sr_id, None if found is None else (found[0], _state(found[1])))
+
+    async def _latest_of(
+        self, txn: Txn, sr_id: str, *, fresh: bool
+    ) -> tuple[bytes, SrState] | None:
+        if sr_id in self._latest or fresh:
+            return self._latest.get(sr_id)
+        row = await txn.fetchone(
+            "SELECT ord, state FROM sr_versions WHERE sr_id = ? ORDER BY ord DESC LIMIT 1",
+            (sr_id,),
+        )
+        return None if row is None else (bytes(row[0]), _state(row[1]))
+
+    def _remember(self, sr_id: str, ord_: bytes, state: SrState) -> None:
+        self._cache(sr_id, (ord_, state))
+
+    def _cache(self, sr_id: str, value: tuple[bytes, SrState] | None) -> None:
+        self._latest[sr_id] = value
+        self._latest.move_to_end(sr_id)
+        if len(self._latest) > _CACHE:
+            self._latest.popitem(last=False)
+
+    # -- folding again from the start ------------------------------------------------------
+
+    async def _refold(self, txn: Txn, sr_id: str, item: Applied | None, ord_: bytes) -> None:
+        """Fold every version of the SR again (an entry landed before others, or a create
+        arrived after entries it precedes, or a log was hidden)."""
+        rows = await txn.fetchall(
+            "SELECT v.ord, v.pos, v.wall, h.kind, p.data FROM sr_versions v "
+            "JOIN headers h ON h.pos = v.pos JOIN payloads p ON p.pos = v.pos "
+            "WHERE v.sr_id = ? ORDER BY v.ord",
+            (sr_id,),
+        )
+        entries = [(bytes(o), pos, wall, kind, decode_payload(kind, bytes(data)))
+                   for o, pos, wall, kind, data in rows]  # fmt: skip
+        if item is not None:
+            entries.append((ord_, item.pos, item.hlc.wall, item.kind, item.payload))
+            entries.sort(key=lambda e: e[0])
+        states = fold_all(sr_id, [(k, w, p) for _, _, w, k, p in entries])
+        for (o, pos, wall, _, _), state in zip(entries, states, strict=True):
+            txn.add(_VERSION, (sr_id, o, pos, wall, state_blob(state)))
+        await self._show_latest(txn, sr_id, entries, states)
+
+    async def _show_latest(
+        self, txn: Txn, sr_id: str, entries: list[Any], states: list[SrState]
+    ) -> None:
+        horizon = self._horizon()
+        due = [(e[2], s) for e, s in zip(entries, states, strict=True) if e[2] <= horizon]
+        for e in entries:
+            if e[2] > horizon:
+                txn.add(_DUE, (e[2], sr_id))
+        if entries:
+            self._remember(sr_id, entries[-1][0], states[-1])
+        self._write_current(txn, sr_id, due[-1][1] if due else SrState(sr_id))
+
+    def _show(self, txn: Txn, sr_id: str, wall: int, state: SrState) -> None:
+        """Make ``state`` current, or queue it until its time comes."""
+        if wall > self._horizon():
+            txn.add(_DUE, (wall, sr_id))
+        else:
+            self._write_current(txn, sr_id, state)
+
+    def _write_current(self, txn: Txn, sr_id: str, state: SrState) -> None:
+        """Queue ``state`` as the SR's current row.  The same seven statements, keyed by the
+        SR, whether it is shown or withdrawn: within one write only the last state counts."""
+        live, tags = state.exists, list(state.tags) if state.exists else []
+        txn.put(_FTS_OUT, sr_id, (sr_id,))
+        txn.put(_CURRENT, sr_id, (
+            sr_id, int(live), state.workspace or "", state.owner or "",
+            int(state.visibility == "private"), state.lane, int(state.conversational),
+            state.title, state.text, " ".join(tags), state.ingest_time,
+            state.content_time if state.content_time is not None else state.created_time,
+            state.created_time, state_blob(state),
+        ))  # fmt: skip
+        txn.put(_FTS_IN, sr_id, (sr_id,))
+        txn.put(_TAGS_OUT, sr_id, (sr_id,))
+        txn.put(_TAGS_IN, sr_id, (sr_id, json.dumps(tags)))
+        txn.put(_LINKS_OUT, sr_id, (sr_id,))
+        txn.put(_LINKS_IN, sr_id, (sr_id, json.dumps(list(state.links) if live else [])))
+
+    async def catch_up(self, txn: Txn, moment: int) -> None:
+        """Make current every version whose time has come by ``moment``."""
+        rows = await txn.fetchall("SELECT DISTINCT sr_id FROM sr_due WHERE wall <= ?", (moment,))
+        for (sr_id,) in rows:
+            row = await txn.fetchone(
+                "SELECT state FROM sr_versions WHERE sr_id = ? AND wall <= ? "
+                "ORDER BY ord DESC LIMIT 1",
+                (sr_id, moment),
+            )
+            if row is not None:
+                self._write_current(txn, sr_id, _state(row[0]))
+        txn.add("DELETE FROM sr_due WHERE wall <= ?", (moment,))
+
+
+def _creates(item: Applied) -> bool:
+    return item.kind == "sr.put" and bool(item.payload.get("create"))

@@ -159,7 +159,17 @@ _HEADER_INSERT = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _PAYLOAD_INSERT = "INSERT INTO payloads (pos, data) VALUES (?, ?)"
-_SR_INSERT = "INSERT OR IGNORE INTO sr_index (sr_id, workspace, owner, pos) VALUES (?, ?, ?, ?)"
+_VERSION_INSERT = "INSERT INTO sr_versions (sr_id, ord, pos, wall, state) VALUES (?, ?, ?, ?, ?)"
+_SRS_INSERT = (
+    "INSERT INTO srs (sr_id, live, workspace, owner, private, lane, conversational, title, "
+    "text, tags_text, ingest_time, content_time, created_time, state) "
+    "VALUES (?, 1, ?, ?, 0, 'default', 0, ?, ?, ?, ?, ?, ?, ?)"
+)
+_FTS_INSERT = (
+    "INSERT INTO sr_fts (rowid, title, text, tags) "
+    "SELECT doc, title, text, tags_text FROM srs WHERE sr_id = ?"
+)
+_TAG_INSERT = "INSERT INTO sr_tags (tag, sr_id) VALUES (?, ?)"
 _AUDIT_INSERT = (
     "INSERT INTO audit (event, at, workspace, subject, principal, entry, detail) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -171,9 +181,10 @@ _FULL = 2  # PRAGMA synchronous
 
 class RawLog:
     """The floor under memlane's authoring cost: one log sealed and written with no
-    framework at all.  For each SR it writes what memlane writes (a logs upsert, the header
-    with its canonical bytes, the payload, the sr_index row, the ``sr_written`` audit row) and
-    the clock's state row once per transaction, into the same schema with the same pragmas."""
+    framework at all.  For each SR it writes what memlane writes (the log's head, the header
+    with its canonical bytes, the payload, the SR's first version and current row with its
+    search and tag rows, the ``sr_written`` audit row) and the clock's state row once per
+    transaction, into the same schema with the same pragmas."""
 
     def __init__(self, path: Path, seed: bytes = b"\x05" * 32) -> None:
         self.db = sqlite3.connect(path, isolation_level=None)
@@ -200,7 +211,7 @@ class RawLog:
 
     def write(self, batch: Sequence[tuple[str, dict[str, Any]]]) -> None:
         """Seal and durably write one transaction of (principal, fields) SRs."""
-        logs, headers, payloads, srs, audits = [], [], [], [], []
+        headers, payloads, versions, srs, fts, tags, audits = [], [], [], [], [], [], []
         for principal, fields in batch:
             self._tick()
             self.seq += 1
@@ -232,22 +243,43 @@ class RawLog:
             ]
             raw = msgpack.packb([*signed, self._key.sign(msgpack.packb(signed))])
             self.prev = entry_id = hashlib.sha256(raw).digest()
-            logs.append((1, self.public, self.epoch, self.seq, entry_id, None))
             headers.append(
                 (self.seq, entry_id, 1, self.seq, self.wall, self.counter, _KIND, 1, raw)
             )
             payloads.append((self.seq, data))
-            srs.append((sr_id, WORKSPACE, principal, self.seq))
+            state = msgpack.packb(self._state(sr_id, principal, fields), use_bin_type=True)
+            order = (self.wall.to_bytes(8, "big") + self.counter.to_bytes(4, "big")
+                     + self.public + self.epoch + self.seq.to_bytes(8, "big"))  # fmt: skip
+            versions.append((sr_id, order, self.seq, self.wall, state))
+            tags_text, wall = " ".join(fields["tags"]), self.wall
+            srs.append((sr_id, WORKSPACE, principal, fields["title"], fields["text"], tags_text,
+                        wall, wall, wall, state))  # fmt: skip
+            fts.append((sr_id,))
+            tags += [(tag, sr_id) for tag in fields["tags"]]
             audits.append(("sr_written", self.wall, WORKSPACE, sr_id, principal, entry_id, None))
         db = self.db
         db.execute("BEGIN IMMEDIATE")
-        db.executemany(_LOG_UPSERT, logs)
+        db.execute(_LOG_UPSERT, (1, self.public, self.epoch, self.seq, self.prev, None))
         db.executemany(_HEADER_INSERT, headers)
         db.executemany(_PAYLOAD_INSERT, payloads)
-        db.executemany(_SR_INSERT, srs)
+        db.executemany(_VERSION_INSERT, versions)
+        db.executemany(_SRS_INSERT, srs)
+        db.executemany(_FTS_INSERT, fts)
+        db.executemany(_TAG_INSERT, tags)
         db.executemany(_AUDIT_INSERT, audits)
         db.execute(_STATE_UPSERT, ("hlc", msgpack.packb([self.wall, self.counter])))
         db.execute("COMMIT")
+
+    def _state(self, sr_id: str, principal: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """The SR's state after its creation, as the SR view stores it (sorted keys)."""
+        return {
+            "content_time": None, "conversational": False, "created_time": self.wall,
+            "exists": True, "has_adjustment": False, "has_correction": False,
+            "ingest_time": self.wall, "lane": "default", "lane_uuid": None, "links": [],
+            "owner": principal, "private_fields": {}, "sr_id": sr_id, "tags": fields["tags"],
+            "text": fields["text"], "title": fields["title"], "visibility": "workspace",
+            "workspace": WORKSPACE,
+        }  # fmt: skip
 
 
 def raw_limit(workdir: Path, entries: int, per_txn: int) -> float:

@@ -26,7 +26,9 @@ from tests.bench import ingest
 from tests.bench.ingest import RawLog
 
 ROOT = Path(__file__).resolve().parents[2]
-AUTHORED_TABLES = ("logs", "headers", "payloads", "sr_index", "audit")
+AUTHORED_TABLES = (
+    "logs", "headers", "payloads", "sr_versions", "srs", "sr_tags", "sr_fts", "audit",
+)  # fmt: skip
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
@@ -92,8 +94,11 @@ def _check_raw_rows(db: sqlite3.Connection, work: list[tuple[str, dict[str, Any]
         ("sr_written", p["sr_id"], p["principal"], e.id)
         for p, e in zip(payloads, entries, strict=True)
     ]
-    assert _rows(db, "SELECT sr_id, workspace, owner FROM sr_index ORDER BY pos") == [
+    assert _rows(db, "SELECT sr_id, workspace, owner FROM srs ORDER BY doc") == [
         (p["sr_id"], "team", p["principal"]) for p in payloads
+    ]
+    assert _rows(db, "SELECT sr_id, pos FROM sr_versions ORDER BY pos") == [
+        (p["sr_id"], e.header.seq) for p, e in zip(payloads, entries, strict=True)
     ]
     assert _rows(db, "SELECT head_seq, head_id FROM logs") == [(5, entries[-1].id)]
     (hlc,) = db.execute("SELECT value FROM state WHERE key = 'hlc'").fetchone()

@@ -13,7 +13,19 @@ from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, seal
 
 # Every table whose rows "nothing stored" covers (DESIGN §3): headers, payloads, views.
-STORED_TABLES = ("headers", "payloads", "logs", "sr_index", "episode_index", "forgotten", "forks")
+STORED_TABLES = (
+    "headers",
+    "payloads",
+    "logs",
+    "sr_versions",
+    "srs",
+    "sr_tags",
+    "sr_links",
+    "sr_due",
+    "episode_index",
+    "forgotten",
+    "forks",
+)
 
 
 def sr_payload(sr_id: str, workspace: str = "team", **fields: Any) -> dict[str, Any]:

@@ -196,7 +196,7 @@ def test_put_prints_the_sr_id(data):
     sr_id = out.split()[0]
     assert uuid.UUID(sr_id).version == 7
     with database(data) as db:
-        rows = db.execute("SELECT sr_id, workspace, owner FROM sr_index").fetchall()
+        rows = db.execute("SELECT sr_id, workspace, owner FROM srs WHERE live = 1").fetchall()
         written = db.execute("SELECT subject FROM audit WHERE event = 'sr_written'").fetchall()
     assert rows == [(sr_id, "team", "alice")]
     assert written == [(sr_id,)]
@@ -215,11 +215,11 @@ def test_put_token_sources(data, tmp_path):
     file_out = ok(run("put", "--data", data, "--title", "via file", "--token-file", token_file))
     assert uuid.UUID(env_out.split()[0]).version == 7
     assert uuid.UUID(file_out.split()[0]).version == 7
-    assert count(data, "sr_index") == 2
+    assert count(data, "srs") == 2
     # --token wins over the environment
     bad_env = {"MEMLANE_TOKEN": "mlt_wrong"}
     ok(run("put", "--data", data, "--token", token, "--title", "flag wins", env=bad_env))
-    assert count(data, "sr_index") == 3
+    assert count(data, "srs") == 3
 
 
 def test_put_refusals_store_nothing(data, tmp_path):

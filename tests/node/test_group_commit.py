@@ -26,7 +26,7 @@ UNKNOWN = "00000000-0000-7000-8000-00000000dead"
 async def callers(node: Node, n: int) -> list[Caller]:
     out = []
     for i in range(n):
-        issued = await node.create_token(f"agent{i}", "team", ("write:workspace",))
+        issued = await node.create_token(f"agent{i}", "team", ("read:workspace", "write:workspace"))
         out.append(await node.authenticate(issued.token))
     return out
 
@@ -47,7 +47,7 @@ async def own_log(node: Node) -> list[tuple[int, bytes, bool, bool]]:
 async def sr_index(node: Node) -> set[str]:
     reader = node.store.reader
     assert reader is not None
-    return {r[0] for r in await reader.fetchall("SELECT sr_id FROM sr_index")}
+    return {r[0] for r in await reader.fetchall("SELECT sr_id FROM srs WHERE live = 1")}
 
 
 async def written_events(node: Node) -> int:

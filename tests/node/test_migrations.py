@@ -19,7 +19,7 @@ from node.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from protocol.clock import Hlc
 from tests.node.helpers import ForeignWriter
 
-LATER_TABLES = {"sr_index", "episode_index", "forgotten"}  # created by migration 2
+LATER_TABLES = {"srs", "sr_versions", "episode_index", "forgotten"}  # created by 2 and 3
 
 
 async def tables(path: Path) -> set[str]:
@@ -71,7 +71,7 @@ async def test_a_version_1_store_is_migrated_on_open(tmp_path: Path, wall: Any) 
         entry = foreign.next()
         assert (await store.receive([entry], source="peer")).stored_ids == [entry.id]
         assert store.reader is not None
-        assert await store.reader.count("sr_index") == 1
+        assert await store.reader.count("srs") == 1
     finally:
         await store.close()
 
@@ -83,7 +83,7 @@ async def test_a_version_1_store_is_migrated_on_open(tmp_path: Path, wall: Any) 
     try:
         assert store.reader is not None
         assert await store.reader.count("headers") == 1
-        assert await store.reader.count("sr_index") == 1
+        assert await store.reader.count("srs") == 1
     finally:
         await store.close()
     assert await version(path) == SCHEMA_VERSION

@@ -90,7 +90,7 @@ async def head_of(node: Node, writer: ForeignWriter) -> tuple[int, bytes | None]
 async def sr_ids(node: Node) -> set[str]:
     reader = node.store.reader
     assert reader is not None
-    return {r[0] for r in await reader.fetchall("SELECT sr_id FROM sr_index")}
+    return {r[0] for r in await reader.fetchall("SELECT sr_id FROM srs WHERE live = 1")}
 
 
 def sr_of(entry: Entry) -> str:
@@ -406,7 +406,7 @@ async def test_an_unknown_kind_is_stored_but_not_applied(
     assert (await stored(node))[future.id] == (1, False, True)
     after = await counts(node)
     assert (after["headers"], after["payloads"]) == (before["headers"] + 1, before["payloads"] + 1)
-    for view in ("sr_index", "episode_index", "forgotten"):
+    for view in ("srs", "episode_index", "forgotten"):
         assert after[view] == before[view]
     assert [r.entry for r in await events(node, "sr_synced")] == [future.id]
 
@@ -630,7 +630,7 @@ async def test_a_header_without_its_payload_is_stored_then_filled_and_applied(
     assert (await stored(node))[entry.id] == (1, False, False)
     mid = await counts(node)
     assert (mid["headers"], mid["payloads"]) == (before["headers"] + 1, before["payloads"])
-    assert mid["sr_index"] == before["sr_index"]
+    assert mid["srs"] == before["srs"]
     assert await sr_ids(node) == set()
 
     again_bare = await node.receive([entry.without_payload()], source="peer")

@@ -364,7 +364,7 @@ async def test_refusals_in_a_group_commit_leave_the_other_writes_standing(node, 
         assert unknown.text == f"unknown sr_id: {UNKNOWN}"
         assert isinstance(foreign, Refusal)
         assert foreign.text == f"unknown sr_id: {sr_id}"
-    assert (await stored(node))["sr_index"] == 11
+    assert (await stored(node))["srs"] == 11
     assert (await stored(node))["deletions"] == 0
     assert len(await audit_rows(node, "sr_written")) == 11
 
@@ -393,8 +393,9 @@ async def test_e_write_creates_an_sr(node, make_caller, wall):
     assert result["ingest_time"] == "2026-09-21T14:13:20Z"  # wall.now, spelled strictly
     after = await stored(node)
     assert {k: after[k] - before[k] for k in after} == {
-        "headers": 1, "payloads": 1, "logs": 1, "sr_index": 1, "episode_index": 0,
-        "forgotten": 0, "forks": 0, "audit": 1, "deletions": 0,
+        "headers": 1, "payloads": 1, "logs": 1, "srs": 1, "sr_versions": 1, "sr_tags": 2,
+        "sr_links": 1, "sr_due": 0, "episode_index": 0, "forgotten": 0, "forks": 0,
+        "audit": 1, "deletions": 0,
     }  # fmt: skip
     hid, raw, kind = await header_id(node, result["entry_id"])
     assert kind == "sr.put"
@@ -436,7 +437,7 @@ async def test_update_keeps_the_sr_id(node, make_caller):
     assert updated["entry_id"] != created["entry_id"]
     after = await stored(node)
     assert after["headers"] == before["headers"] + 1
-    assert after["sr_index"] == before["sr_index"]  # still one SR
+    assert after["srs"] == before["srs"]  # still one SR
     entry = (await node.entries())[-1]
     assert entry.payload is not None
     payload = decode_payload("sr.put", entry.payload)

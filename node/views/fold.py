@@ -1,0 +1,133 @@
+"""The SR fold (DESIGN §4.2), as pure functions: entries of one SR, applied in the total order
+(ingest wall, counter, writer, epoch, seq), give its state.  Per field, the last entry that sets
+it wins; identity fields come from the creating ``sr.put`` and never change; the correction and
+adjustment flags are sticky.
+
+| field | set at creation by | changed later by |
+| --- | --- | --- |
+| sr_id, workspace, owner, created_time | the creating sr.put | never |
+| title, text, links, conversational, private_fields | sr.put | sr.put, sr.correct |
+| tags | sr.put | sr.put, sr.adjust |
+| content_time, lane, lane_uuid, visibility | sr.put | sr.adjust |
+
+An entry naming another workspace than the SR's is ignored (a node may not move an SR).  An
+SR exists once its creating entry is folded in; entries ordered before it still set fields.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from protocol.clock import Hlc
+
+__all__ = ["SrState", "fold_all", "fold_entry", "lane_uuid_of", "order_key"]
+
+_LANE_NAMESPACE = uuid.UUID("6d656d6c-616e-6500-8000-6c616e655f6e")
+_CONTENT = ("title", "text", "links", "conversational", "private_fields")
+_PUT_LATER = (*_CONTENT, "tags")
+_META = ("tags", "content_time", "lane", "lane_uuid", "visibility")
+_SETS: dict[str, tuple[str, ...]] = {
+    "sr.correct": _CONTENT,
+    "sr.adjust": _META,
+}
+
+
+def lane_uuid_of(workspace: str, lane: str) -> str:
+    """The stable default ``lane_uuid`` of (workspace, lane)."""
+    return str(uuid.uuid5(_LANE_NAMESPACE, f"{workspace}/{lane}"))
+
+
+def order_key(hlc: Hlc, writer: bytes, epoch: bytes, seq: int) -> bytes:
+    """The fold's total order as bytes that sort the same way."""
+    return (
+        hlc.wall.to_bytes(8, "big") + hlc.counter.to_bytes(4, "big") + writer + epoch
+        + seq.to_bytes(8, "big")
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class SrState:
+    sr_id: str
+    exists: bool = False
+    workspace: str | None = None
+    owner: str | None = None
+    created_time: int | None = None
+    title: str = ""
+    text: str = ""
+    links: tuple[str, ...] = ()
+    conversational: bool = False
+    private_fields: dict[str, str] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+    content_time: int | None = None
+    lane: str = "default"
+    lane_uuid: str | None = None
+    visibility: str = "workspace"
+    has_correction: bool = False
+    has_adjustment: bool = False
+    ingest_time: int | None = None
+
+    @property
+    def effective_lane_uuid(self) -> str:
+        return self.lane_uuid or lane_uuid_of(self.workspace or "", self.lane)
+
+    def to_doc(self) -> dict[str, Any]:
+        """The state as a plain map (for storage and digests)."""
+        return {name: _plain(getattr(self, name)) for name in self.__slots__}
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> SrState:
+        values = dict(doc)
+        for name in ("links", "tags"):
+            values[name] = tuple(values.get(name) or ())
+        return cls(**values)
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def fold_all(sr_id: str, entries: list[tuple[str, int, dict[str, Any]]]) -> list[SrState]:
+    """The state after each of ``entries`` ((kind, wall, payload), in fold order).
+
+    The SR's workspace is its creating entry's, so entries naming another are skipped even
+    when they are ordered before the creation.
+    """
+    create = next((p for k, _, p in entries if k == "sr.put" and p.get("create")), None)
+    workspace = create["workspace"] if create else None
+    state, states = SrState(sr_id), []
+    for kind, wall, payload in entries:
+        if workspace is None or payload.get("workspace") == workspace:
+            state = fold_entry(state, kind, wall, payload)
+        states.append(state)
+    return states
+
+
+def fold_entry(state: SrState, kind: str, wall: int, payload: dict[str, Any]) -> SrState:
+    """``state`` with one more entry of the SR applied (entries arrive in fold order)."""
+    if state.exists and payload.get("workspace") != state.workspace:
+        return state  # an entry cannot move an SR to another workspace
+    if kind == "sr.put" and payload.get("create") and not state.exists:
+        names = (*_PUT_LATER, "content_time", "lane", "lane_uuid", "visibility")
+        changes = _taken(payload, names)
+        changes |= {"exists": True, "workspace": payload["workspace"],
+                    "owner": payload["principal"], "created_time": wall}  # fmt: skip
+    elif kind == "sr.put":
+        changes = _taken(payload, _PUT_LATER)
+    elif kind in _SETS:
+        changes = _taken(payload, _SETS[kind])
+        changes["has_correction" if kind == "sr.correct" else "has_adjustment"] = True
+    else:
+        return state
+    changes["ingest_time"] = wall
+    return replace(state, **changes)
+
+
+def _taken(payload: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    out = {}
+    for name in names:
+        if name in payload and payload[name] is not None:
+            value = payload[name]
+            out[name] = tuple(value) if isinstance(value, list) else value
+    return out
