@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,11 +60,11 @@ class Reader:
     async def close(self) -> None:
         await self._conn.close()
 
-    async def fetchall(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+    async def fetchall(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         async with self._conn.execute(sql, args) as cur:
             return list(await cur.fetchall())
 
-    async def scalar(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
+    async def scalar(self, sql: str, args: Sequence[Any] = ()) -> Any:
         rows = await self.fetchall(sql, args)
         return rows[0][0] if rows else None
 

@@ -138,6 +138,7 @@ CREATE TABLE srs (
     content_time INTEGER,
     created_time INTEGER,
     deleted INTEGER NOT NULL DEFAULT 0,
+    doclen INTEGER NOT NULL DEFAULT 0,
     state BLOB NOT NULL
 );
 CREATE INDEX srs_by_ingest ON srs (workspace, ingest_time, sr_id) WHERE live = 1;
@@ -149,6 +150,36 @@ CREATE TABLE sr_links (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, d
     WITHOUT ROWID;
 CREATE INDEX sr_links_dst ON sr_links (dst, src);
 CREATE VIRTUAL TABLE sr_fts USING fts5 (title, text, tags, content='');
+CREATE VIRTUAL TABLE sr_vocab USING fts5vocab (sr_fts, instance);
+-- Search statistics per reader scope (public, or one owner's private SRs), kept by triggers so
+-- BM25 can use the document count and lengths of exactly what a caller may read.
+CREATE TABLE sr_stats (
+    workspace TEXT NOT NULL,
+    private INTEGER NOT NULL,
+    owner TEXT NOT NULL,
+    docs INTEGER NOT NULL,
+    length INTEGER NOT NULL,
+    PRIMARY KEY (workspace, private, owner)
+) WITHOUT ROWID;
+CREATE TRIGGER srs_stats_insert AFTER INSERT ON srs WHEN NEW.live AND NOT NEW.deleted BEGIN
+    INSERT INTO sr_stats SELECT NEW.workspace, NEW.private,
+        CASE WHEN NEW.private THEN NEW.owner ELSE '' END, 1, NEW.doclen WHERE 1
+    ON CONFLICT DO UPDATE SET docs = docs + 1, length = length + excluded.length;
+END;
+CREATE TRIGGER srs_stats_delete AFTER DELETE ON srs WHEN OLD.live AND NOT OLD.deleted BEGIN
+    UPDATE sr_stats SET docs = docs - 1, length = length - OLD.doclen
+    WHERE workspace = OLD.workspace AND private = OLD.private
+      AND owner = CASE WHEN OLD.private THEN OLD.owner ELSE '' END;
+END;
+CREATE TRIGGER srs_stats_update AFTER UPDATE ON srs BEGIN
+    UPDATE sr_stats SET docs = docs - 1, length = length - OLD.doclen
+    WHERE OLD.live AND NOT OLD.deleted AND workspace = OLD.workspace
+      AND private = OLD.private AND owner = CASE WHEN OLD.private THEN OLD.owner ELSE '' END;
+    INSERT INTO sr_stats SELECT NEW.workspace, NEW.private,
+        CASE WHEN NEW.private THEN NEW.owner ELSE '' END, 1, NEW.doclen
+        WHERE NEW.live AND NOT NEW.deleted
+    ON CONFLICT DO UPDATE SET docs = docs + 1, length = length + excluded.length;
+END;
 CREATE TABLE sr_due (wall INTEGER NOT NULL, sr_id TEXT NOT NULL, PRIMARY KEY (wall, sr_id))
     WITHOUT ROWID;
 INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');

@@ -47,6 +47,7 @@ _STATE_UPSERT = "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)"
 _VIEW_RESET = (
     "DELETE FROM sr_versions",
     "DELETE FROM srs",
+    "DELETE FROM sr_stats",
     "DELETE FROM sr_tags",
     "DELETE FROM sr_links",
     "DELETE FROM sr_due",
@@ -351,6 +352,20 @@ class Store:
 
         count: int = await self.run(op)
         return count
+
+    async def catch_up_views(self) -> None:
+        """Bring the views to this moment: versions whose time has come become current."""
+        assert self.reader is not None
+        moment = max(self.clock.last.wall, self.wall())
+        due = await self.reader.scalar("SELECT min(wall) FROM sr_due")
+        if due is None or due > moment:
+            return
+
+        async def op(txn: Txn) -> None:
+            self.clock.update(Hlc(moment, 0), moment)
+            await self.sr_view.catch_up(txn, moment)
+
+        await self.run(op)
 
     def decode_known(self, entry: Entry) -> dict[str, Any] | None:
         """The validated payload of a known kind, or None (unknown kind or payload absent)."""

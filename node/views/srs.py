@@ -14,6 +14,8 @@ Everything here is derived from the log (plus local deletions): ``rebuild`` repl
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from collections import OrderedDict
 from typing import Any
 
@@ -23,7 +25,21 @@ from node.views.fold import SrState, fold_all, fold_entry, order_key
 from protocol.canonical import decode_canonical, encode_canonical
 from protocol.kinds import decode_payload
 
-__all__ = ["SrView", "state_blob"]
+__all__ = ["SrView", "state_blob", "terms", "token_count"]
+
+# Tokens as FTS5's unicode61 tokenizer cuts them: runs of letters and digits.
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+def terms(text: str) -> list[str]:
+    """Search terms of ``text`` as the index holds them: lower case, Latin diacritics off."""
+    folded = unicodedata.normalize("NFKD", text.lower())
+    return _TOKEN.findall("".join(c for c in folded if not unicodedata.combining(c)))
+
+
+def token_count(text: str) -> int:
+    return len(_TOKEN.findall(text))
+
 
 _VERSION = (
     "INSERT OR REPLACE INTO sr_versions (sr_id, ord, pos, wall, state) VALUES (?, ?, ?, ?, ?)"
@@ -34,11 +50,11 @@ _FTS_OUT = (
 )
 _CURRENT = (
     "INSERT INTO srs (sr_id, live, workspace, owner, private, lane, conversational, title, "
-    "text, tags_text, ingest_time, content_time, created_time, state) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
+    "text, tags_text, ingest_time, content_time, created_time, state, doclen) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) "
     "ON CONFLICT (sr_id) DO UPDATE SET live = ?2, workspace = ?3, owner = ?4, private = ?5, "
     "lane = ?6, conversational = ?7, title = ?8, text = ?9, tags_text = ?10, "
-    "ingest_time = ?11, content_time = ?12, created_time = ?13, state = ?14"
+    "ingest_time = ?11, content_time = ?12, created_time = ?13, state = ?14, doclen = ?15"
 )
 _FTS_IN = (
     "INSERT INTO sr_fts (rowid, title, text, tags) "
@@ -188,6 +204,7 @@ class SrView:
             state.title, state.text, " ".join(tags), state.ingest_time,
             state.content_time if state.content_time is not None else state.created_time,
             state.created_time, state_blob(state),
+            token_count(state.title) + token_count(state.text) + len(tags),
         ))  # fmt: skip
         txn.put(_FTS_IN, sr_id, (sr_id,))
         txn.put(_TAGS_OUT, sr_id, (sr_id,))
