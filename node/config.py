@@ -5,18 +5,22 @@
 - ``synchronous`` (``"FULL"``): SQLite durability; FULL makes every acknowledged write survive
   a crash;
 - ``pending_limit`` (``10000``): entries that may wait for a gap or an authenticating entry;
-- ``zone`` (``"UTC"``): the node's IANA zone for date and wall-time forms.
+- ``zone`` (``"UTC"``): the node's IANA zone for date and wall-time forms;
+- ``[profiles.NAME]``: e_timeline's ``agent_profile`` presets — ``page_size`` (1–100),
+  ``order_by`` (one of e_timeline's orders) and ``lanes`` (a list of lane names); each applies
+  when the call does not say.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from node.errors import ConfigError
+from node.tools.timeline_spec import MAX_PAGE_SIZE, ORDERS, Profile
 
 __all__ = ["CONFIG_FILE", "NodeConfig", "parse_duration_ms"]
 
@@ -38,6 +42,7 @@ class NodeConfig:
     synchronous: str = "FULL"
     pending_limit: int = 10_000
     zone: str = "UTC"
+    profiles: dict[str, Profile] = field(default_factory=dict)
 
     @classmethod
     def load(cls, data_dir: Path) -> NodeConfig:
@@ -53,7 +58,7 @@ class NodeConfig:
     @classmethod
     def from_mapping(cls, raw: dict[str, Any], where: str = "config") -> NodeConfig:
         problems: list[str] = []
-        unknown = set(raw) - {"max_clock_skew", "synchronous", "pending_limit", "zone"}
+        unknown = set(raw) - {"max_clock_skew", "synchronous", "pending_limit", "zone", "profiles"}
         problems += [f"unknown key {k!r}" for k in sorted(unknown)]
         values: dict[str, Any] = {}
         try:
@@ -70,6 +75,29 @@ class NodeConfig:
             problems.append("pending_limit must be a non-negative integer")
         values["pending_limit"] = limit
         values["zone"] = raw.get("zone", "UTC")
+        values["profiles"] = _profiles(raw.get("profiles", {}), problems)
         if problems:
             raise ConfigError(f"{where}: " + "; ".join(problems))
         return cls(**values)
+
+
+def _profiles(raw: Any, problems: list[str]) -> dict[str, Profile]:
+    if not isinstance(raw, dict):
+        problems.append("profiles must be a table of tables")
+        return {}
+    out = {}
+    for name, table in raw.items():
+        where = f"profiles.{name}"
+        if not isinstance(table, dict) or set(table) - {"page_size", "order_by", "lanes"}:
+            problems.append(f"{where} may set only page_size, order_by and lanes")
+            continue
+        size, order, lanes = table.get("page_size"), table.get("order_by"), table.get("lanes", [])
+        if size is not None and (type(size) is not int or not 1 <= size <= MAX_PAGE_SIZE):
+            problems.append(f"{where}.page_size must be an integer from 1 to {MAX_PAGE_SIZE}")
+        if order is not None and order not in ORDERS:
+            problems.append(f"{where}.order_by must be one of {', '.join(ORDERS)}")
+        if not isinstance(lanes, list) or not all(isinstance(x, str) and x for x in lanes):
+            problems.append(f"{where}.lanes must be a list of lane names")
+            lanes = []
+        out[name] = Profile(size, order, tuple(lanes))
+    return out

@@ -29,7 +29,7 @@ from node.identity import (
     random_bytes,
 )  # fmt: skip
 from node.store import Received, Report, Store, StoreOptions, Txn
-from node.tools import episodes, srs
+from node.tools import audit, episodes, srs, timeline
 from node.verify import VerifyReport, verify_log
 from protocol.entry import Entry
 from protocol.kinds import encode_payload
@@ -69,11 +69,14 @@ def _options(config: NodeConfig) -> StoreOptions:
 class Node:
     """A running node over one data directory."""
 
-    def __init__(self, path: Path, store: Store, key: SigningKey, info: NodeInfo) -> None:
+    def __init__(
+        self, path: Path, store: Store, key: SigningKey, info: NodeInfo, config: NodeConfig
+    ) -> None:
         self.path = path
         self.store = store
         self.key = key
         self.info = info
+        self.config = config
         self.author = Author(store, key, info.mesh, info.epoch)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -103,13 +106,12 @@ class Node:
         if not (path / DB_FILE).exists():
             raise NotInitialised(f"no node in {path} (run `memlane init --data {path}`)")
         key = load_key(path / NODE_KEY_FILE)
-        store = await Store.open(
-            path / DB_FILE, wall=wall, options=options or _options(NodeConfig.load(path))
-        )
+        config = NodeConfig.load(path)
+        store = await Store.open(path / DB_FILE, wall=wall, options=options or _options(config))
         try:
             info = await _load_info(store, key)
             store.mesh = info.mesh
-            yield cls(path, store, key, info)
+            yield cls(path, store, key, info, config)
         finally:
             await store.close()
 
@@ -154,6 +156,15 @@ class Node:
 
     async def work_forget(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await episodes.work_forget(self.author, caller, args)
+
+    # -- read tools ----------------------------------------------------------------------------
+
+    async def e_timeline(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
+        return await timeline.e_timeline(self.store, caller, args, self.config.profiles)
+
+    async def e_audit(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
+        assert self.store.reader is not None
+        return await audit.e_audit(self.store.reader, self.info.feed_id, caller, args)
 
     # -- the log -------------------------------------------------------------------------------
 
