@@ -94,3 +94,9 @@ async def log_verify(args: argparse.Namespace) -> Result:
     head = f"{report.entries} entries in {report.logs} logs"
     text = f"ok: {head}" if report.ok else "FAILED: " + head + "\n" + "\n".join(report.problems)
     return Result(data, text, 0 if report.ok else 1)
+
+
+async def views_rebuild(args: argparse.Namespace) -> Result:
+    async with Node.open(args.data) as node:
+        applied = await node.store.rebuild_views()
+    return Result({"applied": applied}, f"views rebuilt from {applied} entries")
