@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,7 @@ class Reader:
     async def close(self) -> None:
         await self._conn.close()
 
-    async def fetchall(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+    async def fetchall(self, sql: str, args: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         async with self._conn.execute(sql, args) as cur:
             return list(await cur.fetchall())
 

@@ -118,6 +118,13 @@ CREATE TABLE sr_versions (
     pos INTEGER NOT NULL,
     wall INTEGER NOT NULL,
     state BLOB NOT NULL,
+    present INTEGER NOT NULL,
+    workspace TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    private INTEGER NOT NULL,
+    full_digest BLOB NOT NULL,
+    public_digest BLOB NOT NULL,
+    links_digest BLOB NOT NULL,
     PRIMARY KEY (sr_id, ord)
 ) WITHOUT ROWID;
 CREATE INDEX sr_versions_wall ON sr_versions (wall);

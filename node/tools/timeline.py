@@ -1,7 +1,7 @@
 """e_timeline (seeds/000): list, find, intersect and traverse over what the caller can read.
 
 Argument checking and the refusal texts live in ``timeline_spec``; the queries in
-``node.views.timeline``.  ``changes`` is answered by ``node.tools.changes``.
+``node.views.timeline``; ``changes`` is answered by ``node.tools.changes``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 from node.authority import Caller
 from node.errors import Refusal
 from node.store import Reader, Store
-from node.tools.timeline_spec import Profile, TimelineSpec, invalid, parse_spec
+from node.tools.changes import changes
+from node.tools.timeline_spec import Profile, TimelineSpec, parse_spec
 from node.views import timeline as tl
 from node.views.fold import SrState
 from node.views.srs import terms
@@ -29,7 +30,7 @@ async def e_timeline(
     spec = parse_spec(args, profiles)
     caller.require("read:workspace")
     if spec.action == "changes":
-        raise invalid("changes is not answered by this node yet")
+        return await changes(store, caller, spec)
     await store.catch_up_views()
     reader = store.reader
     assert reader is not None

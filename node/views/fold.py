@@ -16,13 +16,21 @@ SR exists once its creating entry is folded in; entries ordered before it still 
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from protocol.canonical import encode_canonical
 from protocol.clock import Hlc
 
-__all__ = ["SrState", "fold_all", "fold_entry", "lane_uuid_of", "order_key"]
+__all__ = ["COMPARED", "SrState", "digests", "fold_all", "fold_entry", "lane_uuid_of", "order_key"]
+
+# The state ``changes`` compares (DESIGN §4.2): every field but ingest_time and created_time.
+COMPARED = (
+    "title", "text", "links", "conversational", "private_fields", "tags", "content_time",
+    "lane", "lane_uuid", "visibility", "has_correction", "has_adjustment",
+)  # fmt: skip
 
 _LANE_NAMESPACE = uuid.UUID("6d656d6c-616e-6500-8000-6c616e655f6e")
 _CONTENT = ("title", "text", "links", "conversational", "private_fields")
@@ -75,6 +83,12 @@ class SrState:
     def to_doc(self) -> dict[str, Any]:
         """The state as a plain map (for storage and digests)."""
         return {name: _plain(getattr(self, name)) for name in self.__slots__}
+
+    def compared(self) -> dict[str, Any]:
+        """The fields ``changes`` compares, ``lane_uuid`` as readers see it."""
+        doc = {name: _plain(getattr(self, name)) for name in COMPARED}
+        doc["lane_uuid"] = self.effective_lane_uuid
+        return doc
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> SrState:
@@ -131,3 +145,18 @@ def _taken(payload: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
             value = payload[name]
             out[name] = tuple(value) if isinstance(value, list) else value
     return out
+
+
+def digests(state: SrState) -> tuple[bytes, bytes, bytes]:
+    """(full, public, links) digests of what ``changes`` compares: ``full`` covers every
+    compared field but ``links``, ``public`` the same without ``private_fields`` (what a
+    reader who is neither owner nor admin sees), ``links`` the links alone (they are filtered
+    per reader, so compared apart)."""
+    if not state.exists:
+        return b"", b"", b""
+    doc = state.compared()
+    links = doc.pop("links")
+    full = hashlib.sha256(encode_canonical(doc)).digest()
+    doc.pop("private_fields")
+    public = hashlib.sha256(encode_canonical(doc)).digest()
+    return full, public, hashlib.sha256(encode_canonical(links)).digest()

@@ -21,7 +21,7 @@ from typing import Any
 
 from node.store.txn import Txn
 from node.views import Applied
-from node.views.fold import SrState, fold_all, fold_entry, order_key
+from node.views.fold import SrState, digests, fold_all, fold_entry, order_key
 from protocol.canonical import decode_canonical, encode_canonical
 from protocol.kinds import decode_payload
 
@@ -42,7 +42,9 @@ def token_count(text: str) -> int:
 
 
 _VERSION = (
-    "INSERT OR REPLACE INTO sr_versions (sr_id, ord, pos, wall, state) VALUES (?, ?, ?, ?, ?)"
+    "INSERT OR REPLACE INTO sr_versions (sr_id, ord, pos, wall, state, present, workspace, "
+    "owner, private, full_digest, public_digest, links_digest) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _FTS_OUT = (
     "INSERT INTO sr_fts (sr_fts, rowid, title, text, tags) "
@@ -99,7 +101,7 @@ class SrView:
         if latest is None or (ord_ > latest[0] and (latest[1].exists or not _creates(item))):
             prev = latest[1] if latest else SrState(sr_id)
             state = fold_entry(prev, item.kind, item.hlc.wall, item.payload)
-            txn.add(_VERSION, (sr_id, ord_, item.pos, item.hlc.wall, state_blob(state)))
+            txn.add(_VERSION, _version_row(sr_id, ord_, item.pos, item.hlc.wall, state))
             self._remember(sr_id, ord_, state)
             self._show(txn, sr_id, item.hlc.wall, state)
         else:
@@ -171,7 +173,7 @@ class SrView:
             entries.sort(key=lambda e: e[0])
         states = fold_all(sr_id, [(k, w, p) for _, _, w, k, p in entries])
         for (o, pos, wall, _, _), state in zip(entries, states, strict=True):
-            txn.add(_VERSION, (sr_id, o, pos, wall, state_blob(state)))
+            txn.add(_VERSION, _version_row(sr_id, o, pos, wall, state))
         await self._show_latest(txn, sr_id, entries, states)
 
     async def _show_latest(
@@ -224,6 +226,12 @@ class SrView:
             if row is not None:
                 self._write_current(txn, sr_id, _state(row[0]))
         txn.add("DELETE FROM sr_due WHERE wall <= ?", (moment,))
+
+
+def _version_row(sr_id: str, ord_: bytes, pos: int, wall: int, state: SrState) -> tuple[Any, ...]:
+    full, public, links = digests(state)
+    return (sr_id, ord_, pos, wall, state_blob(state), int(state.exists), state.workspace or "",
+            state.owner or "", int(state.visibility == "private"), full, public, links)  # fmt: skip
 
 
 def _creates(item: Applied) -> bool:

@@ -41,6 +41,7 @@ from node.ids import uuid7
 from node.node import Node
 from node.store import StoreOptions
 from node.store.schema import MIGRATIONS, SCHEMA_VERSION
+from node.views.fold import lane_uuid_of
 from protocol.clock import Hlc
 from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, seal
@@ -159,7 +160,11 @@ _HEADER_INSERT = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _PAYLOAD_INSERT = "INSERT INTO payloads (pos, data) VALUES (?, ?)"
-_VERSION_INSERT = "INSERT INTO sr_versions (sr_id, ord, pos, wall, state) VALUES (?, ?, ?, ?, ?)"
+_VERSION_INSERT = (
+    "INSERT INTO sr_versions (sr_id, ord, pos, wall, state, present, workspace, owner, private, "
+    "full_digest, public_digest, links_digest) VALUES (?, ?, ?, ?, ?, 1, ?, ?, 0, ?, ?, ?)"
+)
+_NO_LINKS = hashlib.sha256(msgpack.packb([])).digest()
 _SRS_INSERT = (
     "INSERT INTO srs (sr_id, live, workspace, owner, private, lane, conversational, title, "
     "text, tags_text, ingest_time, content_time, created_time, state) "
@@ -197,6 +202,7 @@ class RawLog:
         self.public = self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
         self.mesh, self.epoch = os.urandom(16), os.urandom(8)
         self.seq, self.prev = 0, None
+        self._lane_uuid = lane_uuid_of(WORKSPACE, "default")
         self.wall, self.counter = 0, 0
 
     def close(self) -> None:
@@ -250,7 +256,9 @@ class RawLog:
             state = msgpack.packb(self._state(sr_id, principal, fields), use_bin_type=True)
             order = (self.wall.to_bytes(8, "big") + self.counter.to_bytes(4, "big")
                      + self.public + self.epoch + self.seq.to_bytes(8, "big"))  # fmt: skip
-            versions.append((sr_id, order, self.seq, self.wall, state))
+            full, public = self._digests(fields)
+            versions.append((sr_id, order, self.seq, self.wall, state, WORKSPACE, principal,
+                             full, public, _NO_LINKS))  # fmt: skip
             tags_text, wall = " ".join(fields["tags"]), self.wall
             srs.append((sr_id, WORKSPACE, principal, fields["title"], fields["text"], tags_text,
                         wall, wall, wall, state))  # fmt: skip
@@ -269,6 +277,18 @@ class RawLog:
         db.executemany(_AUDIT_INSERT, audits)
         db.execute(_STATE_UPSERT, ("hlc", msgpack.packb([self.wall, self.counter])))
         db.execute("COMMIT")
+
+    def _digests(self, fields: dict[str, Any]) -> tuple[bytes, bytes]:
+        """The digests of what ``changes`` compares (node.views.fold.digests), by hand."""
+        compared = {
+            "content_time": None, "conversational": False, "has_adjustment": False,
+            "has_correction": False, "lane": "default", "lane_uuid": self._lane_uuid,
+            "private_fields": {}, "tags": fields["tags"], "text": fields["text"],
+            "title": fields["title"], "visibility": "workspace",
+        }  # fmt: skip
+        full = hashlib.sha256(msgpack.packb(compared, use_bin_type=True)).digest()
+        del compared["private_fields"]
+        return full, hashlib.sha256(msgpack.packb(compared, use_bin_type=True)).digest()
 
     def _state(self, sr_id: str, principal: str, fields: dict[str, Any]) -> dict[str, Any]:
         """The SR's state after its creation, as the SR view stores it (sorted keys)."""
