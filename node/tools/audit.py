@@ -25,6 +25,12 @@ __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "e_audit"]
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 _CHUNK = 500
+_SR_READERS = (
+    "SELECT v.sr_id, v.workspace, v.owner, v.private FROM sr_versions v "
+    "WHERE v.sr_id IN ({}) AND v.present = 1 "
+    "AND v.ord = (SELECT max(ord) FROM sr_versions w WHERE w.sr_id = v.sr_id)"
+)
+_EPISODE_READERS = "SELECT id, vault, caller, 0 FROM episode_index WHERE id IN ({})"
 
 
 def _int(args: Mapping[str, Any], name: str, lo: int, hi: int, default: int) -> int:
@@ -62,16 +68,16 @@ async def e_audit(
 
 async def _visible(reader: Reader, caller: Caller, rows: list[AuditRow]) -> list[AuditRow]:
     subjects = sorted({r.subject for r in rows if r.subject})
-    srs = await _lookup(reader, "SELECT sr_id, workspace, owner, private FROM srs "
-                        "WHERE sr_id IN ({})", subjects)  # fmt: skip
-    episodes = await _lookup(reader, "SELECT id, vault, caller, 0 FROM episode_index "
-                             "WHERE id IN ({})", subjects)  # fmt: skip
+    # An SR's readers by its newest version — also one whose time has not yet come — so an
+    # event is judged the same however long it waits, and a consumer never passes it by.
+    srs = await _lookup(reader, _SR_READERS, subjects)
+    episodes = await _lookup(reader, _EPISODE_READERS, subjects)
 
     def shown(row: AuditRow) -> bool:
-        if not row.subject:
-            return caller.is_admin
         if row.workspace is not None and row.workspace != caller.workspace:
             return False
+        if not row.subject:
+            return caller.is_admin
         if row.subject in srs:
             workspace, owner, private = srs[row.subject]
             return caller.may_read_sr(workspace, owner, bool(private))
