@@ -122,8 +122,8 @@ def _changes(sent: dict[str, Any]) -> TimelineSpec:
         raise Refusal(
             f"changes does not take {', '.join(others)}; it takes since, as_of, page and page_size"
         )
-    page = _page(sent)
-    if page > 1 and "as_of" not in sent:
+    later = sent.get("page", 1)  # its value is checked with the other values, below
+    if type(later) is int and later > 1 and "as_of" not in sent:
         raise Refusal(PAGE_NEEDS_AS_OF)
     since = _moment(sent, "since", optional_parse=True)
     as_of = _moment(sent, "as_of", optional_parse=True)
@@ -131,6 +131,7 @@ def _changes(sent: dict[str, Any]) -> TimelineSpec:
         raise Refusal("'since' must be before 'as_of'")
     since = _moment(sent, "since")
     as_of = _moment(sent, "as_of")
+    page = _page(sent)
     page_size = _page_size(sent, None)
     if since is None:
         raise Refusal("'since' is required for changes action")
