@@ -142,7 +142,8 @@ class Ingest:
         hlc = entry.header.hlc
         # The clock first: views show what the clock has reached (an entry from beyond the
         # allowed skew waits until its time comes).
-        within = self.store.clock.update(hlc, self.store.wall())
+        wall = self.store.wall()
+        within = self.store.clock.update(hlc, wall)
         await self.store._append(self.txn, head, entry, cand.payload)
         self.report.stored += 1
         self.report.stored_ids.append(entry.id)
@@ -157,10 +158,13 @@ class Ingest:
                 entry.id,
             )
         if self.event is not None:
+            # Arrival is stamped at this node's moment (its wall clock, or its clock when
+            # that is ahead): the clock alone would be the newest entry received before this
+            # one, whatever its workspace, and that time is not the caller's to see (§4.1).
             audit(
                 self.txn,
                 self.event,
-                self.store.clock.last.wall,
+                max(self.store.clock.last.wall, wall),
                 entry=entry.id,
                 subject=_subject(cand.payload),
                 workspace=_workspace(cand.payload),
