@@ -9,13 +9,14 @@ with the SRs touched in the window, not with the store.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 from node.authority import Caller
 from node.store import Reader
 from node.views.fold import COMPARED, SrState
-from protocol.canonical import decode_canonical
+from protocol.canonical import decode_canonical, encode_canonical
 
 __all__ = ["Change", "describe", "select_changes"]
 
@@ -55,6 +56,10 @@ FROM at
 LEFT JOIN sr_versions v1 ON v1.sr_id = at.sr_id AND v1.ord = at.o1
 LEFT JOIN sr_versions v2 ON v2.sr_id = at.sr_id AND v2.ord = at.o2
 """  # noqa: S608 - placeholders only
+
+
+# The links digest of an SR that links to nothing (``fold.digests``).
+_NO_LINKS = hashlib.sha256(encode_canonical([])).digest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +103,10 @@ def _classify(a: _Side, b: _Side) -> str | None:
         return None
     if a.digest != b.digest or a.links != b.links:
         return "updated"
-    return "hidden" if a.full != b.full else None
+    if a.full != b.full:
+        return "hidden"
+    # The same links at both moments, but what the caller can read of them may differ.
+    return None if b.links == _NO_LINKS else "links"
 
 
 async def select_changes(
@@ -114,6 +122,8 @@ async def select_changes(
     found = []
     for sr_id, changed_at, d1, d2, *cols in rows:
         change = _classify(_side(caller, d1, tuple(cols[:7])), _side(caller, d2, tuple(cols[7:])))
+        if change == "links":
+            change = "updated" if await _links_differ(reader, caller, sr_id, since, as_of) else None
         if change is not None:
             found.append((changed_at, sr_id, change))
     found.sort(key=lambda c: (-c[0], c[1]))
@@ -161,6 +171,17 @@ async def _changed_fields(
     ):
         fields.append("links")
     return sorted(fields, key=COMPARED.index)
+
+
+async def _links_differ(reader: Reader, caller: Caller, sr_id: str, since: int, as_of: int) -> bool:
+    """Whether the caller reads other links of the SR at the two moments (its targets' read
+    rule may have changed in between)."""
+    before, after = await _state_at(reader, sr_id, since), await _state_at(reader, sr_id, as_of)
+    assert before is not None
+    assert after is not None
+    return await _readable_links(reader, caller, before.links, since) != await _readable_links(
+        reader, caller, after.links, as_of
+    )
 
 
 async def _readable_links(
