@@ -61,8 +61,9 @@ class Reader:
         await self._conn.close()
 
     async def fetchall(self, sql: str, args: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
-        async with self._conn.execute(sql, args) as cur:
-            return list(await cur.fetchall())
+        # One hop to the connection's thread and back (a cursor took three: execute, fetch,
+        # close — each a wake-up of both threads).
+        return list(await self._conn.execute_fetchall(sql, args))
 
     async def scalar(self, sql: str, args: Sequence[Any] = ()) -> Any:
         rows = await self.fetchall(sql, args)

@@ -7,6 +7,7 @@ Argument checking and the refusal texts live in ``timeline_spec``; the queries i
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from node.authority import Caller
@@ -15,11 +16,11 @@ from node.store import Reader, Store
 from node.tools.changes import changes
 from node.tools.timeline_spec import Profile, TimelineSpec, parse_spec
 from node.views import timeline as tl
-from node.views.fold import SrState
+from node.views.fold import SrState, lane_uuid_of
 from node.views.srs import terms
 from protocol.timefmt import format_instant
 
-__all__ = ["MIN_DENSE", "e_timeline", "render"]
+__all__ = ["MIN_DENSE", "e_timeline", "render", "render_doc"]
 
 MIN_DENSE = 10  # shed_idf_noise acts only when the caller can read at least this many SRs
 
@@ -39,25 +40,27 @@ async def e_timeline(
     answer: dict[str, Any] = {"action": spec.action}
     if spec.action == "find":
         words, shed = await _shed(reader, caller, _words(spec), spec.shed_idf_noise)
-        states, more = await tl.find(reader, q, words)
+        docs, more = await tl.find(reader, q, words)
         answer["shed_terms"] = shed
     elif spec.action == "intersect":
         match, shed = await _shed(reader, caller, list(spec.match), spec.shed_idf_noise)
         conditions = [a for m in match for a in _match_args(m)]
         page = await tl.select_page(reader, q, extra=[_MATCHES] * len(match), extra_args=conditions)
-        states, more, answer["shed_terms"] = page.states, page.has_more, shed
+        docs, more, answer["shed_terms"] = page.docs, page.has_more, shed
     elif spec.action == "traverse":
-        states, more = await _traverse(reader, caller, q, spec)
+        docs, more = await _traverse(reader, caller, q, spec)
     else:
         page = await tl.select_page(reader, q)
-        states, more = page.states, page.has_more
-    answer |= {"results": [render(s) for s in states], "page": spec.page,
+        docs, more = page.docs, page.has_more
+    answer |= {"results": [render_doc(d) for d in docs], "page": spec.page,
                "page_size": spec.page_size, "has_more": more}  # fmt: skip
     return answer
 
 
+# A tag is checked row by row (one primary-key probe) rather than listed whole first: the rows
+# are read in time order and the page is full long before a common tag's list would be.
 _MATCHES = (
-    "(srs.sr_id IN (SELECT sr_id FROM sr_tags WHERE tag = ?) "
+    "(EXISTS (SELECT 1 FROM sr_tags WHERE sr_tags.tag = ? AND sr_tags.sr_id = srs.sr_id) "
     "OR srs.doc IN (SELECT rowid FROM sr_fts WHERE sr_fts MATCH ?))"
 )
 
@@ -91,7 +94,7 @@ async def _shed(
 
 async def _traverse(
     reader: Reader, caller: Caller, q: tl.Query, spec: TimelineSpec
-) -> tuple[list[SrState], bool]:
+) -> tuple[list[tl.Doc], bool]:
     """SRs linked from the anchor or linking to it (depth 1), that the caller can read."""
     anchor = spec.sr_id
     rule, params = caller.readable_srs()
@@ -101,31 +104,67 @@ async def _traverse(
     )
     if not found:
         raise Refusal(f"Invalid timeline spec: unknown sr_id: {anchor}")
-    linked = (
-        "srs.sr_id != ? AND (srs.sr_id IN (SELECT dst FROM sr_links WHERE src = ?) "
-        "OR srs.sr_id IN (SELECT src FROM sr_links WHERE dst = ?))"
-    )
-    page = await tl.select_page(reader, q, extra=[linked], extra_args=[anchor] * 3)
-    return page.states, page.has_more
+    page = await tl.select_page(reader, q, extra=["srs.sr_id != ?"], extra_args=[anchor],
+                                source=_LINKED, source_args=[anchor] * 2)  # fmt: skip
+    return page.docs, page.has_more
+
+
+# The anchor's neighbours lead the plan (CROSS JOIN fixes the order): looked up by sr_id, then
+# sorted — rather than walking the time index over every readable SR to find a few of them.
+_LINKED = (
+    "(SELECT dst AS sr_id FROM sr_links WHERE src = ? "
+    "UNION SELECT src FROM sr_links WHERE dst = ?) AS linked "
+    "CROSS JOIN srs ON srs.sr_id = linked.sr_id"
+)
+
+
+_DAY_MS = 86_400_000
+_HH_MM = [f"T{h:02d}:{m:02d}:" for h in range(24) for m in range(60)]
+_SS = [f"{s:02d}" for s in range(60)]
+
+
+@lru_cache(maxsize=4096)
+def _date(days: int) -> str:
+    """``YYYY-MM-DD`` of a day since the epoch, as ``format_instant`` spells it."""
+    return format_instant(days * _DAY_MS)[: -len("T00:00:00Z")]
 
 
 def _instant(ms: int | None) -> str | None:
-    return None if ms is None else format_instant(ms)
+    """``format_instant(ms)`` (UTC), with the date looked up once per day: a page of results
+    spells three instants each."""
+    if ms is None:
+        return None
+    days, rem = divmod(ms, _DAY_MS)
+    secs, frac = divmod(rem, 1000)
+    text = _date(days) + _HH_MM[secs // 60] + _SS[secs % 60]
+    if frac:
+        text += "." + f"{frac:03d}".rstrip("0")
+    return text + "Z"
+
+
+_lane_uuid = lru_cache(maxsize=1024)(lane_uuid_of)
 
 
 def render(state: SrState) -> dict[str, Any]:
     """One result, as seeds/000 names its fields."""
+    return render_doc(state.to_doc())
+
+
+def render_doc(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``render`` of a state as the SR view stores it (``SrState.to_doc``), without building
+    the ``SrState`` (a missing field reads as ``SrState``'s default)."""
+    lane = doc.get("lane", "default")
     return {
-        "sr_id": state.sr_id,
-        "title": state.title,
-        "text": state.text,
-        "lane": state.lane,
-        "lane_uuid": state.effective_lane_uuid,
-        "content_time": _instant(state.content_time),
-        "ingest_time": _instant(state.ingest_time),
-        "created_time": _instant(state.created_time),
-        "tags": list(state.tags),
-        "conversational": state.conversational,
-        "has_correction": state.has_correction,
-        "has_adjustment": state.has_adjustment,
+        "sr_id": doc["sr_id"],
+        "title": doc.get("title", ""),
+        "text": doc.get("text", ""),
+        "lane": lane,
+        "lane_uuid": doc.get("lane_uuid") or _lane_uuid(doc.get("workspace") or "", lane),
+        "content_time": _instant(doc.get("content_time")),
+        "ingest_time": _instant(doc.get("ingest_time")),
+        "created_time": _instant(doc.get("created_time")),
+        "tags": list(doc.get("tags") or ()),
+        "conversational": doc.get("conversational", False),
+        "has_correction": doc.get("has_correction", False),
+        "has_adjustment": doc.get("has_adjustment", False),
     }

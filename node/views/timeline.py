@@ -7,20 +7,23 @@ ranks or pages, so rows the caller cannot read change nothing it sees.  Orders b
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
+
 from node.authority import Caller
 from node.store import Reader
-from node.views.fold import SrState
 from node.views.srs import terms
-from protocol.canonical import decode_canonical
 
 __all__ = [
     "FIND_KEEP",
     "NOISE_SHARE",
+    "Doc",
     "Page",
     "Query",
     "find",
@@ -49,9 +52,12 @@ class Query:
     page_size: int = 20
 
 
+Doc = dict[str, Any]
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
-    states: list[SrState]
+    docs: list[Doc]  # each SR's state as the SR view stores it (``SrState.to_doc``)
     has_more: bool
 
 
@@ -62,44 +68,65 @@ def _order(order_by: str, table: str = "srs") -> tuple[str, str]:
     return column, f"{column} {way}, {table}.sr_id {way}"
 
 
-def _filters(q: Query, *, windowed: bool = True) -> tuple[list[str], list[Any]]:
+def _filters(q: Query) -> tuple[list[str], list[Any]]:
     rule, params = q.caller.readable_srs()
-    where: list[str] = [rule]
-    args: list[Any] = list(params)
-    if q.conversational_only:
-        where.append("srs.conversational = 1")
-    if q.lanes:
-        where.append(f"srs.lane IN ({','.join('?' * len(q.lanes))})")
-        args += q.lanes
+    narrow, narrow_args = _narrowing(q)
+    where: list[str] = [rule, *narrow]
+    args: list[Any] = [*params, *narrow_args]
     column, _ = _order(q.order_by)
-    if windowed and q.start_ms is not None:
+    if q.start_ms is not None:
         where.append(f"{column} >= ?")
         args.append(q.start_ms)
-    if windowed and q.end_ms is not None:
+    if q.end_ms is not None:
         where.append(f"{column} < ?")
         args.append(q.end_ms)
     return where, args
 
 
+def _narrowing(q: Query) -> tuple[list[str], list[Any]]:
+    """What the caller asks to see of what it can read, besides the window."""
+    where: list[str] = []
+    args: list[Any] = []
+    if q.conversational_only:
+        where.append("srs.conversational = 1")
+    if q.lanes:
+        where.append(f"srs.lane IN ({','.join('?' * len(q.lanes))})")
+        args += q.lanes
+    return where, args
+
+
 async def select_page(
-    reader: Reader, q: Query, *, extra: Sequence[str] = (), extra_args: Sequence[Any] = ()
+    reader: Reader,
+    q: Query,
+    *,
+    extra: Sequence[str] = (),
+    extra_args: Sequence[Any] = (),
+    source: str = "srs",
+    source_args: Sequence[Any] = (),
 ) -> Page:
-    """One page of readable SRs in the window, in ``q.order_by``; ``extra`` narrows further."""
+    """One page of readable SRs in the window, in ``q.order_by``; ``extra`` narrows further.
+    ``source`` (with ``source_args``) replaces ``srs`` in the FROM clause: a join that must
+    lead the plan (``... CROSS JOIN srs``), for a few candidates the time index would reach
+    only by scanning."""
     where, args = _filters(q)
     where += extra
     args += extra_args
     _, order = _order(q.order_by)
     rows = await reader.fetchall(
-        f"SELECT srs.state FROM srs WHERE {' AND '.join(where)} "  # noqa: S608 - no values
+        f"SELECT srs.state FROM {source} WHERE {' AND '.join(where)} "  # noqa: S608 - no values
         f"ORDER BY {order} LIMIT ? OFFSET ?",
-        (*args, q.page_size + 1, (q.page - 1) * q.page_size),
+        (*source_args, *args, q.page_size + 1, (q.page - 1) * q.page_size),
     )
-    states = [_state(r[0]) for r in rows[: q.page_size]]
-    return Page(states, len(rows) > q.page_size)
+    return Page([_doc(r[0]) for r in rows[: q.page_size]], len(rows) > q.page_size)
 
 
-def _state(blob: bytes) -> SrState:
-    return SrState.from_doc(decode_canonical(bytes(blob), what="sr state"))
+def _doc(blob: bytes) -> Doc:
+    """An SR's state as the SR view stored it.  The view wrote it canonically itself (it is
+    not received from anyone), so a plain decode reads it: the canonical check, which re-sorts
+    and re-encodes each map, tripled the cost of a page of results; nor is it built into an
+    ``SrState`` only to be rendered."""
+    doc: Doc = msgpack.unpackb(blob, raw=False)
+    return doc
 
 
 async def term_share(reader: Reader, caller: Caller, text: str) -> float:
@@ -137,65 +164,68 @@ async def scope_stats(reader: Reader, caller: Caller) -> tuple[int, int]:
     return int(rows[0][0]), int(rows[0][1])
 
 
-async def find(reader: Reader, q: Query, words: Sequence[str]) -> tuple[list[SrState], bool]:
+async def find(reader: Reader, q: Query, words: Sequence[str]) -> tuple[list[Doc], bool]:
     """BM25 over title, text and tags with the statistics of what ``q.caller`` can read;
-    the ``FIND_KEEP`` best, then ordered by ``q.order_by`` and paged."""
+    the ``FIND_KEEP`` best that pass the caller's filters, then ordered by ``q.order_by`` and
+    paged."""
     wanted = list(dict.fromkeys(t for w in words for t in terms(w)))
     if not wanted:
         return [], False
     docs, length = await scope_stats(reader, q.caller)
-    hits = await _postings(reader, q, wanted)
-    ranked = _rank(hits, docs, length / docs if docs else 1.0)
-    where, args = _filters(q, windowed=False)
-    _, order = _order(q.order_by)
-    kept: list[Any] = []
-    for start in range(0, len(ranked), 500):  # the best FIND_KEEP that pass the filters
-        chunk = ranked[start : start + 500]
-        allowed = {r[0] for r in await reader.fetchall(
-            f"SELECT srs.doc FROM srs WHERE srs.doc IN ({','.join('?' * len(chunk))}) "  # noqa: S608
-            f"AND {' AND '.join(where)}", (*chunk, *args))}  # fmt: skip
-        kept += [d for d in chunk if d in allowed]
-        if len(kept) >= FIND_KEEP:
-            break
-    best = kept[:FIND_KEEP]
+    postings = await _postings(reader, q, wanted)
+    scored = _scores(postings, docs, length / docs if docs else 1.0)
+    best = [doc for _, _, doc, _ in heapq.nsmallest(FIND_KEEP, (s for s in scored if s[3]))]
     if not best:
         return [], False
+    _, order = _order(q.order_by)
     rows = await reader.fetchall(
-        f"SELECT srs.state FROM srs WHERE srs.doc IN ({','.join('?' * len(best))}) "  # noqa: S608
+        f"SELECT srs.state FROM srs NOT INDEXED WHERE srs.doc IN ({','.join('?' * len(best))}) "  # noqa: S608
         f"ORDER BY {order} LIMIT ? OFFSET ?",
         (*best, q.page_size + 1, (q.page - 1) * q.page_size),
     )
-    return [_state(r[0]) for r in rows[: q.page_size]], len(rows) > q.page_size
+    return [_doc(r[0]) for r in rows[: q.page_size]], len(rows) > q.page_size
 
 
-async def _postings(
-    reader: Reader, q: Query, wanted: list[str]
-) -> dict[int, tuple[str, int, dict[str, int]]]:
-    """doc → (sr_id, length, {term: frequency}) for readable SRs holding any wanted term
-    (all of them: document frequencies count what the caller can read, not what it filters)."""
+# doc, term, frequency, doc length, sr_id, whether the doc passes the caller's filters
+Posting = tuple[int, str, int, int, str, int]
+
+
+async def _postings(reader: Reader, q: Query, wanted: list[str]) -> list[Posting]:
+    """A posting per (doc, term) for each readable SR holding any wanted term — all of them:
+    document frequencies count what the caller can read, not what it filters; whether each
+    passes the filters comes along.  ``srs NOT INDEXED``: each doc is looked up by rowid."""
     rule, params = q.caller.readable_srs()
-    rows = await reader.fetchall(
-        "SELECT v.doc, v.term, count(*), srs.doclen, srs.sr_id FROM sr_vocab v "  # noqa: S608
-        f"JOIN srs ON srs.doc = v.doc WHERE v.term IN ({','.join('?' * len(wanted))}) "
-        f"AND {rule} GROUP BY v.doc, v.term",
-        (*wanted, *params),
+    narrow, narrow_args = _narrowing(q)
+    passes = " AND ".join(narrow) or "1"
+    rows: list[Posting] = await reader.fetchall(
+        f"SELECT v.doc, v.term, count(*), srs.doclen, srs.sr_id, {passes} "  # noqa: S608
+        "FROM sr_vocab v JOIN srs NOT INDEXED ON srs.doc = v.doc "
+        f"WHERE v.term IN ({','.join('?' * len(wanted))}) AND {rule} GROUP BY v.doc, v.term",
+        (*narrow_args, *wanted, *params),
     )
-    hits: dict[int, tuple[str, int, dict[str, int]]] = {}
-    for doc, term, tf, doclen, sr_id in rows:
-        hits.setdefault(doc, (sr_id, doclen, {}))[2][term] = tf
-    return hits
+    return rows
 
 
-def _rank(hits: dict[int, tuple[str, int, dict[str, int]]], docs: int, avgdl: float) -> list[int]:
-    df: dict[str, int] = {}
-    for _, _, tfs in hits.values():
-        for term in tfs:
-            df[term] = df.get(term, 0) + 1
+Scored = tuple[float, str, int, int]  # -score, sr_id, doc, passes
+
+
+def _scores(postings: list[Posting], docs: int, avgdl: float) -> list[Scored]:
+    """(-score, sr_id, doc, passes) of each doc: ordered best first, ties by sr_id.  A doc's
+    score is the sum of its terms' parts in the order its postings came, as ``sum`` adds
+    them."""
+    df = Counter(p[1] for p in postings)  # postings are unique per (doc, term)
     idf = {t: math.log(1 + (docs - n + 0.5) / (n + 0.5)) for t, n in df.items()}
-    scored = []
-    for doc, (sr_id, doclen, tfs) in hits.items():
-        norm = _K1 * (1 - _B + _B * doclen / avgdl)
-        score = sum(idf[t] * tf * (_K1 + 1) / (tf + norm) for t, tf in tfs.items())
-        scored.append((-score, sr_id, doc))
-    scored.sort()
-    return [doc for _, _, doc in scored]
+    if len(df) == 1:  # one term: one posting per doc, whose part is the doc's score
+        (weight,) = idf.values()
+        return [
+            (-(weight * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * doclen / avgdl))), sr_id,
+             doc, passes)
+            for doc, _, tf, doclen, sr_id, passes in postings
+        ]  # fmt: skip
+    parts: dict[int, tuple[str, float, int, list[float]]] = {}
+    for doc, term, tf, doclen, sr_id, passes in postings:
+        found = parts.get(doc)
+        if found is None:
+            found = parts[doc] = (sr_id, _K1 * (1 - _B + _B * doclen / avgdl), passes, [])
+        found[3].append(idf[term] * tf * (_K1 + 1) / (tf + found[1]))
+    return [(-sum(terms), sr_id, doc, passes) for doc, (sr_id, _, passes, terms) in parts.items()]

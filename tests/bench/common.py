@@ -7,6 +7,7 @@ with a target.  ``render`` prints them as one table.  Nothing here asserts on sp
 
 from __future__ import annotations
 
+import math
 import resource
 import statistics
 import sys
@@ -15,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
+    "Bound",
+    "Latency",
     "Ratio",
     "Result",
     "Row",
@@ -92,6 +95,73 @@ class Ratio:
         return "PASS" if self.value(rows) >= self.target else "FAIL"
 
 
+def _quantile(seconds: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``seconds`` (nearest rank)."""
+    ordered = sorted(seconds)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """One query timed beside its baseline: the seconds of each run of each (the figures are
+    the median and the 90th percentile), and the process's peak RSS once it was taken."""
+
+    label: str
+    seconds: tuple[float, ...]
+    baseline: tuple[float, ...]
+    note: str = ""
+    rss_mib: float = field(default_factory=peak_rss_mib)
+
+    def __post_init__(self) -> None:
+        if not self.seconds or not self.baseline:
+            raise ValueError(f"{self.label}: a latency needs timings on both sides")
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.seconds) * 1000
+
+    @property
+    def p90_ms(self) -> float:
+        return _quantile(self.seconds, 0.9) * 1000
+
+    @property
+    def baseline_median_ms(self) -> float:
+        return statistics.median(self.baseline) * 1000
+
+    @property
+    def baseline_p90_ms(self) -> float:
+        return _quantile(self.baseline, 0.9) * 1000
+
+    @property
+    def ratio(self) -> float:
+        """Median over the baseline's median."""
+        return self.median_ms / self.baseline_median_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """An upper bound on one latency (by label): its median in ms (``what="median"``) or its
+    median over its baseline's (``what="ratio"``)."""
+
+    latency: str
+    what: str
+    limit: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.latency}: {'median' if self.what == 'median' else 'ratio to raw'}"
+
+    def value(self, latencies: dict[str, Latency]) -> float:
+        found = latencies[self.latency]
+        return found.median_ms if self.what == "median" else found.ratio
+
+    def target(self) -> str:
+        return f"≤ {self.limit:g} ms" if self.what == "median" else f"≤ {self.limit:g}×"
+
+    def verdict(self, latencies: dict[str, Latency]) -> str:
+        return "PASS" if self.value(latencies) <= self.limit else "FAIL"
+
+
 @dataclass(slots=True)
 class Result:
     """What one benchmark module reports."""
@@ -100,6 +170,8 @@ class Result:
     rows: list[Row] = field(default_factory=list)
     ratios: list[Ratio] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    latencies: list[Latency] = field(default_factory=list)
+    bounds: list[Bound] = field(default_factory=list)
 
     def by_label(self) -> dict[str, Row]:
         return {row.label: row for row in self.rows}
@@ -122,8 +194,54 @@ def _table(header: Sequence[str], lines: Sequence[Sequence[str]], right: set[int
     return [fmt(header), fmt(["-" * w for w in widths]), *(fmt(line) for line in lines)]
 
 
+def _ms(value: float) -> str:
+    return f"{value:,.3f}" if value < 10 else f"{value:,.1f}"
+
+
+def _latency_tables(result: Result) -> list[str]:
+    timed = [
+        [
+            q.label,
+            _ms(q.median_ms),
+            _ms(q.p90_ms),
+            _ms(q.baseline_median_ms),
+            _ms(q.baseline_p90_ms),
+            f"{q.ratio:.2f}",
+            str(len(q.seconds)),
+            f"{q.rss_mib:,.0f} MiB",
+            q.note,
+        ]
+        for q in result.latencies
+    ]
+    out = _table(
+        ["query", "median ms", "p90 ms", "raw median ms", "raw p90 ms", "ratio", "runs",
+         "peak RSS", "note"],
+        timed,
+        right={1, 2, 3, 4, 5, 6, 7},
+    )  # fmt: skip
+    if result.bounds:
+        by_label = {q.label: q for q in result.latencies}
+        checks = [
+            [
+                b.label,
+                f"{b.value(by_label):.3f}" if b.what == "median" else f"{b.value(by_label):.2f}",
+                b.target(),
+                b.verdict(by_label),
+            ]
+            for b in result.bounds
+        ]
+        out += ["", *_table(["bound", "value", "target", "verdict"], checks, right={1})]
+    return out
+
+
 def render(result: Result) -> str:
-    """The result as one plain-text table: measurements, then ratios against targets."""
+    """The result as one plain-text table: measurements, then ratios against targets (or,
+    for latencies, the bounds on them)."""
+    if result.latencies:
+        out = [result.title, "", *_latency_tables(result)]
+        out += ["", f"peak RSS of the run: {peak_rss_mib():,.0f} MiB"]
+        out += [f"note: {n}" for n in result.notes]
+        return "\n".join(out)
     rows = result.by_label()
     measured = [
         [
