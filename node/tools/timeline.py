@@ -121,25 +121,27 @@ _LINKED = (
 _DAY_MS = 86_400_000
 _HH_MM = [f"T{h:02d}:{m:02d}:" for h in range(24) for m in range(60)]
 _SS = [f"{s:02d}" for s in range(60)]
-
-
-@lru_cache(maxsize=4096)
-def _date(days: int) -> str:
-    """``YYYY-MM-DD`` of a day since the epoch, as ``format_instant`` spells it."""
-    return format_instant(days * _DAY_MS)[: -len("T00:00:00Z")]
+_DATES: dict[int, str] = {}  # day since the epoch → YYYY-MM-DD
+_MAX_DATES = 65_536
 
 
 def _instant(ms: int | None) -> str | None:
-    """``format_instant(ms)`` (UTC), with the date looked up once per day: a page of results
+    """``format_instant(ms)`` (UTC), with the date spelled once per day: a page of results
     spells three instants each."""
     if ms is None:
         return None
-    days, rem = divmod(ms, _DAY_MS)
-    secs, frac = divmod(rem, 1000)
-    text = _date(days) + _HH_MM[secs // 60] + _SS[secs % 60]
+    days = ms // _DAY_MS
+    date = _DATES.get(days)
+    if date is None:
+        if len(_DATES) >= _MAX_DATES:
+            _DATES.clear()
+        date = _DATES[days] = format_instant(days * _DAY_MS)[: -len("T00:00:00Z")]
+    rem = ms - days * _DAY_MS
+    secs = rem // 1000
+    frac = rem - secs * 1000
     if frac:
-        text += "." + f"{frac:03d}".rstrip("0")
-    return text + "Z"
+        return f"{date}{_HH_MM[secs // 60]}{_SS[secs % 60]}.{frac:03d}".rstrip("0") + "Z"
+    return f"{date}{_HH_MM[secs // 60]}{_SS[secs % 60]}Z"
 
 
 _lane_uuid = lru_cache(maxsize=1024)(lane_uuid_of)
@@ -151,20 +153,21 @@ def render(state: SrState) -> dict[str, Any]:
 
 
 def render_doc(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """``render`` of a state as the SR view stores it (``SrState.to_doc``), without building
-    the ``SrState`` (a missing field reads as ``SrState``'s default)."""
-    lane = doc.get("lane", "default")
+    """``render`` of a state as the SR view stores it (``SrState.to_doc``: every field),
+    without building the ``SrState``."""
+    lane, ingest, created = doc["lane"], doc["ingest_time"], doc["created_time"]
+    ingest_text = _instant(ingest)
     return {
         "sr_id": doc["sr_id"],
-        "title": doc.get("title", ""),
-        "text": doc.get("text", ""),
+        "title": doc["title"],
+        "text": doc["text"],
         "lane": lane,
-        "lane_uuid": doc.get("lane_uuid") or _lane_uuid(doc.get("workspace") or "", lane),
-        "content_time": _instant(doc.get("content_time")),
-        "ingest_time": _instant(doc.get("ingest_time")),
-        "created_time": _instant(doc.get("created_time")),
-        "tags": list(doc.get("tags") or ()),
-        "conversational": doc.get("conversational", False),
-        "has_correction": doc.get("has_correction", False),
-        "has_adjustment": doc.get("has_adjustment", False),
+        "lane_uuid": doc["lane_uuid"] or _lane_uuid(doc["workspace"] or "", lane),
+        "content_time": _instant(doc["content_time"]),
+        "ingest_time": ingest_text,
+        "created_time": ingest_text if created == ingest else _instant(created),
+        "tags": list(doc["tags"]),
+        "conversational": doc["conversational"],
+        "has_correction": doc["has_correction"],
+        "has_adjustment": doc["has_adjustment"],
     }
