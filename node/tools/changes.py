@@ -29,9 +29,11 @@ async def changes(store: Store, caller: Caller, spec: TimelineSpec) -> dict[str,
         as_of = max(store.clock.last.wall, store.wall())
     if spec.since_ms >= as_of:
         raise Refusal("'since' must be before 'as_of'")
-    found = await select_changes(store.reader, caller, spec.since_ms, as_of)
     start = (spec.page - 1) * spec.page_size
-    page = found[start : start + spec.page_size]
+    found, more = await select_changes(
+        store.reader, caller, spec.since_ms, as_of, need=start + spec.page_size
+    )
+    page = found[start:]
     described = []
     for changed_at, sr_id, kind in page:
         change = await describe(store.reader, caller, sr_id, kind, changed_at, spec.since_ms,
@@ -44,7 +46,7 @@ async def changes(store: Store, caller: Caller, spec: TimelineSpec) -> dict[str,
         "changes": described,
         "page": spec.page,
         "page_size": spec.page_size,
-        "has_more": len(found) > start + spec.page_size,
+        "has_more": more,
     }
 
 

@@ -10,6 +10,7 @@ with the SRs touched in the window, not with the store.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,26 +37,29 @@ _ORD_AT = (
     "(SELECT v.ord FROM sr_versions v WHERE v.sr_id = t.sr_id AND v.ord < {k} "
     "ORDER BY v.ord DESC LIMIT 1)"
 )
-_TOUCHED = f"""
-WITH touched(sr_id) AS (
-    SELECT sr_id FROM sr_versions WHERE wall > :since AND wall <= :as_of
-    UNION SELECT sr_id FROM deletions WHERE hlc_wall > :since AND hlc_wall <= :as_of
-), at AS (
+# The SRs touched in the window, newest change first: cheap (the wall index), one row each.
+_TOUCHED = """
+SELECT sr_id, max(w) AS changed_at FROM (
+    SELECT sr_id, wall AS w FROM sr_versions WHERE wall > :since AND wall <= :as_of
+    UNION ALL
+    SELECT sr_id, hlc_wall FROM deletions WHERE hlc_wall > :since AND hlc_wall <= :as_of
+) GROUP BY sr_id ORDER BY changed_at DESC, sr_id
+"""
+# Their states at both moments, for one chunk of them.
+_STATES = f"""
+WITH t(sr_id) AS (SELECT value FROM json_each(:ids)), at AS (
     SELECT t.sr_id,
         {_ORD_AT.format(k=":since_key")} AS o1, {_ORD_AT.format(k=":as_of_key")} AS o2,
-        {_DELETED_AT.format(m=":since")} AS d1, {_DELETED_AT.format(m=":as_of")} AS d2,
-        max(coalesce((SELECT max(v.wall) FROM sr_versions v WHERE v.sr_id = t.sr_id
-                      AND v.wall > :since AND v.wall <= :as_of), 0),
-            coalesce((SELECT max(d.hlc_wall) FROM deletions d WHERE d.sr_id = t.sr_id
-                      AND d.hlc_wall > :since AND d.hlc_wall <= :as_of), 0)) AS changed_at
-    FROM touched t
+        {_DELETED_AT.format(m=":since")} AS d1, {_DELETED_AT.format(m=":as_of")} AS d2
+    FROM t
 )
-SELECT at.sr_id, at.changed_at, coalesce(at.d1, 0), coalesce(at.d2, 0),
+SELECT at.sr_id, coalesce(at.d1, 0), coalesce(at.d2, 0),
     {_VERSION_COLS.format(n=1)}, {_VERSION_COLS.format(n=2)}
 FROM at
 LEFT JOIN sr_versions v1 ON v1.sr_id = at.sr_id AND v1.ord = at.o1
 LEFT JOIN sr_versions v2 ON v2.sr_id = at.sr_id AND v2.ord = at.o2
 """  # noqa: S608 - placeholders only
+_CHUNK = 256
 
 
 # The links digest of an SR that links to nothing (``fold.digests``).
@@ -110,24 +114,36 @@ def _classify(a: _Side, b: _Side) -> str | None:
 
 
 async def select_changes(
-    reader: Reader, caller: Caller, since: int, as_of: int
-) -> list[tuple[int, str, str]]:
-    """Every (changed_at, sr_id, change) in the window for ``caller``, newest first (ties by
-    sr_id); ``change`` may be ``hidden`` (only what the caller cannot see changed) or
-    ``updated`` (to be confirmed by ``describe``, links being filtered per reader)."""
-    rows = await reader.fetchall(
-        _TOUCHED,
-        {"since": since, "as_of": as_of, "since_key": _key(since), "as_of_key": _key(as_of)},
-    )
-    found = []
-    for sr_id, changed_at, d1, d2, *cols in rows:
-        change = _classify(_side(caller, d1, tuple(cols[:7])), _side(caller, d2, tuple(cols[7:])))
-        if change == "links":
-            change = "updated" if await _links_differ(reader, caller, sr_id, since, as_of) else None
-        if change is not None:
-            found.append((changed_at, sr_id, change))
-    found.sort(key=lambda c: (-c[0], c[1]))
-    return found
+    reader: Reader, caller: Caller, since: int, as_of: int, need: int
+) -> tuple[list[tuple[int, str, str]], bool]:
+    """The first ``need`` (changed_at, sr_id, change) in the window for ``caller``, newest
+    first (ties by sr_id), and whether more exist.  SRs are classified in that order, a
+    chunk at a time, so a page costs what comes before it, not the whole window.
+    ``change`` may be ``hidden`` (only what the caller cannot see changed)."""
+    window = {"since": since, "as_of": as_of, "since_key": _key(since), "as_of_key": _key(as_of)}
+    touched = await reader.fetchall(_TOUCHED, window)
+    found: list[tuple[int, str, str]] = []
+    for start in range(0, len(touched), _CHUNK):
+        chunk = touched[start : start + _CHUNK]
+        rows = await reader.fetchall(_STATES, window | {"ids": json.dumps([r[0] for r in chunk])})
+        states = {r[0]: r for r in rows}
+        for sr_id, changed_at in chunk:
+            change = await _change_of(reader, caller, states[sr_id], since, as_of)
+            if change is not None:
+                found.append((changed_at, sr_id, change))
+                if len(found) > need:
+                    return found[:need], True
+    return found, False
+
+
+async def _change_of(
+    reader: Reader, caller: Caller, row: Any, since: int, as_of: int
+) -> str | None:
+    sr_id, d1, d2, *cols = row
+    change = _classify(_side(caller, d1, tuple(cols[:7])), _side(caller, d2, tuple(cols[7:])))
+    if change == "links":
+        return "updated" if await _links_differ(reader, caller, sr_id, since, as_of) else None
+    return change
 
 
 async def describe(
