@@ -466,8 +466,11 @@ def run(*, quick: bool, workdir: Path) -> Result:
     )
     asyncio.run(_measure(path, meta, sizes, result))
     how = "built by this run" if built else "reused from the cache"
+    where = path.parent
+    if where.is_relative_to(Path.cwd()):
+        where = where.relative_to(Path.cwd())
     result.notes += [
-        f"store {how} ({path.parent}): {meta['srs']:,} SRs received in batches of "
+        f"store {how} ({where}): {meta['srs']:,} SRs received in batches of "
         f"{sizes.batch:,} in {meta['build_s']:,.0f} s (sealing {meta['seal_s']:,.0f} s, "
         f"node.receive {meta['receive_s']:,.0f} s, {meta['srs'] / meta['receive_s']:,.0f} "
         f"entries/s; the builder's peak RSS {meta['build_rss_mib']:,.0f} MiB)",
