@@ -179,6 +179,9 @@ class Store:
         for view in self.views:
             view.reset()
         await self.logs.load(self._conn)
+        async with self._conn.execute("SELECT min(wall) FROM sr_due") as cur:
+            row = await cur.fetchone()
+        self.sr_view.next_due = row[0] if row else None
         async with self._conn.execute("SELECT value FROM state WHERE key = 'hlc'") as cur:
             row = await cur.fetchone()
         saved = decode_hlc(row[0]) if row else Hlc(0, 0)
@@ -357,7 +360,7 @@ class Store:
         """Bring the views to this moment: versions whose time has come become current."""
         assert self.reader is not None
         moment = max(self.clock.last.wall, self.wall())
-        due = await self.reader.scalar("SELECT min(wall) FROM sr_due")
+        due = self.sr_view.next_due
         if due is None or due > moment:
             return
 

@@ -89,10 +89,17 @@ class SrView:
     def __init__(self, horizon: Any) -> None:
         self._horizon = horizon  # () -> this node's moment, in ms
         self._latest: OrderedDict[str, tuple[bytes, SrState] | None] = OrderedDict()
+        # The earliest version still waiting for its time (None: none).  Reads check it before
+        # every answer, so it is kept here (loaded with the store's other in-memory state).
+        self.next_due: int | None = None
 
     def reset(self) -> None:
         """Forget cached states (after a rolled-back batch)."""
         self._latest.clear()
+
+    def _note_due(self, txn: Txn, wall: int, sr_id: str) -> None:
+        txn.add(_DUE, (wall, sr_id))
+        self.next_due = wall if self.next_due is None else min(self.next_due, wall)
 
     async def apply(self, txn: Txn, item: Applied) -> None:
         sr_id = item.payload["sr_id"]
@@ -183,7 +190,7 @@ class SrView:
         due = [(e[2], s) for e, s in zip(entries, states, strict=True) if e[2] <= horizon]
         for e in entries:
             if e[2] > horizon:
-                txn.add(_DUE, (e[2], sr_id))
+                self._note_due(txn, e[2], sr_id)
         if entries:
             self._remember(sr_id, entries[-1][0], states[-1])
         self._write_current(txn, sr_id, due[-1][1] if due else SrState(sr_id))
@@ -191,7 +198,7 @@ class SrView:
     def _show(self, txn: Txn, sr_id: str, wall: int, state: SrState) -> None:
         """Make ``state`` current, or queue it until its time comes."""
         if wall > self._horizon():
-            txn.add(_DUE, (wall, sr_id))
+            self._note_due(txn, wall, sr_id)
         else:
             self._write_current(txn, sr_id, state)
 
@@ -226,6 +233,8 @@ class SrView:
             if row is not None:
                 self._write_current(txn, sr_id, _state(row[0]))
         txn.add("DELETE FROM sr_due WHERE wall <= ?", (moment,))
+        row = await txn.fetchone("SELECT min(wall) FROM sr_due")
+        self.next_due = row[0] if row else None
 
 
 def _version_row(sr_id: str, ord_: bytes, pos: int, wall: int, state: SrState) -> tuple[Any, ...]:
