@@ -33,17 +33,12 @@ async def changes(store: Store, caller: Caller, spec: TimelineSpec) -> dict[str,
     found, more = await select_changes(
         store.reader, caller, spec.since_ms, as_of, need=start + spec.page_size
     )
-    page = found[start:]
-    described = []
-    for changed_at, sr_id, kind in page:
-        change = await describe(store.reader, caller, sr_id, kind, changed_at, spec.since_ms,
-                                as_of)  # fmt: skip
-        described.append(_render(change))
+    page = await describe(store.reader, caller, found[start:], spec.since_ms, as_of)
     return {
         "action": "changes",
         "since": format_instant(spec.since_ms),
         "as_of": format_instant(as_of),
-        "changes": described,
+        "changes": [_render(c) for c in page],
         "page": spec.page,
         "page_size": spec.page_size,
         "has_more": more,

@@ -3,8 +3,14 @@
 For every SR with an entry or a local deletion in ``(since, as_of]``, its version at each
 moment is an index lookup in ``sr_versions`` (each version carries digests of what ``changes``
 compares: all fields, the public projection, the links).  States are compared, not events:
-written-and-deleted inside the window, or changed and changed back, is no change.  Cost grows
-with the SRs touched in the window, not with the store.
+written-and-deleted inside the window, or changed and changed back, is no change.
+
+The touched SRs are found newest first by walking the wall index down from ``as_of`` and
+classified a chunk at a time, so page N costs the SRs up to its end (about N·page_size), not
+the whole window and not the store; a page's SRs are then described with their states and
+their links' targets read in one query each.  The window's local deletions are read with one
+scan of ``deletions`` (it has no index on their time), so that part grows with the deletions
+stored.
 """
 
 from __future__ import annotations
@@ -37,14 +43,16 @@ _ORD_AT = (
     "(SELECT v.ord FROM sr_versions v WHERE v.sr_id = t.sr_id AND v.ord < {k} "
     "ORDER BY v.ord DESC LIMIT 1)"
 )
-# The SRs touched in the window, newest change first: cheap (the wall index), one row each.
-_TOUCHED = """
-SELECT sr_id, max(w) AS changed_at FROM (
-    SELECT sr_id, wall AS w FROM sr_versions WHERE wall > :since AND wall <= :as_of
-    UNION ALL
-    SELECT sr_id, hlc_wall FROM deletions WHERE hlc_wall > :since AND hlc_wall <= :as_of
-) GROUP BY sr_id ORDER BY changed_at DESC, sr_id
-"""
+# The window's entries newest first, a batch at a time: a descending walk of the wall index
+# (``sr_versions_wall`` holds the primary key, so it covers the query).  ``below`` is exclusive.
+_WALK = (
+    "SELECT wall, sr_id FROM sr_versions WHERE wall > :since AND wall < :below "
+    "ORDER BY wall DESC LIMIT :limit"
+)
+# Every entry of one wall (when a batch holds nothing but that wall).
+_AT_WALL = "SELECT wall, sr_id FROM sr_versions WHERE wall = :wall"
+# The window's local deletions, all at once (there is no index on their time: a scan).
+_DELETIONS = "SELECT hlc_wall, sr_id FROM deletions WHERE hlc_wall > :since AND hlc_wall <= :as_of"
 # Their states at both moments, for one chunk of them.
 _STATES = f"""
 WITH t(sr_id) AS (SELECT value FROM json_each(:ids)), at AS (
@@ -59,7 +67,17 @@ FROM at
 LEFT JOIN sr_versions v1 ON v1.sr_id = at.sr_id AND v1.ord = at.o1
 LEFT JOIN sr_versions v2 ON v2.sr_id = at.sr_id AND v2.ord = at.o2
 """  # noqa: S608 - placeholders only
-_CHUNK = 256
+_CHUNK = 256  # SRs classified at most per read
+_FIRST = 64  # ... and at least
+# Both states of some SRs (for describing a page and the targets of their links).
+_BOTH_STATES = """
+SELECT t.value,
+    (SELECT v.state FROM sr_versions v WHERE v.sr_id = t.value AND v.ord < :since_key
+     ORDER BY v.ord DESC LIMIT 1),
+    (SELECT v.state FROM sr_versions v WHERE v.sr_id = t.value AND v.ord < :as_of_key
+     ORDER BY v.ord DESC LIMIT 1)
+FROM json_each(:ids) t
+"""
 
 
 # The links digest of an SR that links to nothing (``fold.digests``).
@@ -113,18 +131,77 @@ def _classify(a: _Side, b: _Side) -> str | None:
     return None if b.links == _NO_LINKS else "links"
 
 
+class _Walk:
+    """The SRs touched in the window — an entry or a local deletion in ``(since, as_of]`` —
+    newest change first, ties by sr_id, each once with its newest (its ``changed_at``).
+
+    The wall index is walked downwards a batch at a time; the window's deletions are read
+    once and merged in.  Walking ``(wall DESC)`` and keeping each SR where it first appears
+    gives exactly ``ORDER BY max(wall) DESC, sr_id``, provided the SRs first seen at one wall
+    are sorted together: a batch therefore ends on a whole wall."""
+
+    def __init__(self, reader: Reader, since: int, as_of: int) -> None:
+        self._reader = reader
+        self._since = since
+        self._as_of = as_of
+        self._below = as_of + 1  # every wall at or above this has been handed to the buffer
+        self._deletions: list[tuple[int, str]] | None = None  # newest first
+        self._next_deletion = 0
+        self._seen: set[str] = set()
+        self._ready: list[tuple[str, int]] = []
+        self.done = False
+
+    async def take(self, n: int) -> list[tuple[str, int]]:
+        """The next (at most) ``n`` SRs, as (sr_id, changed_at)."""
+        while len(self._ready) < n and self._below > self._since + 1:
+            await self._step(max(2 * n, _FIRST))
+        out, self._ready = self._ready[:n], self._ready[n:]
+        self.done = not self._ready and self._below <= self._since + 1
+        return out
+
+    async def _step(self, limit: int) -> None:
+        if self._deletions is None:
+            rows = await self._reader.fetchall(_DELETIONS, {"since": self._since,
+                                                            "as_of": self._as_of})  # fmt: skip
+            self._deletions = sorted(((w, sr_id) for w, sr_id in rows), reverse=True)
+        args = {"since": self._since, "below": self._below, "limit": limit}
+        rows = await self._reader.fetchall(_WALK, args)
+        if len(rows) < limit:
+            low = self._since + 1  # the rest of the window
+        elif rows[0][0] == rows[-1][0]:
+            low = rows[-1][0]  # one wall fills the batch: take all of that wall
+            rows = await self._reader.fetchall(_AT_WALL, {"wall": low})
+        else:
+            low = rows[-1][0] + 1  # the lowest wall may be cut: leave it to the next batch
+            rows = [r for r in rows if r[0] >= low]
+        gone = self._deletions
+        while self._next_deletion < len(gone) and gone[self._next_deletion][0] >= low:
+            rows.append(gone[self._next_deletion])
+            self._next_deletion += 1
+        by_wall: dict[int, set[str]] = {}
+        for wall, sr_id in rows:
+            by_wall.setdefault(wall, set()).add(sr_id)
+        for wall in sorted(by_wall, reverse=True):
+            fresh = sorted(by_wall[wall] - self._seen)
+            self._seen.update(fresh)
+            self._ready.extend((sr_id, wall) for sr_id in fresh)
+        self._below = low
+
+
 async def select_changes(
     reader: Reader, caller: Caller, since: int, as_of: int, need: int
 ) -> tuple[list[tuple[int, str, str]], bool]:
     """The first ``need`` (changed_at, sr_id, change) in the window for ``caller``, newest
-    first (ties by sr_id), and whether more exist.  SRs are classified in that order, a
-    chunk at a time, so a page costs what comes before it, not the whole window.
+    first (ties by sr_id), and whether more exist.  SRs are found and classified in that
+    order, a chunk at a time, so a page costs what comes before it, not the whole window.
     ``change`` may be ``hidden`` (only what the caller cannot see changed)."""
     window = {"since": since, "as_of": as_of, "since_key": _key(since), "as_of_key": _key(as_of)}
-    touched = await reader.fetchall(_TOUCHED, window)
+    walk = _Walk(reader, since, as_of)
     found: list[tuple[int, str, str]] = []
-    for start in range(0, len(touched), _CHUNK):
-        chunk = touched[start : start + _CHUNK]
+    while not walk.done:
+        chunk = await walk.take(min(_CHUNK, max(_FIRST, need + 1 - len(found))))
+        if not chunk:
+            break
         rows = await reader.fetchall(_STATES, window | {"ids": json.dumps([r[0] for r in chunk])})
         states = {r[0]: r for r in rows}
         for sr_id, changed_at in chunk:
@@ -146,24 +223,65 @@ async def _change_of(
     return change
 
 
+_Both = dict[str, tuple[SrState | None, SrState | None]]
+
+
 async def describe(
-    reader: Reader, caller: Caller, sr_id: str, change: str, changed_at: int, since: int,
-    as_of: int,
-) -> Change:  # fmt: skip
-    """The reported change, with the fields the caller can see changed."""
-    before, after = await _state_at(reader, sr_id, since), await _state_at(reader, sr_id, as_of)
-    assert after is not None
-    lane = (after.lane, after.effective_lane_uuid)
-    if change in ("new", "deleted", "undeleted"):
-        return Change(sr_id, change, changed_at, lane=lane[0], lane_uuid=lane[1])
-    assert before is not None
-    fields = await _changed_fields(reader, caller, before, after, since, as_of)
-    if fields:
-        return Change(sr_id, "updated", changed_at, tuple(fields), lane=lane[0], lane_uuid=lane[1])
-    # Nothing the caller can see changed, so something it cannot see did: a private field,
-    # or a link to an SR it cannot read.
-    return Change(sr_id, "updated", changed_at, hidden_change=True, lane=lane[0],
-                  lane_uuid=lane[1])  # fmt: skip
+    reader: Reader, caller: Caller, found: list[tuple[int, str, str]], since: int, as_of: int
+) -> list[Change]:
+    """The reported changes of ``found`` ((changed_at, sr_id, change), as ``select_changes``
+    gives them), with the fields the caller can see changed.  Their states at both moments
+    are read at once, then the states of their links' targets at once."""
+    states = await _states(reader, [sr_id for _, sr_id, _ in found], since, as_of)
+    compared = [(sr_id, states[sr_id]) for _, sr_id, change in found
+                if change not in ("new", "deleted", "undeleted")]  # fmt: skip
+    targets = {t for _, (a, b) in compared for s in (a, b) if s is not None for t in s.links}
+    linked = await _states(reader, sorted(targets), since, as_of)
+    out = []
+    for changed_at, sr_id, change in found:
+        before, after = states[sr_id]
+        assert after is not None
+        lane = (after.lane, after.effective_lane_uuid)
+        if change in ("new", "deleted", "undeleted"):
+            out.append(Change(sr_id, change, changed_at, lane=lane[0], lane_uuid=lane[1]))
+            continue
+        assert before is not None
+        fields = _changed_fields(caller, before, after, linked)
+        if fields:
+            out.append(Change(sr_id, "updated", changed_at, tuple(fields), lane=lane[0],
+                              lane_uuid=lane[1]))  # fmt: skip
+        else:
+            # Nothing the caller can see changed, so something it cannot see did: a private
+            # field, or a link to an SR it cannot read.
+            out.append(Change(sr_id, "updated", changed_at, hidden_change=True, lane=lane[0],
+                              lane_uuid=lane[1]))  # fmt: skip
+    return out
+
+
+async def _states(reader: Reader, sr_ids: list[str], since: int, as_of: int) -> _Both:
+    """Each SR's state at ``since`` and at ``as_of`` (None where it has no version yet)."""
+    if not sr_ids:
+        return {}
+    rows = await reader.fetchall(_BOTH_STATES, {"since_key": _key(since),
+                                                "as_of_key": _key(as_of),
+                                                "ids": json.dumps(sr_ids)})  # fmt: skip
+    return {r[0]: (_decoded(r[1]), _decoded(r[2])) for r in rows}
+
+
+def _decoded(blob: Any) -> SrState | None:
+    return None if blob is None else SrState.from_doc(decode_canonical(bytes(blob), what="sr"))
+
+
+def _changed_fields(caller: Caller, a: SrState, b: SrState, linked: _Both) -> list[str]:
+    own = caller.may_read_private_fields(b.owner or "")
+    x, y = a.compared(), b.compared()
+    fields = [f for f in COMPARED if f not in ("links", "private_fields") and x[f] != y[f]]
+    if own and x["private_fields"] != y["private_fields"]:
+        fields.append("private_fields")
+    before = _kept(caller, a.links, {t: linked[t][0] for t in a.links})
+    if before != _kept(caller, b.links, {t: linked[t][1] for t in b.links}):
+        fields.append("links")
+    return sorted(fields, key=COMPARED.index)
 
 
 async def _state_at(reader: Reader, sr_id: str, moment: int) -> SrState | None:
@@ -171,22 +289,7 @@ async def _state_at(reader: Reader, sr_id: str, moment: int) -> SrState | None:
         "SELECT state FROM sr_versions WHERE sr_id = ? AND ord < ? ORDER BY ord DESC LIMIT 1",
         (sr_id, _key(moment)),
     )
-    return None if blob is None else SrState.from_doc(decode_canonical(bytes(blob), what="sr"))
-
-
-async def _changed_fields(
-    reader: Reader, caller: Caller, a: SrState, b: SrState, since: int, as_of: int
-) -> list[str]:
-    own = caller.may_read_private_fields(b.owner or "")
-    x, y = a.compared(), b.compared()
-    fields = [f for f in COMPARED if f not in ("links", "private_fields") and x[f] != y[f]]
-    if own and x["private_fields"] != y["private_fields"]:
-        fields.append("private_fields")
-    if await _readable_links(reader, caller, a.links, since) != await _readable_links(
-        reader, caller, b.links, as_of
-    ):
-        fields.append("links")
-    return sorted(fields, key=COMPARED.index)
+    return _decoded(blob)
 
 
 async def _links_differ(reader: Reader, caller: Caller, sr_id: str, since: int, as_of: int) -> bool:
@@ -203,9 +306,14 @@ async def _links_differ(reader: Reader, caller: Caller, sr_id: str, since: int, 
 async def _readable_links(
     reader: Reader, caller: Caller, links: tuple[str, ...], moment: int
 ) -> list[str]:
+    return _kept(caller, links, {t: await _state_at(reader, t, moment) for t in links})
+
+
+def _kept(caller: Caller, links: tuple[str, ...], states: dict[str, SrState | None]) -> list[str]:
+    """The links whose targets the caller can read, given their states at one moment."""
     kept = []
     for target in links:
-        state = await _state_at(reader, target, moment)
+        state = states[target]
         visible = (
             state is not None
             and state.exists
