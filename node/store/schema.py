@@ -189,6 +189,8 @@ CREATE TRIGGER srs_stats_update AFTER UPDATE ON srs BEGIN
 END;
 CREATE TABLE sr_due (wall INTEGER NOT NULL, sr_id TEXT NOT NULL, PRIMARY KEY (wall, sr_id))
     WITHOUT ROWID;
+-- changes walks a window's local deletions by their stamp.
+CREATE INDEX deletions_wall ON deletions (hlc_wall);
 INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
 """
 
