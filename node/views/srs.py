@@ -22,7 +22,7 @@ from typing import Any
 from node.store.txn import Txn
 from node.views import Applied
 from node.views.fold import SrState, digests, fold_all, fold_entry, order_key
-from protocol.canonical import decode_canonical, encode_canonical
+from protocol.canonical import decode_canonical
 from protocol.kinds import decode_payload
 
 __all__ = ["SrView", "state_blob", "terms", "token_count"]
@@ -74,7 +74,7 @@ _CACHE = 4096
 
 
 def state_blob(state: SrState) -> bytes:
-    return encode_canonical(state.to_doc())
+    return state.canonical()
 
 
 def _state(blob: bytes) -> SrState:
