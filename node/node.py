@@ -31,6 +31,7 @@ from node.identity import (
 from node.store import Received, Report, Store, StoreOptions, Txn
 from node.tools import audit, episodes, srs, timeline
 from node.verify import VerifyReport, verify_log
+from node.views import default_views
 from protocol.entry import Entry
 from protocol.kinds import encode_payload
 from protocol.signing import SigningKey
@@ -90,7 +91,8 @@ class Node:
         key = create_key(path / NODE_KEY_FILE)
         authority = create_key(path / AUTHORITY_KEY_FILE)
         (path / DB_FILE).touch(mode=0o600)  # SQLite gives its -wal and -shm files this mode
-        store = await Store.open(path / DB_FILE, wall=wall, options=_options(NodeConfig.load(path)))
+        store = await Store.open(path / DB_FILE, wall=wall, options=_options(NodeConfig.load(path)),
+                                 views=default_views())  # fmt: skip
         try:
             info = await _init_state(store, key, authority)
         finally:
@@ -107,7 +109,8 @@ class Node:
             raise NotInitialised(f"no node in {path} (run `memlane init --data {path}`)")
         key = load_key(path / NODE_KEY_FILE)
         config = NodeConfig.load(path)
-        store = await Store.open(path / DB_FILE, wall=wall, options=options or _options(config))
+        store = await Store.open(path / DB_FILE, wall=wall, options=options or _options(config),
+                                 views=default_views())  # fmt: skip
         try:
             info = await _load_info(store, key)
             store.mesh = info.mesh

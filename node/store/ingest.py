@@ -13,22 +13,57 @@ For each log the batch touches (docs/entries.md §Receiving):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from node.store.audit import Event, audit
+from node.store.heads import LogHead, LogTable
 from node.store.txn import Txn
+from node.store.views import View
 from protocol.canonical import encode_canonical
+from protocol.clock import HybridClock
 from protocol.entry import Entry, LogId
 from protocol.errors import ProtocolError
 from protocol.signing import authentic_from, authenticate
 
-if TYPE_CHECKING:
-    from node.store.heads import LogHead
-    from node.store.store import Store
 
-__all__ = ["Received", "Report"]
+class _Options(Protocol):
+    pending_limit: int
+    amortised_verification: bool
+
+
+class Host(Protocol):
+    """What the receive path needs of the store it runs in."""
+
+    logs: LogTable
+    clock: HybridClock
+    views: tuple[View, ...]
+    wall: Callable[[], int]
+
+    @property
+    def options(self) -> _Options: ...
+
+    def admit(self, entry: Entry) -> str | None: ...
+
+    def decode_known(self, entry: Entry) -> dict[str, Any] | None: ...
+
+    def audit_rejection(
+        self, txn: Txn, source: str, event: Event, reason: str, entry: bytes | None
+    ) -> None: ...
+
+    async def append_attached(
+        self, txn: Txn, head: LogHead, entry: Entry, payload: dict[str, Any] | None
+    ) -> int: ...
+
+    async def apply_views(
+        self, txn: Txn, pos: int, head: LogHead, entry: Entry, payload: dict[str, Any]
+    ) -> None: ...
+
+    async def hide_log(self, txn: Txn, head: LogHead, from_seq: int) -> None: ...
+
+
+__all__ = ["Host", "Received", "Report"]
 
 Received = Entry | tuple[bytes, bytes | None]
 
@@ -62,7 +97,7 @@ class _Candidate:
 class Ingest:
     """One receive operation inside the writer's transaction."""
 
-    def __init__(self, store: Store, txn: Txn, source: str, event: Event | None) -> None:
+    def __init__(self, store: Host, txn: Txn, source: str, event: Event | None) -> None:
         self.store = store
         self.txn = txn
         self.source = source
@@ -76,15 +111,10 @@ class Ingest:
             cand = self._precheck(item)
             if cand is not None:
                 by_log.setdefault(cand.entry.header.log, {})[cand.entry.id] = cand
-        kinds = self.store.sr_view.kinds
-        sr_ids = {
-            c.payload["sr_id"]
-            for cands in by_log.values()
-            for c in cands.values()
-            if c.payload is not None and c.entry.header.kind in kinds
-        }
-        if sr_ids:
-            await self.store.sr_view.prepare(self.txn, sr_ids)
+        payloads = [(c.entry.header.kind, c.payload) for cands in by_log.values()
+                    for c in cands.values() if c.payload is not None]  # fmt: skip
+        for view in self.store.views:
+            await view.prepare(self.txn, payloads)
         for log, cands in by_log.items():
             await self._log(log, list(cands.values()))
         return self.report
@@ -144,7 +174,7 @@ class Ingest:
         # allowed skew waits until its time comes).
         wall = self.store.wall()
         within = self.store.clock.update(hlc, wall)
-        await self.store._append(self.txn, head, entry, cand.payload)
+        await self.store.append_attached(self.txn, head, entry, cand.payload)
         self.report.stored += 1
         self.report.stored_ids.append(entry.id)
         if cand.from_pending:

@@ -22,10 +22,8 @@ from node.store.heads import LogHead, LogTable, decode_hlc, encode_hlc
 from node.store.reader import Reader
 from node.store.schema import migrate, refuse_newer
 from node.store.txn import Txn
+from node.store.views import Applied, View
 from node.store.writer import GroupWriter
-from node.views import Applied, View
-from node.views.episodes import EpisodeIndex
-from node.views.srs import SrView
 from protocol.clock import Hlc, HybridClock
 from protocol.entry import Entry, LogId, decode_header
 from protocol.kinds import KINDS, decode_payload, is_known
@@ -44,17 +42,6 @@ _LOG_UPSERT = (
     "head_seq = excluded.head_seq, head_id = excluded.head_id, forked_at = excluded.forked_at"
 )
 _STATE_UPSERT = "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)"
-_VIEW_RESET = (
-    "DELETE FROM sr_versions",
-    "DELETE FROM srs",
-    "DELETE FROM sr_stats",
-    "DELETE FROM sr_tags",
-    "DELETE FROM sr_links",
-    "DELETE FROM sr_due",
-    "INSERT INTO sr_fts (sr_fts) VALUES ('delete-all')",
-    "DELETE FROM episode_index",
-    "DELETE FROM forgotten",
-)
 _REPLAY = (
     "SELECT h.pos, h.log_id, h.raw, p.data FROM headers h JOIN payloads p ON p.pos = h.pos "
     "WHERE h.pos > ? AND h.applied = 1 ORDER BY h.pos LIMIT 1000"
@@ -112,15 +99,18 @@ class Authored:
 class Store:
     """The node's log and local state in one SQLite file."""
 
-    def __init__(self, path: Path, wall: Wall, options: StoreOptions) -> None:
+    def __init__(
+        self, path: Path, wall: Wall, options: StoreOptions, views: Sequence[View] = ()
+    ) -> None:
         self.path = path
         self.wall = wall
         self.options = options
         self.logs = LogTable()
         self.clock = HybridClock(max_skew_ms=options.max_clock_skew_ms)
         self.limiter = RejectionLimiter()
-        self.sr_view = SrView(lambda: self.clock.last.wall)
-        self.views: tuple[View, ...] = (self.sr_view, EpisodeIndex())
+        self.views: tuple[View, ...] = tuple(views)
+        for view in self.views:
+            view.bind(self.moment)
         self._views_for = {k: tuple(v for v in self.views if k in v.kinds) for k in KINDS}
         self._conn: aiosqlite.Connection | None = None
         self._writer: GroupWriter | None = None
@@ -132,8 +122,17 @@ class Store:
     # -- lifecycle ---------------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, path: Path, *, wall: Wall, options: StoreOptions | None = None) -> Store:
-        store = cls(path, wall, options or StoreOptions())
+    async def open(
+        cls,
+        path: Path,
+        *,
+        wall: Wall,
+        options: StoreOptions | None = None,
+        views: Sequence[View] = (),
+    ) -> Store:
+        """Open (creating and migrating as needed) the store at ``path``; ``views`` are kept
+        in the same transaction as every append (``node.views.default_views``)."""
+        store = cls(path, wall, options or StoreOptions(), views)
         try:
             await store._open()
         except sqlite3.Error as exc:
@@ -179,15 +178,24 @@ class Store:
         for view in self.views:
             view.reset()
         await self.logs.load(self._conn)
-        async with self._conn.execute("SELECT min(wall) FROM sr_due") as cur:
-            row = await cur.fetchone()
-        self.sr_view.next_due = row[0] if row else None
+        for view in self.views:
+            await view.load(self._scalar)
         async with self._conn.execute("SELECT value FROM state WHERE key = 'hlc'") as cur:
             row = await cur.fetchone()
         saved = decode_hlc(row[0]) if row else Hlc(0, 0)
         if saved > self.clock.last:
             self.clock = HybridClock(saved, max_skew_ms=self.options.max_clock_skew_ms)
         self._clock_saved = saved
+
+    async def _scalar(self, sql: str) -> Any:
+        assert self._conn is not None
+        async with self._conn.execute(sql) as cur:
+            row = await cur.fetchone()
+        return row[0] if row else None
+
+    def moment(self) -> int:
+        """This node's moment for its views: its clock (DESIGN §2)."""
+        return self.clock.last.wall
 
     def _save_clock(self, txn: Txn) -> None:
         if self.clock.last != self._clock_saved:
@@ -247,7 +255,7 @@ class Store:
 
         return self.run(op)
 
-    async def _append(
+    async def append_attached(
         self, txn: Txn, head: LogHead, entry: Entry, payload: dict[str, Any] | None
     ) -> int:
         """Queue one attached entry: header, payload, head, view rows."""
@@ -337,10 +345,10 @@ class Store:
         the new ones are complete."""
 
         async def op(txn: Txn) -> int:
-            for sql in _VIEW_RESET:
-                txn.add(sql, ())
             for view in self.views:
                 view.reset()
+                for sql in view.clear:
+                    txn.add(sql, ())
             applied, after = 0, 0
             while rows := await txn.fetchall(_REPLAY, (after,)):
                 for pos, log_id, raw, data in rows:
@@ -360,13 +368,14 @@ class Store:
         """Bring the views to this moment: versions whose time has come become current."""
         assert self.reader is not None
         moment = max(self.clock.last.wall, self.wall())
-        due = self.sr_view.next_due
+        due = min((v.next_due for v in self.views if v.next_due is not None), default=None)
         if due is None or due > moment:
             return
 
         async def op(txn: Txn) -> None:
             self.clock.update(Hlc(moment, 0), moment)
-            await self.sr_view.catch_up(txn, moment)
+            for view in self.views:
+                await view.catch_up(txn, moment)
 
         await self.run(op)
 

@@ -6,8 +6,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
 from node.store.txn import Txn
-from node.views import Applied
+from node.store.views import Applied
 
 __all__ = ["EpisodeIndex"]
 
@@ -22,6 +25,20 @@ _MARK = "UPDATE episode_index SET forgotten = 1 WHERE id = ?"
 
 class EpisodeIndex:
     kinds = frozenset({"episode.record", "episode.amend", "episode.forget"})
+    clear: tuple[str, ...] = ("DELETE FROM episode_index", "DELETE FROM forgotten")
+    next_due: int | None = None  # episodes take effect on arrival
+
+    def bind(self, moment: Callable[[], int]) -> None:
+        pass
+
+    async def load(self, scalar: Callable[[str], Awaitable[Any]]) -> None:
+        pass
+
+    async def prepare(self, txn: Txn, payloads: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        pass
+
+    async def catch_up(self, txn: Txn, moment: int) -> None:
+        pass
 
     async def apply(self, txn: Txn, item: Applied) -> None:
         p = item.payload

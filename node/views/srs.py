@@ -17,10 +17,11 @@ import json
 import re
 import unicodedata
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from node.store.txn import Txn
-from node.views import Applied
+from node.store.views import Applied
 from node.views.fold import SrState, digests, fold_all, fold_entry, order_key
 from protocol.canonical import decode_canonical
 from protocol.kinds import decode_payload
@@ -85,13 +86,28 @@ class SrView:
     """Folds SR entries into versions and keeps the current-state tables."""
 
     kinds = frozenset({"sr.put", "sr.correct", "sr.adjust"})
+    clear: tuple[str, ...] = (
+        "DELETE FROM sr_versions",
+        "DELETE FROM srs",
+        "DELETE FROM sr_stats",
+        "DELETE FROM sr_tags",
+        "DELETE FROM sr_links",
+        "DELETE FROM sr_due",
+        "INSERT INTO sr_fts (sr_fts) VALUES ('delete-all')",
+    )
 
-    def __init__(self, horizon: Any) -> None:
-        self._horizon = horizon  # () -> this node's moment, in ms
+    def __init__(self) -> None:
+        self._horizon: Callable[[], int] = lambda: 0  # this node's moment, given by bind
         self._latest: OrderedDict[str, tuple[bytes, SrState] | None] = OrderedDict()
         # The earliest version still waiting for its time (None: none).  Reads check it before
         # every answer, so it is kept here (loaded with the store's other in-memory state).
         self.next_due: int | None = None
+
+    def bind(self, moment: Callable[[], int]) -> None:
+        self._horizon = moment
+
+    async def load(self, scalar: Callable[[str], Awaitable[Any]]) -> None:
+        self.next_due = await scalar("SELECT min(wall) FROM sr_due")
 
     def reset(self) -> None:
         """Forget cached states (after a rolled-back batch)."""
@@ -127,8 +143,9 @@ class SrView:
 
     # -- reading what is there -------------------------------------------------------------
 
-    async def prepare(self, txn: Txn, sr_ids: set[str]) -> None:
+    async def prepare(self, txn: Txn, payloads: Sequence[tuple[str, dict[str, Any]]]) -> None:
         """Load the newest version of each SR a batch is about to touch, in one read."""
+        sr_ids = {p["sr_id"] for kind, p in payloads if kind in self.kinds}
         wanted = [s for s in sr_ids if s not in self._latest]
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]

@@ -16,6 +16,7 @@ from node.errors import StoreVersionError
 from node.node import Node
 from node.store import Store
 from node.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from node.views import default_views
 from protocol.clock import Hlc
 from tests.node.helpers import ForeignWriter
 
@@ -63,7 +64,7 @@ async def test_a_version_1_store_is_migrated_on_open(tmp_path: Path, wall: Any) 
     assert await version(path) == 1
     assert not LATER_TABLES & await tables(path)
 
-    store = await Store.open(path, wall=wall)
+    store = await Store.open(path, wall=wall, views=default_views())
     try:
         assert await store.get_state("mesh") == b"m" * 16  # what it held is kept
         # The migrated tables work: a received entry is stored and applied to the SR view.
@@ -79,7 +80,7 @@ async def test_a_version_1_store_is_migrated_on_open(tmp_path: Path, wall: Any) 
     assert await tables(path) >= LATER_TABLES
 
     # Opening a current store again migrates nothing and loses nothing.
-    store = await Store.open(path, wall=wall)
+    store = await Store.open(path, wall=wall, views=default_views())
     try:
         assert store.reader is not None
         assert await store.reader.count("headers") == 1
@@ -110,7 +111,7 @@ async def test_a_newer_store_is_refused_and_left_untouched(
     tmp_path: Path, wall: Any, journal: str
 ) -> None:
     path = tmp_path / "memlane.db"
-    store = await Store.open(path, wall=wall)
+    store = await Store.open(path, wall=wall, views=default_views())
     try:
         await store.receive([ForeignWriter(b"m" * 16).next(hlc=Hlc(wall.now, 0))], source="peer")
     finally:
@@ -123,7 +124,7 @@ async def test_a_newer_store_is_refused_and_left_untouched(
     assert set(before) == {"memlane.db"}
 
     with pytest.raises(StoreVersionError, match=f"schema version {SCHEMA_VERSION + 1}"):
-        await Store.open(path, wall=wall)
+        await Store.open(path, wall=wall, views=default_views())
 
     assert snapshot(tmp_path) == before
 

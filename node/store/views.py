@@ -1,0 +1,60 @@
+"""What the store asks of a view (DESIGN §1: views read the store; the store only calls them).
+
+A view is state derived from the log, written in the same transaction as each append:
+``apply`` receives each entry as it is appended, ``hide`` withdraws what a log contributed
+from a position on (a fork), ``clear`` lists the statements that empty it so the log can be
+replayed into it.  A view that holds versions not yet due (DESIGN §2: an entry from the future
+takes effect when its time comes) keeps ``next_due`` and makes them current in ``catch_up``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from node.store.txn import Txn
+from protocol.clock import Hlc
+
+__all__ = ["Applied", "View"]
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """One entry being applied: its store position, place in its log, clock, kind and
+    decoded payload (everything but its signature, which may still be being made)."""
+
+    pos: int
+    log_id: int
+    writer: bytes
+    epoch: bytes
+    seq: int
+    hlc: Hlc
+    kind: str
+    payload: dict[str, Any]
+    fresh: bool = False  # authored here with a new id: nothing of it can exist yet
+
+
+class View(Protocol):
+    kinds: frozenset[str]
+    clear: tuple[str, ...]
+    next_due: int | None
+
+    def bind(self, moment: Callable[[], int]) -> None:
+        """Receive the store's moment (this node's clock, in ms)."""
+
+    async def load(self, scalar: Callable[[str], Awaitable[Any]]) -> None:
+        """Load in-memory state at open and after a rolled-back batch."""
+
+    async def prepare(self, txn: Txn, payloads: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Before a received batch is applied: read ahead what its (kind, payload)s touch."""
+
+    async def apply(self, txn: Txn, item: Applied) -> None: ...
+
+    async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None: ...
+
+    async def catch_up(self, txn: Txn, moment: int) -> None:
+        """Make current what has come due by ``moment``."""
+
+    def reset(self) -> None:
+        """Forget in-memory caches (a batch was rolled back, or the view is rebuilt)."""
