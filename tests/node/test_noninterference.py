@@ -41,7 +41,6 @@ from hypothesis import strategies as st
 from node.authority import Caller
 from node.errors import NodeError
 from node.node import Node
-from node.tools import audit as audit_tool
 from node.views import timeline as tl
 from protocol.clock import Hlc
 from protocol.timefmt import format_instant
@@ -630,76 +629,3 @@ def test_a_reader_of_the_hidden_rows_tells_the_nodes_apart(mesh: Mesh) -> None:
     assert _without_seq(eve[0][1]) != _without_seq(eve[1][1])
     root = _feed(mesh, "X", "root", 100), _feed(mesh, "Y", "root", 100)
     assert _without_seq(root[0][1]) != _without_seq(root[1][1])
-
-
-def test_a_leak_in_the_read_rule_is_caught(mesh: Mesh, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fault injection: a rule that forgets privacy shows mallory's SRs to bob."""
-    rule = Caller.readable_srs
-
-    def leaky(self: Caller, table: str = "srs") -> tuple[str, tuple[str, ...]]:
-        sql, params = rule(self, table)
-        return (sql.replace(f"{table}.private = 0", "1"), params) if "private" in sql else (
-            sql, params)  # fmt: skip
-
-    monkeypatch.setattr(Caller, "readable_srs", leaky)
-    bob = [("X", "Y", ("bob",))]
-    assert mesh.run(mesh.differences("e_timeline", _LIST, bob))
-    traverse = {"action": "traverse", "sr_id": MALLORY_IDS[3]}
-    assert mesh.run(mesh.differences("e_timeline", traverse, bob))
-    linked = ({"action": "traverse", "sr_id": sr_id, "page_size": 100} for sr_id in CORPUS_IDS)
-    assert any(mesh.run(mesh.differences("e_timeline", args, bob)) for args in linked)
-
-
-def test_a_leak_in_the_search_statistics_is_caught(
-    mesh: Mesh, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Fault injection: BM25 and shedding counting every SR of the node.  The find cases of
-    ``test_find_ranks_with_the_statistics_of_what_the_caller_reads`` then tell X from Y."""
-
-    async def every_sr(reader: Any, caller: Caller) -> tuple[int, int]:
-        rows = await reader.fetchall("SELECT sum(docs), sum(length) FROM sr_stats")
-        return int(rows[0][0]), int(rows[0][1])
-
-    monkeypatch.setattr(tl, "scope_stats", every_sr)
-    caught = [
-        query for query in BM25_QUERIES
-        if _all_pages(mesh, "X", "bob", {"action": "find", "query": query, "page_size": 30,
-                                         "shed_idf_noise": False})
-        != _all_pages(mesh, "Y", "bob", {"action": "find", "query": query, "page_size": 30,
-                                         "shed_idf_noise": False})
-    ]  # fmt: skip
-    assert caught, "no BM25 case notices leaked statistics"
-
-
-def test_a_leak_in_shedding_is_caught(mesh: Mesh, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fault injection: term shares counted over the whole node (where the rare term is
-    everywhere) shed differently."""
-
-    async def share(reader: Any, caller: Caller, text: str) -> float:
-        total = await reader.scalar("SELECT count(*) FROM srs WHERE live = 1")
-        count = await reader.scalar(
-            "SELECT count(*) FROM srs WHERE live = 1 AND (sr_id IN (SELECT sr_id FROM sr_tags "
-            "WHERE tag = ?) OR doc IN (SELECT rowid FROM sr_fts WHERE sr_fts MATCH ?))",
-            (text, f'"{text}"'),
-        )
-        return int(count) / int(total)
-
-    monkeypatch.setattr(tl, "term_share", share)
-    bob = [("X", "Y", ("bob",))]
-    diffs = [
-        d for query in ("rare urgent", "rare q3", "rare ops", "research rare")
-        for d in mesh.run(mesh.differences("e_timeline", {"action": "find", "query": query}, bob))
-    ]  # fmt: skip
-    assert diffs
-    assert diffs[0][3][1]["shed_terms"] != diffs[0][4][1]["shed_terms"]
-
-
-def test_a_leak_in_the_audit_filter_is_caught(mesh: Mesh, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fault injection: an audit filter that forgets privacy."""
-
-    async def visible(reader: Any, caller: Caller, rows: list[Any]) -> list[Any]:
-        return [r for r in rows if r.workspace in (None, caller.workspace)]
-
-    monkeypatch.setattr(audit_tool, "_visible", visible)
-    a, b = _feed(mesh, "X", "bob", 100), _feed(mesh, "Y", "bob", 100)
-    assert _without_seq(a[1]) != _without_seq(b[1])
