@@ -50,7 +50,7 @@ INTERSECT = "intersect two tags"
 TRAVERSE = "traverse"
 QUERIES = (LIST, WINDOW, FIND_COMMON, FIND_RARE, INTERSECT, TRAVERSE)
 
-# The targets: list and window ≤ 1 ms median and ≤ 10× raw; find ≤ 2.5× raw;
+# The targets: list and window ≤ 1 ms median and ≤ 10× raw; find ≤ 2.5× raw;
 # intersect and traverse ≤ 5 ms.
 BOUNDS = (
     Bound(LIST, "median", 1.0),
