@@ -48,7 +48,7 @@ from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, seal
 from protocol.timefmt import format_instant, parse_instant
 from tests.bench import timeline
-from tests.bench.common import Stopwatch, peak_rss_mib, progress
+from tests.bench.common import Stopwatch, peak_rss_mib, progress, receive_batch, table
 from tests.bench.timeline import DAY_MS, READER, WORKSPACE, Corpus
 
 __all__ = ["FULL", "QUICK", "Report", "Sizes", "brute_force", "labels", "run"]
@@ -179,11 +179,7 @@ async def _receive_all(
         batch.append((entry.raw, entry.payload))
         seal_s += time.perf_counter() - t0
         if len(batch) == batch_size or n == total:
-            with Stopwatch() as sw:
-                report = await node.receive(batch, source="bench")
-            receive_s += sw.seconds
-            if report.stored != len(batch):
-                raise RuntimeError(f"stored {report.stored} of a batch of {len(batch)}")
+            receive_s += await receive_batch(node, batch)
             stored += len(batch)
             batch = []
             if stored % 50_000 == 0 or stored == total:
@@ -495,19 +491,6 @@ class Report:
         return render(self)
 
 
-def _table(header: Sequence[str], lines: Sequence[Sequence[str]], right: set[int]) -> list[str]:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *lines, strict=True)]
-
-    def fmt(cells: Sequence[str]) -> str:
-        parts = [
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "  ".join(parts).rstrip()
-
-    return [fmt(header), fmt(["-" * w for w in widths]), *(fmt(line) for line in lines)]
-
-
 def _ms(value: float) -> str:
     return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
 
@@ -516,10 +499,10 @@ def render(report: Report) -> str:
     rows = [[r.label, _ms(r.median_ms), _ms(r.p90_ms), str(len(r.seconds)),
              f"{r.rss_mib:,.0f} MiB", r.note] for r in report.rows]  # fmt: skip
     out = [report.title, ""]
-    out += _table(["measurement", "median ms", "p90 ms", "runs", "peak RSS", "note"], rows,
+    out += table(["measurement", "median ms", "p90 ms", "runs", "peak RSS", "note"], rows,
                   right={1, 2, 3, 4})  # fmt: skip
     checks = [[c.label, c.value, c.target, c.verdict] for c in report.checks]
-    out += ["", *_table(["check", "value", "target", "verdict"], checks, right={1})]
+    out += ["", *table(["check", "value", "target", "verdict"], checks, right={1})]
     out += ["", f"peak RSS of the run: {peak_rss_mib():,.0f} MiB"]
     out += [f"note: {n}" for n in report.notes]
     return "\n".join(out)

@@ -8,12 +8,16 @@ with a target.  ``render`` prints them as one table.  Nothing here asserts on sp
 from __future__ import annotations
 
 import math
+import os
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 __all__ = [
     "Bound",
@@ -24,7 +28,10 @@ __all__ = [
     "Stopwatch",
     "peak_rss_mib",
     "progress",
+    "receive_batch",
     "render",
+    "run_bench",
+    "table",
 ]
 
 
@@ -181,7 +188,32 @@ def _rate(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
 
 
-def _table(header: Sequence[str], lines: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+def run_bench(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m tests.bench ARGS`` in a child process, as ``make bench`` runs it (the smoke
+    tests' one way in); ``cache`` redirects the store cache."""
+    env = {**os.environ, "MEMLANE_BENCH_CACHE": str(cache)} if cache else None
+    return subprocess.run(
+        [sys.executable, "-m", "tests.bench", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+async def receive_batch(node: Any, batch: list[tuple[bytes, bytes | None]]) -> float:
+    """Receive one batch through the node's real receive path; its seconds.  Every entry must
+    be stored (a builder that silently dropped entries would measure the wrong store)."""
+    with Stopwatch() as sw:
+        report = await node.receive(batch, source="bench")
+    if report.stored != len(batch):
+        raise RuntimeError(f"stored {report.stored} of a batch of {len(batch)}")
+    return sw.seconds
+
+
+def table(header: Sequence[str], lines: Sequence[Sequence[str]], right: set[int]) -> list[str]:
     widths = [max(len(str(c)) for c in col) for col in zip(header, *lines, strict=True)]
 
     def fmt(cells: Sequence[str]) -> str:
@@ -213,7 +245,7 @@ def _latency_tables(result: Result) -> list[str]:
         ]
         for q in result.latencies
     ]
-    out = _table(
+    out = table(
         ["query", "median ms", "p90 ms", "raw median ms", "raw p90 ms", "ratio", "runs",
          "peak RSS", "note"],
         timed,
@@ -230,7 +262,7 @@ def _latency_tables(result: Result) -> list[str]:
             ]
             for b in result.bounds
         ]
-        out += ["", *_table(["bound", "value", "target", "verdict"], checks, right={1})]
+        out += ["", *table(["bound", "value", "target", "verdict"], checks, right={1})]
     return out
 
 
@@ -256,7 +288,7 @@ def render(result: Result) -> str:
         for r in result.rows
     ]
     out = [result.title, ""]
-    out += _table(
+    out += table(
         ["measurement", "rate", "unit", "items", "runs", "peak RSS", "note"],
         measured,
         right={1, 3, 4, 5},
@@ -270,7 +302,7 @@ def render(result: Result) -> str:
         ]
         for q in result.ratios
     ]
-    out += ["", *_table(["ratio", "value", "target", "verdict"], ratios, right={1})]
+    out += ["", *table(["ratio", "value", "target", "verdict"], ratios, right={1})]
     out += ["", f"peak RSS of the run: {peak_rss_mib():,.0f} MiB"]
     out += [f"note: {n}" for n in result.notes]
     return "\n".join(out)

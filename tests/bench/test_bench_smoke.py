@@ -9,8 +9,6 @@ from __future__ import annotations
 import itertools
 import re
 import sqlite3
-import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from protocol.entry import Entry
 from protocol.kinds import decode_payload
 from protocol.signing import authenticate, linked
 from tests.bench import ingest
+from tests.bench.common import run_bench
 from tests.bench.ingest import RawLog
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,19 +30,8 @@ AUTHORED_TABLES = (
 )  # fmt: skip
 
 
-def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tests.bench", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def test_quick_run_prints_every_row_and_ratio(tmp_path: Path) -> None:
-    done = _bench("--quick", "--dir", str(tmp_path), "ingest")
+    done = run_bench("--quick", "--dir", str(tmp_path), "ingest")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     for label in ingest.ROWS:
@@ -58,7 +46,7 @@ def test_quick_run_prints_every_row_and_ratio(tmp_path: Path) -> None:
 
 
 def test_an_unknown_benchmark_name_is_refused() -> None:
-    done = _bench("--quick", "no-such-benchmark")
+    done = run_bench("--quick", "no-such-benchmark")
     assert done.returncode == 2
     assert "ingest" in done.stderr
     assert done.stdout == ""

@@ -7,13 +7,11 @@ Nothing here looks at a figure: speed is for ``make bench`` (docs/benchmarks.md)
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.bench import timeline
+from tests.bench.common import run_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 _MS = r"[\d,]+\.\d+"
@@ -21,15 +19,7 @@ _MS = r"[\d,]+\.\d+"
 
 def test_quick_run_prints_every_query_and_bound(tmp_path: Path) -> None:
     cache, work = tmp_path / "cache", tmp_path / "work"
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.bench", "--quick", "--dir", str(work), "timeline"],
-        cwd=ROOT,
-        env={**os.environ, "MEMLANE_BENCH_CACHE": str(cache)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_bench("--quick", "--dir", str(work), "timeline", cache=cache)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     for label in timeline.QUERIES:

@@ -37,7 +37,14 @@ from protocol.clock import Hlc
 from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, seal
 from protocol.timefmt import format_instant, parse_instant
-from tests.bench.common import Bound, Latency, Result, Stopwatch, peak_rss_mib, progress
+from tests.bench.common import (
+    Bound,
+    Latency,
+    Result,
+    peak_rss_mib,
+    progress,
+    receive_batch,
+)
 
 __all__ = ["BOUNDS", "FULL", "QUERIES", "QUICK", "Sizes", "build", "cache_root", "run"]
 
@@ -249,11 +256,7 @@ async def _build(path: Path, sizes: Sizes) -> dict[str, Any]:
             batch.append((entry.raw, entry.payload))
             seal_s += time.perf_counter() - t0
             if len(batch) == sizes.batch or i == corpus.n - 1:
-                with Stopwatch() as sw:
-                    report = await node.receive(batch, source="bench")
-                receive_s += sw.seconds
-                if report.stored != len(batch):
-                    raise RuntimeError(f"stored {report.stored} of a batch of {len(batch)}")
+                receive_s += await receive_batch(node, batch)
                 stored += len(batch)
                 batch = []
                 if stored % 100_000 == 0 or stored == corpus.n:
