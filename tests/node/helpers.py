@@ -6,6 +6,9 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
+from node.errors import Refusal
 from node.node import Node
 from protocol.clock import Hlc
 from protocol.entry import Entry
@@ -94,3 +97,20 @@ async def digest(node: Node) -> str:
         h.update(bytes(raw))
         h.update(bytes(data) if data is not None else b"-")
     return h.hexdigest()
+
+
+async def stored(node: Node) -> dict[str, int]:
+    """Everything a refused call must leave untouched: log, views, audit, deletions."""
+    reader = node.store.reader
+    assert reader is not None
+    return await counts(node) | {t: await reader.count(t) for t in ("audit", "deletions")}
+
+
+async def refused(node: Node, tool: str, caller: Any, /, **args: Any) -> str:
+    """Call ``tool``, expect a Refusal, check nothing was stored; return the text."""
+    before = await stored(node)
+    with pytest.raises(Refusal) as info:
+        await getattr(node, tool)(caller, **args)
+    assert await stored(node) == before
+    assert str(info.value) == info.value.text
+    return info.value.text

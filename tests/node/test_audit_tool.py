@@ -19,18 +19,12 @@ from node.node import Node
 from protocol.clock import Hlc
 from protocol.timefmt import format_instant
 from tests.node.conftest import CallerFactory, Wall
-from tests.node.helpers import ForeignWriter, counts, sr_payload
+from tests.node.helpers import ForeignWriter, sr_payload, stored
 
 READ_WRITE = ("read:workspace", "write:workspace")
 ADMIN = ("read:workspace", "write:workspace", "admin:workspace")
 SINCE_SEQ = "invalid since_seq: must be an integer from 0 to 4611686018427387904"
 FIELDS = {"seq", "event", "at", "subject", "entry_id"}
-
-
-async def stored(node: Node) -> dict[str, int]:
-    reader = node.store.reader
-    assert reader is not None
-    return await counts(node) | {t: await reader.count(t) for t in ("audit", "deletions")}
 
 
 async def every_event(node: Node, caller: Caller, limit: int = 1000) -> list[dict[str, Any]]:

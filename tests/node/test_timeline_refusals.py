@@ -17,7 +17,7 @@ from node.errors import Forbidden, Refusal
 from node.node import Node
 from protocol.clock import Hlc
 from tests.node.conftest import CallerFactory, Wall
-from tests.node.helpers import ForeignWriter, counts, sr_payload
+from tests.node.helpers import ForeignWriter, sr_payload, stored
 
 SPEC = "Invalid timeline spec: "
 BELONG = "'since' and 'as_of' belong to the changes action"
@@ -31,12 +31,6 @@ SINCE_REQUIRED = "'since' is required for changes action"
 READING = ("list", "find", "intersect", "traverse")
 NEEDS = {"find": {"query": "q"}, "intersect": {"match": ["m"]},
          "traverse": {"sr_id": "00000000-0000-7000-8000-000000000001"}}  # fmt: skip
-
-
-async def stored(node: Node) -> dict[str, int]:
-    reader = node.store.reader
-    assert reader is not None
-    return await counts(node) | {t: await reader.count(t) for t in ("audit", "deletions")}
 
 
 @pytest_asyncio.fixture

@@ -15,28 +15,13 @@ from typing import Any
 
 import pytest
 
-from node.errors import Forbidden, Refusal
+from node.errors import Forbidden
 from node.node import Node
 from protocol.kinds import decode_payload
-from tests.node.helpers import counts
+from tests.node.helpers import refused, stored
 
 UNKNOWN = "00000000-0000-7000-8000-0000000000ee"
 NAN = math.nan
-
-
-async def stored(node: Node) -> dict[str, int]:
-    """Everything a refused write must leave untouched: log, views, audit."""
-    reader = node.store.reader
-    assert reader is not None
-    return await counts(node) | {"audit": await reader.count("audit")}
-
-
-async def refused(node: Node, tool: str, caller: Any, /, **args: Any) -> str:
-    before = await stored(node)
-    with pytest.raises(Refusal) as info:
-        await getattr(node, tool)(caller, **args)
-    assert await stored(node) == before
-    return info.value.text
 
 
 async def index_row(node: Node, episode_id: str) -> tuple[Any, ...]:

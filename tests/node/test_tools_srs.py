@@ -19,28 +19,11 @@ import pytest
 from node.errors import Forbidden, Refusal
 from node.node import Node
 from protocol.kinds import decode_payload
-from tests.node.helpers import counts
+from tests.node.helpers import refused, stored
 
 UNKNOWN = "00000000-0000-7000-8000-0000000000aa"
 LINK = "01890000-0000-7000-8000-000000000001"
 INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?Z\Z")
-
-
-async def stored(node: Node) -> dict[str, int]:
-    """Everything a refused write must leave untouched: log, views, audit, deletions."""
-    reader = node.store.reader
-    assert reader is not None
-    return await counts(node) | {t: await reader.count(t) for t in ("audit", "deletions")}
-
-
-async def refused(node: Node, tool: str, caller: Any, /, **args: Any) -> str:
-    """Call ``tool``, expect a Refusal, check nothing was stored; return the text."""
-    before = await stored(node)
-    with pytest.raises(Refusal) as info:
-        await getattr(node, tool)(caller, **args)
-    assert await stored(node) == before
-    assert str(info.value) == info.value.text
-    return info.value.text
 
 
 async def audit_rows(node: Node, event: str) -> list[tuple[Any, ...]]:
