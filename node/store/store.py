@@ -247,8 +247,7 @@ class Store:
             fresh = kind == "sr.put" and bool(payload.get("create"))
             item = Applied(authored.pos, head.log_id, key.public, epoch, head.seq, authored.hlc,
                            kind, payload, fresh)  # fmt: skip
-            for view in self._views_for.get(kind, ()):
-                await view.apply(txn, item)
+            await self._apply(txn, item)
             if after is not None:
                 after(txn, authored)
             return authored

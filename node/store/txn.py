@@ -11,7 +11,7 @@ rows queued earlier).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import aiosqlite
@@ -94,10 +94,6 @@ class Txn:
         else:
             self._buffer[sql][keyed[key]] = row
             self._replaced += 1
-        self._queued += 1
-
-    def add_many(self, sql: str, rows: Iterable[Row]) -> None:
-        self._buffer.setdefault(sql, []).extend(rows)
         self._queued += 1
 
     def mark(self) -> Mark:
