@@ -50,8 +50,9 @@ def _unknown(sr_id: object) -> Refusal:
 
 async def _sr_row(
     txn: Txn, caller: Caller, sr_id: object, *, deleted_ok: bool = False
-) -> tuple[str, str]:
-    """(workspace, owner) of an SR the caller can read, else the unknown-id refusal: an SR
+) -> tuple[str, str, bool]:
+    """(workspace, owner, deleted here) of an SR the caller can read, else the unknown-id
+    refusal: an SR
     the caller cannot read does not exist for it (DESIGN §4.1).  A deleted SR is hidden on
     this node, so only undelete may address it."""
     if not _is_id(sr_id):
@@ -64,13 +65,15 @@ async def _sr_row(
         raise _unknown(sr_id)
     if row[3] and not deleted_ok:
         raise _unknown(sr_id)
-    return str(row[0]), str(row[1])
+    return str(row[0]), str(row[1]), bool(row[3])
 
 
-async def _writable(txn: Txn, caller: Caller, sr_id: object, *, deleted_ok: bool = False) -> None:
-    workspace, owner = await _sr_row(txn, caller, sr_id, deleted_ok=deleted_ok)
+async def _writable(txn: Txn, caller: Caller, sr_id: object, *, deleted_ok: bool = False) -> bool:
+    """Whether the SR is deleted here, once the caller may manage it (owner or admin)."""
+    workspace, owner, deleted = await _sr_row(txn, caller, sr_id, deleted_ok=deleted_ok)
     if not caller.may_manage(owner, workspace):
         raise _unknown(sr_id)
+    return deleted
 
 
 def _result(sr_id: str, entry: Entry, created: bool) -> dict[str, Any]:
@@ -162,13 +165,7 @@ async def _set_deleted(
     store = author.store
 
     async def op(txn: Txn) -> bool:
-        await _writable(txn, caller, sr_id, deleted_ok=True)
-        row = await txn.fetchone(
-            "SELECT deleted FROM deletions WHERE sr_id = ? "
-            "ORDER BY hlc_wall DESC, hlc_counter DESC, pos DESC LIMIT 1",
-            (sr_id,),
-        )
-        if bool(row and row[0]) == deleted:
+        if await _writable(txn, caller, sr_id, deleted_ok=True) == deleted:
             return False
         hlc = store.now()
         txn.add("INSERT INTO deletions (sr_id, deleted, hlc_wall, hlc_counter, principal) "
