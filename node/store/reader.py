@@ -143,8 +143,9 @@ _COUNTABLE = frozenset(
         "sr_links",
         "sr_due",
         "sr_fts",
-        "episode_index",
-        "forgotten",
+        "episode_entries",
+        "episodes",
+        "episode_due",
     }
 )
 

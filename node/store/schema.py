@@ -194,8 +194,55 @@ CREATE INDEX deletions_wall ON deletions (hlc_wall);
 INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
 """
 
+# The episode view (node/views/episodes.py): every episode entry with the later-known fields it
+# sets, and each episode's state at this node's moment.
+_EPISODE_VIEW = """
+DROP TABLE episode_index;
+DROP TABLE forgotten;
+CREATE TABLE episode_entries (
+    id TEXT NOT NULL,
+    ord BLOB NOT NULL,
+    pos INTEGER NOT NULL,
+    wall INTEGER NOT NULL,
+    kind INTEGER NOT NULL,
+    vault TEXT NOT NULL,
+    fields TEXT NOT NULL,
+    PRIMARY KEY (id, ord)
+) WITHOUT ROWID;
+CREATE INDEX episode_entries_pos ON episode_entries (pos);
+CREATE TABLE episodes (
+    id TEXT PRIMARY KEY,
+    ord BLOB NOT NULL,
+    pos INTEGER NOT NULL,
+    ts INTEGER NOT NULL,
+    vault TEXT NOT NULL,
+    session_id TEXT,
+    caller TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    episode_type TEXT NOT NULL,
+    task_result,
+    verdict_at INTEGER,
+    tool TEXT,
+    status TEXT NOT NULL,
+    error_code TEXT,
+    duration_ms INTEGER,
+    result_size INTEGER,
+    summary TEXT,
+    tags TEXT NOT NULL,
+    trust,
+    eligibility TEXT NOT NULL,
+    blocked INTEGER NOT NULL,
+    prev_id TEXT,
+    expires_at INTEGER
+) WITHOUT ROWID;
+CREATE INDEX episodes_by_caller ON episodes (vault, caller, ts, ord);
+CREATE TABLE episode_due (wall INTEGER NOT NULL, id TEXT NOT NULL, PRIMARY KEY (wall, id))
+    WITHOUT ROWID;
+INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
+"""
+
 # Index i holds the script that takes a store from version i to version i + 1.
-MIGRATIONS: tuple[str, ...] = (_LOG, _INDEXES, _SR_VIEW)
+MIGRATIONS: tuple[str, ...] = (_LOG, _INDEXES, _SR_VIEW, _EPISODE_VIEW)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

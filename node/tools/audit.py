@@ -30,7 +30,7 @@ _SR_READERS = (
     "WHERE v.sr_id IN ({}) AND v.present = 1 "
     "AND v.ord = (SELECT max(ord) FROM sr_versions w WHERE w.sr_id = v.sr_id)"
 )
-_EPISODE_READERS = "SELECT id, vault, caller, 0 FROM episode_index WHERE id IN ({})"
+_EPISODE_READERS = "SELECT id, vault, caller, 0 FROM episodes WHERE id IN ({})"
 
 
 def _int(args: Mapping[str, Any], name: str, lo: int, hi: int, default: int) -> int:

@@ -52,7 +52,7 @@ async def _manageable(txn: Txn, caller: Caller, episode_id: object) -> None:
     if not isinstance(episode_id, str):
         raise _unknown(episode_id)
     row = await txn.fetchone(
-        "SELECT vault, caller FROM episode_index WHERE id = ? AND forgotten = 0", (episode_id,)
+        "SELECT vault, caller FROM episodes WHERE id = ? AND blocked = 0", (episode_id,)
     )
     if row is None or not caller.may_manage(str(row[1]), str(row[0])):
         raise _unknown(episode_id)
@@ -70,9 +70,9 @@ async def work_record(author: Author, caller: Caller, args: Mapping[str, Any]) -
 
     async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
         row = await txn.fetchone(
-            "SELECT id FROM episode_index WHERE caller = ? AND vault = ? AND forgotten = 0 "
-            "ORDER BY hlc_wall DESC, hlc_counter DESC, pos DESC LIMIT 1",
-            (caller.principal, caller.workspace),
+            "SELECT id FROM episodes WHERE vault = ? AND caller = ? AND blocked = 0 "
+            "ORDER BY ts DESC, ord DESC LIMIT 1",
+            (caller.workspace, caller.principal),
         )
         payload["prev_id"] = row[0] if row else None
         return encode("episode.record", payload), payload

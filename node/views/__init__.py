@@ -7,7 +7,7 @@ timeline (``timeline``, ``changes``).  The interface the store calls is ``node.s
 from __future__ import annotations
 
 from node.store.views import Applied, View
-from node.views.episodes import EpisodeIndex
+from node.views.episodes import EpisodeView
 from node.views.srs import SrView
 
 __all__ = ["Applied", "View", "default_views"]
@@ -15,4 +15,4 @@ __all__ = ["Applied", "View", "default_views"]
 
 def default_views() -> tuple[View, ...]:
     """The views a node keeps, in the order they apply each entry."""
-    return (SrView(), EpisodeIndex())
+    return (SrView(), EpisodeView())

@@ -1,61 +1,153 @@
-"""The episode index: each episode's vault and caller, and whether it is forgotten.
+"""The episode view: each episode's state at this node's moment (DESIGN §4.4, §2).
 
-``episode.forget`` wins over any later arrival of the episode (DESIGN §2): the id is kept in
-``forgotten`` so an ``episode.record`` that arrives afterwards is indexed as forgotten.
+- ``episode_entries`` holds one row per episode entry — a record, an amendment or a forget —
+  with the later-known fields it sets (``task_result``, ``verdict_at``, ``status``,
+  ``eligibility``, ``trust``) as JSON.
+- ``episodes`` holds each recorded episode: the fields of its record, each later-known field
+  from the newest amendment that sets it and whose time has come (else from the record), and
+  ``blocked`` when a forget of it exists.  Amendments and forgets count only from the
+  episode's own vault, and whatever order they arrive in, the row is the same: it is computed
+  from ``episode_entries`` by one statement (``_REFRESH``).  Forget wins: a record arriving
+  after its forget is stored blocked.
+- An amendment from the future waits in ``episode_due`` until the clock reaches it.  A record
+  from the future is stored at once; reads show an episode only once its ``ts`` has come.
+
+Everything here is derived from the log: ``rebuild`` replays it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from node.store.txn import Txn
 from node.store.views import Applied
+from node.views.fold import order_key
 
-__all__ = ["EpisodeIndex"]
+__all__ = ["LATER", "EpisodeView"]
 
-_RECORD = (
-    "INSERT OR IGNORE INTO episode_index "
-    "(id, vault, caller, pos, hlc_wall, hlc_counter, forgotten) "
-    "VALUES (?, ?, ?, ?, ?, ?, EXISTS (SELECT 1 FROM forgotten WHERE id = ?))"
+LATER = ("task_result", "verdict_at", "status", "eligibility", "trust")
+_DEFAULT = {"status": "recorded", "eligibility": "eligible"}
+_KIND = {"episode.record": 0, "episode.amend": 1, "episode.forget": 2}
+
+_ENTRY = (
+    "INSERT OR IGNORE INTO episode_entries (id, ord, pos, wall, kind, vault, fields) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-_FORGET = "INSERT OR IGNORE INTO forgotten (id) VALUES (?)"
-_MARK = "UPDATE episode_index SET forgotten = 1 WHERE id = ?"
+# The first record of an id (by the fold's order) is the episode, whichever arrives first.
+_RECORD = (
+    "INSERT INTO episodes (id, ord, pos, ts, vault, session_id, caller, channel, episode_type, "
+    "tool, error_code, duration_ms, result_size, summary, tags, prev_id, expires_at, status, "
+    "eligibility, blocked) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+    "?15, ?16, ?17, '', '', 0) ON CONFLICT (id) DO UPDATE SET ord = ?2, pos = ?3, ts = ?4, "
+    "vault = ?5, session_id = ?6, caller = ?7, channel = ?8, episode_type = ?9, tool = ?10, "
+    "error_code = ?11, duration_ms = ?12, result_size = ?13, summary = ?14, tags = ?15, "
+    "prev_id = ?16, expires_at = ?17 WHERE ?2 < episodes.ord"
+)
 
 
-class EpisodeIndex:
-    kinds = frozenset({"episode.record", "episode.amend", "episode.forget"})
-    clear: tuple[str, ...] = ("DELETE FROM episode_index", "DELETE FROM forgotten")
-    next_due: int | None = None  # episodes take effect on arrival
+def _latest(name: str) -> str:
+    """The value of a later-known field: the newest due amendment setting it, else the
+    episode's record."""
+    value = (
+        f"(SELECT json_extract(a.fields, '$.{name}') FROM episode_entries a "
+        "WHERE a.id = episodes.id AND a.vault = episodes.vault "
+        "AND (a.kind = 1 AND a.wall <= ?2 OR a.kind = 0 AND a.ord = episodes.ord) "
+        f"AND json_type(a.fields, '$.{name}') IS NOT NULL ORDER BY a.kind DESC, a.ord DESC LIMIT 1)"
+    )
+    return f"coalesce({value}, '{_DEFAULT[name]}')" if name in _DEFAULT else value
+
+
+_REFRESH = (
+    "UPDATE episodes SET blocked = EXISTS (SELECT 1 FROM episode_entries f "
+    "WHERE f.id = episodes.id AND f.kind = 2 AND f.vault = episodes.vault), "
+    + ", ".join(f"{name} = {_latest(name)}" for name in LATER)
+    + " WHERE id = ?1"
+)
+# Statements run grouped by their text in the order each was first queued (``Txn``): a
+# record's refresh has its own text so it always runs after the record's row is written, even
+# when an amendment earlier in the batch queued the plain refresh first.
+_REFRESH_RECORD = _REFRESH + " /* after a record */"
+_DUE = "INSERT OR IGNORE INTO episode_due (wall, id) VALUES (?, ?)"
+
+
+def _later(payload: dict[str, Any]) -> str:
+    return json.dumps({k: payload[k] for k in LATER if k in payload}, separators=(",", ":"))
+
+
+def _record_row(item: Applied) -> tuple[Any, ...]:
+    p = item.payload
+    return (
+        p["id"], order_key(item.hlc, item.writer, item.epoch, item.seq), item.pos, item.hlc.wall,
+        p["vault"], p.get("session_id"), p["caller"], p["channel"], p["episode_type"],
+        p.get("tool"), p.get("error_code"), p.get("duration_ms"), p.get("result_size"),
+        p.get("summary"), json.dumps(p.get("tags", []), separators=(",", ":")),
+        p.get("prev_id"), p.get("expires_at"),
+    )  # fmt: skip
+
+
+class EpisodeView:
+    """Keeps ``episodes`` from the episode entries."""
+
+    kinds = frozenset(_KIND)
+    clear: tuple[str, ...] = (
+        "DELETE FROM episode_entries",
+        "DELETE FROM episodes",
+        "DELETE FROM episode_due",
+    )
+
+    def __init__(self) -> None:
+        self._horizon: Callable[[], int] = lambda: 0
+        self.next_due: int | None = None
 
     def bind(self, moment: Callable[[], int]) -> None:
-        pass
+        self._horizon = moment
 
     async def load(self, scalar: Callable[[str], Awaitable[Any]]) -> None:
-        pass
+        self.next_due = await scalar("SELECT min(wall) FROM episode_due")
 
     async def prepare(self, txn: Txn, payloads: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        pass
-
-    async def catch_up(self, txn: Txn, moment: int) -> None:
-        pass
-
-    async def apply(self, txn: Txn, item: Applied) -> None:
-        p = item.payload
-        if item.kind == "episode.record":
-            hlc = item.hlc
-            row = (p["id"], p["vault"], p["caller"], item.pos, hlc.wall, hlc.counter, p["id"])
-            txn.add(_RECORD, row)
-        elif item.kind == "episode.forget":
-            txn.add(_FORGET, (p["id"],))
-            txn.add(_MARK, (p["id"],))
+        pass  # every step is SQL over rows already written
 
     def reset(self) -> None:
-        pass  # keeps nothing in memory
+        pass  # keeps nothing in memory but ``next_due``, which ``load`` restores
+
+    async def apply(self, txn: Txn, item: Applied) -> None:
+        p, kind, wall = item.payload, _KIND[item.kind], item.hlc.wall
+        ord_ = order_key(item.hlc, item.writer, item.epoch, item.seq)
+        txn.add(_ENTRY, (p["id"], ord_, item.pos, wall, kind, p["vault"], _later(p)))
+        horizon = self._horizon()
+        if kind == 0:
+            txn.add(_RECORD, _record_row(item))
+            txn.add(_REFRESH_RECORD, (p["id"], horizon))
+            return
+        txn.add(_REFRESH, (p["id"], horizon))
+        if kind == 1 and wall > horizon:
+            txn.add(_DUE, (wall, p["id"]))
+            self.next_due = wall if self.next_due is None else min(self.next_due, wall)
 
     async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None:
-        txn.add(
-            "DELETE FROM episode_index WHERE pos IN "
-            "(SELECT pos FROM headers WHERE log_id = ? AND seq >= ?)",
+        """Withdraw a forked log's records and amendments.  Its forgets stay: hiding never
+        brings a forgotten episode back."""
+        hidden = "SELECT pos FROM headers WHERE log_id = ? AND seq >= ?"
+        rows = await txn.fetchall(
+            f"SELECT DISTINCT id FROM episode_entries WHERE pos IN ({hidden}) AND kind < 2",  # noqa: S608
             (log_id, from_seq),
         )
+        txn.add(f"DELETE FROM episodes WHERE pos IN ({hidden})", (log_id, from_seq))  # noqa: S608
+        txn.add(
+            f"DELETE FROM episode_entries WHERE pos IN ({hidden}) AND kind < 2",  # noqa: S608
+            (log_id, from_seq),
+        )
+        for (episode_id,) in rows:
+            txn.add(_REFRESH, (episode_id, self._horizon()))
+
+    async def catch_up(self, txn: Txn, moment: int) -> None:
+        """Apply the amendments whose time has come by ``moment``."""
+        rows = await txn.fetchall("SELECT DISTINCT id FROM episode_due WHERE wall <= ?", (moment,))
+        for (episode_id,) in rows:
+            txn.add(_REFRESH, (episode_id, moment))
+        txn.add("DELETE FROM episode_due WHERE wall <= ?", (moment,))
+        row = await txn.fetchone("SELECT min(wall) FROM episode_due")
+        self.next_due = row[0] if row else None

@@ -25,8 +25,9 @@ STORED_TABLES = (
     "sr_tags",
     "sr_links",
     "sr_due",
-    "episode_index",
-    "forgotten",
+    "episode_entries",
+    "episodes",
+    "episode_due",
     "forks",
 )
 

@@ -185,7 +185,7 @@ def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
         stored = {bytes(i).hex() for (i,) in db.execute("SELECT id FROM headers")}
         missing = sorted(set(acks.entries) - stored)
         assert not missing, f"{len(missing)} acknowledged entries lost, e.g. {missing[:3]}"
-        episodes = {i for (i,) in db.execute("SELECT id FROM episode_index")}
+        episodes = {i for (i,) in db.execute("SELECT id FROM episodes")}
         lost_episodes = sorted(acks.episodes - episodes)
         assert not lost_episodes, f"{len(lost_episodes)} acknowledged episodes lost"
         sr_ids = {i for (i,) in db.execute("SELECT sr_id FROM srs WHERE live = 1")}

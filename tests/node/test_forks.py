@@ -92,7 +92,7 @@ async def view_subjects(node: Node) -> set[str]:
     reader = node.store.reader
     assert reader is not None
     srs = await reader.fetchall("SELECT sr_id FROM srs WHERE live = 1")
-    episodes = await reader.fetchall("SELECT id FROM episode_index")
+    episodes = await reader.fetchall("SELECT id FROM episodes")
     return {r[0] for r in srs} | {r[0] for r in episodes}
 
 

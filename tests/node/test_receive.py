@@ -406,7 +406,7 @@ async def test_an_unknown_kind_is_stored_but_not_applied(
     assert (await stored(node))[future.id] == (1, False, True)
     after = await counts(node)
     assert (after["headers"], after["payloads"]) == (before["headers"] + 1, before["payloads"] + 1)
-    for view in ("srs", "episode_index", "forgotten"):
+    for view in ("srs", "episodes", "episode_entries"):
         assert after[view] == before[view]
     assert [r.entry for r in await events(node, "sr_synced")] == [future.id]
 

@@ -28,7 +28,7 @@ async def index_row(node: Node, episode_id: str) -> tuple[Any, ...]:
     reader = node.store.reader
     assert reader is not None
     rows = await reader.fetchall(
-        "SELECT vault, caller, forgotten FROM episode_index WHERE id = ?", (episode_id,)
+        "SELECT vault, caller, blocked FROM episodes WHERE id = ?", (episode_id,)
     )
     assert len(rows) == 1
     return tuple(rows[0])
@@ -211,7 +211,7 @@ async def test_work_record_returns_its_id_and_time(node, make_caller, wall):
     assert result["ingest_time"] == "2026-09-21T14:13:20Z"
     after = await stored(node)
     assert {k: after[k] - before[k] for k in after if after[k] != before[k]} == {
-        "headers": 1, "payloads": 1, "logs": 1, "episode_index": 1,
+        "headers": 1, "payloads": 1, "logs": 1, "episodes": 1, "episode_entries": 1,
     }  # fmt: skip
     assert await index_row(node, result["id"]) == ("team", "alice", 0)
     payload = await last_payload(node, "episode.record")
@@ -321,8 +321,12 @@ async def test_work_result_amends(node, make_caller):
     }  # fmt: skip
     after = await stored(node)
     assert {k: after[k] - before[k] for k in after if after[k] != before[k]} == {
-        "headers": 1, "payloads": 1,
+        "headers": 1, "payloads": 1, "episode_entries": 1,
     }  # fmt: skip
+    row = await (node.store.reader).fetchall(
+        "SELECT status, task_result, trust, verdict_at FROM episodes WHERE id = ?", (episode_id,)
+    )
+    assert [tuple(r) for r in row] == [("done", -2.5, 0.0, 1_791_504_000_000)]
 
 
 @pytest.mark.asyncio

@@ -29,7 +29,7 @@ HOUR = 60 * MINUTE
 READ_WRITE = ("read:workspace", "write:workspace")
 ADMIN = ("read:workspace", "write:workspace", "admin:workspace")
 VIEW_TABLES = ("sr_versions", "srs", "sr_tags", "sr_links", "sr_due", "sr_stats",
-               "episode_index", "forgotten")  # fmt: skip
+               "episode_entries", "episodes", "episode_due")  # fmt: skip
 MEMLANE = Path(sys.executable).parent / "memlane"
 ORDERS = ("ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_time_asc")
 
@@ -57,7 +57,7 @@ async def snapshot(node: Node) -> dict[str, list[tuple[Any, ...]]]:
             tuple(r)
             for r in await reader.fetchall(f"SELECT {listed} FROM {table} ORDER BY {listed}")
         ]
-        assert out[table] or table in ("sr_due", "forgotten"), table
+        assert out[table] or table in ("sr_due", "episode_due"), table
     # A scope whose last SR left it keeps a row counting 0 documents (the triggers never delete
     # one); a rebuild folds an SR's entries in one transaction and may never pass through that
     # scope.  Such rows count nothing, so they are not part of what must be identical.
