@@ -6,6 +6,8 @@
   a crash;
 - ``pending_limit`` (``10000``): entries that may wait for a gap or an authenticating entry;
 - ``zone`` (``"UTC"``): the node's IANA zone for date and wall-time forms;
+- ``[tools.defaults] responseFormat`` (``"detailed"``): the episode tools' ``response_format``
+  when a call sends none (``concise`` or ``detailed``);
 - ``[profiles.NAME]``: e_timeline's ``agent_profile`` presets — ``page_size`` (1–100),
   ``order_by`` (one of e_timeline's orders) and ``lanes`` (a list of lane names); each applies
   when the call does not say.
@@ -43,6 +45,7 @@ class NodeConfig:
     pending_limit: int = 10_000
     zone: str = "UTC"
     profiles: dict[str, Profile] = field(default_factory=dict)
+    response_format: str = "detailed"
 
     @classmethod
     def load(cls, data_dir: Path) -> NodeConfig:
@@ -58,7 +61,9 @@ class NodeConfig:
     @classmethod
     def from_mapping(cls, raw: dict[str, Any], where: str = "config") -> NodeConfig:
         problems: list[str] = []
-        unknown = set(raw) - {"max_clock_skew", "synchronous", "pending_limit", "zone", "profiles"}
+        unknown = set(raw) - {
+            "max_clock_skew", "synchronous", "pending_limit", "zone", "profiles", "tools",
+        }  # fmt: skip
         problems += [f"unknown key {k!r}" for k in sorted(unknown)]
         values: dict[str, Any] = {}
         try:
@@ -76,6 +81,7 @@ class NodeConfig:
         values["pending_limit"] = limit
         values["zone"] = raw.get("zone", "UTC")
         values["profiles"] = _profiles(raw.get("profiles", {}), problems)
+        values["response_format"] = _response_format(raw.get("tools", {}), problems)
         if problems:
             raise ConfigError(f"{where}: " + "; ".join(problems))
         return cls(**values)
@@ -101,3 +107,19 @@ def _profiles(raw: Any, problems: list[str]) -> dict[str, Profile]:
             lanes = []
         out[name] = Profile(size, order, tuple(lanes))
     return out
+
+
+def _response_format(raw: Any, problems: list[str]) -> str:
+    defaults = raw.get("defaults", {}) if isinstance(raw, dict) else None
+    if (
+        not isinstance(defaults, dict)
+        or set(raw) - {"defaults"}
+        or set(defaults) - {"responseFormat"}
+    ):
+        problems.append("tools may hold only a [tools.defaults] table with responseFormat")
+        return "detailed"
+    value = defaults.get("responseFormat", "detailed")
+    if value not in ("concise", "detailed"):
+        problems.append("tools.defaults.responseFormat must be concise or detailed")
+        return "detailed"
+    return str(value)

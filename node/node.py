@@ -29,7 +29,7 @@ from node.identity import (
     random_bytes,
 )  # fmt: skip
 from node.store import Received, Report, Store, StoreOptions, Txn
-from node.tools import audit, episodes, srs, timeline
+from node.tools import audit, episode_reads, episodes, srs, timeline
 from node.verify import VerifyReport, verify_log
 from node.views import default_views
 from protocol.entry import Entry
@@ -164,6 +164,16 @@ class Node:
 
     async def e_timeline(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await timeline.e_timeline(self.store, caller, args, self.config.profiles)
+
+    async def work_episode_chain(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
+        return await episode_reads.work_episode_chain(
+            self.store, caller, args, self.config.response_format
+        )
+
+    async def work_episodes(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
+        return await episode_reads.work_episodes(
+            self.store, caller, args, self.config.response_format
+        )
 
     async def e_audit(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         assert self.store.reader is not None

@@ -236,6 +236,7 @@ CREATE TABLE episodes (
     expires_at INTEGER
 ) WITHOUT ROWID;
 CREATE INDEX episodes_by_caller ON episodes (vault, caller, ts, ord);
+CREATE INDEX episodes_by_vault ON episodes (vault, ts, ord);
 CREATE TABLE episode_due (wall INTEGER NOT NULL, id TEXT NOT NULL, PRIMARY KEY (wall, id))
     WITHOUT ROWID;
 INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');

@@ -197,6 +197,11 @@ class Store:
         """This node's moment for its views: its clock (DESIGN §2)."""
         return self.clock.last.wall
 
+    def now_ms(self) -> int:
+        """The moment a read is answered at: this node's clock, or its wall clock when that
+        has moved on since the clock last ticked (``catch_up_views`` brings views there)."""
+        return max(self.clock.last.wall, self.wall())
+
     def _save_clock(self, txn: Txn) -> None:
         if self.clock.last != self._clock_saved:
             txn.add(_STATE_UPSERT, ("hlc", encode_hlc(self.clock.last)))
@@ -366,7 +371,7 @@ class Store:
     async def catch_up_views(self) -> None:
         """Bring the views to this moment: versions whose time has come become current."""
         assert self.reader is not None
-        moment = max(self.clock.last.wall, self.wall())
+        moment = self.now_ms()
         due = min((v.next_due for v in self.views if v.next_due is not None), default=None)
         if due is None or due > moment:
             return

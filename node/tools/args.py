@@ -14,7 +14,10 @@ from protocol.errors import PayloadError
 from protocol.kinds import encode_payload
 from protocol.timefmt import TimeFormatError, parse_time
 
-__all__ = ["check_names", "encode", "invalid", "optional_time", "present"]
+__all__ = [
+    "check_names", "encode", "flag", "integer", "invalid", "one_of", "optional_time", "present",
+    "text",
+]  # fmt: skip
 
 
 def invalid(name: str, why: str) -> Refusal:
@@ -53,3 +56,34 @@ def encode(kind: str, payload: dict[str, Any]) -> bytes:
         return encode_payload(kind, payload)
     except PayloadError as exc:
         raise invalid(exc.field or "payload", exc.hint) from exc
+
+
+def integer(args: Mapping[str, Any], name: str, lo: int, hi: int, default: int) -> int:
+    value = args.get(name)
+    value = default if value is None else value
+    if type(value) is not int or not lo <= value <= hi:
+        raise invalid(name, f"must be an integer from {lo} to {hi}")
+    return value
+
+
+def flag(args: Mapping[str, Any], name: str, default: bool) -> bool:
+    value = args.get(name)
+    value = default if value is None else value
+    if type(value) is not bool:
+        raise invalid(name, "must be true or false")
+    return value
+
+
+def text(args: Mapping[str, Any], name: str, max_len: int) -> str | None:
+    """A string of 1 to ``max_len`` characters, or None when not sent."""
+    value = args.get(name)
+    if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= max_len):
+        raise invalid(name, f"must be a string of 1 to {max_len} characters")
+    return value
+
+
+def one_of(args: Mapping[str, Any], name: str, choices: tuple[str, ...]) -> str | None:
+    value = args.get(name)
+    if value is not None and value not in choices:
+        raise invalid(name, f"must be one of {', '.join(choices)}")
+    return value

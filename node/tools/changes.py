@@ -24,9 +24,7 @@ __all__ = ["changes"]
 async def changes(store: Store, caller: Caller, spec: TimelineSpec) -> dict[str, Any]:
     assert spec.since_ms is not None
     assert store.reader is not None
-    as_of = spec.as_of_ms
-    if as_of is None:
-        as_of = max(store.clock.last.wall, store.wall())
+    as_of = store.now_ms() if spec.as_of_ms is None else spec.as_of_ms
     if spec.since_ms >= as_of:
         raise Refusal("'since' must be before 'as_of'")
     start = (spec.page - 1) * spec.page_size

@@ -51,16 +51,17 @@ def _latest(name: str) -> str:
     """The value of a later-known field: the newest due amendment setting it, else the
     episode's record."""
     value = (
-        f"(SELECT json_extract(a.fields, '$.{name}') FROM episode_entries a "
+        f"(SELECT json_extract(a.fields, '$.{name}') FROM episode_entries a "  # noqa: S608
         "WHERE a.id = episodes.id AND a.vault = episodes.vault "
         "AND (a.kind = 1 AND a.wall <= ?2 OR a.kind = 0 AND a.ord = episodes.ord) "
-        f"AND json_type(a.fields, '$.{name}') IS NOT NULL ORDER BY a.kind DESC, a.ord DESC LIMIT 1)"
+        f"AND json_type(a.fields, '$.{name}') IS NOT NULL "
+        "ORDER BY a.kind DESC, a.ord DESC LIMIT 1)"
     )
     return f"coalesce({value}, '{_DEFAULT[name]}')" if name in _DEFAULT else value
 
 
 _REFRESH = (
-    "UPDATE episodes SET blocked = EXISTS (SELECT 1 FROM episode_entries f "
+    "UPDATE episodes SET blocked = EXISTS (SELECT 1 FROM episode_entries f "  # noqa: S608
     "WHERE f.id = episodes.id AND f.kind = 2 AND f.vault = episodes.vault), "
     + ", ".join(f"{name} = {_latest(name)}" for name in LATER)
     + " WHERE id = ?1"

@@ -1,0 +1,136 @@
+"""Reading episodes under the reader contract (DESIGN §4.4): the chain walk and the list.
+
+An episode passes when it is not forgotten (``blocked``), its ``ts`` has come, it has not
+expired, and it is in the caller's vault and — unless ``any_caller`` — the caller's own.
+``walk`` follows ``prev_id`` in one recursive query and stops at the first episode that does
+not pass; ``page`` lists the passing episodes newest first.  Either way a ``prev_id`` is shown
+only when the episode it names passes too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from node.authority import Caller
+from node.store import Reader
+
+__all__ = ["COLUMNS", "Filters", "Scope", "page", "walk"]
+
+# The seed's chain fields, in its order (``tags`` is JSON text, ``blocked`` an integer).
+COLUMNS = (
+    "id", "ts", "vault", "session_id", "caller", "channel", "episode_type", "task_result",
+    "verdict_at", "tool", "status", "error_code", "duration_ms", "result_size", "summary",
+    "tags", "trust", "eligibility", "blocked", "prev_id",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Whose episodes pass, at which moment."""
+
+    caller: Caller
+    any_caller: bool
+    moment: int
+
+    def args(self) -> dict[str, Any]:
+        return {"vault": self.caller.workspace, "principal": self.caller.principal,
+                "moment": self.moment}  # fmt: skip
+
+    def passes(self, e: str) -> str:
+        """SQL: the episode row ``e`` passes (written out per case, so the planner sees
+        which index serves it)."""
+        whose = "" if self.any_caller else f" AND {e}.caller = :principal"
+        return (
+            f"({e}.blocked = 0 AND {e}.ts <= :moment "
+            f"AND ({e}.expires_at IS NULL OR {e}.expires_at > :moment) "
+            f"AND {e}.vault = :vault{whose})"
+        )
+
+
+def _select(e: str) -> str:
+    return ", ".join(f"{e}.{c}" for c in COLUMNS)
+
+
+def _walk(scope: Scope) -> str:
+    """Each step reads one episode by its id; ``ok`` says whether it passes, and only a
+    passing one is followed.  ``n`` runs to ``k``: the row after the k-th tells whether more
+    passes."""
+    passes, columns = scope.passes("e"), _select("e")
+    return (
+        f"WITH RECURSIVE walk(n, ok, {', '.join(COLUMNS)}) AS ("  # noqa: S608
+        f"SELECT 0, {passes}, {columns} FROM episodes e WHERE e.id = :id "
+        f"UNION ALL SELECT w.n + 1, {passes}, {columns} "
+        "FROM walk w CROSS JOIN episodes e ON e.id = w.prev_id WHERE w.ok AND w.n < :k"
+        ") SELECT * FROM walk"
+    )
+
+
+def _episode(row: Any, prev_shown: bool) -> dict[str, Any]:
+    out = dict(zip(COLUMNS, row, strict=True))
+    out["tags"] = json.loads(out["tags"])
+    out["blocked"] = bool(out["blocked"])
+    if not prev_shown:
+        out["prev_id"] = None
+    return out
+
+
+async def walk(
+    reader: Reader, scope: Scope, start: str, k: int
+) -> tuple[list[dict[str, Any]], bool] | None:
+    """The chain from ``start``, newest first, and whether it stopped at ``k`` with more
+    behind; None when ``start`` does not pass (hidden and unknown alike).  A walk that comes
+    back to an episode it showed (a cycle) ends there."""
+    rows = await reader.fetchall(_walk(scope), scope.args() | {"id": start, "k": k})
+    kept: list[Any] = []
+    seen: set[str] = set()
+    after: Any = None  # the row past the last one kept
+    for row in rows:
+        ok, episode = row[1], row[2:]
+        if not ok or episode[0] in seen or len(kept) == k:
+            after = row
+            break
+        kept.append(episode)
+        seen.add(episode[0])
+    if not kept:
+        return None
+    followed = after is not None and bool(after[1])
+    truncated = followed and after[2] not in seen
+    chain = [_episode(e, True) for e in kept[:-1]] + [_episode(kept[-1], followed)]
+    return chain, truncated
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    since: int | None = None
+    until: int | None = None
+    status: str | None = None
+    tool: str | None = None
+    tags: tuple[str, ...] = ()
+
+
+async def page(
+    reader: Reader, scope: Scope, filters: Filters, number: int, size: int
+) -> tuple[list[dict[str, Any]], bool]:
+    """One page of the passing episodes, newest first, and whether more follow."""
+    where, args = [scope.passes("e")], scope.args()
+    for name, op in (("since", ">="), ("until", "<")):
+        if getattr(filters, name) is not None:
+            where.append(f"e.ts {op} :{name}")
+            args[name] = getattr(filters, name)
+    for name in ("status", "tool"):
+        if getattr(filters, name) is not None:
+            where.append(f"e.{name} = :{name}")
+            args[name] = getattr(filters, name)
+    for i, tag in enumerate(filters.tags):
+        where.append(f"EXISTS (SELECT 1 FROM json_each(e.tags) WHERE value = :tag{i})")  # noqa: S608
+        args[f"tag{i}"] = tag
+    rows = await reader.fetchall(
+        f"SELECT {_select('e')}, {scope.passes('p')} FROM episodes e "  # noqa: S608
+        "LEFT JOIN episodes p ON p.id = e.prev_id "
+        f"WHERE {' AND '.join(where)} ORDER BY e.ts DESC, e.ord DESC "
+        "LIMIT :limit OFFSET :offset",
+        args | {"limit": size + 1, "offset": (number - 1) * size},
+    )
+    return [_episode(r[:-1], bool(r[-1])) for r in rows[:size]], len(rows) > size
