@@ -9,13 +9,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from node.authority import Caller
 from node.node import Node
 from protocol.timefmt import format_instant
 
 __all__ = ["main"]
 
 
-async def _author(node: Node) -> None:
+async def _author(node: Node) -> bool:
     alice_t = await node.create_token("alice", "research", ["read:workspace", "write:workspace"])
     bob_t = await node.create_token("bob", "research", ["write:workspace", "admin:workspace"])
     alice, bob = await node.authenticate(alice_t.token), await node.authenticate(bob_t.token)
@@ -28,9 +29,25 @@ async def _author(node: Node) -> None:
     await node.e_correct(alice, sr_id=first, text="observation number 0, corrected", reason="typo")
     await node.e_adjust(bob, sr_id=first, tags=["demo", "reviewed"])
     await node.e_delete(bob, sr_id=written[1]["sr_id"])
-    for i in range(100):
-        await node.work_record(alice, summary=f"step {i}", tool="search", status="ok")
+    steps = [(await node.work_record(alice, summary=f"step {i}", tool="search", status="ok"))["id"]
+             for i in range(100)]  # fmt: skip
     print("wrote 200 SRs (1 corrected, 1 adjusted, 1 deleted) and 100 episodes as alice/bob")
+    return await _episodes(node, alice, steps)
+
+
+async def _episodes(node: Node, alice: Caller, steps: list[str]) -> bool:
+    """Amend the newest step, forget the third newest, and walk back from the newest: the
+    walk stops where the forgotten one was, and says nothing about it."""
+    await node.work_result(alice, id=steps[-1], status="done", task_result=1.0)
+    await node.work_forget(alice, id=steps[-3])
+    walk = await node.work_episode_chain(alice, id=steps[-1], k=5, response_format="concise")
+    print("\nwork_episode_chain from the newest step (k=5, concise), the third newest forgotten:")
+    for episode in walk["chain"]:
+        print(f"  {episode['id']}  {episode['summary']:<8} {episode['status']:<4} "
+              f"prev_id {episode.get('prev_id')}")  # fmt: skip
+    print(f"  truncated: {walk['truncated']}")
+    shown = [e["summary"] for e in walk["chain"]]
+    return shown == ["step 99", "step 98"] and "prev_id" not in walk["chain"][-1]
 
 
 async def _show(node: Node) -> None:
@@ -50,14 +67,14 @@ async def _run(base: Path) -> bool:
     info = await Node.init(base / "node")
     print(f"initialised node {info.node_id} in {base / 'node'}")
     async with Node.open(base / "node") as node:
-        await _author(node)
+        walked = await _author(node)
         await _show(node)
         report = await node.verify()
     print(f"\nlog verify: {'ok' if report.ok else 'FAILED'} — {report.entries} entries in "
           f"{report.logs} logs, every chain, signature and payload hash checked")  # fmt: skip
     for problem in report.problems:
         print(f"  {problem}")
-    return report.ok and report.entries == 1 + 200 + 2 + 100
+    return walked and report.ok and report.entries == 1 + 200 + 2 + 100 + 2
 
 
 def main() -> int:
