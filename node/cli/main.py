@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging("WARNING")
+    if getattr(args, "run", None) is not None:  # a long-running command (``serving``)
+        code: int = args.run(args)
+        return code
     name = args.command + (f"_{args.action}" if getattr(args, "action", None) else "")
     handler = getattr(commands, name)
     try:
