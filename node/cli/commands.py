@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from node.cli.tools import ToolCommand, arguments
 from node.errors import Refusal
 from node.node import Node
 from node.tools.args import optional_time
@@ -100,3 +101,12 @@ async def views_rebuild(args: argparse.Namespace) -> Result:
     async with Node.open(args.data) as node:
         applied = await node.store.rebuild_views()
     return Result({"applied": applied}, f"views rebuilt from {applied} entries")
+
+
+async def tool(command: ToolCommand, args: argparse.Namespace) -> Result:
+    """Any tool command: its flags become the tool's arguments."""
+    sent = arguments(command, args)
+    async with Node.open(args.data) as node:
+        caller = await node.authenticate(_token(args))
+        answer: dict[str, Any] = await getattr(node, command.tool)(caller, **sent)
+    return Result(answer, command.show(answer))

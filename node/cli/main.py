@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from node.cli import commands
+from node.cli import commands, tools
 from node.errors import NodeError
 from node.logging import configure_logging
 
@@ -65,7 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     log = sub.add_parser("log", help="the log")
     lsub = log.add_subparsers(dest="action", required=True)
     _common(lsub.add_parser("verify", help="re-check every chain, signature and payload hash"))
+    tools.add_parsers(sub, _with_token, commands.tool)
     return parser
+
+
+def _with_token(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    _token_args(p)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -75,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.run(args)
         return code
     name = args.command + (f"_{args.action}" if getattr(args, "action", None) else "")
-    handler = getattr(commands, name)
+    handler = getattr(args, "handler", None) or getattr(commands, name)
     try:
         result: commands.Result = asyncio.run(handler(args))
     except (NodeError, OSError) as exc:  # OSError: an unreadable --token-file, an unusable --data

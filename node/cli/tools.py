@@ -1,0 +1,247 @@
+"""The tool commands of ``memlane`` (docs/cli.md): each maps its flags onto one tool's
+arguments, calls the tool through the Node, and prints its answer as a table or as JSON.
+
+A flag left out is an argument not sent, so the tool's own defaults and refusals apply
+unchanged: no tool logic lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from node.errors import Refusal
+from protocol.timefmt import format_instant
+
+__all__ = ["COMMANDS", "Opt", "ToolCommand", "add_parsers", "arguments"]
+
+Show = Callable[[dict[str, Any]], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Opt:
+    """One argument: ``kind`` is ``str``, ``int``, ``float``, ``bool`` (``true`` or
+    ``false``), ``list`` (a repeatable flag), ``map`` (repeatable ``KEY=VALUE``), ``flag``
+    (present = true) or ``positional``."""
+
+    name: str
+    kind: str = "str"
+    help: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCommand:
+    path: tuple[str, ...]
+    tool: str
+    help: str
+    opts: tuple[Opt, ...]
+    show: Show
+    fixed: dict[str, Any] = field(default_factory=dict)
+
+
+def _pairs(items: list[str] | None) -> dict[str, str] | None:
+    if items is None:
+        return None
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise Refusal(f"invalid private_fields: {item!r} is not KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def arguments(command: ToolCommand, args: argparse.Namespace) -> dict[str, Any]:
+    """The tool arguments the flags send (``fixed`` first, such as e_timeline's action)."""
+    sent = dict(command.fixed)
+    for opt in command.opts:
+        value = getattr(args, opt.name)
+        if opt.kind == "map":
+            value = _pairs(value)
+        if value is not None:
+            sent[opt.name] = value
+    return sent
+
+
+def _bool(text: str) -> bool:
+    if text not in ("true", "false"):
+        raise argparse.ArgumentTypeError("must be true or false")
+    return text == "true"
+
+
+_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "bool": _bool, "str": str}
+
+
+def _add(parser: argparse.ArgumentParser, opt: Opt) -> None:
+    if opt.kind == "positional":
+        parser.add_argument(opt.name, help=opt.help)
+        return
+    flag = "--" + opt.name.replace("_", "-")
+    common: dict[str, Any] = {"dest": opt.name, "help": opt.help, "default": None}
+    if opt.kind == "flag":
+        parser.add_argument(flag, action="store_const", const=True, **common)
+    elif opt.kind in ("list", "map"):
+        parser.add_argument(flag, action="append", **common)
+    else:
+        parser.add_argument(flag, type=_TYPES[opt.kind], **common)
+
+
+def add_parsers(
+    sub: Any, setup: Callable[[argparse.ArgumentParser], None], run: Callable[..., Any]
+) -> None:
+    """Register every tool command under ``sub``; ``setup`` adds the common flags and
+    ``run(command, args)`` runs one."""
+    groups: dict[str, Any] = {}
+    for command in COMMANDS:
+        parent = sub
+        if len(command.path) == 2:
+            head = command.path[0]
+            if head not in groups:
+                group = sub.add_parser(head, help=_GROUPS[head])
+                groups[head] = group.add_subparsers(dest="action", required=True)
+            parent = groups[head]
+        about = f"{command.help} (the {command.tool} tool)"
+        parser = parent.add_parser(command.path[-1], help=command.help, description=about)
+        setup(parser)
+        for opt in command.opts:
+            _add(parser, opt)
+        parser.set_defaults(handler=lambda a, c=command: run(c, a))
+
+
+# -- how answers read on a terminal -----------------------------------------------------------
+
+
+def _written(answer: dict[str, Any]) -> str:
+    return f"{answer['sr_id']}  entry {answer['entry_id'][:16]}  at {answer['ingest_time']}"
+
+
+def _deleted(answer: dict[str, Any]) -> str:
+    state = "deleted" if answer["deleted"] else "not deleted"
+    return f"{answer['sr_id']}  {state}" + ("" if answer["changed"] else " (unchanged)")
+
+
+def _page(answer: dict[str, Any], rows: list[str]) -> str:
+    more = "more on the next page" if answer.get("has_more") else "no more"
+    return "\n".join([*rows, f"page {answer['page']} ({len(rows)} shown, {more})"])
+
+
+def _results(answer: dict[str, Any]) -> str:
+    rows = [f"{r['ingest_time']:<24}  {r['sr_id']}  {r['title'] or r['text'][:60]}"
+            for r in answer["results"]]  # fmt: skip
+    shed = answer.get("shed_terms")
+    return _page(answer, rows) + (f"\nshed: {', '.join(shed)}" if shed else "")
+
+
+def _changes(answer: dict[str, Any]) -> str:
+    rows = []
+    for c in answer["changes"]:
+        what = "hidden change" if c.get("hidden_change") else ", ".join(c.get("fields", []))
+        rows.append(f"{c['changed_at']:<24}  {c['change']:<9}  {c['sr_id']}  {what}".rstrip())
+    window = f"changes from {answer['since']} to {answer['as_of']} (pass --as-of for later pages)"
+    return window + "\n" + _page(answer, rows)
+
+
+def _audit(answer: dict[str, Any]) -> str:
+    rows = [f"#{e['seq']:<6} {e['event']:<18} {e['at']:<24}  {e['subject'] or ''}".rstrip()
+            for e in answer["events"]]  # fmt: skip
+    return "\n".join([*rows, f"feed {answer['feed_id']}, covered to seq {answer['covered_seq']}"])
+
+
+def _episode_line(e: dict[str, Any]) -> str:
+    return (f"{format_instant(e['ts']):<24}  {e['id']}  {e['status']:<10} "
+            f"{e.get('tool') or '-':<12} {e.get('summary') or ''}").rstrip()  # fmt: skip
+
+
+def _episodes(answer: dict[str, Any]) -> str:
+    return _page(answer, [_episode_line(e) for e in answer["episodes"]])
+
+
+def _chain(answer: dict[str, Any]) -> str:
+    if not answer["available"]:
+        return str(answer["message"])
+    lines = [_episode_line(e) for e in answer["chain"]]
+    return "\n".join([*lines, "truncated: more lie behind" if answer["truncated"] else "end"])
+
+
+def _fields(answer: dict[str, Any]) -> str:
+    return "  ".join(f"{k} {v}" for k, v in answer.items())
+
+
+# -- the commands -----------------------------------------------------------------------------
+
+_GROUPS = {
+    "timeline": "e_timeline: list, find, intersect, traverse, changes",
+    "episode": "record, amend, forget, list and walk work episodes",
+}
+_SR_ID = Opt("sr_id", "positional", "the SR's id")
+_CONTENT = (
+    Opt("title"), Opt("text"), Opt("links", "list", "an SR id this one links to (repeat)"),
+    Opt("conversational", "flag"),
+    Opt("private_fields", "map", "KEY=VALUE readable by the owner and admins only (repeat)"),
+)  # fmt: skip
+_META = (
+    Opt("tags", "list", "a tag (repeat)"),
+    Opt("content_time", help="when the knowledge happened: ISO-8601 instant or YYYY-MM-DD"),
+    Opt("lane"), Opt("lane_uuid"), Opt("visibility", help="workspace or private"),
+)  # fmt: skip
+_PAGING = (Opt("page", "int"), Opt("page_size", "int"))
+_WINDOW = (
+    Opt("start_date", help="from this instant or date"),
+    Opt("end_date", help="before this instant or date"),
+    Opt("order_by", help="ingest_time_desc (default), ingest_time_asc, content_time_desc, …"),
+    Opt("is_conversational_only", "flag"), Opt("agent_profile"), *_PAGING,
+)  # fmt: skip
+_FORMAT = (
+    Opt("any_caller", "flag", "every principal's episodes (needs admin:workspace)"),
+    Opt("response_format", help="concise or detailed"),
+)
+_LATER = (
+    Opt("task_result", "float"), Opt("verdict_at", help="ISO-8601 instant or YYYY-MM-DD"),
+    Opt("status"), Opt("eligibility"), Opt("trust", "float", "0 to 1"),
+)  # fmt: skip
+
+
+def _timeline(action: str, help_: str, *opts: Opt, show: Show = _results) -> ToolCommand:
+    return ToolCommand(("timeline", action), "e_timeline", help_, opts, show, {"action": action})
+
+
+COMMANDS: tuple[ToolCommand, ...] = (
+    ToolCommand(("write",), "e_write", "create an SR, or update one by --sr-id",
+                (Opt("sr_id", help="update this SR"), *_CONTENT, *_META), _written),
+    ToolCommand(("correct",), "e_correct", "correct an SR's content, with a reason",
+                (_SR_ID, Opt("reason"), *_CONTENT), _written),
+    ToolCommand(("adjust",), "e_adjust", "change an SR's tags, lane, time or visibility",
+                (_SR_ID, *_META), _written),
+    ToolCommand(("delete",), "e_delete", "hide an SR on this node", (_SR_ID,), _deleted),
+    ToolCommand(("undelete",), "e_undelete", "show a deleted SR again", (_SR_ID,), _deleted),
+    _timeline("list", "SRs in time order", *_WINDOW),
+    _timeline("find", "SRs matching a query, by relevance", Opt("query", "positional"),
+              Opt("shed_idf_noise", "bool", "true (default) or false"), *_WINDOW),
+    _timeline("intersect", "SRs carrying every match (a tag or its terms)",
+              Opt("match", "list", "a tag or term (repeat)"), *_WINDOW),
+    _timeline("traverse", "SRs linked to or from an SR", _SR_ID, *_WINDOW),
+    _timeline("changes", "what changed between two moments",
+              Opt("since", help="ISO-8601 instant or YYYY-MM-DD"),
+              Opt("as_of", help="default now; pass page 1's as_of for later pages"),
+              *_PAGING, show=_changes),
+    ToolCommand(("audit",), "e_audit", "this node's audit feed after a seq",
+                (Opt("since_seq", "int"), Opt("limit", "int")), _audit),
+    ToolCommand(("episode", "record"), "work_record", "record a work episode", (
+        Opt("summary"), Opt("tool"), Opt("session_id"), Opt("channel"), Opt("episode_type"),
+        Opt("error_code"), Opt("duration_ms", "int"), Opt("result_size", "int"),
+        Opt("tags", "list", "a tag (repeat)"), Opt("expires_at"), *_LATER), _fields),
+    ToolCommand(("episode", "result"), "work_result", "record an episode's later-known outcome",
+                (Opt("id", "positional", "the episode's id"), *_LATER), _fields),
+    ToolCommand(("episode", "forget"), "work_forget", "tombstone an episode on every node",
+                (Opt("id", "positional", "the episode's id"),), _fields),
+    ToolCommand(("episode", "list"), "work_episodes", "your episodes, newest first", (
+        Opt("since"), Opt("until"), Opt("status"), Opt("tool"),
+        Opt("tags", "list", "a tag every episode carries (repeat)"), *_PAGING, *_FORMAT),
+        _episodes),
+    ToolCommand(("episode", "chain"), "work_episode_chain", "walk back along prev_id from an "
+                "episode", (Opt("id", "positional", "the episode to start from"),
+                            Opt("k", "int", "at most this many (1-200, default 50)"), *_FORMAT),
+                _chain),
+)  # fmt: skip
