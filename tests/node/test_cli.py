@@ -323,21 +323,3 @@ def test_usage_errors_exit_2(tmp_path):
         assert err.startswith("usage: memlane"), (result.args, err)
         assert "error:" in err
     assert not (tmp_path / "node").exists()
-
-
-COMMANDS = [
-    [], ["init"], ["token"], ["token", "create"], ["token", "list"], ["token", "revoke"],
-    ["put"], ["log"], ["log", "verify"],
-]  # fmt: skip
-
-
-def test_help_on_every_command(tmp_path):
-    for argv, result in zip(COMMANDS, run_all([[*a, "--help"] for a in COMMANDS], tmp_path),
-                            strict=True):  # fmt: skip
-        out = ok(result)
-        assert out.startswith("usage: memlane " + " ".join(argv)), (argv, out)
-        if argv in (["init"], ["token", "create"], ["token", "list"], ["token", "revoke"],
-                    ["put"], ["log", "verify"]):  # fmt: skip
-            assert "--data" in out
-            assert "--json" in out
-    assert not (tmp_path / "memlane").exists()
