@@ -1,0 +1,156 @@
+"""The long-running commands (DESIGN §8): ``memlane mcp`` (MCP over stdio, one principal) and
+``memlane serve`` (MCP over streamable HTTP, a bearer token per request).
+
+Both stop cleanly on SIGTERM or SIGINT: serving ends, then the store is closed.  Exit codes
+as for every command: 0 ok, 1 refused or invalid input (a bad token, no node, a port in use),
+2 usage (including plain HTTP off loopback without ``--insecure-no-tls``).  The MCP SDK is
+loaded only by these two commands, so the others start quickly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from node.errors import NodeError, Unauthenticated
+from node.mcp.address import DEFAULT_LISTEN, Listen, Tls, parse_listen
+from node.node import Node
+
+__all__ = ["add_parsers", "run_mcp", "run_serve"]
+
+AddArgs = Callable[[argparse.ArgumentParser], None]
+_MCP_HELP = "serve MCP over stdin/stdout, acting as one token's principal"
+_SERVE_HELP = "run the node: MCP over streamable HTTP, a bearer token on every request"
+
+
+def add_parsers(sub: Any, common: AddArgs, with_token: AddArgs) -> None:
+    """Register ``mcp`` and ``serve`` on the ``memlane`` subcommands; ``common`` adds the
+    options every command takes, ``with_token`` those and the token's."""
+    mcp = sub.add_parser("mcp", help=_MCP_HELP, description=_MCP_HELP + (
+        ". stdout carries the protocol; logs go to stderr. A token that is invalid at start-up "
+        "exits 1; one revoked later is refused call by call."))  # fmt: skip
+    with_token(mcp)
+    mcp.set_defaults(run=run_mcp)
+    serve = sub.add_parser("serve", help=_SERVE_HELP, description=_SERVE_HELP + (
+        ". Prints the endpoint's URL once listening. Off loopback, TLS is required."))  # fmt: skip
+    common(serve)
+    serve.add_argument("--mcp-http", metavar="HOST:PORT", type=_listen, default=DEFAULT_LISTEN,
+                       help=f"where to serve MCP (default {DEFAULT_LISTEN}; port 0 picks one; "
+                            "IPv6 as [::1]:8765)")  # fmt: skip
+    serve.add_argument("--tls-cert", type=Path, metavar="FILE",
+                       help="PEM certificate chain for HTTPS (with --tls-key)")  # fmt: skip
+    serve.add_argument("--tls-key", type=Path, metavar="FILE",
+                       help="PEM private key for HTTPS (with --tls-cert)")  # fmt: skip
+    serve.add_argument("--insecure-no-tls", action="store_true",
+                       help="allow plain HTTP on an address off loopback: bearer tokens then "
+                            "cross the network in clear")  # fmt: skip
+    serve.set_defaults(run=run_serve)
+
+
+def _listen(text: str) -> Listen:
+    try:
+        return parse_listen(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """As every command reads it: --token, else --token-file, else MEMLANE_TOKEN."""
+    if args.token:
+        return str(args.token)
+    if args.token_file:
+        return str(args.token_file.read_text().strip())
+    return os.environ.get("MEMLANE_TOKEN")
+
+
+def _fail(args: argparse.Namespace, message: str, code: int) -> int:
+    text = json.dumps({"error": message}) if args.json else f"memlane {args.command}: {message}"
+    print(text, file=sys.stderr)
+    return code
+
+
+async def _until_signalled(*alternatives: Awaitable[Any]) -> None:
+    """Wait for SIGTERM or SIGINT, or for any of ``alternatives`` to end (its error raised)."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    waits = [asyncio.ensure_future(a) for a in alternatives]
+    signalled = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait([signalled, *waits], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        signalled.cancel()
+
+
+# -- memlane mcp ------------------------------------------------------------------------------
+
+
+def run_mcp(args: argparse.Namespace) -> int:
+    try:
+        asyncio.run(_mcp(args.data, _token(args)))
+    except Unauthenticated as exc:
+        return _fail(args, f"{exc.text} (pass --token, MEMLANE_TOKEN or --token-file)", 1)
+    except (NodeError, OSError) as exc:  # no node in --data, an unreadable --token-file
+        return _fail(args, str(exc), 1)
+    return 0
+
+
+async def _mcp(data: Path, token: str | None) -> None:
+    async with Node.open(data) as node:
+        await node.authenticate(token)
+        assert token is not None
+        from node.mcp.stdio import serve_stdio
+
+        serving = asyncio.ensure_future(serve_stdio(node, token))
+        try:
+            await _until_signalled(serving)
+        finally:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+
+
+# -- memlane serve ----------------------------------------------------------------------------
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    listen: Listen = args.mcp_http
+    if (args.tls_cert is None) != (args.tls_key is None):
+        return _fail(args, "--tls-cert and --tls-key go together", 2)
+    tls = Tls(args.tls_cert, args.tls_key) if args.tls_cert else None
+    if tls is None and not listen.loopback and not args.insecure_no_tls:
+        return _fail(args, (
+            f"refusing plain HTTP on {listen.host}, which is not a loopback address: bearer "
+            "tokens would cross the network in clear. Give --tls-cert and --tls-key, or "
+            "--insecure-no-tls to accept that"), 2)  # fmt: skip
+    try:
+        asyncio.run(_serve(args, listen, tls))
+    except (NodeError, OSError) as exc:  # no node, a port in use, a certificate that won't load
+        return _fail(args, str(exc), 1)
+    return 0
+
+
+async def _serve(args: argparse.Namespace, listen: Listen, tls: Tls | None) -> None:
+    async with Node.open(args.data) as node:
+        from node.mcp.http import http_server
+
+        try:
+            listener = listen.bind()
+        except OSError as exc:
+            raise OSError(f"cannot listen on {listen.host}:{listen.port}: {exc.strerror}") from exc
+        with listener:
+            async with http_server(node, listener, tls=tls) as endpoint:
+                print(json.dumps({"mcp_http": endpoint.url}) if args.json
+                      else f"serving MCP at {endpoint.url}", flush=True)  # fmt: skip
+                await _until_signalled(endpoint.stopped)

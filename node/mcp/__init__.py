@@ -1,0 +1,14 @@
+"""The MCP surface (DESIGN §8): the node's tools under their seed names, on the official SDK.
+
+- ``node.mcp.server``: ``build_server(node, token=…)`` — the MCP server over an open node,
+  listing ``node.tools.catalog`` and answering each call through the ``Node`` method;
+- ``node.mcp.stdio``: ``serve_stdio(node, token)`` — one principal over stdin/stdout;
+- ``node.mcp.http``: ``http_server(node, listener, tls=…)`` — streamable HTTP with bearer
+  tokens on every request;
+- ``node.mcp.address``: where HTTP may listen (loopback by default, TLS required off it).
+
+Only ``address`` is imported by the command line at start-up; the SDK is loaded by the
+commands that serve.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,64 @@
+"""Where the MCP HTTP surface may listen (DESIGN §8): loopback by default; an address off
+loopback only with TLS, or when the operator says ``--insecure-no-tls``."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DEFAULT_LISTEN", "Listen", "Tls", "parse_listen"]
+
+DEFAULT_LISTEN = "127.0.0.1:8765"
+
+
+@dataclass(frozen=True, slots=True)
+class Listen:
+    host: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        """Only loopback addresses count; any other name could resolve off the machine."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    def bind(self) -> socket.socket:
+        """A listening socket on (host, port); port 0 takes a free port."""
+        family, kind, proto, _, address = socket.getaddrinfo(
+            self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(128)
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+
+@dataclass(frozen=True, slots=True)
+class Tls:
+    """The server's certificate chain and private key, PEM files."""
+
+    cert: Path
+    key: Path
+
+
+def parse_listen(text: str) -> Listen:
+    """``HOST:PORT``, with an IPv6 host in brackets (``[::1]:8765``); raises ``ValueError``."""
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"{text!r}: write an IPv6 address in brackets, e.g. [::1]:8765")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r} is not HOST:PORT (e.g. {DEFAULT_LISTEN})")
+    return Listen(host, int(port))

@@ -1,0 +1,126 @@
+"""MCP over streamable HTTP (DESIGN §8): ``memlane serve --mcp-http HOST:PORT``.
+
+Every HTTP request must carry ``Authorization: Bearer <token>`` naming a valid token; a
+missing, unknown, expired or revoked one is answered ``401`` with one and the same body, before
+anything else is read.  The token is checked again by each tool call (``node.mcp.server``).
+A session opened with one token answers only to that token (the SDK compares the credential
+of every request with the one that opened the session).
+
+uvicorn runs inside the caller's event loop — the loop that holds the open node and its
+store — on a socket the caller bound, so port 0 works and the address is known before the
+first request.  Stopping is the caller's: leaving ``http_server`` stops serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from node.errors import Unauthenticated
+from node.mcp.address import Tls
+from node.mcp.server import bearer_token, build_server
+from node.node import Node
+
+__all__ = ["MCP_PATH", "BearerGate", "Endpoint", "http_app", "http_server"]
+
+MCP_PATH = "/mcp"
+_UNAUTHORIZED = json.dumps({"error": Unauthenticated().text}).encode()
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="memlane"'}
+_GRACE_SECONDS = 5  # open streams get this long to finish when the server stops
+
+
+class BearerGate:
+    """ASGI: lets an HTTP request through only with a valid bearer token."""
+
+    def __init__(self, app: ASGIApp, node: Node) -> None:
+        self.app = app
+        self.node = node
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan; uvicorn runs without websockets
+            await self.app(scope, receive, send)
+            return
+        token = bearer_token(Headers(scope=scope))
+        try:
+            caller = await self.node.authenticate(token)
+        except Unauthenticated:
+            response = Response(_UNAUTHORIZED, 401, _CHALLENGE, "application/json")
+            await response(scope, receive, send)
+            return
+        assert token is not None
+        # The SDK binds a session to the credential that opened it (by client_id).
+        expires = None if caller.expires is None else caller.expires // 1000
+        scopes = sorted(caller.scopes)
+        access = AccessToken(token=token, client_id=caller.token_id, scopes=scopes,
+                             expires_at=expires)  # fmt: skip
+        scope["user"] = AuthenticatedUser(access)
+        await self.app(scope, receive, send)
+
+
+def http_app(node: Node, host: str) -> BearerGate:
+    """The ASGI app: the SDK's streamable HTTP app at ``/mcp``, behind the bearer gate.  On a
+    loopback ``host`` the SDK also checks the ``Host`` header (DNS rebinding)."""
+    app = build_server(node).streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    return BearerGate(app, node)
+
+
+class _Embedded(uvicorn.Server):
+    """uvicorn inside a loop it does not own: the owner handles signals and says when to
+    stop, so uvicorn neither installs handlers nor re-raises a signal on its way out."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _url(listener: socket.socket, tls: Tls | None) -> str:
+    host, port = listener.getsockname()[:2]
+    host = f"[{host}]" if ":" in host else host
+    return f"{'https' if tls else 'http'}://{host}:{port}{MCP_PATH}"
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    url: str  # where clients connect, e.g. http://127.0.0.1:8765/mcp
+    stopped: asyncio.Task[None]  # ends if the server stops on its own
+
+
+@asynccontextmanager
+async def http_server(
+    node: Node, listener: socket.socket, *, tls: Tls | None = None
+) -> AsyncIterator[Endpoint]:
+    """Serve MCP on ``listener`` (bound and listening) until the block ends.  A certificate
+    or key that cannot be loaded raises before anything is served (``OSError``, of which
+    ``ssl.SSLError`` is one)."""
+    host = listener.getsockname()[0]
+    options: dict[str, Any] = {}
+    if tls is not None:
+        options = {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
+    config = uvicorn.Config(
+        http_app(node, host), lifespan="on", ws="none", log_config=None, log_level="warning",
+        access_log=False, proxy_headers=False, server_header=False,
+        timeout_graceful_shutdown=_GRACE_SECONDS, **options,
+    )  # fmt: skip
+    try:
+        config.load()
+    except OSError as exc:  # ssl.SSLError is one; nothing else here touches files
+        raise OSError(f"cannot load the TLS certificate or key: {exc}") from exc
+    server = _Embedded(config)
+    serving = asyncio.create_task(server.serve(sockets=[listener]))
+    try:
+        yield Endpoint(_url(listener, tls), serving)
+    finally:
+        server.should_exit = True
+        await serving

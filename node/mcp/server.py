@@ -1,0 +1,141 @@
+"""The MCP server over an open node (DESIGN §8): the tools of ``node.tools.catalog``, each call
+answered by the ``Node`` method of the same name.
+
+Nothing of a tool lives here.  Arguments go through as the client sent them — the SDK's
+low-level server does not check them against the schemas, so the tool layer sees every value
+and words every refusal.  An answer is the tool's JSON, as structured content and as one text
+block; a refusal is the tool result ``{"error": "<text>"}`` with ``isError`` set.  The caller
+is authenticated on every call, so a token revoked mid-session stops working at its next call.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Awaitable, Callable, Mapping
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import mcp.types as types
+from mcp.server import Server, ServerRequestContext
+from starlette.requests import Request
+
+from node.errors import Refusal
+from node.logging import get_logger
+from node.node import Node
+from node.tools.catalog import CATALOG, ToolSpec, by_name
+
+__all__ = ["INTERNAL_ERROR", "SERVER_NAME", "bearer_token", "build_server", "tool_result"]
+
+SERVER_NAME = "memlane"
+INTERNAL_ERROR = "internal error"
+_INSTRUCTIONS = (
+    "A memlane memory node. Knowledge records (SRs): e_write, e_correct, e_adjust, e_delete, "
+    "e_undelete; read them in time order with e_timeline, catch up with e_audit. Episodes of "
+    "your work: work_record, work_result, work_forget; read them with work_episodes and "
+    "work_episode_chain. Every answer is scoped to what your token may read; a refusal is "
+    '{"error": "..."}.'
+)
+_log = get_logger("node.mcp")
+
+Context = ServerRequestContext[Any, Any]
+ToolMethod = Callable[..., Awaitable[dict[str, Any]]]
+
+
+def _version() -> str:
+    try:
+        return version("memlane")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return ""
+
+
+def _tool(spec: ToolSpec) -> types.Tool:
+    hints = spec.hints
+    return types.Tool(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        input_schema=dict(spec.input_schema),
+        annotations=types.ToolAnnotations(
+            title=spec.title,
+            read_only_hint=hints.read_only,
+            destructive_hint=hints.destructive,
+            idempotent_hint=hints.idempotent,
+            open_world_hint=hints.open_world,
+        ),
+    )
+
+
+def tool_result(answer: dict[str, Any], *, error: bool = False) -> types.CallToolResult:
+    """``answer`` as structured content and as its JSON text (for clients that read text)."""
+    text = json.dumps(answer, ensure_ascii=False)
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)], structured_content=answer, is_error=error
+    )
+
+
+def _refused(text: str) -> types.CallToolResult:
+    return tool_result({"error": text}, error=True)
+
+
+def bearer_token(headers: Mapping[str, str]) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, else None."""
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+class _Tools:
+    """The two handlers the server registers, over one node."""
+
+    def __init__(self, node: Node, token: str | None) -> None:
+        self.node = node
+        self.token = token
+        self.listing = types.ListToolsResult(tools=[_tool(spec) for spec in CATALOG])
+
+    def token_of(self, ctx: Context) -> str | None:
+        if self.token is not None:
+            return self.token
+        request = ctx.request
+        return bearer_token(request.headers) if isinstance(request, Request) else None
+
+    async def list_tools(
+        self, ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return self.listing
+
+    async def call_tool(
+        self, ctx: Context, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        spec = by_name(params.name)
+        if spec is None:
+            return _refused(f"unknown tool: {params.name}")
+        method: ToolMethod = getattr(self.node, spec.method)
+        try:
+            caller = await self.node.authenticate(self.token_of(ctx))
+            return tool_result(await method(caller, **(params.arguments or {})))
+        except Refusal as refusal:
+            return _refused(refusal.text)
+        except Exception:  # the surface's boundary: a client sees no internals
+            _log.error("tool call failed", tool=spec.name, traceback=traceback.format_exc())
+            return _refused(INTERNAL_ERROR)
+
+
+def _input_schema(name: str) -> Mapping[str, Any] | None:
+    spec = by_name(name)
+    return None if spec is None else spec.input_schema
+
+
+def build_server(node: Node, *, token: str | None = None) -> Server[Any]:
+    """The MCP server over ``node``.  With ``token``, every call acts as that token's
+    principal (stdio, or a client in the same process); without, each call acts as the
+    bearer token of the HTTP request that carries it."""
+    tools = _Tools(node, token)
+    return Server(
+        SERVER_NAME,
+        version=_version(),
+        instructions=_INSTRUCTIONS,
+        get_tool_input_schema=_input_schema,
+        on_list_tools=tools.list_tools,
+        on_call_tool=tools.call_tool,
+    )

@@ -1,0 +1,497 @@
+"""What an agent is told about each tool, whatever carries the call (DESIGN §8): its name,
+description, the JSON Schema of its arguments, its behaviour hints, and the ``Node`` method
+that answers it.
+
+``e_timeline`` and ``work_episode_chain`` are described by their seeds (seeds/000, seeds/002):
+the guidance text word for word, the seeds' argument names, types, defaults and ranges.  The
+others describe what the tool layer accepts; their field limits are read from the kind
+registry (``protocol.kinds``), so the two cannot drift apart.
+
+The schemas describe; they do not refuse.  Every argument is checked by the tool layer, which
+answers with the documented refusal texts — a transport must pass arguments through as sent
+and never validate them against these schemas first (an out-of-range ``k`` must reach
+``work_episode_chain`` and come back as ``invalid k: must be an integer from 1 to 200``).
+No schema forbids unknown properties, for the same reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from node.tools import audit, episode_reads, timeline_spec
+from protocol.kinds import KINDS
+from protocol.schema import Choice, Flag, Integer, Number, Text, TextList, TextMap
+
+__all__ = [
+    "CATALOG",
+    "E_TIMELINE_GUIDANCE",
+    "WORK_EPISODE_CHAIN_GUIDANCE",
+    "Hints",
+    "ToolSpec",
+    "by_name",
+]
+
+# seeds/000, "Agent Guidance": the description the engine gives an agent, word for word.
+E_TIMELINE_GUIDANCE = (
+    "Retrieve knowledge ordered by time (scoped to your read authority).\n"
+    'Actions: list (everything), find (query="..." semantic), intersect (match=[...] '
+    "filter), traverse (from an anchor sr_id), changes (what changed between two moments). "
+    "Bound the window of list, intersect and traverse with start_date/end_date; find takes "
+    "no window (it ranks by relevance, then orders by time); order_by ∈ {ingest_time_desc, "
+    "ingest_time_asc, content_time_desc, content_time_asc}. shed_idf_noise (default true) "
+    "trims over-common terms from dense result sets. Results name their lane and lane_uuid "
+    "and flag has_correction / has_adjustment like e_gather.\n"
+    "changes — what changed between two moments, since and as_of (a date or ISO datetime, a "
+    "bare date is midnight UTC; as_of defaults to now): each SR whose state differs between "
+    "them, as new, updated (with what changed; hidden_change when it is outside what you "
+    "can see), deleted or undeleted, newest first, paged. changed_at is the newest entry in "
+    "the window. An SR written and deleted again inside the window, or changed and changed "
+    "back, did not change. Pass back the as_of page 1 returns for every later page. The "
+    "moments are when each change was originally written, by the writing engine's clock — "
+    "the same answer on every engine holding the same entries; deletion is local; a wrong "
+    "clock places its changes where it said. Not a catch-up feed: an entry keeps its "
+    "author's time and can arrive later than that, so a window already read can gain "
+    "entries and its pages can reshuffle. To catch up on what arrived over the mesh, use "
+    'e_audit(action="list", since_seq=N): each entry that arrives from a peer writes an '
+    "sr_synced event there. A bundle import appears as one bundle_imported event; a restore "
+    "from the archive writes none."
+)
+
+# seeds/002: the tool's description, word for word.
+WORK_EPISODE_CHAIN_GUIDANCE = (
+    "Walk an episode’s amendment chain in one call. prev_id links each episode to the "
+    "caller’s previous one, and following it hop by hop cost one round trip per link. "
+    "Returns the chain newest-first starting at id. The work-memory reader contract applies "
+    "at every hop, not just the first: tombstoned rows never surface, expired rows are "
+    "excluded, and the walk stays inside the calling principal unless any_caller "
+    "(admin:workspace, P1.7). The walk STOPS at the first hop that fails those filters "
+    "rather than skipping over it — a gap in a returned chain would itself disclose that a "
+    "hidden episode exists. response_format=concise returns each episode as work_episodes "
+    "does; truncated is always kept."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Hints:
+    """The advisory behaviour hints of MCP's tool annotations, set for what the tool does to
+    the node: ``read_only`` (changes nothing), ``destructive`` (may replace or hide what a
+    reader saw, rather than only add), ``idempotent`` (a repeat with the same arguments has
+    no further effect), ``open_world`` (reaches beyond the node's own store)."""
+
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    open_world: bool = False
+
+
+# Read tools follow seeds/002's table for work_episode_chain: read-only, not destructive, not
+# idempotent (an answer is a view at the moment of the call).
+_READ = Hints(read_only=True, destructive=False, idempotent=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    input_schema: Mapping[str, Any]
+    hints: Hints
+    method: str  # the ``Node`` method that answers it, called as ``method(caller, **arguments)``
+
+
+# -- schema pieces ---------------------------------------------------------------------------
+
+_MOMENT = "a date (YYYY-MM-DD, midnight UTC) or an ISO-8601 instant with an offset"
+_INSTANT = "an ISO-8601 instant with an offset, or a date (YYYY-MM-DD, midnight UTC)"
+
+
+def _object(properties: dict[str, dict[str, Any]], *required: str) -> Mapping[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return MappingProxyType(schema)
+
+
+def _string(description: str | None = None, **limits: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", **limits}
+    return schema | ({"description": description} if description else {})
+
+
+def _integer(
+    lo: int, hi: int, default: int | None = None, description: str | None = None
+) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "integer", "minimum": lo, "maximum": hi}
+    if default is not None:
+        schema["default"] = default
+    return schema | ({"description": description} if description else {})
+
+
+def _boolean(default: bool, description: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "boolean", "default": default}
+    return schema | ({"description": description} if description else {})
+
+
+def _enum(values: tuple[str, ...], description: str | None = None, **extra: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", "enum": list(values), **extra}
+    return schema | ({"description": description} if description else {})
+
+
+def _text(t: Text) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", "minLength": t.min_len, "maxLength": t.max_len}
+    if t.pattern:
+        schema["pattern"] = f"^(?:{t.pattern})$"
+    return schema
+
+
+def _field(kind: str, name: str, description: str | None = None) -> dict[str, Any]:
+    """A payload field of ``kind`` as the tool layer takes it (``protocol.kinds`` limits)."""
+    spec = KINDS[kind].schema.by_name[name]
+    t = spec.type
+    schema: dict[str, Any]
+    if isinstance(t, Text):
+        schema = _text(t)
+    elif isinstance(t, TextList):
+        schema = {"type": "array", "items": _text(t.item), "maxItems": t.max_items}
+        schema |= {"uniqueItems": True} if t.unique else {}
+    elif isinstance(t, TextMap):
+        schema = {
+            "type": "object",
+            "maxProperties": t.max_keys,
+            "propertyNames": _text(t.key),
+            "additionalProperties": _text(t.value),
+        }
+    elif isinstance(t, Flag):
+        schema = {"type": "boolean"}
+    elif isinstance(t, Choice):
+        schema = {"type": "string", "enum": list(t.values)}
+    elif isinstance(t, Integer):
+        schema = {"type": "integer", "minimum": t.lo, "maximum": t.hi}
+    elif isinstance(t, Number):
+        schema = {"type": "number", "minimum": t.lo, "maximum": t.hi}
+    else:  # pragma: no cover - every field a tool takes is one of the above
+        raise TypeError(f"{kind}.{name}: no JSON Schema for {type(t).__name__}")
+    if spec.nullable:
+        schema["type"] = [schema["type"], "null"]
+    return schema | ({"description": description} if description else {})
+
+
+def _time(kind: str, name: str, description: str) -> dict[str, Any]:
+    """A time field: milliseconds in the payload, text at the tool (``args.optional_time``)."""
+    nullable = KINDS[kind].schema.by_name[name].nullable
+    return {"type": ["string", "null"] if nullable else "string", "description": description}
+
+
+# -- e_timeline (seeds/000 "Arguments") ------------------------------------------------------
+
+_PAGE_SIZE = f"when not sent: the profile's, else {timeline_spec.DEFAULT_PAGE_SIZE}"
+_MATCH = "intersect: every string must hold (as a tag, or as terms)"
+
+_TIMELINE = _object(
+    {
+        "action": _enum(timeline_spec.ACTIONS),
+        "query": _string("find: what to look for", minLength=1, maxLength=timeline_spec.MAX_QUERY),
+        "match": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1, "maxLength": 64},
+            "minItems": 1,
+            "maxItems": timeline_spec.MAX_MATCH,
+            "description": _MATCH,
+        },
+        "sr_id": _string("traverse: the anchor SR", minLength=1, maxLength=64),
+        "start_date": _string(f"window start, inclusive: {_MOMENT}"),
+        "end_date": _string(f"window end: {_MOMENT} (a bare date includes that day)"),
+        "order_by": _enum(timeline_spec.ORDERS, default=timeline_spec.DEFAULTS["order_by"]),
+        "shed_idf_noise": _boolean(timeline_spec.DEFAULTS["shed_idf_noise"]),
+        "page": _integer(1, timeline_spec.MAX_PAGE, timeline_spec.DEFAULTS["page"]),
+        "page_size": _integer(1, timeline_spec.MAX_PAGE_SIZE, None, _PAGE_SIZE),
+        "is_conversational_only": _boolean(timeline_spec.DEFAULTS["is_conversational_only"]),
+        "as_of": _string(f"changes: the later moment, inclusive ({_MOMENT}); default now"),
+        "since": _string(f"changes: the earlier moment, exclusive ({_MOMENT})"),
+        "agent_profile": _string("a profile named in the node's configuration"),
+    },
+    "action",
+)
+
+# -- work_episode_chain (seeds/002 parameter table) ------------------------------------------
+
+_FORMAT = (
+    "concise returns only the high-signal fields; detailed (the shipped default) returns the "
+    "full payload. Errors and safety warnings are never trimmed. When omitted, the server’s "
+    "tools.defaults.responseFormat applies."
+)
+_VERBOSITY = "Legacy alias for response_format: terse = concise, full = detailed."
+_ANY_CALLER = "every principal's episodes of the workspace; needs admin:workspace"
+
+
+def _formats() -> dict[str, dict[str, Any]]:
+    return {
+        "response_format": _enum(episode_reads.FORMATS, _FORMAT),
+        "verbosity": _enum(("full", "terse"), _VERBOSITY),
+    }
+
+
+_CHAIN = _object(
+    {
+        "id": _string(
+            "the episode to start from; length ≥ 1", minLength=1, maxLength=episode_reads.MAX_ID
+        ),
+        "k": _integer(1, episode_reads.MAX_K, episode_reads.DEFAULT_K, "range 1–200"),
+        "any_caller": _boolean(False, _ANY_CALLER),
+        **_formats(),
+    },
+    "id",
+)
+
+# -- the other read tools --------------------------------------------------------------------
+
+_AUDIT = _object(
+    {
+        "action": _enum(("list",), default="list"),
+        "since_seq": _integer(
+            0, 1 << 62, 0, "the events with seq above this (pass back covered_seq)"
+        ),
+        "limit": _integer(1, audit.MAX_LIMIT, audit.DEFAULT_LIMIT, "at most this many events"),
+    }
+)
+
+_EPISODES = _object(
+    {
+        "since": _string(f"ts at or after: {_INSTANT}"),
+        "until": _string(f"ts before: {_INSTANT}"),
+        "status": _string("the current status equals it", minLength=1, maxLength=64),
+        "tool": _string("tool equals it", minLength=1, maxLength=128),
+        "tags": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1, "maxLength": 64},
+            "maxItems": 16,
+            "description": "the episode carries every one of them",
+        },
+        "page": _integer(1, episode_reads.MAX_PAGE, 1),
+        "page_size": _integer(1, episode_reads.MAX_PAGE_SIZE, episode_reads.DEFAULT_PAGE_SIZE),
+        "any_caller": _boolean(False, _ANY_CALLER),
+        **_formats(),
+    }
+)
+
+# -- episode writes ---------------------------------------------------------------------------
+
+_RECORD, _AMEND = "episode.record", "episode.amend"
+
+
+def _later(kind: str, **defaults: str) -> dict[str, dict[str, Any]]:
+    """The later-known fields; ``defaults`` for those a record sets when not sent."""
+    fields = {
+        "task_result": _field(kind, "task_result"),
+        "verdict_at": _time(kind, "verdict_at", f"when the verdict was reached: {_INSTANT}"),
+        "status": _field(kind, "status"),
+        "eligibility": _field(kind, "eligibility"),
+        "trust": _field(kind, "trust", "0 to 1"),
+    }
+    return {
+        name: schema | ({"default": defaults[name]} if name in defaults else {})
+        for name, schema in fields.items()
+    }
+
+
+_WORK_RECORD = _object(
+    {
+        "session_id": _field(_RECORD, "session_id"),
+        "channel": _field(_RECORD, "channel") | {"default": "api"},
+        "episode_type": _field(_RECORD, "episode_type") | {"default": "task"},
+        "tool": _field(_RECORD, "tool"),
+        "error_code": _field(_RECORD, "error_code"),
+        "duration_ms": _field(_RECORD, "duration_ms"),
+        "result_size": _field(_RECORD, "result_size"),
+        "summary": _field(_RECORD, "summary"),
+        "tags": _field(_RECORD, "tags") | {"default": []},
+        "expires_at": _time(_RECORD, "expires_at", f"not shown after: {_INSTANT}"),
+        **_later(_RECORD, status="recorded", eligibility="eligible"),
+    }
+)
+
+_EPISODE_ID = _string("the episode's id")
+_WORK_RESULT = _object({"id": _EPISODE_ID, **_later(_AMEND)}, "id")
+_WORK_FORGET = _object({"id": _EPISODE_ID}, "id")
+
+# -- SR writes --------------------------------------------------------------------------------
+# No defaults here: a value sent to an update is a change (``visibility`` sent to an existing
+# SR is refused), so creation's defaults are described, not declared.
+
+_PUT, _CORRECT, _ADJUST = "sr.put", "sr.correct", "sr.adjust"
+_SR_ID = _string("the SR's id")
+
+
+def _content(kind: str) -> dict[str, dict[str, Any]]:
+    return {
+        "title": _field(kind, "title"),
+        "text": _field(kind, "text"),
+        "links": _field(kind, "links", "ids of SRs this one links to"),
+        "conversational": _field(kind, "conversational"),
+        "private_fields": _field(
+            kind, "private_fields", "readable by the owner and admins only; never searched"
+        ),
+    }
+
+
+def _meta(kind: str) -> dict[str, dict[str, Any]]:
+    return {
+        "tags": _field(kind, "tags"),
+        "content_time": _time(kind, "content_time", f"when the knowledge happened: {_INSTANT}"),
+        "lane": _field(kind, "lane", "when creating: default"),
+        "lane_uuid": _field(kind, "lane_uuid", "when creating: derived from workspace and lane"),
+        "visibility": _field(kind, "visibility", "when creating: workspace"),
+    }
+
+
+_E_WRITE = _object(
+    {
+        "sr_id": _string("leave out to create; an SR you can write, to update it"),
+        **_content(_PUT),
+        **_meta(_PUT),
+    }
+)
+_E_CORRECT = _object(
+    {"sr_id": _SR_ID, "reason": _field(_CORRECT, "reason"), **_content(_CORRECT)}, "sr_id", "reason"
+)
+_E_ADJUST = _object({"sr_id": _SR_ID, **_meta(_ADJUST)}, "sr_id")
+_SR_ONLY = _object({"sr_id": _SR_ID}, "sr_id")
+
+
+# -- the catalog -------------------------------------------------------------------------------
+
+
+def _tool(
+    name: str, title: str, description: str, schema: Mapping[str, Any], hints: Hints
+) -> ToolSpec:
+    return ToolSpec(name, title, description, schema, hints, method=name)
+
+
+CATALOG: tuple[ToolSpec, ...] = (
+    _tool("e_timeline", "Timeline", E_TIMELINE_GUIDANCE, _TIMELINE, _READ),
+    _tool(
+        "e_audit",
+        "Audit feed",
+        (
+            'This node\'s catch-up feed: e_audit(action="list", since_seq=N) answers, under '
+            "events, the events with seq > N in seq order (at most limit), each with its seq — "
+            "sr_written, sr_synced (an entry arrived from a peer), sr_deleted, sr_undeleted, "
+            "episode_forgotten, bundle_imported. Events about SRs or episodes you cannot read "
+            "are left out. Pass back covered_seq as the next since_seq; fewer than limit events "
+            "means you are caught up. When feed_id changes (the node was restored from its "
+            "archive), start again from since_seq 0."
+        ),
+        _AUDIT,
+        _READ,
+    ),
+    _tool("work_episode_chain", "Episode chain", WORK_EPISODE_CHAIN_GUIDANCE, _CHAIN, _READ),
+    _tool(
+        "work_episodes",
+        "Episodes",
+        (
+            "Your episodes, newest first, one page at a time: filter by since/until (ts), status, "
+            "tool and tags (every one). Forgotten and expired episodes never appear. any_caller "
+            "(admin:workspace) lists every principal's episodes of the workspace. "
+            "response_format=concise returns only the high-signal fields."
+        ),
+        _EPISODES,
+        _READ,
+    ),
+    _tool(
+        "work_record",
+        "Record an episode",
+        (
+            "Record an episode: one piece of work you did — what kind, with which tool, how it "
+            "went, a summary, tags. The node sets id, ts, vault, caller and prev_id (your "
+            "previous episode), so work_episode_chain can walk your work back. Times are "
+            "ISO-8601 instants with an offset or YYYY-MM-DD dates."
+        ),
+        _WORK_RECORD,
+        Hints(read_only=False, destructive=False, idempotent=False),
+    ),
+    _tool(
+        "work_result",
+        "Record an episode's outcome",
+        (
+            "Record an episode's later-known outcome: at least one of task_result, verdict_at, "
+            "status, eligibility, trust; each replaces the value shown. Your own episodes, or "
+            "any of the workspace's with admin:workspace."
+        ),
+        _WORK_RESULT,
+        Hints(read_only=False, destructive=True, idempotent=False),
+    ),
+    _tool(
+        "work_forget",
+        "Forget an episode",
+        (
+            "Forget an episode: it is tombstoned on every node and never surfaces again; your "
+            "next episode links past it. Your own episodes, or any of the workspace's with "
+            "admin:workspace."
+        ),
+        _WORK_FORGET,
+        Hints(read_only=False, destructive=True, idempotent=True),
+    ),
+    _tool(
+        "e_write",
+        "Write an SR",
+        (
+            "Write a knowledge record (SR). Without sr_id: create one (it needs a title or a "
+            "text; visibility defaults to workspace, lane to default). With the sr_id of an SR "
+            "you can write: update the fields given — title, text, links, conversational, "
+            "private_fields, tags; fields left out keep their value. content_time, lane, "
+            "lane_uuid and visibility of an existing SR change only through e_adjust."
+        ),
+        _E_WRITE,
+        Hints(read_only=False, destructive=True, idempotent=False),
+    ),
+    _tool(
+        "e_correct",
+        "Correct an SR",
+        (
+            "Correct the content of an SR (title, text, links, conversational, private_fields), "
+            "saying why in reason; the SR is then flagged has_correction."
+        ),
+        _E_CORRECT,
+        Hints(read_only=False, destructive=True, idempotent=False),
+    ),
+    _tool(
+        "e_adjust",
+        "Adjust an SR",
+        (
+            "Change the metadata of an SR (tags, content_time, lane, lane_uuid, visibility); the "
+            "SR is then flagged has_adjustment. Your own SRs, or any of the workspace's with "
+            "admin:workspace."
+        ),
+        _E_ADJUST,
+        Hints(read_only=False, destructive=True, idempotent=False),
+    ),
+    _tool(
+        "e_delete",
+        "Delete an SR here",
+        (
+            "Hide an SR on this node only: its entries stay in the log and other nodes keep it; "
+            "e_undelete restores it. Your own SRs, or any of the workspace's with "
+            "admin:workspace. Deleting a deleted SR changes nothing."
+        ),
+        _SR_ONLY,
+        Hints(read_only=False, destructive=True, idempotent=True),
+    ),
+    _tool(
+        "e_undelete",
+        "Undelete an SR",
+        (
+            "Restore an SR this node deleted. Your own SRs, or any of the workspace's with "
+            "admin:workspace. Undeleting a shown SR changes nothing."
+        ),
+        _SR_ONLY,
+        Hints(read_only=False, destructive=False, idempotent=True),
+    ),
+)
+
+_BY_NAME: Mapping[str, ToolSpec] = MappingProxyType({t.name: t for t in CATALOG})
+
+
+def by_name(name: str) -> ToolSpec | None:
+    return _BY_NAME.get(name)
