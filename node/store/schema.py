@@ -211,7 +211,7 @@ CREATE TABLE episode_entries (
 ) WITHOUT ROWID;
 CREATE INDEX episode_entries_pos ON episode_entries (pos);
 CREATE TABLE episodes (
-    id TEXT PRIMARY KEY,
+    id TEXT NOT NULL,
     ord BLOB NOT NULL,
     pos INTEGER NOT NULL,
     ts INTEGER NOT NULL,
@@ -233,12 +233,17 @@ CREATE TABLE episodes (
     eligibility TEXT NOT NULL,
     blocked INTEGER NOT NULL,
     prev_id TEXT,
-    expires_at INTEGER
+    expires_at INTEGER,
+    PRIMARY KEY (vault, id)
 ) WITHOUT ROWID;
 CREATE INDEX episodes_by_caller ON episodes (vault, caller, ts, ord);
 CREATE INDEX episodes_by_vault ON episodes (vault, ts, ord);
-CREATE TABLE episode_due (wall INTEGER NOT NULL, id TEXT NOT NULL, PRIMARY KEY (wall, id))
-    WITHOUT ROWID;
+CREATE TABLE episode_due (
+    wall INTEGER NOT NULL,
+    vault TEXT NOT NULL,
+    id TEXT NOT NULL,
+    PRIMARY KEY (wall, vault, id)
+) WITHOUT ROWID;
 INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
 """
 

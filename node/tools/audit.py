@@ -30,7 +30,7 @@ _SR_READERS = (
     "WHERE v.sr_id IN ({}) AND v.present = 1 "
     "AND v.ord = (SELECT max(ord) FROM sr_versions w WHERE w.sr_id = v.sr_id)"
 )
-_EPISODE_READERS = "SELECT id, vault, caller, 0 FROM episodes WHERE id IN ({})"
+_EPISODE_READERS = "SELECT id, vault, caller, 0 FROM episodes WHERE vault = ? AND id IN ({})"
 
 
 def _int(args: Mapping[str, Any], name: str, lo: int, hi: int, default: int) -> int:
@@ -71,7 +71,7 @@ async def _visible(reader: Reader, caller: Caller, rows: list[AuditRow]) -> list
     # An SR's readers by its newest version — also one whose time has not yet come — so an
     # event is judged the same however long it waits, and a consumer never passes it by.
     srs = await _lookup(reader, _SR_READERS, subjects)
-    episodes = await _lookup(reader, _EPISODE_READERS, subjects)
+    episodes = await _lookup(reader, _EPISODE_READERS, subjects, caller.workspace)
 
     def shown(row: AuditRow) -> bool:
         if row.workspace is not None and row.workspace != caller.workspace:
@@ -89,11 +89,14 @@ async def _visible(reader: Reader, caller: Caller, rows: list[AuditRow]) -> list
     return [r for r in rows if shown(r)]
 
 
-async def _lookup(reader: Reader, sql: str, ids: list[str]) -> dict[str, tuple[Any, ...]]:
+async def _lookup(
+    reader: Reader, sql: str, ids: list[str], *first: str
+) -> dict[str, tuple[Any, ...]]:
     found: dict[str, tuple[Any, ...]] = {}
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]
-        for row in await reader.fetchall(sql.format(",".join("?" * len(chunk))), chunk):
+        sent = [*first, *chunk]
+        for row in await reader.fetchall(sql.format(",".join("?" * len(chunk))), sent):
             found[row[0]] = tuple(row[1:])
     return found
 

@@ -52,7 +52,8 @@ async def _manageable(txn: Txn, caller: Caller, episode_id: object) -> None:
     if not isinstance(episode_id, str):
         raise _unknown(episode_id)
     row = await txn.fetchone(
-        "SELECT vault, caller FROM episodes WHERE id = ? AND blocked = 0", (episode_id,)
+        "SELECT vault, caller FROM episodes WHERE vault = ? AND id = ? AND blocked = 0",
+        (caller.workspace, episode_id),
     )
     if row is None or not caller.may_manage(str(row[1]), str(row[0])):
         raise _unknown(episode_id)

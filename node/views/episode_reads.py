@@ -60,9 +60,9 @@ def _walk(scope: Scope) -> str:
     passes, columns = scope.passes("e"), _select("e")
     return (
         f"WITH RECURSIVE walk(n, ok, {', '.join(COLUMNS)}) AS ("  # noqa: S608
-        f"SELECT 0, {passes}, {columns} FROM episodes e WHERE e.id = :id "
-        f"UNION ALL SELECT w.n + 1, {passes}, {columns} "
-        "FROM walk w CROSS JOIN episodes e ON e.id = w.prev_id WHERE w.ok AND w.n < :k"
+        f"SELECT 0, {passes}, {columns} FROM episodes e WHERE e.vault = :vault AND e.id = :id "
+        f"UNION ALL SELECT w.n + 1, {passes}, {columns} FROM walk w CROSS JOIN episodes e "
+        "ON e.vault = :vault AND e.id = w.prev_id WHERE w.ok AND w.n < :k"
         ") SELECT * FROM walk"
     )
 
@@ -128,7 +128,7 @@ async def page(
         args[f"tag{i}"] = tag
     rows = await reader.fetchall(
         f"SELECT {_select('e')}, {scope.passes('p')} FROM episodes e "  # noqa: S608
-        "LEFT JOIN episodes p ON p.id = e.prev_id "
+        "LEFT JOIN episodes p ON p.vault = e.vault AND p.id = e.prev_id "
         f"WHERE {' AND '.join(where)} ORDER BY e.ts DESC, e.ord DESC "
         "LIMIT :limit OFFSET :offset",
         args | {"limit": size + 1, "offset": (number - 1) * size},

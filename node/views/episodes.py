@@ -3,12 +3,15 @@
 - ``episode_entries`` holds one row per episode entry — a record, an amendment or a forget —
   with the later-known fields it sets (``task_result``, ``verdict_at``, ``status``,
   ``eligibility``, ``trust``) as JSON.
-- ``episodes`` holds each recorded episode: the fields of its record, each later-known field
-  from the newest amendment that sets it and whose time has come (else from the record), and
-  ``blocked`` when a forget of it exists.  Amendments and forgets count only from the
-  episode's own vault, and whatever order they arrive in, the row is the same: it is computed
-  from ``episode_entries`` by one statement (``_REFRESH``).  Forget wins: a record arriving
-  after its forget is stored blocked.
+- ``episodes`` holds each recorded episode, keyed by its vault and id: the fields of its
+  record, each later-known field from the newest amendment that sets it and whose time has
+  come (else from the record), and ``blocked`` when a forget of it exists.  Records,
+  amendments and forgets count only within their own vault (an entry written into another
+  workspace cannot touch an episode), and whatever order they arrive in, the row is the same:
+  it is computed from ``episode_entries`` by one statement (``_REFRESH``).
+- Forget wins: a record arriving after its forget is stored blocked, and a forget takes effect
+  on arrival even when its clock is ahead (hiding early is the safe direction; the answer is
+  still the same on every node holding the same entries).
 - An amendment from the future waits in ``episode_due`` until the clock reaches it.  A record
   from the future is stored at once; reads show an episode only once its ``ts`` has come.
 
@@ -35,12 +38,13 @@ _ENTRY = (
     "INSERT OR IGNORE INTO episode_entries (id, ord, pos, wall, kind, vault, fields) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-# The first record of an id (by the fold's order) is the episode, whichever arrives first.
+# The first record of an id in a vault (by the fold's order) is the episode, whichever arrives
+# first.
 _RECORD = (
     "INSERT INTO episodes (id, ord, pos, ts, vault, session_id, caller, channel, episode_type, "
     "tool, error_code, duration_ms, result_size, summary, tags, prev_id, expires_at, status, "
     "eligibility, blocked) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-    "?15, ?16, ?17, '', '', 0) ON CONFLICT (id) DO UPDATE SET ord = ?2, pos = ?3, ts = ?4, "
+    "?15, ?16, ?17, '', '', 0) ON CONFLICT (vault, id) DO UPDATE SET ord = ?2, pos = ?3, ts = ?4, "
     "vault = ?5, session_id = ?6, caller = ?7, channel = ?8, episode_type = ?9, tool = ?10, "
     "error_code = ?11, duration_ms = ?12, result_size = ?13, summary = ?14, tags = ?15, "
     "prev_id = ?16, expires_at = ?17 WHERE ?2 < episodes.ord"
@@ -64,13 +68,13 @@ _REFRESH = (
     "UPDATE episodes SET blocked = EXISTS (SELECT 1 FROM episode_entries f "  # noqa: S608
     "WHERE f.id = episodes.id AND f.kind = 2 AND f.vault = episodes.vault), "
     + ", ".join(f"{name} = {_latest(name)}" for name in LATER)
-    + " WHERE id = ?1"
+    + " WHERE vault = ?3 AND id = ?1"
 )
 # Statements run grouped by their text in the order each was first queued (``Txn``): a
 # record's refresh has its own text so it always runs after the record's row is written, even
 # when an amendment earlier in the batch queued the plain refresh first.
 _REFRESH_RECORD = _REFRESH + " /* after a record */"
-_DUE = "INSERT OR IGNORE INTO episode_due (wall, id) VALUES (?, ?)"
+_DUE = "INSERT OR IGNORE INTO episode_due (wall, vault, id) VALUES (?, ?, ?)"
 
 
 def _later(payload: dict[str, Any]) -> str:
@@ -118,14 +122,14 @@ class EpisodeView:
         p, kind, wall = item.payload, _KIND[item.kind], item.hlc.wall
         ord_ = order_key(item.hlc, item.writer, item.epoch, item.seq)
         txn.add(_ENTRY, (p["id"], ord_, item.pos, wall, kind, p["vault"], _later(p)))
-        horizon = self._horizon()
+        key = (p["id"], self._horizon(), p["vault"])
         if kind == 0:
             txn.add(_RECORD, _record_row(item))
-            txn.add(_REFRESH_RECORD, (p["id"], horizon))
+            txn.add(_REFRESH_RECORD, key)
             return
-        txn.add(_REFRESH, (p["id"], horizon))
-        if kind == 1 and wall > horizon:
-            txn.add(_DUE, (wall, p["id"]))
+        txn.add(_REFRESH, key)
+        if kind == 1 and wall > key[1]:
+            txn.add(_DUE, (wall, p["vault"], p["id"]))
             self.next_due = wall if self.next_due is None else min(self.next_due, wall)
 
     async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None:
@@ -133,7 +137,7 @@ class EpisodeView:
         brings a forgotten episode back."""
         hidden = "SELECT pos FROM headers WHERE log_id = ? AND seq >= ?"
         rows = await txn.fetchall(
-            f"SELECT DISTINCT id FROM episode_entries WHERE pos IN ({hidden}) AND kind < 2",  # noqa: S608
+            f"SELECT DISTINCT id, vault FROM episode_entries WHERE pos IN ({hidden}) AND kind < 2",  # noqa: S608
             (log_id, from_seq),
         )
         txn.add(f"DELETE FROM episodes WHERE pos IN ({hidden})", (log_id, from_seq))  # noqa: S608
@@ -141,14 +145,16 @@ class EpisodeView:
             f"DELETE FROM episode_entries WHERE pos IN ({hidden}) AND kind < 2",  # noqa: S608
             (log_id, from_seq),
         )
-        for (episode_id,) in rows:
-            txn.add(_REFRESH, (episode_id, self._horizon()))
+        for episode_id, vault in rows:
+            txn.add(_REFRESH, (episode_id, self._horizon(), vault))
 
     async def catch_up(self, txn: Txn, moment: int) -> None:
         """Apply the amendments whose time has come by ``moment``."""
-        rows = await txn.fetchall("SELECT DISTINCT id FROM episode_due WHERE wall <= ?", (moment,))
-        for (episode_id,) in rows:
-            txn.add(_REFRESH, (episode_id, moment))
+        rows = await txn.fetchall(
+            "SELECT DISTINCT id, vault FROM episode_due WHERE wall <= ?", (moment,)
+        )
+        for episode_id, vault in rows:
+            txn.add(_REFRESH, (episode_id, moment, vault))
         txn.add("DELETE FROM episode_due WHERE wall <= ?", (moment,))
         row = await txn.fetchone("SELECT min(wall) FROM episode_due")
         self.next_due = row[0] if row else None

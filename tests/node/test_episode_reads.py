@@ -504,6 +504,27 @@ async def test_a_forget_from_another_vault_blocks_nothing(node, make_caller, for
     assert [(e["id"], e["prev_id"]) for e in answer["chain"]] == [(late, None)]
 
 
+@pytest.mark.asyncio
+async def test_a_record_in_another_vault_cannot_take_over_an_episode(node, make_caller, foreign):
+    """An episode is its vault's: a record reusing its id in another workspace, stamped
+    earlier (so it comes first in the fold's order), leaves it as it was."""
+    alice, olga = await make_caller(), await make_caller("olga", "other")
+    peer = ForeignWriter(node.info.mesh, seed=b"\x08" * 32, wall=foreign.wall - 60_000)
+    taken = eid(7)
+    await receive(node, [foreign.next("episode.record", record(taken, summary="alice's"))])
+    olgas = record(taken, vault="other", caller="olga", summary="olga's")
+    await receive(node, [peer.next("episode.record", olgas)])
+    await receive(node, [peer.next("episode.amend", about(taken, vault="other", status="x"))])
+    mine = (await node.work_episode_chain(alice, id=taken))["chain"]
+    theirs = (await node.work_episode_chain(olga, id=taken))["chain"]
+    assert [(e["summary"], e["status"], e["vault"]) for e in mine] == [
+        ("alice's", "recorded", "team")
+    ]
+    assert [(e["summary"], e["status"], e["vault"]) for e in theirs] == [("olga's", "x", "other")]
+    assert (await node.work_forget(olga, id=taken))["forgotten"] is True
+    assert await walk(node, alice, taken) == ([taken], False)
+
+
 # -- amendments from the future ----------------------------------------------------------------
 
 
