@@ -480,7 +480,7 @@ def test_a_bad_token_at_start_up_exits_1(site, tmp_path):
         ), args
 
 
-def _line(stream: Any, timeout: float) -> str:
+def read_line(stream: Any, timeout: float) -> str:
     with selectors.DefaultSelector() as selector:
         selector.register(stream, selectors.EVENT_READ)
         assert selector.select(timeout), "no answer in time"
@@ -500,7 +500,7 @@ def test_sigterm_stops_serving_and_closes_the_store(site):
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(initialize) + "\n")
         proc.stdin.flush()
-        reply = json.loads(_line(proc.stdout, TIMEOUT))
+        reply = json.loads(read_line(proc.stdout, TIMEOUT))
         assert reply["result"]["serverInfo"]["name"] == "memlane"
         assert (site.data / "memlane.db-wal").exists()  # the store is open
         proc.send_signal(signal.SIGTERM)  # with stdin still open

@@ -1,0 +1,289 @@
+"""The MCP surface over streamable HTTP (DESIGN §8): ``memlane serve`` in a real subprocess on
+loopback, driven by the SDK's client with a bearer token — in the per-request era and in the
+initialize-handshake era — and by raw HTTP for what must never get in: every bad token gets the
+same 401.  Workspaces stay apart; plain HTTP off loopback is refused; TLS off loopback serves;
+SIGTERM stops it with the store closed."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import signal
+import ssl
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.node.test_mcp import (
+    MEMLANE,
+    TIMEOUT,
+    TOOLS,
+    UNAUTHENTICATED,
+    Site,
+    ask,
+    ids,
+    make_site,
+    read_line,
+    refused,
+)
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {},
+    "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+@dataclass
+class Served:
+    proc: subprocess.Popen[str]
+    url: str
+
+    def stop(self) -> tuple[int, str]:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=TIMEOUT)
+        finally:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return code, err
+
+
+def serve(site: Site, *args: str) -> Served:
+    proc = subprocess.Popen(
+        [str(MEMLANE), "serve", "--data", str(site.data), "--json", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    line = read_line(proc.stdout, TIMEOUT)
+    if not line:
+        proc.kill()
+        pytest.fail(f"memlane serve did not start: {proc.communicate()[1]}")
+    return Served(proc, json.loads(line)["mcp_http"])
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
+    return make_site(tmp_path_factory.mktemp("http") / "node")
+
+
+@pytest.fixture(scope="module")
+def served(site: Site) -> Iterator[Served]:
+    running = serve(site, "--mcp-http", "127.0.0.1:0")
+    yield running
+    code, err = running.stop()
+    assert code == 0, err
+
+
+@asynccontextmanager
+async def session(
+    url: str, token: str, *, mode: str = "auto", verify: ssl.SSLContext | bool = True
+) -> AsyncIterator[Client]:
+    """The SDK's client over streamable HTTP, sending ``token`` as a bearer on every request."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, verify=verify, timeout=TIMEOUT) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, mode=mode, read_timeout_seconds=TIMEOUT) as client:
+            yield client
+
+
+# -- a session ---------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_bearer_lists_writes_and_reads(served, site):
+    assert served.url.startswith("http://127.0.0.1:")
+    assert served.url.endswith("/mcp")
+    assert int(served.url.rsplit(":", 1)[1].split("/")[0]) > 0  # the port it really took
+    async with session(served.url, site.tokens["alice"]) as c:
+        assert tuple(t.name for t in (await c.list_tools()).tools) == TOOLS
+        written = await ask(c, "e_write", title="over http", tags=["http"])
+        found = await ask(c, "e_timeline", action="intersect", match=["http"])
+        assert ids(found["results"]) == [written["sr_id"]]
+        step = await ask(c, "work_record", summary="served", tool="http")
+        chain = await ask(c, "work_episode_chain", id=step["id"])
+        assert ids(chain["chain"], "id") == [step["id"]]
+        assert await refused(c, "work_episode_chain", id=step["id"], k=0) == (
+            "invalid k: must be an integer from 1 to 200"
+        )
+
+
+@pytest.mark.asyncio
+async def test_an_initialize_handshake_session_works_too(served, site):
+    async with session(served.url, site.tokens["bob"], mode="legacy") as c:
+        assert c.protocol_version.startswith("2025-")
+        assert len((await c.list_tools()).tools) == len(TOOLS)
+        listed = await ask(c, "e_timeline", action="list", page_size=5)
+        assert listed["page_size"] == 5
+        assert await refused(c, "e_timeline", action="list", since="2026-01-01") == (
+            "'since' and 'as_of' belong to the changes action"
+        )
+        assert await refused(c, "e_write", title="x") == (
+            "this call needs the write:workspace scope on workspace team"
+        )
+
+
+# -- what never gets in ------------------------------------------------------------------------
+
+
+def _messages(response: httpx2.Response) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of an answer, whether JSON or a stream of server-sent events."""
+    if response.headers["content-type"].startswith("application/json"):
+        return [response.json()]
+    return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+
+
+@pytest.mark.asyncio
+async def test_every_bad_token_gets_the_same_401(served, site):
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "e_timeline", "arguments": {"action": "list"}}}  # fmt: skip
+    async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
+        # A session opened, in the initialize era, by the token about to be revoked.
+        bearer = {"Authorization": f"Bearer {site.tokens['revoked']}"} | ACCEPT
+        opened = await http.post(served.url, json=INITIALIZE, headers=bearer)
+        assert opened.status_code == 200
+        in_session = bearer | {"Mcp-Session-Id": opened.headers["mcp-session-id"],
+                               "Mcp-Protocol-Version": "2025-11-25"}  # fmt: skip
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(served.url, json=initialized, headers=in_session)).is_success
+        before = await http.post(served.url, json=call, headers=in_session)
+        assert before.status_code == 200
+        assert not _messages(before)[-1]["result"]["isError"]
+
+        await asyncio.to_thread(site.revoke, "revoked")
+        site.expire("expired")
+        token = site.tokens["alice"]
+        bad = {
+            "none": {},
+            "unknown": {"Authorization": "Bearer mlt_not-a-token"},
+            "scheme alone": {"Authorization": "Bearer"},
+            "other scheme": {"Authorization": f"Basic {token}"},
+            "bare token": {"Authorization": token},
+            "expired": {"Authorization": f"Bearer {site.tokens['expired']}"},
+            "revoked": {"Authorization": f"Bearer {site.tokens['revoked']}"},
+        }
+        answers = {name: await http.post(served.url, json=INITIALIZE, headers=h | ACCEPT)
+                   for name, h in bad.items()}  # fmt: skip
+        answers["revoked, mid-session"] = await http.post(served.url, json=call, headers=in_session)
+        answers["GET"] = await http.get(served.url, headers=ACCEPT)
+        answers["elsewhere"] = await http.get(served.url.replace("/mcp", "/health"))
+        good = await http.post(served.url, json=INITIALIZE, headers={
+            "Authorization": f"bearer {token}"} | ACCEPT)  # fmt: skip
+    assert good.status_code == 200  # the scheme's case does not matter
+
+    seen = {(r.status_code, r.content, r.headers["content-type"], r.headers["www-authenticate"])
+            for r in answers.values()}  # fmt: skip
+    assert seen == {(401, json.dumps({"error": UNAUTHENTICATED}).encode(), "application/json",
+                     'Bearer realm="memlane"')}  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_a_token_reads_nothing_of_another_workspace(served, site):
+    async with session(served.url, site.tokens["carol"]) as lab:  # workspace lab
+        secret = await ask(lab, "e_write", title="lab secret", text="zebra notes", tags=["zebra"])
+        step = await ask(lab, "work_record", summary="lab work", tags=["zebra"])
+        assert ids((await ask(lab, "e_timeline", action="list"))["results"]) == [secret["sr_id"]]
+        lab_feed = await ask(lab, "e_audit")
+        assert secret["sr_id"] in {e["subject"] for e in lab_feed["events"]}
+    sr_id, episode_id = secret["sr_id"], step["id"]
+    async with session(served.url, site.tokens["alice"]) as team:  # workspace team
+        await ask(team, "e_write", title="team note", text="zebra crossing", tags=["zebra"])
+        listed = await ask(team, "e_timeline", action="list", page_size=100)
+        assert listed["results"]
+        assert sr_id not in ids(listed["results"])
+        found = await ask(team, "e_timeline", action="find", query="zebra")
+        assert [x["title"] for x in found["results"]] == ["team note"]
+        tagged = await ask(team, "e_timeline", action="intersect", match=["zebra"])
+        assert [x["title"] for x in tagged["results"]] == ["team note"]
+        assert await refused(team, "e_timeline", action="traverse", sr_id=sr_id) == (
+            f"Invalid timeline spec: unknown sr_id: {sr_id}"
+        )
+        changes = await ask(team, "e_timeline", action="changes", since="2020-01-01")
+        assert sr_id not in ids(changes["changes"])
+        feed = await ask(team, "e_audit")
+        assert {sr_id, episode_id}.isdisjoint({e["subject"] for e in feed["events"]})
+        assert await ask(team, "work_episode_chain", id=episode_id) == {
+            "available": False, "chain": [], "truncated": False,
+            "message": f"no episode {episode_id} is available to this caller",
+        }  # fmt: skip
+        assert episode_id not in ids((await ask(team, "work_episodes"))["episodes"], "id")
+        for tool, arguments, text in [
+            ("e_write", {"sr_id": sr_id, "title": "mine now"}, f"unknown sr_id: {sr_id}"),
+            ("e_delete", {"sr_id": sr_id}, f"unknown sr_id: {sr_id}"),
+            ("work_forget", {"id": episode_id}, f"unknown episode id: {episode_id}"),
+        ]:
+            assert await refused(team, tool, **arguments) == text
+
+
+# -- where it listens --------------------------------------------------------------------------
+
+
+def test_plain_http_off_loopback_is_refused(site):
+    for listen in ("0.0.0.0:0", "[::]:0", "192.0.2.1:8765", "memlane.example:8765"):
+        done = subprocess.run(
+            [str(MEMLANE), "serve", "--data", str(site.data), "--mcp-http", listen],
+            capture_output=True, text=True, timeout=TIMEOUT, check=False,
+        )  # fmt: skip
+        assert done.returncode == 2, (listen, done.stderr)
+        assert done.stdout == ""
+        assert done.stderr.startswith("memlane serve: refusing plain HTTP on "), done.stderr
+        assert "--tls-cert and --tls-key, or --insecure-no-tls" in done.stderr
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and localhost, signed by its own key (PEM files)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "memlane test")])
+    now = datetime.now(UTC)
+    names = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))  # fmt: skip
+    return cert_file, key_file
+
+
+@pytest.mark.asyncio
+async def test_tls_off_loopback_serves_and_sigterm_closes_the_store(tmp_path):
+    tls_site = make_site(tmp_path / "node")
+    cert, key = self_signed(tmp_path)
+    running = serve(tls_site, "--mcp-http", "0.0.0.0:0", "--tls-cert", str(cert),
+                    "--tls-key", str(key))  # fmt: skip
+    try:
+        assert running.url.startswith("https://0.0.0.0:")
+        url = running.url.replace("0.0.0.0", "127.0.0.1")
+        trust = ssl.create_default_context(cafile=str(cert))
+        async with session(url, tls_site.tokens["alice"], verify=trust) as c:
+            written = await ask(c, "e_write", title="over tls")
+            listed = await ask(c, "e_timeline", action="list")
+            assert ids(listed["results"]) == [written["sr_id"]]
+        async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
+            with pytest.raises(httpx2.HTTPError):  # plain HTTP gets nothing from that port
+                await http.post(url.replace("https:", "http:"), json=INITIALIZE, headers=ACCEPT)
+        assert (tls_site.data / "memlane.db-wal").exists()  # the store is open
+    finally:
+        code, err = running.stop()
+    assert code == 0, err
+    assert "Traceback" not in err
+    assert not (tls_site.data / "memlane.db-wal").exists()  # closed: the last connection removes it
