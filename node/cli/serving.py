@@ -143,13 +143,13 @@ def run_serve(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace, listen: Listen, tls: Tls | None) -> None:
     async with Node.open(args.data) as node:
-        from node.mcp.http import http_server
-
         try:
             listener = listen.bind()
         except OSError as exc:
             raise OSError(f"cannot listen on {listen.host}:{listen.port}: {exc.strerror}") from exc
         with listener:
+            from node.mcp.http import http_server
+
             async with http_server(node, listener, tls=tls) as endpoint:
                 print(json.dumps({"mcp_http": endpoint.url}) if args.json
                       else f"serving MCP at {endpoint.url}", flush=True)  # fmt: skip

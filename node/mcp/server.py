@@ -123,7 +123,7 @@ class _Tools:
 
 def _input_schema(name: str) -> Mapping[str, Any] | None:
     spec = by_name(name)
-    return None if spec is None else spec.input_schema
+    return None if spec is None else dict(spec.input_schema)
 
 
 def build_server(node: Node, *, token: str | None = None) -> Server[Any]:

@@ -10,6 +10,7 @@ import asyncio
 import ipaddress
 import json
 import signal
+import socket
 import ssl
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -240,6 +241,20 @@ def test_plain_http_off_loopback_is_refused(site):
         assert done.stdout == ""
         assert done.stderr.startswith("memlane serve: refusing plain HTTP on "), done.stderr
         assert "--tls-cert and --tls-key, or --insecure-no-tls" in done.stderr
+
+
+def test_a_port_in_use_exits_1(site):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [str(MEMLANE), "serve", "--data", str(site.data), "--mcp-http", f"127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=TIMEOUT, check=False,
+        )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.startswith(f"memlane serve: cannot listen on 127.0.0.1:{port}: "), (
+        done.stderr
+    )
 
 
 def self_signed(directory: Path) -> tuple[Path, Path]:
