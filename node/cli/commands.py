@@ -13,7 +13,7 @@ from node.node import Node
 from node.tools.args import optional_time
 from protocol.timefmt import format_instant
 
-__all__ = ["Result"]
+__all__ = ["Result", "token_from_args"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +23,8 @@ class Result:
     code: int = 0
 
 
-def _token(args: argparse.Namespace) -> str | None:
+def token_from_args(args: argparse.Namespace) -> str | None:
+    """As every command reads it: --token, else --token-file, else MEMLANE_TOKEN."""
     if args.token:
         return str(args.token)
     if args.token_file:
@@ -79,7 +80,7 @@ async def put(args: argparse.Namespace) -> Result:
         "visibility": args.visibility, "content_time": args.content_time,
     }  # fmt: skip
     async with Node.open(args.data) as node:
-        caller = await node.authenticate(_token(args))
+        caller = await node.authenticate(token_from_args(args))
         result = await node.e_write(caller, **{k: v for k, v in fields.items() if v is not None})
     return Result(result, f"{result['sr_id']}  entry {result['entry_id'][:16]}")
 
@@ -107,6 +108,6 @@ async def tool(command: ToolCommand, args: argparse.Namespace) -> Result:
     """Any tool command: its flags become the tool's arguments."""
     sent = arguments(command, args)
     async with Node.open(args.data) as node:
-        caller = await node.authenticate(_token(args))
+        caller = await node.authenticate(token_from_args(args))
         answer: dict[str, Any] = await getattr(node, command.tool)(caller, **sent)
     return Result(answer, command.show(answer))

@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from node.cli.commands import token_from_args
 from node.errors import NodeError, Unauthenticated
 from node.mcp.address import DEFAULT_LISTEN, Listen, Tls, parse_listen
 from node.node import Node
@@ -61,15 +61,6 @@ def _listen(text: str) -> Listen:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-def _token(args: argparse.Namespace) -> str | None:
-    """As every command reads it: --token, else --token-file, else MEMLANE_TOKEN."""
-    if args.token:
-        return str(args.token)
-    if args.token_file:
-        return str(args.token_file.read_text().strip())
-    return os.environ.get("MEMLANE_TOKEN")
-
-
 def _fail(args: argparse.Namespace, message: str, code: int) -> int:
     text = json.dumps({"error": message}) if args.json else f"memlane {args.command}: {message}"
     print(text, file=sys.stderr)
@@ -99,7 +90,7 @@ async def _until_signalled(*alternatives: Awaitable[Any]) -> None:
 
 def run_mcp(args: argparse.Namespace) -> int:
     try:
-        asyncio.run(_mcp(args.data, _token(args)))
+        asyncio.run(_mcp(args.data, token_from_args(args)))
     except Unauthenticated as exc:
         return _fail(args, f"{exc.text} (pass --token, MEMLANE_TOKEN or --token-file)", 1)
     except (NodeError, OSError) as exc:  # no node in --data, an unreadable --token-file
