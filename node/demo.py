@@ -1,6 +1,6 @@
 """``make demo``: a node in a temporary directory, a few hundred entries written through the
-Python API, the log's heads and the audit feed printed, and the whole log verified.  Exits 0
-only if every check holds."""
+Python API, an agent's session over MCP (``node.demo_agent``), the log's heads and the audit
+feed printed, and the whole log verified.  Exits 0 only if every check holds."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from node.authority import Caller
+from node.demo_agent import agent_session
 from node.node import Node
 from protocol.timefmt import format_instant
 
@@ -68,13 +69,14 @@ async def _run(base: Path) -> bool:
     print(f"initialised node {info.node_id} in {base / 'node'}")
     async with Node.open(base / "node") as node:
         walked = await _author(node)
+        agent = await agent_session(node)
         await _show(node)
         report = await node.verify()
     print(f"\nlog verify: {'ok' if report.ok else 'FAILED'} — {report.entries} entries in "
           f"{report.logs} logs, every chain, signature and payload hash checked")  # fmt: skip
     for problem in report.problems:
         print(f"  {problem}")
-    return walked and report.ok and report.entries == 1 + 200 + 2 + 100 + 2
+    return agent and walked and report.ok and report.entries == 1 + 200 + 2 + 100 + 2 + 4
 
 
 def main() -> int:
