@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import aiosqlite
 
+from node.errors import StoreError
 from protocol.canonical import decode_canonical
 
 __all__ = ["AuditRow", "LogRow", "Reader", "StoredEntry"]
@@ -63,7 +65,10 @@ class Reader:
     async def fetchall(self, sql: str, args: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         # One hop to the connection's thread and back (a cursor took three: execute, fetch,
         # close — each a wake-up of both threads).
-        return list(await self._conn.execute_fetchall(sql, args))
+        try:
+            return list(await self._conn.execute_fetchall(sql, args))
+        except sqlite3.Error as exc:
+            raise StoreError(f"reading the store failed: {exc}") from exc
 
     async def scalar(self, sql: str, args: Sequence[Any] = ()) -> Any:
         rows = await self.fetchall(sql, args)
