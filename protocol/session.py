@@ -1,0 +1,376 @@
+"""The sync session: a pure state machine between bytes and messages (docs/protocol.md).
+
+``receive_data(bytes)`` feeds what the peer sent (``b""`` for end of stream); ``next_event()``
+returns the next message, ``NEED_DATA``, or ``ConnectionClosed``; ``send(message)`` checks a
+message against the state and the peer's credit and returns the bytes to write.  The session
+does no IO, keeps no clock and stores no entries: the transport drives it and the store judges
+what the entries are worth.
+
+The same rules apply in both directions (``_state.TRANSITIONS``): what is a
+``LocalProtocolError`` to send is a ``RemoteProtocolError`` to receive.  After either, the
+session is in ``State.ERROR`` and refuses further use; ``error_reply()`` then gives the
+``Error`` message to write before closing — for an unknown major version, the polite refusal
+that names the versions this side speaks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+from protocol._state import TRANSITIONS, State, Step, next_state, state_diagram
+from protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+from protocol.frames import FrameReader, encode_frame
+from protocol.messages import (
+    MAX_CREDIT,
+    MAX_ERROR_TEXT,
+    PROTOCOL_MAJOR,
+    PROTOCOL_MINOR,
+    SUPPORTED_MAJORS,
+    Bye,
+    Credit,
+    Entries,
+    Error,
+    ErrorCode,
+    ForkProof,
+    Frontier,
+    FrontierDigest,
+    Hello,
+    Message,
+    Push,
+    WireEntry,
+    batch_room,
+    decode_message,
+    encode_message,
+    entry_cost,
+)
+
+__all__ = [
+    "NEED_DATA",
+    "TRANSITIONS",
+    "Balance",
+    "ConnectionClosed",
+    "Event",
+    "NeedData",
+    "Session",
+    "State",
+    "Step",
+    "state_diagram",
+    "step_of",
+]
+
+
+class NeedData(Enum):
+    """``next_event`` has no whole message yet: feed more bytes."""
+
+    NEED_DATA = "need data"
+
+
+NEED_DATA: Final = NeedData.NEED_DATA
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionClosed:
+    """The peer's stream ended; ``clean`` when it said bye (or error) first."""
+
+    clean: bool
+
+
+Event = Message | NeedData | ConnectionClosed
+
+
+@dataclass(frozen=True, slots=True)
+class Balance:
+    """Credit not yet spent: entries and bytes."""
+
+    entries: int = 0
+    nbytes: int = 0
+
+    def covers(self, entries: int, nbytes: int) -> bool:
+        return entries <= self.entries and nbytes <= self.nbytes
+
+
+# Which error code tells the peer about a failure, by the field the failure names.
+_CODES = {
+    "major": ErrorCode.VERSION,
+    "mesh": ErrorCode.MESH,
+    "credit": ErrorCode.CREDIT,
+    "frame_length": ErrorCode.LIMIT,
+}
+
+
+def step_of(message: Message) -> Step:
+    """The step a message takes its speaker through."""
+    match message:
+        case Hello():
+            return Step.HELLO
+        case FrontierDigest():
+            return Step.DIGEST
+        case Frontier():
+            return Step.FRONTIER
+        case Entries(done=done):
+            return Step.ENTRIES_DONE if done else Step.ENTRIES
+        case Push():
+            return Step.PUSH
+        case Credit():
+            return Step.CREDIT
+        case ForkProof():
+            return Step.FORK_PROOF
+        case Error():
+            return Step.ERROR
+        case Bye():
+            return Step.BYE
+
+
+class _Side:
+    """What one side has said: its state, this round's digest and frontier, and the credit
+    it may still spend (granted by the other side)."""
+
+    __slots__ = ("credit", "digest", "frontier", "hello", "state")
+
+    def __init__(self) -> None:
+        self.state = State.IDLE
+        self.hello: Hello | None = None
+        self.digest: bytes | None = None
+        self.frontier: Frontier | None = None
+        self.credit = Balance()
+
+
+class Session:
+    """One end of a sync connection; both ends are alike."""
+
+    def __init__(self, *, mesh: bytes, node: bytes, features: Iterable[str] = ()) -> None:
+        self.hello = Hello(PROTOCOL_MAJOR, PROTOCOL_MINOR, mesh, node, tuple(sorted(features)))
+        self._us = _Side()
+        self._them = _Side()
+        self._reader = FrameReader()
+        self._eof = False
+        self._failure: ProtocolError | None = None
+        self._reply: bytes = b""
+
+    # -- what the driver reads -----------------------------------------------------------------
+
+    @property
+    def our_state(self) -> State:
+        return self._us.state
+
+    @property
+    def their_state(self) -> State:
+        return self._them.state
+
+    @property
+    def peer(self) -> Hello | None:
+        """The peer's hello, once received."""
+        return self._them.hello
+
+    @property
+    def features(self) -> frozenset[str]:
+        """The features both sides offered (empty until the peer's hello is in)."""
+        if self._them.hello is None:
+            return frozenset()
+        return frozenset(self.hello.features) & frozenset(self._them.hello.features)
+
+    @property
+    def our_frontier(self) -> Frontier | None:
+        """The frontier this side sent this round, once sent."""
+        return self._us.frontier
+
+    @property
+    def their_frontier(self) -> Frontier | None:
+        """The peer's frontier for this round, once received."""
+        return self._them.frontier
+
+    @property
+    def owes_frontier(self) -> bool:
+        """Both digests of this round are in and differ: this side's frontier is due."""
+        return self._us.state is State.DIGEST and self._them.digest is not None
+
+    @property
+    def may_stream(self) -> bool:
+        """This side may send ``Entries`` now: it sent its frontier and has the peer's."""
+        return (
+            self._us.state in (State.FRONTIER, State.STREAMING) and self._them.frontier is not None
+        )
+
+    @property
+    def credit(self) -> Balance:
+        """What this side may still send: the peer's grants, less what has been sent."""
+        return self._us.credit
+
+    @property
+    def granted(self) -> Balance:
+        """What the peer may still send: this side's grants, less what has arrived."""
+        return self._them.credit
+
+    @property
+    def caught_up(self) -> bool:
+        """Both sides have finished this round (each is ``LIVE``)."""
+        return self._us.state is State.LIVE and self._them.state is State.LIVE
+
+    def fits(self, items: Sequence[WireEntry]) -> int:
+        """How many leading ``items`` the next ``Entries`` or ``Push`` may carry."""
+        credit = self._us.credit
+        return batch_room(items, entries=credit.entries, nbytes=credit.nbytes)
+
+    # -- the three verbs -----------------------------------------------------------------------
+
+    def start(self) -> bytes:
+        """Send this side's hello."""
+        return self.send(self.hello)
+
+    def send(self, message: Message) -> bytes:
+        """The frame for ``message``, if this side may say it now; ``LocalProtocolError``
+        (and the session fails) if not."""
+        self._usable()
+        try:
+            frame = encode_frame(encode_message(message))
+            self._say(self._us, self._them, message, LocalProtocolError)
+        except ProtocolError as exc:
+            raise self._fail(exc) from None
+        return frame
+
+    def receive_data(self, data: bytes) -> None:
+        """Bytes from the peer; ``b""`` when its stream has ended."""
+        self._usable()
+        if self._eof:
+            raise self._fail(LocalProtocolError("data after the end of stream", field="eof"))
+        if not data:
+            self._eof = True
+            return
+        try:
+            self._reader.feed(data)
+        except ProtocolError as exc:
+            raise self._fail(exc) from None
+
+    def next_event(self) -> Event:
+        """The next message from the peer, ``NEED_DATA``, or ``ConnectionClosed``; bad input
+        raises ``RemoteProtocolError`` (and the session fails)."""
+        self._usable()
+        try:
+            body = self._reader.next_frame()
+            if body is None:
+                return self._idle_event()
+            message = decode_message(body)
+            self._say(self._them, self._us, message, RemoteProtocolError)
+        except ProtocolError as exc:
+            raise self._fail(exc) from None
+        return message
+
+    def error_reply(self) -> bytes:
+        """After a failure, once: the ``Error`` frame to write before closing, telling the
+        peer what was wrong; ``b""`` when there is nobody left to tell."""
+        reply, self._reply = self._reply, b""
+        return reply
+
+    # -- the rules -----------------------------------------------------------------------------
+
+    def _say(
+        self, speaker: _Side, listener: _Side, message: Message, error: type[ProtocolError]
+    ) -> None:
+        """Check ``message`` said by ``speaker`` against the table and the cross-direction
+        conditions, then take its step and effects."""
+        step = step_of(message)
+        target = next_state(speaker.state, step)
+        if target is None:
+            raise error(f"{step.value} is not allowed in state {speaker.state.name}", field="state")
+        match message:
+            case Hello():
+                self._check_hello(message, error)
+                speaker.hello = message
+            case FrontierDigest(digest=digest):
+                if listener.state not in (State.HELLO, State.DIGEST, State.LIVE):
+                    raise error("a digest waits for hello and for the round to end", field="state")
+                if listener.state is not State.DIGEST:  # this digest opens a new round
+                    for side in (speaker, listener):
+                        side.digest, side.frontier = None, None
+                speaker.digest = digest
+            case Frontier():
+                self._check_frontier(speaker, listener, message, error)
+                speaker.frontier = message
+            case Entries(entries=items) | Push(entries=items):
+                if step is not Step.PUSH and listener.frontier is None:
+                    raise error("entries wait for the receiver's frontier", field="state")
+                speaker.credit = _spend(speaker.credit, items, error)
+            case Credit(entries=entries, nbytes=nbytes):
+                listener.credit = _grant(listener.credit, entries, nbytes, error)
+        speaker.state = target
+        if step is Step.DIGEST and speaker.digest == listener.digest:
+            self._match(speaker, listener)
+
+    def _check_hello(self, hello: Hello, error: type[ProtocolError]) -> None:
+        if hello.major not in SUPPORTED_MAJORS:
+            spoken = ", ".join(map(str, SUPPORTED_MAJORS))
+            raise error(
+                f"protocol {hello.major} is not spoken here; this side speaks {spoken}",
+                field="major",
+            )
+        if hello.mesh != self.hello.mesh:
+            raise error(f"mesh {hello.mesh.hex()} is not this mesh", field="mesh")
+
+    @staticmethod
+    def _check_frontier(
+        speaker: _Side, listener: _Side, frontier: Frontier, error: type[ProtocolError]
+    ) -> None:
+        if listener.digest is None:
+            raise error("a frontier waits for both digests", field="state")
+        if speaker.digest == listener.digest:
+            raise error("the digests match: no frontier is exchanged", field="state")
+        if frontier.digest() != speaker.digest:
+            raise error("the frontier does not match the digest sent before it", field="digest")
+
+    @staticmethod
+    def _match(a: _Side, b: _Side) -> None:
+        """Both digests of the round are in and equal: neither side has anything to send."""
+        a.state = b.state = TRANSITIONS[(a.state, Step.DIGESTS_MATCH)]
+
+    # -- ends ----------------------------------------------------------------------------------
+
+    def _idle_event(self) -> NeedData | ConnectionClosed:
+        if not self._eof:
+            return NEED_DATA
+        if self._reader.buffered:
+            raise RemoteProtocolError("the stream ended inside a frame", field="eof")
+        return ConnectionClosed(clean=self._them.state is State.CLOSED)
+
+    def _usable(self) -> None:
+        if self._failure is not None:
+            raise LocalProtocolError(
+                f"the session has failed ({self._failure}) and is not usable", field="session"
+            )
+
+    def _fail(self, exc: ProtocolError) -> ProtocolError:
+        self._failure = exc
+        peer_listening = self._us.state is not State.CLOSED and not self._eof
+        self._us.state = self._them.state = State.ERROR
+        if peer_listening:
+            self._reply = encode_frame(encode_message(_error_for(exc)))
+        return exc
+
+
+def _error_for(exc: ProtocolError) -> Error:
+    if isinstance(exc, RemoteProtocolError):
+        code = _CODES.get(exc.field or "", ErrorCode.PROTOCOL)
+    else:
+        code = ErrorCode.INTERNAL
+    versions = SUPPORTED_MAJORS if code is ErrorCode.VERSION else ()
+    return Error(code, str(exc)[:MAX_ERROR_TEXT], versions)
+
+
+def _spend(credit: Balance, items: tuple[WireEntry, ...], error: type[ProtocolError]) -> Balance:
+    entries, nbytes = len(items), sum(map(entry_cost, items))
+    if not credit.covers(entries, nbytes):
+        raise error(
+            f"{entries} entries of {nbytes} bytes exceed the credit of {credit.entries} "
+            f"entries and {credit.nbytes} bytes",
+            field="credit",
+        )
+    return Balance(credit.entries - entries, credit.nbytes - nbytes)
+
+
+def _grant(credit: Balance, entries: int, nbytes: int, error: type[ProtocolError]) -> Balance:
+    total = Balance(credit.entries + entries, credit.nbytes + nbytes)
+    if total.entries > MAX_CREDIT or total.nbytes > MAX_CREDIT:
+        raise error(f"outstanding credit may not exceed {MAX_CREDIT}", field="credit")
+    return total
