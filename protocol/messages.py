@@ -437,6 +437,8 @@ class Error:
     versions: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        if isinstance(self.code, ErrorCode):  # held as a plain int, as it arrives
+            object.__setattr__(self, "code", int(self.code))
         _int(self.code, "code", 0, _MAX_U16)
         if type(self.text) is not str or len(self.text) > MAX_ERROR_TEXT:
             raise LocalProtocolError(f"must be text of at most {MAX_ERROR_TEXT}", field="text")

@@ -183,6 +183,14 @@ class Session:
         return self._them.frontier
 
     @property
+    def owes_digest(self) -> bool:
+        """The peer has said hello, or opened a new round, and this side's digest is due."""
+        us, them = self._us.state, self._them.state
+        if us is State.HELLO:
+            return them in (State.HELLO, State.DIGEST)
+        return us is State.LIVE and them is State.DIGEST
+
+    @property
     def owes_frontier(self) -> bool:
         """Both digests of this round are in and differ: this side's frontier is due."""
         return self._us.state is State.DIGEST and self._them.digest is not None
@@ -208,6 +216,11 @@ class Session:
     def caught_up(self) -> bool:
         """Both sides have finished this round (each is ``LIVE``)."""
         return self._us.state is State.LIVE and self._them.state is State.LIVE
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as a message (at most one frame and a chunk)."""
+        return self._reader.buffered
 
     def fits(self, items: Sequence[WireEntry]) -> int:
         """How many leading ``items`` the next ``Entries`` or ``Push`` may carry."""
