@@ -97,7 +97,7 @@ class FrameReader:
                 field="frame_length",
             )
         if length == 0:
-            raise RemoteProtocolError("a frame body is never empty", field="frame_length")
+            raise RemoteProtocolError("a frame body is never empty", field="frame")
         begin = self._start + PREFIX_BYTES
         end = begin + length
         if len(self._buf) < end:

@@ -350,9 +350,10 @@ def test_an_unknown_message_type_is_refused() -> None:
 
 def test_a_failed_session_refuses_further_use() -> None:
     a, _ = pair_in(State.LIVE)
-    with pytest.raises(RemoteProtocolError):
+    with pytest.raises(RemoteProtocolError, match="never empty"):
         deliver(b"\x00\x00\x00\x00", a)
     assert a.our_state is a.their_state is State.ERROR
+    assert reply_code(a) == ErrorCode.PROTOCOL
     for use in (lambda: a.send(Bye()), a.next_event, lambda: a.receive_data(b"x")):
         with pytest.raises(LocalProtocolError, match="has failed"):
             use()
