@@ -142,7 +142,7 @@ class Session:
     """One end of a sync connection; both ends are alike."""
 
     def __init__(self, *, mesh: bytes, node: bytes, features: Iterable[str] = ()) -> None:
-        self.hello = Hello(PROTOCOL_MAJOR, PROTOCOL_MINOR, mesh, node, tuple(sorted(features)))
+        self.hello = Hello(PROTOCOL_MAJOR, PROTOCOL_MINOR, mesh, node, tuple(sorted(set(features))))
         self._us = _Side()
         self._them = _Side()
         self._reader = FrameReader()

@@ -282,7 +282,7 @@ def test_sending_a_hello_this_side_cannot_keep_is_a_local_error() -> None:
 
 
 def test_features_are_those_both_sides_offer() -> None:
-    a = Session(mesh=MESH, node=node_id("a"), features=["push", "bundles"])
+    a = Session(mesh=MESH, node=node_id("a"), features=["push", "bundles", "push"])
     b = Session(mesh=MESH, node=node_id("b"), features=["zeta", "push"])
     assert a.features == frozenset()
     deliver(b.start(), a)
