@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cryptography import x509
+
 from node import tokens
 from node.authoring import Author
 from node.authority import Caller
@@ -28,6 +30,9 @@ from node.identity import (
     node_id,
     random_bytes,
 )  # fmt: skip
+from node.mesh.authority import DEFAULT_CERT_LIFETIME_MS, DEFAULT_INVITE_LIFETIME_MS, MeshAuthority
+from node.mesh.invites import Redeemed
+from node.mesh.membership import ALL_WORKSPACES, Member, Membership
 from node.store import Received, Report, Store, StoreOptions, Txn
 from node.tools import audit, episode_reads, episodes, srs, timeline
 from node.verify import VerifyReport, verify_log
@@ -71,7 +76,13 @@ class Node:
     """A running node over one data directory."""
 
     def __init__(
-        self, path: Path, store: Store, key: SigningKey, info: NodeInfo, config: NodeConfig
+        self,
+        path: Path,
+        store: Store,
+        key: SigningKey,
+        info: NodeInfo,
+        config: NodeConfig,
+        membership: Membership,
     ) -> None:
         self.path = path
         self.store = store
@@ -79,6 +90,9 @@ class Node:
         self.info = info
         self.config = config
         self.author = Author(store, key, info.mesh, info.epoch)
+        self.membership = membership
+        self.mesh_authority = MeshAuthority(store, membership, info.mesh,
+                                            path / AUTHORITY_KEY_FILE, key.public)  # fmt: skip
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -109,12 +123,14 @@ class Node:
             raise NotInitialised(f"no node in {path} (run `memlane init --data {path}`)")
         key = load_key(path / NODE_KEY_FILE)
         config = NodeConfig.load(path)
+        membership = Membership()
         store = await Store.open(path / DB_FILE, wall=wall, options=options or _options(config),
-                                 views=default_views())  # fmt: skip
+                                 views=(*default_views(), membership))  # fmt: skip
         try:
             info = await _load_info(store, key)
             store.mesh = info.mesh
-            yield cls(path, store, key, info, config)
+            store.membership = membership
+            yield cls(path, store, key, info, config, membership)
         finally:
             await store.close()
 
@@ -184,6 +200,58 @@ class Node:
     async def receive(self, entries: Sequence[Received], *, source: str) -> Report:
         """Append entries from elsewhere (see ``Store.receive``)."""
         return await self.store.receive(entries, source=source)
+
+    # -- the mesh (docs/mesh.md) -----------------------------------------------------------------
+
+    def members(self) -> list[Member]:
+        """Every node key the authority's log has added or revoked."""
+        return self.membership.members()
+
+    async def admit_member(
+        self,
+        key: bytes,
+        *,
+        workspaces: Sequence[str] = (ALL_WORKSPACES,),
+        cert_expires: int | None = None,
+        label: str | None = None,
+    ) -> Member:
+        """Author ``member.add`` for ``key`` with the authority key (this node must hold it);
+        ``cert_expires`` defaults to 90 days from now."""
+        return await self.mesh_authority.add(
+            key, workspaces=workspaces, cert_expires=cert_expires, label=label
+        )
+
+    async def revoke_member(self, node: str) -> Member:
+        """Author ``member.revoke`` for a member (node id or key hex), after the last
+        (epoch, seq) of it this node has accepted."""
+        return await self.mesh_authority.revoke(node)
+
+    def create_invite(
+        self,
+        *,
+        workspaces: Sequence[str] = (ALL_WORKSPACES,),
+        lifetime_ms: int = DEFAULT_INVITE_LIFETIME_MS,
+        label: str | None = None,
+    ) -> str:
+        """A signed, single-use invite to this mesh (``memlane mesh invite``)."""
+        return self.mesh_authority.invite(
+            workspaces=workspaces, lifetime_ms=lifetime_ms, label=label
+        )
+
+    async def redeem_invite(
+        self, invite: str, joiner_key: bytes, *, cert_lifetime_ms: int = DEFAULT_CERT_LIFETIME_MS
+    ) -> Redeemed:
+        """The authority's side of a join: admit ``joiner_key`` on ``invite``."""
+        return await self.mesh_authority.redeem(
+            invite, joiner_key, cert_lifetime_ms=cert_lifetime_ms
+        )
+
+    def authority_certificate(self) -> x509.Certificate:
+        return self.mesh_authority.authority_certificate()
+
+    def node_certificate(self, key: bytes | None = None) -> x509.Certificate:
+        """A certificate for an admitted node key (this node's by default)."""
+        return self.mesh_authority.node_certificate(self.key.public if key is None else key)
 
     async def verify(self) -> VerifyReport:
         assert self.store.reader is not None

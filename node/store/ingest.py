@@ -2,11 +2,15 @@
 
 For each log the batch touches (docs/entries.md §Receiving):
 
-1. decode and pre-check each entry (envelope, payload hash, mesh, membership, payload schema);
-   a failure is rejected and audited (rate-limited), and leaves no row;
-2. entries at or below the log's head are duplicates (a stored header may gain its payload) or,
+1. decode and pre-check each entry (envelope, payload hash, mesh, payload schema); a failure
+   is rejected and audited (rate-limited), and leaves no row;
+2. the membership rule (``Admission``, docs/mesh.md): the authority's logs go first, so a
+   ``member.add`` admits its writer's entries in the same batch; an entry whose writer has no
+   ``member.add`` yet waits in the pending area and is released when one is applied, and an
+   entry the rule refuses is rejected like a failed pre-check;
+3. entries at or below the log's head are duplicates (a stored header may gain its payload) or,
    when authentic and different from the stored one, a fork;
-3. entries above the head, together with that log's pending entries, are chained from the head
+4. entries above the head, together with that log's pending entries, are chained from the head
    by ``prev`` and authenticated with the one rule (``protocol.signing.authenticate``); the
    authentic prefix is appended, the rest waits in the bounded pending area.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Protocol
 
 from node.store.audit import Event, audit
@@ -23,9 +28,27 @@ from node.store.txn import Txn
 from node.store.views import View
 from protocol.canonical import encode_canonical
 from protocol.clock import HybridClock
-from protocol.entry import Entry, LogId
+from protocol.entry import Entry, Header, LogId
 from protocol.errors import ProtocolError
 from protocol.signing import authentic_from, authenticate
+
+
+class Wait(Enum):
+    """An entry that may become admissible: it waits in the pending area."""
+
+    FOR_MEMBER = "its writer's member.add is not here yet"
+
+
+class Admission(Protocol):
+    """The membership rule the receive path applies (``node.mesh.membership``)."""
+
+    authority: bytes | None
+
+    def check(self, header: Header, payload: dict[str, Any] | None) -> str | Wait | None:
+        """None when the entry may be stored, ``Wait`` when it must wait, else why not."""
+
+    def take_admitted(self) -> set[bytes]:
+        """Writers admitted since the last call (their waiting entries can be released)."""
 
 
 class _Options(Protocol):
@@ -40,6 +63,7 @@ class Host(Protocol):
     clock: HybridClock
     views: tuple[View, ...]
     wall: Callable[[], int]
+    membership: Admission | None
 
     @property
     def options(self) -> _Options: ...
@@ -63,7 +87,7 @@ class Host(Protocol):
     async def hide_log(self, txn: Txn, head: LogHead, from_seq: int) -> None: ...
 
 
-__all__ = ["Host", "Received", "Report"]
+__all__ = ["Admission", "Host", "Received", "Report", "Wait"]
 
 Received = Entry | tuple[bytes, bytes | None]
 
@@ -115,8 +139,11 @@ class Ingest:
                     for c in cands.values() if c.payload is not None]  # fmt: skip
         for view in self.store.views:
             await view.prepare(self.txn, payloads)
-        for log, cands in by_log.items():
-            await self._log(log, list(cands.values()))
+        authority = self.store.membership.authority if self.store.membership else None
+        # The authority's logs first: its member entries decide the others' (DESIGN §6).
+        for log in sorted(by_log, key=lambda log: log[0] != authority):
+            await self._log(log, list(by_log[log].values()))
+        await self._release_admitted()
         return self.report
 
     # -- 1. pre-checks -----------------------------------------------------------------------
@@ -141,14 +168,51 @@ class Ingest:
         self.report.rejected += 1
         self.store.audit_rejection(self.txn, self.source, Event.ENTRY_REJECTED, reason, entry_id)
 
-    # -- 2 and 3. per log --------------------------------------------------------------------
+    # -- 2. membership ------------------------------------------------------------------------
 
-    async def _log(self, log: LogId, cands: list[_Candidate]) -> None:
-        head = self.store.logs.head(log)
+    def _admitted(self, cands: list[_Candidate]) -> tuple[list[_Candidate], list[_Candidate]]:
+        """``cands`` split into those the membership rule admits and those that must wait;
+        the rest are rejected (a waiting one leaves the pending area)."""
+        admission = self.store.membership
+        if admission is None:
+            return cands, []
+        admitted, waiting = [], []
+        for cand in cands:
+            verdict = admission.check(cand.entry.header, cand.payload)
+            if verdict is None:
+                admitted.append(cand)
+            elif verdict is Wait.FOR_MEMBER:
+                waiting.append(cand)
+            else:
+                self._reject(verdict, cand.entry.id)
+                if cand.from_pending:
+                    self.txn.add("DELETE FROM pending WHERE id = ?", (cand.entry.id,))
+                    self.store.logs.pending_count -= 1
+        return admitted, waiting
+
+    async def _release_admitted(self) -> None:
+        """Retry the waiting logs of writers admitted by this batch (or since the last one)."""
+        admission = self.store.membership
+        writers = admission.take_admitted() if admission is not None else set()
+        if not writers:
+            return
+        for log in [log for log in self.store.logs.pending_logs if log[0] in writers]:
+            await self._log(log, [])
+
+    # -- 3 and 4. per log --------------------------------------------------------------------
+
+    async def _log(self, log: LogId, received: list[_Candidate]) -> None:
+        logs = self.store.logs
+        cands, waiting = self._admitted(received)
+        if not cands and not waiting and log not in logs.pending_logs:
+            return  # nothing to do: no head is registered for a writer refused outright
+        head = logs.head(log)
         old = [c for c in cands if c.entry.header.seq <= head.seq]
         new = [c for c in cands if c.entry.header.seq > head.seq]
-        if log in self.store.logs.pending_logs:
-            new += await self._pending_of(log, head.seq, cands)
+        if log in logs.pending_logs:
+            # Marks the received entries already waiting, so they are not parked twice.
+            new += self._admitted(await self._pending_of(log, head.seq, received))[0]
+        await self._park(waiting)
         attached = await self._attach(head, new)
         leftover = [c for c in new if c.entry.id not in attached]
         old += [c for c in leftover if c.entry.header.seq <= head.seq]

@@ -117,7 +117,8 @@ class Store:
         self.reader: Reader | None = None
         self._clock_saved = Hlc(0, 0)
         self.mesh: bytes | None = None
-        self.membership: Callable[[Entry], str | None] | None = None
+        # The membership rule (node.mesh.membership); None admits every writer.
+        self.membership: ingest.Admission | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -305,11 +306,11 @@ class Store:
             await view.apply(txn, item)
 
     def admit(self, entry: Entry) -> str | None:
-        """Why ``entry`` may not enter this store, or None.  The mesh must match; then the
-        membership rule decides (``membership``: accept-all until the mesh has members)."""
+        """Why ``entry`` may not enter this store, or None: the mesh must match.  The
+        membership rule (``membership``) is applied log by log on the receive path."""
         if self.mesh is not None and entry.header.mesh != self.mesh:
             return "entry belongs to another mesh"
-        return self.membership(entry) if self.membership is not None else None
+        return None
 
     async def receive(
         self,

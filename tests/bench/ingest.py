@@ -376,9 +376,12 @@ def eventsourcing_saves(workdir: Path, calls: int) -> float:
 # -- (d) the receive path ------------------------------------------------------------------
 
 
+FOREIGN_KEY = SigningKey(b"\x07" * 32)
+
+
 def foreign_entries(mesh: bytes, n: int) -> list[tuple[bytes, bytes | None]]:
     """``n`` chained sr.put entries of one foreign writer, as received: (header, payload)."""
-    key, epoch = SigningKey(b"\x07" * 32), b"\x01" * 8
+    key, epoch = FOREIGN_KEY, b"\x01" * 8
     wall = time.time_ns() // 1_000_000 - 10 * 60_000  # in the past: no clock-skew events
     out: list[tuple[bytes, bytes | None]] = []
     prev = None
@@ -490,6 +493,8 @@ async def _receive(result: Result, workdir: Path, sizes: Sizes) -> None:
     """(d): one node initialised and copied, so both receivers share its mesh and rows."""
     first = Path(tempfile.mkdtemp(prefix="recv-", dir=workdir)) / "amortised"
     info = await Node.init(first)
+    async with Node.open(first) as node:  # the foreign writer is a member of the mesh
+        await node.admit_member(FOREIGN_KEY.public)
     second = first.with_name("per-entry")
     shutil.copytree(first, second)
     progress(f"ingest: sealing {sizes.received} entries of a foreign writer (not timed)")

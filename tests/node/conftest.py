@@ -10,7 +10,7 @@ import pytest_asyncio
 
 from node.authority import Caller
 from node.node import Node
-from tests.node.helpers import ForeignWriter
+from tests.node.helpers import ForeignWriter, admit
 
 
 class Wall:
@@ -56,6 +56,9 @@ def make_caller(node: Node) -> CallerFactory:
     return make
 
 
-@pytest.fixture
-def foreign(node: Node) -> ForeignWriter:
-    return ForeignWriter(node.info.mesh)
+@pytest_asyncio.fixture
+async def foreign(node: Node) -> ForeignWriter:
+    """Another node's log, its writer admitted to the node's mesh."""
+    writer = ForeignWriter(node.info.mesh)
+    await admit(node, writer)
+    return writer

@@ -1,8 +1,10 @@
-"""Shared test helpers: a writer of another node, and row counts for "nothing stored"."""
+"""Shared test helpers: a writer of another node (and its admission to the node's mesh), and
+row counts for "nothing stored"."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +80,20 @@ class ForeignWriter:
 
     def run(self, n: int) -> list[Entry]:
         return [self.next() for _ in range(n)]
+
+
+FAR_FUTURE_MS = 253_402_300_799_999
+
+
+async def admit(
+    node: Node, *writers: ForeignWriter | bytes, workspaces: Sequence[str] = ("*",)
+) -> None:
+    """Make each writer (or writer key) a member of ``node``'s mesh: a ``member.add`` for its
+    key, authored through the node's authority key (a writer never admitted waits in the
+    pending area)."""
+    for writer in writers:
+        key = writer if isinstance(writer, bytes) else writer.key.public
+        await node.admit_member(key, workspaces=workspaces, cert_expires=FAR_FUTURE_MS)
 
 
 async def counts(node: Node) -> dict[str, int]:

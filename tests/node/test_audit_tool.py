@@ -19,7 +19,7 @@ from node.node import Node
 from protocol.clock import Hlc
 from protocol.timefmt import format_instant
 from tests.node.conftest import CallerFactory, Wall
-from tests.node.helpers import ForeignWriter, sr_payload, stored
+from tests.node.helpers import ForeignWriter, admit, sr_payload, stored
 
 READ_WRITE = ("read:workspace", "write:workspace")
 ADMIN = ("read:workspace", "write:workspace", "admin:workspace")
@@ -84,6 +84,7 @@ async def history(node: Node, wall: Wall, make_caller: CallerFactory) -> dict[st
     await node.work_forget(alice, id=episode)
     h["episode"] = episode
     foreign = ForeignWriter(node.info.mesh)
+    await admit(node, foreign)
     h["synced"] = "00000000-0000-7000-8000-000000000001"
     wall.now += 1000
     synced = foreign.next("sr.put", sr_payload(h["synced"], title="from a peer"),
@@ -206,6 +207,7 @@ async def test_node_events_only_for_admins(node: Node, history: dict[str, Any]) 
                                             "reason": "entry belongs to another mesh"}  # fmt: skip
     # An entry from beyond the allowed clock skew: a clock_skew event, for admins only.
     foreign = ForeignWriter(node.info.mesh, seed=b"\x05" * 32)
+    await admit(node, foreign)
     far = foreign.next("sr.put", sr_payload("00000000-0000-7000-8000-000000000009", title="f"),
                        hlc=Hlc(node.store.wall() + 3_600_000, 0))  # fmt: skip
     await node.receive([far], source="peer-c")

@@ -31,7 +31,7 @@ from protocol.clock import Hlc
 from protocol.entry import Entry
 from protocol.timefmt import format_instant, parse_instant
 from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, sr_payload
+from tests.node.helpers import ForeignWriter, admit, sr_payload
 
 SECOND = 1000
 SKEW = 5 * 60 * SECOND  # the default max_clock_skew (DESIGN §2)
@@ -497,7 +497,9 @@ CASES: dict[str, Case] = {
 
 @pytest_asyncio.fixture
 async def story(node: Node, wall: Wall) -> Story:
-    return Story(node, wall, await callers_of(node))
+    played = Story(node, wall, await callers_of(node))
+    await admit(node, played.writer)
+    return played
 
 
 @pytest.mark.asyncio
@@ -722,6 +724,8 @@ WINDOWS_MS = [(0, 14_000), (1000, 4000), (2000, 6000), (4000, 8000), (5000, 12_0
 async def test_nodes_holding_the_same_entries_answer_alike(mesh: Mesh) -> None:
     base = mesh.wall.now - 60 * SECOND
     logs = shared_history(mesh.x.info.mesh, base)
+    for node in (mesh.x, mesh.y):
+        await admit(node, *(log[0].header.writer for log in logs))
     # X: each log whole, one after the other.  Y: every log's entries mixed, in batches of
     # random sizes, some reversed (they wait in the pending area until their gap fills).
     for log in logs:
@@ -781,6 +785,8 @@ async def test_hidden_srs_change_nothing_a_caller_sees(mesh: Mesh) -> None:
     linker.next("sr.put", {"sr_id": ID(70), "workspace": "team", "principal": "bob",
                            "create": False, "links": [ID(50), ID(52), ID(1)]},
                 hlc=Hlc(base + 6500, 0))  # fmt: skip
+    for node in (mesh.x, mesh.y):
+        await admit(node, *(log[0].header.writer for log in logs), linker, hidden)
     for log in [*logs, linker.entries]:
         await mesh.x.receive(log, source="a")
         await mesh.y.receive(log, source="a")

@@ -42,7 +42,7 @@ from protocol.signing import SigningKey
 from protocol.timefmt import format_instant
 from tests.node.conftest import Wall
 from tests.node.episode_helpers import UNKNOWN, about, record, unavailable
-from tests.node.helpers import ForeignWriter
+from tests.node.helpers import ForeignWriter, admit
 
 BASE = 1_790_000_000_000
 SECOND, MINUTE, HOUR, DAY = 1000, 60_000, 3_600_000, 86_400_000
@@ -153,7 +153,12 @@ def _own_hidden() -> list[Item]:
     ]
 
 
+# The seeds of every writer these tests seal entries with (admitted by ``_copies``).
+_SEEDS = (0x51, 0x52, 0x53, 0x54, 0x61, 0x62, 0x63, 0x64)
+
+
 def _seal(mesh: bytes, seed: int, items: list[Item]) -> list[Entry]:
+    assert seed in _SEEDS
     writer = ForeignWriter(mesh, seed=bytes([seed]) * 32)
     return [writer.next(kind, payload, hlc=hlc) for kind, payload, hlc in items]
 
@@ -165,8 +170,11 @@ async def stack() -> AsyncIterator[AsyncExitStack]:
 
 
 async def _copies(tmp_path: Path, stack: AsyncExitStack, wall: Wall, names: Any) -> list[Node]:
-    """Nodes that are copies of one initialised node: one mesh."""
-    await Node.init(tmp_path / "seed", wall=wall)
+    """Nodes that are copies of one initialised node: one mesh, the writers of ``_SEEDS``
+    admitted."""
+    info = await Node.init(tmp_path / "seed", wall=wall)
+    async with Node.open(tmp_path / "seed", wall=wall) as seed:
+        await admit(seed, *(ForeignWriter(info.mesh, seed=bytes([s]) * 32) for s in _SEEDS))
     out = []
     for name in names:
         shutil.copytree(tmp_path / "seed", tmp_path / name)

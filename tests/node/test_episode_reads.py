@@ -32,7 +32,7 @@ from tests.node.episode_helpers import (
     unavailable,
     walk,
 )
-from tests.node.helpers import ForeignWriter, refused, stored
+from tests.node.helpers import ForeignWriter, admit, refused, stored
 
 SECOND, MINUTE, HOUR = 1000, 60_000, 3_600_000
 RW = ("read:workspace", "write:workspace")
@@ -433,6 +433,7 @@ async def assert_never_surfaces(node: Node, who: Caller, episode_id: str) -> Non
 async def test_a_forget_arriving_before_its_record_wins(node, make_caller, foreign, forget_written):
     alice = await make_caller()
     peer = ForeignWriter(node.info.mesh, seed=b"\x08" * 32)
+    await admit(node, peer)
     kept, gone = eid(1), eid(2)
     wall_of = {"before": NOW + 1, "after": NOW + 50}[forget_written]
     forget = peer.next("episode.forget", about(gone), hlc=Hlc(wall_of, 0))
@@ -456,6 +457,7 @@ async def test_a_forget_before_its_record_in_one_batch_wins(node, make_caller, f
                    foreign.next("episode.record", record(gone))]  # fmt: skip
     else:
         peer = ForeignWriter(node.info.mesh, seed=b"\x08" * 32)
+        await admit(node, peer)
         entries = [peer.next("episode.forget", about(gone), hlc=Hlc(NOW + 30, 0)),
                    foreign.next("episode.record", record(gone))]  # fmt: skip
     await receive(node, entries)
@@ -468,6 +470,7 @@ async def test_a_record_delivered_again_after_its_forget_stays_forgotten(
 ):
     alice = await make_caller()
     peer = ForeignWriter(node.info.mesh, seed=b"\x08" * 32)
+    await admit(node, peer)
     gone = eid(4)
     entry = foreign.next("episode.record", record(gone, summary="once"))
     await receive(node, [entry])
@@ -489,6 +492,7 @@ async def test_a_record_delivered_again_after_its_forget_stays_forgotten(
 async def test_a_forget_from_another_vault_blocks_nothing(node, make_caller, foreign):
     alice = await make_caller()
     peer = ForeignWriter(node.info.mesh, seed=b"\x08" * 32)
+    await admit(node, peer)
     early, late = eid(5), eid(6)
     await receive(node, [peer.next("episode.forget", about(early, vault="other"))])
     await receive(node, [
@@ -510,6 +514,7 @@ async def test_a_record_in_another_vault_cannot_take_over_an_episode(node, make_
     earlier (so it comes first in the fold's order), leaves it as it was."""
     alice, olga = await make_caller(), await make_caller("olga", "other")
     peer = ForeignWriter(node.info.mesh, seed=b"\x08" * 32, wall=foreign.wall - 60_000)
+    await admit(node, peer)
     taken = eid(7)
     await receive(node, [foreign.next("episode.record", record(taken, summary="alice's"))])
     olgas = record(taken, vault="other", caller="olga", summary="olga's")

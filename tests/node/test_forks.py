@@ -17,7 +17,7 @@ from node.node import Node
 from node.store.reader import AuditRow
 from protocol.entry import Entry, decode_header
 from protocol.signing import verify_signature
-from tests.node.helpers import ForeignWriter, counts, sr_payload
+from tests.node.helpers import ForeignWriter, admit, counts, sr_payload
 
 FORK_SEQ = 3
 
@@ -114,6 +114,7 @@ async def assert_hidden_from(node: Node, honest: ForeignWriter, seq: int) -> Non
 @pytest.mark.asyncio
 async def test_two_authentic_entries_at_one_position_are_a_fork(node: Node) -> None:
     honest = honest_log(node.info.mesh)
+    await admit(node, honest)
     await node.receive(honest.entries, source="peer")
     assert await view_subjects(node) == {subject(e) for e in honest.entries}
     other = twin(honest).entries[-1]
@@ -139,6 +140,7 @@ async def test_two_authentic_entries_at_one_position_are_a_fork(node: Node) -> N
 @pytest.mark.asyncio
 async def test_the_same_fork_proof_again_adds_nothing(node: Node) -> None:
     honest = honest_log(node.info.mesh)
+    await admit(node, honest)
     await node.receive(honest.entries, source="peer")
     other = twin(honest).entries[-1]
     await node.receive([other], source="peer")
@@ -159,6 +161,7 @@ async def test_the_same_fork_proof_again_adds_nothing(node: Node) -> None:
 @pytest.mark.asyncio
 async def test_a_fork_inside_one_batch_is_found(node: Node) -> None:
     honest = honest_log(node.info.mesh)
+    await admit(node, honest)
     other = twin(honest).entries[-1]
 
     report = await node.receive([*honest.entries, other], source="peer")
@@ -171,6 +174,7 @@ async def test_a_fork_inside_one_batch_is_found(node: Node) -> None:
 @pytest.mark.asyncio
 async def test_two_candidates_for_the_next_position_in_one_batch(node: Node) -> None:
     honest = honest_log(node.info.mesh)
+    await admit(node, honest)
     await node.receive(honest.entries[: FORK_SEQ - 1], source="peer")
     other = twin(honest).entries[-1]
     kept = honest.entries[FORK_SEQ - 1]
@@ -188,6 +192,7 @@ async def test_two_candidates_for_the_next_position_in_one_batch(node: Node) -> 
 @pytest.mark.asyncio
 async def test_a_fork_at_seq_1_hides_the_whole_log(node: Node) -> None:
     honest = honest_log(node.info.mesh)
+    await admit(node, honest)
     await node.receive(honest.entries, source="peer")
     other = twin(honest, at=1).entries[-1]
 
@@ -199,6 +204,7 @@ async def test_a_fork_at_seq_1_hides_the_whole_log(node: Node) -> None:
 @pytest.mark.asyncio
 async def test_an_unauthentic_other_entry_is_not_a_fork(node: Node) -> None:
     honest = honest_log(node.info.mesh)
+    await admit(node, honest)
     await node.receive(honest.entries, source="peer")
     before = await counts(node)
     other = forge(twin(honest).entries[-1])
@@ -216,6 +222,7 @@ async def test_an_unauthentic_other_entry_is_not_a_fork(node: Node) -> None:
 @pytest.mark.asyncio
 async def test_an_other_entry_authentic_through_its_follower_is_a_fork(node: Node) -> None:
     honest = honest_log(node.info.mesh)
+    await admit(node, honest)
     await node.receive(honest.entries, source="peer")
     clone = twin(honest)
     clone.entries[-1] = bad_sig = forge(clone.entries[-1])
@@ -240,6 +247,7 @@ async def test_entries_after_the_fork_point_stay_hidden_across_a_restart(
 ) -> None:
     async with Node.open(node_dir, wall=wall) as node:
         honest = honest_log(node.info.mesh)
+        await admit(node, honest)
         await node.receive(honest.entries, source="peer")
         await node.receive([twin(honest).entries[-1]], source="peer")
         late = honest.next()

@@ -16,7 +16,7 @@ from node.authority import Caller
 from node.node import Node
 from node.store.reader import AuditRow
 from protocol.clock import Hlc
-from tests.node.helpers import ForeignWriter
+from tests.node.helpers import ForeignWriter, admit
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -75,6 +75,7 @@ async def test_a_received_entry_within_the_skew_moves_the_clock_and_it_persists(
     ahead = Hlc(wall.now + 4 * MINUTE, 7)
     async with Node.open(node_dir, wall=wall) as node:
         foreign = ForeignWriter(node.info.mesh)
+        await admit(node, foreign)
         entry = foreign.next(hlc=ahead)
         assert (await node.receive([entry], source="peer")).stored_ids == [entry.id]
         assert node.store.clock.last == ahead
@@ -121,6 +122,7 @@ async def test_the_skew_bound_follows_the_wall_and_survives_a_restart(
     future = Hlc(wall.now + HOUR, 0)
     async with Node.open(node_dir, wall=wall) as node:
         foreign = ForeignWriter(node.info.mesh)
+        await admit(node, foreign)
         await node.receive([foreign.next(hlc=future)], source="peer")
         bound = node.store.clock.last
         assert bound.wall <= wall.now + MAX_SKEW

@@ -45,7 +45,7 @@ from node.views import timeline as tl
 from protocol.clock import Hlc
 from protocol.timefmt import format_instant
 from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter
+from tests.node.helpers import ForeignWriter, admit
 
 # -- the moment, the vocabulary --------------------------------------------------------------------
 
@@ -260,21 +260,23 @@ class Mesh:
 
 async def _build(root: Path, stack: AsyncExitStack) -> Mesh:
     wall = Wall(BASE - DAY)  # the nodes start before the entries were written
-    await Node.init(root / "X", wall=wall)
+    info = await Node.init(root / "X", wall=wall)
+    writers = [ForeignWriter(info.mesh, seed=bytes([seed]) * 32) for seed in (0x0A, 0x0B, 0x0C)]
+    async with Node.open(root / "X", wall=wall) as x:
+        await admit(x, *writers)  # every node holds the authority's member.adds
     (root / "X" / "config.toml").write_text(PROFILES)
     for name in ("Y", "Z"):
         shutil.copytree(root / "X", root / name)
     mesh = Mesh(asyncio.get_running_loop())
     for name in ("X", "Y", "Z"):
         mesh.nodes[name] = await stack.enter_async_context(Node.open(root / name, wall=wall))
-    info = mesh.nodes["X"].info
     rng = random.Random(20260921)
     span = 6 * DAY
-    a = _seal(ForeignWriter(info.mesh, seed=b"\x0a" * 32), _corpus(rng), offset=0, span=span)
-    b = _seal(ForeignWriter(info.mesh, seed=b"\x0b" * 32),
+    a = _seal(writers[0], _corpus(rng), offset=0, span=span)
+    b = _seal(writers[1],
               _hidden(rng, OTHER_IDS, "other", ("olga", "alice", "bob"), None),
               offset=7 * MINUTE, span=span)  # fmt: skip
-    m = _seal(ForeignWriter(info.mesh, seed=b"\x0c" * 32),
+    m = _seal(writers[2],
               _hidden(rng, MALLORY_IDS, "team", ("mallory",), "private"),
               offset=3 * MINUTE, span=span)  # fmt: skip
     # Rounds of a mesh, each delivered a minute after its newest entry was written.  On X the

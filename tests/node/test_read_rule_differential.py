@@ -28,7 +28,7 @@ from node.errors import Refusal
 from node.node import Node
 from protocol.clock import Hlc
 from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, sr_payload
+from tests.node.helpers import ForeignWriter, admit, sr_payload
 
 BASE = 1_790_000_000_000
 DAY = 86_400_000
@@ -173,9 +173,12 @@ async def _nodes(
     tmp_path: Path, stack: AsyncExitStack, *hidden: list[dict[str, Any]]
 ) -> tuple[Node, Node]:
     """(a node holding the visible SRs and ``hidden``, a node holding the visible SRs only):
-    copies of one initialised node, so one mesh."""
+    copies of one initialised node, so one mesh (the writers admitted)."""
     wall = Wall(BASE + 100 * DAY)
-    await Node.init(tmp_path / "seed", wall=wall)
+    info = await Node.init(tmp_path / "seed", wall=wall)
+    async with Node.open(tmp_path / "seed", wall=wall) as seed:
+        await admit(seed, *(ForeignWriter(info.mesh, seed=bytes([s]) * 32)
+                            for s in (0x11, 0x22, 0x33)))  # fmt: skip
     out = []
     for name, extra in (("hiding", hidden), ("clean", ())):
         shutil.copytree(tmp_path / "seed", tmp_path / name)

@@ -30,7 +30,7 @@ from protocol.canonical import encode_canonical
 from protocol.entry import MAX_PAYLOAD_BYTES, Entry, payload_digest
 from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, authenticate
-from tests.node.helpers import ForeignWriter, counts, digest, sr_payload
+from tests.node.helpers import ForeignWriter, admit, counts, digest, sr_payload
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -521,6 +521,7 @@ async def _deliver(path: Path, plan: dict[str, Any]) -> None:
     options = StoreOptions(synchronous="OFF", amortised_verification=plan["amortised"])
     async with Node.open(path, wall=wall, options=options) as node:
         foreign = ForeignWriter(node.info.mesh)
+        await admit(node, foreign)
         for own_sig_bad in plan["bad"]:
             entry = foreign.next()
             if own_sig_bad:
@@ -555,8 +556,11 @@ def test_the_verdict_does_not_depend_on_order_company_or_batching(plan: dict[str
 
 @pytest_asyncio.fixture
 async def twin_dirs(tmp_path: Path, wall: Any) -> tuple[Path, Path]:
-    """Two data directories of one node (same mesh, same state): a clone."""
+    """Two data directories of one node (same mesh, same state, the ``ForeignWriter`` key
+    admitted): a clone."""
     await Node.init(tmp_path / "a", wall=wall)
+    async with Node.open(tmp_path / "a", wall=wall) as node:
+        await admit(node, ForeignWriter(node.info.mesh))
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     return tmp_path / "a", tmp_path / "b"
 
@@ -672,6 +676,7 @@ async def test_the_pending_area_is_bounded_and_full_means_rejected(
 ) -> None:
     async with Node.open(node_dir, wall=wall, options=StoreOptions(pending_limit=2)) as node:
         foreign = ForeignWriter(node.info.mesh)
+        await admit(node, foreign)
         e1, e2, e3, e4 = foreign.run(4)
         parked = await node.receive([e2, e3], source="peer")
         assert parked.pending == 2
@@ -699,6 +704,7 @@ async def test_resending_a_waiting_entry_does_not_use_up_the_pending_area(
 ) -> None:
     async with Node.open(node_dir, wall=wall, options=StoreOptions(pending_limit=2)) as node:
         foreign = ForeignWriter(node.info.mesh)
+        await admit(node, foreign)
         e1, e2, e3 = foreign.run(3)
         for _ in range(3):  # a peer retrying the same out-of-order entry
             await node.receive([e3], source="peer")

@@ -23,7 +23,7 @@ from node.views.fold import lane_uuid_of
 from protocol.clock import Hlc
 from protocol.timefmt import format_instant, parse_instant
 from tests.node.conftest import CallerFactory, Wall
-from tests.node.helpers import ForeignWriter, sr_payload
+from tests.node.helpers import ForeignWriter, admit, sr_payload
 
 MINUTE = 60_000
 READ_WRITE = ("read:workspace", "write:workspace")
@@ -679,7 +679,8 @@ async def test_a_future_entry_appears_when_its_time_comes(
     ]  # fmt: skip
     report = await node.receive(entries, source="peer")
     assert report.stored == 3
-    assert await reader.count("headers") == 4  # the authority's member.add and these
+    # The authority's member.add of this node and of the foreign writer, and these.
+    assert await reader.count("headers") == 5
 
     async def titles() -> dict[str, str]:
         answer = await node.e_timeline(alice, action="list")
@@ -689,6 +690,7 @@ async def test_a_future_entry_appears_when_its_time_comes(
     # A late entry of another writer, ordered before the waiting version, folds the SR again:
     # what is shown is still the newest version whose time has come.
     other = ForeignWriter(node.info.mesh, seed=b"\x09" * 32, epoch=b"\x09" * 8)
+    await admit(node, other)
     late = other.next("sr.put", sr_payload(present_id, create=False, text="late"),
                       hlc=Hlc(now - 500, 0))  # fmt: skip
     assert (await node.receive([late], source="peer-2")).stored == 1
@@ -736,6 +738,7 @@ async def test_a_late_entry_with_an_older_clock_lands_in_the_middle(
     alice = await make_caller("alice", "team", READ_WRITE)
     first = ForeignWriter(node.info.mesh, seed=b"\x11" * 32, epoch=b"\x01" * 8)
     second = ForeignWriter(node.info.mesh, seed=b"\x22" * 32, epoch=b"\x02" * 8)
+    await admit(node, first, second)
     sr_id = "00000000-0000-7000-8000-000000000010"
     t0 = wall.now - 10 * MINUTE
     create = first.next("sr.put", sr_payload(sr_id, title="v0", text="base"), hlc=Hlc(t0, 0))

@@ -17,7 +17,7 @@ from node.errors import Forbidden, Refusal
 from node.node import Node
 from protocol.clock import Hlc
 from tests.node.conftest import CallerFactory, Wall
-from tests.node.helpers import ForeignWriter, sr_payload, stored
+from tests.node.helpers import ForeignWriter, admit, sr_payload, stored
 
 SPEC = "Invalid timeline spec: "
 BELONG = "'since' and 'as_of' belong to the changes action"
@@ -333,6 +333,7 @@ async def test_refused_calls_store_nothing_even_with_due_versions_waiting(
     # A future entry waits in sr_due; once its time has come, a refused call must not even
     # catch the views up (that is the first valid reading call's job).
     foreign = ForeignWriter(node.info.mesh)
+    await admit(node, foreign)
     sr_id = "00000000-0000-7000-8000-000000000005"
     due = wall.now + 3_600_000
     entry = foreign.next("sr.put", sr_payload(sr_id, title="later"), hlc=Hlc(due, 0))

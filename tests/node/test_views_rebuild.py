@@ -22,7 +22,7 @@ from node.node import Node
 from protocol.clock import Hlc
 from protocol.entry import Entry
 from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, sr_payload
+from tests.node.helpers import ForeignWriter, admit, sr_payload
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -224,6 +224,7 @@ async def mixed_history(node: Node, wall: Wall) -> dict[str, Caller]:
     await node.work_forget(alice, id=second)
     # Foreign entries, shuffled: a later entry of a log waits in pending for its gap.
     a, b = foreign_entries(node.info.mesh, wall.now)
+    await admit(node, a[0].header.writer, b[0].header.writer)
     arrivals = [*a, *b]
     random.Random(7).shuffle(arrivals)
     for start in range(0, len(arrivals), 3):
@@ -312,6 +313,8 @@ async def test_same_entries_same_answers_in_any_order_and_batching(
         a, b = foreign_entries(x.info.mesh, t)
         more_a, more_b = _more(a, b, x.info.mesh, t)
         everything = [*a, *more_a, *b, *more_b]
+        for n in (x, y, z):
+            await admit(n, a[0].header.writer, b[0].header.writer)
         # x: each log whole, in order, one batch each.
         await x.receive([*a, *more_a], source="a")
         await x.receive([*b, *more_b], source="b")
@@ -328,7 +331,8 @@ async def test_same_entries_same_answers_in_any_order_and_batching(
             reader = n.store.reader
             assert reader is not None
             assert await reader.count("pending") == 0
-            assert await reader.count("headers") == len(everything) + 1
+            # + the authority's member.add of this node and of the two writers
+            assert await reader.count("headers") == len(everything) + 3
 
         wall.now = t + 30 * MINUTE  # one moment for all three: the +20 min entry is due
         got = []

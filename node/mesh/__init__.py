@@ -1,0 +1,7 @@
+"""The mesh: membership from the authority's log, certificates and TLS, invites (DESIGN §6).
+
+``membership`` (who may write what; the receive path's admission rule), ``certs`` (the
+authority's CA, node certificates, TLS 1.3 contexts and the peer check), ``invites`` (signed,
+expiring, single-use invites and the authority's side of redeeming them), ``authority`` (the
+authority node's membership changes).  docs/mesh.md describes them.
+"""

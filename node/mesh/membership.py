@@ -1,0 +1,265 @@
+"""Mesh membership: which writers may write which workspaces (DESIGN §2, §4.1, §6).
+
+Membership is derived from the mesh authority's own log: a ``member.add`` grants a node key a
+list of workspaces (``*`` for all) and a certificate expiry; a ``member.revoke`` cuts a key off
+after the last (epoch, seq) still accepted.  ``Membership`` keeps the result in one dict from
+node key to ``Member``, so the receive path checks an entry with one lookup (docs/mesh.md).
+
+It is a view of the log (``node.store.views``): it applies each member entry in the append
+transaction, is loaded at open by replaying the authority's applied member entries, withdraws
+what a hidden (forked) authority log contributed, and is rebuilt by ``memlane views rebuild``
+with the other views.  Member entries fold in the total order (wall, counter, epoch, seq), so
+every node holding the same authority entries has the same members whatever order they arrived
+in:
+
+- the newest ``member.add`` of a key sets its workspaces, certificate expiry and label (a
+  renewal is a new ``member.add``);
+- a key's first ``member.revoke`` is final: later adds and revokes of that key change nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from node.identity import node_id
+from node.mesh.errors import MeshError, UnknownMember
+from node.store.ingest import Wait
+from node.store.txn import Txn
+from node.store.views import Applied
+from protocol.clock import Hlc
+from protocol.entry import Header, decode_header
+from protocol.errors import PayloadError
+from protocol.kinds import KINDS, decode_payload, workspace_of
+
+__all__ = ["ALL_WORKSPACES", "MEMBER_KINDS", "Cutoff", "Member", "Membership", "grant_payload"]
+
+ALL_WORKSPACES = "*"
+MEMBER_KINDS = frozenset({"member.add", "member.revoke"})
+
+# Every applied member entry of the authority's logs, as "log_id:header hex:payload hex"
+# joined by commas (the store hands a view one scalar query at open).
+_LOAD = (
+    "SELECT group_concat(h.log_id || ':' || hex(h.raw) || ':' || hex(p.data), ',') "
+    "FROM headers h JOIN payloads p ON p.pos = h.pos "
+    "WHERE h.applied = 1 AND h.kind IN ('member.add', 'member.revoke') AND h.log_id IN "
+    "(SELECT log_id FROM logs WHERE writer = (SELECT value FROM state WHERE key = 'authority'))"
+)
+_AUTHORITY = "SELECT value FROM state WHERE key = 'authority'"
+
+
+@dataclass(frozen=True, slots=True)
+class Cutoff:
+    """A revocation: the last (epoch, seq) of the key's log still accepted, and when (the
+    revoke's ingest time, ms).  ``epoch`` None: nothing of the key is accepted."""
+
+    epoch: bytes | None
+    seq: int
+    at: int
+
+    def covers(self, epoch: bytes, seq: int) -> bool:
+        return epoch == self.epoch and seq <= self.seq
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A node key's grant: workspaces (``*`` = all), certificate expiry (ms), label, when it
+    was last added (ms; None for a key revoked without ever being added), its revocation."""
+
+    key: bytes
+    workspaces: tuple[str, ...]
+    cert_expires: int
+    label: str | None = None
+    added_at: int | None = None
+    revoked: Cutoff | None = None
+    # The workspaces as a set, None for all: what the receive path looks up.
+    allowed: frozenset[str] | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def node_id(self) -> str:
+        return node_id(self.key)
+
+    def admits(self, now: int) -> bool:
+        """Whether a TLS peer with this key may connect at ``now``: unrevoked, certificate
+        not expired by its newest grant."""
+        return self.revoked is None and self.added_at is not None and now < self.cert_expires
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    order: tuple[int, int, bytes, int]
+    log_id: int
+    seq: int
+    kind: str
+    payload: dict[str, Any]
+    wall: int
+
+
+def grant_payload(
+    key: bytes, workspaces: Sequence[str], cert_expires: int, label: str | None = None
+) -> dict[str, Any]:
+    """A valid ``member.add`` payload, or ``MeshError`` naming what is wrong."""
+    payload: dict[str, Any] = {"node": key, "workspaces": list(workspaces),
+                               "cert_expires": cert_expires}  # fmt: skip
+    if label is not None:
+        payload["label"] = label
+    try:
+        KINDS["member.add"].schema.check(payload, authoring=True)
+    except PayloadError as exc:
+        raise MeshError(f"{exc.field}: {exc.hint}") from exc
+    return payload
+
+
+def _granted(key: bytes, entry: _Entry) -> Member:
+    workspaces = tuple(entry.payload["workspaces"])
+    allowed = None if ALL_WORKSPACES in workspaces else frozenset(workspaces)
+    return Member(key, workspaces, entry.payload["cert_expires"], entry.payload.get("label"),
+                  entry.wall, None, allowed)  # fmt: skip
+
+
+def _revoked(key: bytes, old: Member | None, entry: _Entry) -> Member:
+    cut = Cutoff(entry.payload.get("last_epoch"), entry.payload["last_seq"], entry.wall)
+    if old is None:
+        return Member(key, (), 0, None, None, cut, frozenset())
+    return dataclasses.replace(old, revoked=cut)
+
+
+class Membership:
+    """The members of this mesh, from the authority's log; the store's ``Admission``."""
+
+    kinds = MEMBER_KINDS
+    clear: tuple[str, ...] = ()  # nothing stored: rebuilt from the log itself
+    next_due: int | None = None
+
+    def __init__(self, authority: bytes | None = None) -> None:
+        self.authority = authority
+        self._entries: dict[tuple[int, int], _Entry] = {}
+        self._members: dict[bytes, Member] = {}
+        self._last: tuple[int, int, bytes, int] = (-1, 0, b"", 0)
+        self._admitted: set[bytes] = set()
+
+    # -- the receive path (node.store.ingest.Admission) ----------------------------------------
+
+    def check(self, header: Header, payload: dict[str, Any] | None) -> str | Wait | None:
+        writer = header.writer
+        if writer == self.authority:
+            return None
+        if header.kind in MEMBER_KINDS:
+            return "member entries are valid only from the mesh authority's log"
+        member = self._members.get(writer)
+        if member is None:
+            return Wait.FOR_MEMBER
+        cut = member.revoked
+        if cut is not None and (header.epoch != cut.epoch or header.seq > cut.seq):
+            return "its writer was revoked: the entry is past the revocation's cut-off"
+        allowed = member.allowed
+        if allowed is not None and payload is not None:
+            # A payload that is absent or of an unknown kind names no workspace this node can
+            # read: it is stored, not applied, and checked when its payload or kind is known.
+            workspace = workspace_of(header.kind, payload)
+            if workspace is not None and workspace not in allowed:
+                return f"its writer may not write into workspace {workspace!r}"
+        return None
+
+    def take_admitted(self) -> set[bytes]:
+        admitted, self._admitted = self._admitted, set()
+        return admitted
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def members(self) -> list[Member]:
+        """Every key the authority has added or revoked, by node id."""
+        return sorted(self._members.values(), key=lambda m: m.node_id)
+
+    def get(self, key: bytes) -> Member | None:
+        return self._members.get(key)
+
+    def find(self, name: str) -> Member:
+        """The member named by its node id (``abcd-efgh-ijkl-mnop``) or its key in hex."""
+        text = name.strip().lower()
+        for member in self._members.values():
+            if text in (member.node_id, member.node_id.replace("-", ""), member.key.hex()):
+                return member
+        raise UnknownMember(f"no member of this mesh is named {name!r}")
+
+    def admits_peer(self, key: bytes, now: int) -> bool:
+        """Whether ``key`` is an admitted, unrevoked node key with an unexpired grant."""
+        member = self._members.get(key)
+        return member is not None and member.admits(now)
+
+    # -- the view (node.store.views.View) ------------------------------------------------------
+
+    def bind(self, moment: Callable[[], int]) -> None:
+        """Membership takes effect on arrival, not at a moment."""
+
+    async def load(self, scalar: Callable[[str], Awaitable[Any]]) -> None:
+        self.reset()
+        self.authority = await scalar(_AUTHORITY) or self.authority
+        for item in str(await scalar(_LOAD) or "").split(","):
+            if item:
+                log_id, raw, data = item.split(":")
+                h = decode_header(bytes.fromhex(raw))
+                payload = decode_payload(h.kind, bytes.fromhex(data))
+                self._entries[(int(log_id), h.seq)] = _entry(h.hlc, h.epoch, h.seq, int(log_id),
+                                                             h.kind, payload)  # fmt: skip
+        self._refold(mark=False)
+
+    async def prepare(self, txn: Txn, payloads: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Nothing to read ahead: the members are in memory."""
+
+    async def apply(self, txn: Txn, item: Applied) -> None:
+        if item.writer != self.authority or (item.log_id, item.seq) in self._entries:
+            return
+        entry = _entry(item.hlc, item.epoch, item.seq, item.log_id, item.kind, item.payload)
+        self._entries[(item.log_id, item.seq)] = entry
+        if entry.order > self._last:
+            self._step(entry)
+        else:  # an older authority epoch arriving late: fold again in order
+            self._refold(mark=True)
+
+    async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None:
+        hidden = [k for k in self._entries if k[0] == log_id and k[1] >= from_seq]
+        for k in hidden:
+            del self._entries[k]
+        if hidden:
+            self._refold(mark=False)
+
+    async def catch_up(self, txn: Txn, moment: int) -> None:
+        """Nothing is ever due later."""
+
+    def reset(self) -> None:
+        self._entries.clear()
+        self._members.clear()
+        self._last = (-1, 0, b"", 0)
+        self._admitted.clear()
+
+    # -- the fold ------------------------------------------------------------------------------
+
+    def _step(self, entry: _Entry) -> None:
+        key: bytes = entry.payload["node"]
+        self._last = entry.order
+        old = self._members.get(key)
+        if old is not None and old.revoked is not None:
+            return  # a revocation is final
+        if entry.kind == "member.add":
+            self._members[key] = _granted(key, entry)
+            if old is None:
+                self._admitted.add(key)
+        else:
+            self._members[key] = _revoked(key, old, entry)
+
+    def _refold(self, *, mark: bool) -> None:
+        """Fold every entry again; with ``mark``, keys new to the members count as admitted."""
+        before, admitted = set(self._members), self._admitted
+        self._members, self._admitted = {}, set()
+        self._last = (-1, 0, b"", 0)
+        for entry in sorted(self._entries.values(), key=lambda e: e.order):
+            self._step(entry)
+        self._admitted = admitted | (set(self._members) - before if mark else set())
+
+
+def _entry(hlc: Hlc, epoch: bytes, seq: int, log_id: int, kind: str, payload: Any) -> _Entry:
+    # The writer is always the authority: the fold's total order reduces to these four.
+    return _Entry((hlc.wall, hlc.counter, epoch, seq), log_id, seq, kind, payload, hlc.wall)
