@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from node.cli import commands, serving, tools
+from node.cli import commands, mesh, serving, tools
 from node.errors import NodeError
 from node.logging import configure_logging
 
@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(lsub.add_parser("verify", help="re-check every chain, signature and payload hash"))
     tools.add_parsers(sub, _with_token, commands.tool)
     serving.add_parsers(sub, _common, _with_token)
+    mesh.add_parsers(sub, _common)
     return parser
 
 

@@ -1,0 +1,120 @@
+"""``memlane mesh``: invites, members and revocation, on the authority node (docs/mesh.md)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from typing import Any
+
+from node.cli.commands import Result
+from node.mesh import invites
+from node.mesh.membership import ALL_WORKSPACES, Member
+from node.node import Node
+from protocol.timefmt import format_instant
+
+__all__ = ["add_parsers", "parse_duration"]
+
+AddArgs = Callable[[argparse.ArgumentParser], None]
+_DURATION = re.compile(r"([1-9][0-9]{0,8})([smhdw])\Z")
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+_INVITE_HELP = "print a signed invite to this mesh, valid once and for a while"
+_MEMBERS_HELP = "list the nodes the authority's log has admitted or revoked"
+_REVOKE_HELP = (
+    "revoke a member: entries it writes after the last one this node has accepted from it "
+    "are refused everywhere the revocation reaches"
+)
+
+
+def parse_duration(text: str) -> int:
+    """``30m``, ``24h``, ``7d``, ``2w`` (also ``s``) → milliseconds."""
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 30m, 24h or 7d")
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+def add_parsers(sub: Any, common: AddArgs) -> None:
+    """Register ``mesh invite``, ``mesh members`` and ``mesh revoke``; ``common`` adds the
+    options every command takes."""
+    mesh = sub.add_parser("mesh", help="the mesh: invites, members, revocation")
+    msub = mesh.add_subparsers(dest="action", required=True)
+    invite = msub.add_parser("invite", help=_INVITE_HELP, description=_INVITE_HELP + (
+        ". The joiner redeems it with the authority node, which admits its key and "
+        "issues its certificate."))  # fmt: skip
+    common(invite)
+    invite.add_argument("--workspaces", nargs="+", metavar="W", default=[ALL_WORKSPACES],
+                        help="the workspaces the joiner may write (default: *, all)")  # fmt: skip
+    invite.add_argument("--expires", type=parse_duration, default="24h", metavar="DURATION",
+                        help="how long it stays valid: 30m, 24h, 7d (default 24h)")  # fmt: skip
+    invite.add_argument("--label", help="a name for the joiner, kept with its membership")
+    invite.set_defaults(handler=mesh_invite)
+    members = msub.add_parser("members", help=_MEMBERS_HELP, description=_MEMBERS_HELP)
+    common(members)
+    members.set_defaults(handler=mesh_members)
+    revoke = msub.add_parser("revoke", help=_REVOKE_HELP, description=_REVOKE_HELP)
+    common(revoke)
+    revoke.add_argument("node", metavar="NODE_ID", help="the member's node id (or key in hex)")
+    revoke.set_defaults(handler=mesh_revoke)
+
+
+async def mesh_invite(args: argparse.Namespace) -> Result:
+    async with Node.open(args.data) as node:
+        text = node.create_invite(workspaces=args.workspaces, lifetime_ms=args.expires,
+                                  label=args.label)  # fmt: skip
+    invite = invites.read(text)
+    data = {
+        "invite": text, "invite_id": invite.invite_id.hex(), "mesh": invite.mesh.hex(),
+        "workspaces": list(invite.workspaces), "expires": format_instant(invite.expires),
+        "label": invite.label,
+    }  # fmt: skip
+    return Result(data, text)
+
+
+async def mesh_members(args: argparse.Namespace) -> Result:
+    async with Node.open(args.data) as node:
+        members, own = node.members(), node.info.public_key
+    rows = [_row(m, m.key == own) for m in members]
+    return Result(rows, "\n".join(_line(r) for r in rows) or "no members")
+
+
+async def mesh_revoke(args: argparse.Namespace) -> Result:
+    async with Node.open(args.data) as node:
+        member = await node.revoke_member(args.node)
+    row = _row(member, False)
+    cut = row["revoked"]
+    text = f"revoked {member.node_id} after {_cutoff(cut)}"
+    return Result(row, text)
+
+
+def _row(member: Member, own: bool) -> dict[str, Any]:
+    cut = member.revoked
+    revoked = None if cut is None else {
+        "at": format_instant(cut.at), "epoch": cut.epoch.hex() if cut.epoch else None,
+        "seq": cut.seq,
+    }  # fmt: skip
+    return {
+        "node_id": member.node_id, "key": member.key.hex(), "label": member.label,
+        "workspaces": list(member.workspaces), "this_node": own,
+        "cert_expires": format_instant(member.cert_expires) if member.added_at else None,
+        "revoked": revoked,
+    }  # fmt: skip
+
+
+def _cutoff(cut: dict[str, Any]) -> str:
+    if cut["epoch"] is None:
+        return "nothing (no entry of it was accepted)"
+    return f"seq {cut['seq']} of epoch {cut['epoch']}"
+
+
+def _line(row: dict[str, Any]) -> str:
+    parts = [row["node_id"], " ".join(row["workspaces"]) or "-"]
+    if row["cert_expires"]:
+        parts.append(f"cert expires {row['cert_expires']}")
+    if row["label"]:
+        parts.append(row["label"])
+    if row["this_node"]:
+        parts.append("(this node)")
+    if row["revoked"]:
+        parts.append(f"REVOKED at {row['revoked']['at']} after {_cutoff(row['revoked'])}")
+    return "  ".join(parts)

@@ -1,0 +1,118 @@
+"""``memlane mesh invite | members | revoke`` end to end, in subprocesses over a real data
+directory (docs/mesh.md, docs/cli.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from node.identity import AUTHORITY_KEY_FILE, node_id
+from node.mesh import invites
+from node.mesh.errors import InviteError
+from node.node import Node, system_wall
+from protocol.signing import SigningKey
+from tests.node.helpers import ForeignWriter, admit
+from tests.node.test_cli import count, fails, ok, run, run_all
+
+HOUR = 3_600_000
+JOINER = SigningKey(b"\x0f" * 32).public
+
+
+def init(tmp_path: Path) -> Path:
+    data = tmp_path / "node"
+    ok(run("init", "--data", data))
+    return data
+
+
+def test_an_invite_is_printed_once_and_redeems_once(tmp_path: Path) -> None:
+    data = init(tmp_path)
+    text = ok(run("mesh", "invite", "--data", data, "--workspaces", "team", "ops",
+                  "--expires", "2h", "--label", "laptop")).strip()  # fmt: skip
+    invite = invites.read(text)
+    assert (invite.workspaces, invite.label) == (("team", "ops"), "laptop")
+    assert abs(invite.expires - (system_wall() + 2 * HOUR)) < 60_000
+    shown = json.loads(ok(run("mesh", "invite", "--data", data, "--json")))
+    assert invites.read(shown["invite"]).workspaces == ("*",)
+    assert shown["workspaces"] == ["*"]
+    assert shown["invite_id"] == invites.read(shown["invite"]).invite_id.hex()
+
+    async def redeem_twice() -> str:
+        async with Node.open(data) as node:
+            done = await node.redeem_invite(text, JOINER)
+            try:
+                await node.redeem_invite(text, JOINER)
+            except InviteError as exc:
+                return f"{done.payload['workspaces']} then {exc}"
+        return "redeemed twice"
+
+    assert asyncio.run(redeem_twice()) == "['team', 'ops'] then the invite was already used"
+
+
+def test_members_shows_grants_this_node_and_revocations(tmp_path: Path) -> None:
+    data = init(tmp_path)
+
+    async def admit_and_receive() -> ForeignWriter:
+        async with Node.open(data) as node:
+            writer = ForeignWriter(node.info.mesh, seed=b"\x33" * 32)
+            await admit(node, writer, workspaces=["team"])
+            await node.receive(writer.run(2), source="peer")
+        return writer
+
+    peer = asyncio.run(admit_and_receive())
+    listed = ok(run("mesh", "members", "--data", data)).splitlines()
+    peer_id = node_id(peer.key.public)
+    (mine,) = [line for line in listed if "(this node)" in line]
+    assert "  *  cert expires 9999-12-31T23:59:59.999Z" in mine
+    assert [line.split("  ")[:2] for line in listed if line.startswith(peer_id)] == [
+        [peer_id, "team"]
+    ]
+
+    revoked = ok(run("mesh", "revoke", "--data", data, peer_id)).strip()
+    assert revoked == f"revoked {peer_id} after seq 2 of epoch {peer.epoch.hex()}"
+    rows = {r["node_id"]: r for r in json.loads(ok(run("mesh", "members", "--data", data,
+                                                       "--json")))}  # fmt: skip
+    assert rows[peer_id]["revoked"] | {"at": None} == {
+        "at": None, "epoch": peer.epoch.hex(), "seq": 2,
+    }  # fmt: skip
+    assert rows[peer_id]["workspaces"] == ["team"]
+    assert [r["this_node"] for r in rows.values()].count(True) == 1
+    assert "REVOKED at " in ok(run("mesh", "members", "--data", data))
+
+
+def test_refusals_exit_1_and_store_nothing(tmp_path: Path) -> None:
+    data = init(tmp_path)
+    own = json.loads(ok(run("mesh", "members", "--data", data, "--json")))[0]["node_id"]
+    before = count(data, "headers")
+    refusals = [
+        (["mesh", "revoke", "--data", str(data), "aaaa-bbbb-cccc-dddd"], "no member of this mesh"),
+        (["mesh", "revoke", "--data", str(data), own], "a node cannot revoke its own key"),
+        (["mesh", "invite", "--data", str(data), "--workspaces", "not one"], "workspaces"),
+    ]
+    results = [run(*argv) for argv, _ in refusals]
+    for (_, text), result in zip(refusals, results, strict=True):
+        assert text in fails(result)
+    assert count(data, "headers") == before
+
+    (data / AUTHORITY_KEY_FILE).unlink()
+    err = fails(run("mesh", "invite", "--data", data))
+    assert "this node does not hold the mesh authority key" in err
+    assert json.loads(fails(run("mesh", "invite", "--data", data, "--json")))["error"] == (
+        "this node does not hold the mesh authority key"
+    )
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    d = str(tmp_path / "node")
+    argvs = [
+        ["mesh"],
+        ["mesh", "invite", "--data", d, "--expires", "3x"],
+        ["mesh", "invite", "--data", d, "--expires", "0h"],
+        ["mesh", "invite", "--data", d, "--workspaces"],
+        ["mesh", "revoke", "--data", d],
+        ["mesh", "frobnicate"],
+    ]
+    for result in run_all(argvs, tmp_path):
+        err = fails(result, code=2)
+        assert err.startswith("usage: memlane"), (result.args, err)
+    assert not (tmp_path / "node").exists()
