@@ -13,7 +13,16 @@ import aiosqlite
 from node.errors import StoreError
 from protocol.canonical import decode_canonical
 
-__all__ = ["AuditRow", "LogRow", "Reader", "StoredEntry"]
+__all__ = [
+    "AuditRow",
+    "ChangedLog",
+    "LogRow",
+    "Marks",
+    "Reader",
+    "Snapshot",
+    "SpanEntry",
+    "StoredEntry",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +42,44 @@ class StoredEntry:
     raw: bytes
     payload: bytes | None
     applied: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Every log's head and the newest header position, as of one instant."""
+
+    pos: int
+    logs: tuple[LogRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SpanEntry:
+    """One stored entry of a log, as sync sends it."""
+
+    seq: int
+    id: bytes
+    raw: bytes
+    payload: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedLog:
+    """A log that gained entries after some position: its newest seq and position since."""
+
+    log_id: int
+    writer: bytes
+    epoch: bytes
+    head_seq: int
+    pos: int
+
+
+@dataclass(frozen=True, slots=True)
+class Marks:
+    """How far the store has got: its newest header position and how many fork proofs it
+    holds (both only grow)."""
+
+    pos: int
+    forks: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +150,59 @@ class Reader:
                 yield item
             after = chunk[-1].seq
 
+    # -- sync (node/mesh): each read is one statement, so it sees one committed state ---------
+
+    async def select_snapshot(self) -> Snapshot:
+        """Every log and the newest header position, in one read: an entry stored after it
+        has a greater position."""
+        rows = await self.fetchall(
+            "SELECT 0, coalesce(max(pos), 0), NULL, NULL, NULL, NULL, NULL FROM headers "
+            "UNION ALL SELECT 1, log_id, writer, epoch, head_seq, head_id, forked_at FROM logs"
+        )
+        pos = next(r[1] for r in rows if r[0] == 0)
+        logs = tuple(
+            LogRow(r[1], bytes(r[2]), bytes(r[3]), r[4], _b(r[5]), r[6]) for r in rows if r[0]
+        )
+        return Snapshot(pos, logs)
+
+    async def select_span(
+        self, log_id: int, *, gt: int, lte: int, limit: int, max_bytes: int
+    ) -> list[SpanEntry]:
+        """Entries of one log with ``gt < seq <= lte`` in seq order: at most ``limit`` of
+        them, and only as many as fit in ``max_bytes`` counted as sync counts credit (header
+        plus payload).  Sizes are read first, so no blob beyond the budget is loaded."""
+        rows = await self.fetchall(_SPAN, (log_id, gt, lte, limit, max_bytes))
+        return [SpanEntry(r[0], bytes(r[1]), bytes(r[2]), _b(r[3])) for r in rows]
+
+    async def select_entry_id(self, log_id: int, seq: int) -> bytes | None:
+        value = await self.scalar(
+            "SELECT id FROM headers WHERE log_id = ? AND seq = ?", (log_id, seq)
+        )
+        return _b(value)
+
+    async def select_changed(self, *, gt: int) -> list[ChangedLog]:
+        """The logs with entries at positions after ``gt``, each with its newest seq (its
+        head: a log's headers run 1..head with no gap) and newest position."""
+        rows = await self.fetchall(
+            "SELECT l.log_id, l.writer, l.epoch, max(h.seq), max(h.pos) FROM headers h "
+            "JOIN logs l ON l.log_id = h.log_id WHERE h.pos > ? GROUP BY l.log_id",
+            (gt,),
+        )
+        return [ChangedLog(r[0], bytes(r[1]), bytes(r[2]), r[3], r[4]) for r in rows]
+
+    async def select_forks(self) -> list[tuple[bytes, bytes]]:
+        """Every fork proof held: the kept header and the other, raw."""
+        rows = await self.fetchall(
+            "SELECT kept_raw, other_raw FROM forks ORDER BY writer, epoch, seq, other_raw"
+        )
+        return [(bytes(r[0]), bytes(r[1])) for r in rows]
+
+    async def select_marks(self) -> Marks:
+        rows = await self.fetchall(
+            "SELECT (SELECT coalesce(max(pos), 0) FROM headers), (SELECT count(*) FROM forks)"
+        )
+        return Marks(int(rows[0][0]), int(rows[0][1]))
+
     async def select_audit(self, *, gt: int = 0, limit: int = 100) -> list[AuditRow]:
         rows = await self.fetchall(
             "SELECT seq, event, at, workspace, subject, principal, entry, detail FROM audit "
@@ -131,6 +231,18 @@ class Reader:
             raise ValueError(f"not a countable table: {table}")
         return int(await self.scalar(f"SELECT count(*) FROM {table}"))  # noqa: S608
 
+
+# The first ``limit`` entries above ``gt`` with their running cost; blobs are read only for
+# those within the byte budget (length() of a blob does not load it).
+_SPAN = (
+    "WITH sized AS (SELECT h.pos, h.seq, length(h.raw) + coalesce(length(p.data), 0) AS cost "
+    "FROM headers h LEFT JOIN payloads p ON p.pos = h.pos "
+    "WHERE h.log_id = ? AND h.seq > ? AND h.seq <= ? ORDER BY h.seq LIMIT ?), "
+    "running AS (SELECT pos, seq, sum(cost) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) AS total "
+    "FROM sized) "
+    "SELECT r.seq, h.id, h.raw, p.data FROM running r JOIN headers h ON h.pos = r.pos "
+    "LEFT JOIN payloads p ON p.pos = r.pos WHERE r.total <= ? ORDER BY r.seq"
+)
 
 _COUNTABLE = frozenset(
     {
