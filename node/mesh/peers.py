@@ -1,0 +1,176 @@
+"""The peer table: every connection's state, its progress, its last error (DESIGN §6).
+
+A ``Peer`` is one remote node as this node knows it: for a dialled peer, the address it keeps
+reconnecting to (one record across reconnects); for a peer that connected here, one record per
+connection, merged into the record of its node key once its hello is in.  The table caps the
+number of open connections and keeps at most one link per node key: when two nodes dial each
+other at once, both keep the connection dialled by the smaller node key, so they agree
+without another message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+
+from node.errors import NodeError
+from node.identity import node_id
+
+__all__ = ["DuplicateLink", "Peer", "PeerState", "PeerTable", "TooManyConnections"]
+
+
+class TooManyConnections(NodeError):
+    """The table is full: the connection is refused (``REFUSED``, docs/protocol.md §9)."""
+
+
+class DuplicateLink(NodeError):
+    """A link to this node key already runs and is the one both sides keep."""
+
+
+class PeerState(Enum):
+    CONNECTING = "connecting"  # dialling, or connected and waiting for the peer's hello
+    SYNCING = "syncing"  # hello exchanged; a round is in progress
+    LIVE = "live"  # caught up both ways; pushes flow
+    BACKOFF = "backoff"  # a dialled peer, waiting to reconnect
+    CLOSED = "closed"
+
+
+_OPEN = (PeerState.CONNECTING, PeerState.SYNCING, PeerState.LIVE)
+
+
+@dataclass(slots=True, eq=False)
+class Peer:
+    """One remote node: where it is, how far sync has got, what went wrong last."""
+
+    address: str
+    outbound: bool
+    key: bytes | None = None
+    state: PeerState = PeerState.CONNECTING
+    connections: int = 0  # connections that reached hello
+    connected_at: float | None = None  # wall time (s) of the current connection's hello
+    last_error: str | None = None
+    # Entries the peer held that this node lacked, and the reverse, at the last round; each
+    # counts down as entries arrive or go.
+    lag_in: int = 0
+    lag_out: int = 0
+    received: int = 0  # entries received (all connections)
+    sent: int = 0  # entries sent (all connections)
+    rounds: int = 0
+    close: Callable[[str], None] | None = field(default=None, repr=False)
+
+    @property
+    def node_id(self) -> str | None:
+        return None if self.key is None else node_id(self.key)
+
+
+class PeerTable:
+    """Peers by node key and by connection; at most ``max_connections`` open at once."""
+
+    def __init__(self, own_key: bytes, *, max_connections: int = 32) -> None:
+        self.own_key = own_key
+        self.max_connections = max_connections
+        self._peers: list[Peer] = []
+        self._by_key: dict[bytes, Peer] = {}
+        self._changed = asyncio.Event()
+        self.version = 0  # counts changes (``wait_for`` a later one)
+
+    def __iter__(self) -> Iterator[Peer]:
+        return iter(list(self._peers))
+
+    @property
+    def open_connections(self) -> int:
+        return sum(1 for p in self._peers if p.state in _OPEN)
+
+    def get(self, key: bytes) -> Peer | None:
+        return self._by_key.get(key)
+
+    def linked(self, key: bytes, *, besides: Peer | None = None) -> bool:
+        """Whether an open connection to node ``key`` runs (other than ``besides``'s)."""
+        peer = self._by_key.get(key)
+        return peer is not None and peer is not besides and peer.state in _OPEN
+
+    def dialled(self, address: str) -> Peer:
+        """A record for a peer this node dials; it lives across reconnects."""
+        peer = Peer(address, outbound=True, state=PeerState.BACKOFF)
+        self._peers.append(peer)
+        return peer
+
+    def open(self, peer: Peer | None, address: str) -> Peer:
+        """A connection starts (``peer`` for a dialled one, None for one accepted here);
+        ``TooManyConnections`` when the table is full."""
+        if self.open_connections >= self.max_connections:
+            if peer is not None:
+                peer.last_error = "too many connections"
+            raise TooManyConnections(f"already {self.max_connections} connections open")
+        if peer is None:
+            peer = Peer(address, outbound=False)
+            self._peers.append(peer)
+        peer.state = PeerState.CONNECTING
+        self.touch()
+        return peer
+
+    def identify(self, peer: Peer, key: bytes) -> None:
+        """The peer's hello named ``key``.  ``DuplicateLink`` if another open link to that key
+        is the one to keep; if this one is, the other is closed."""
+        other = self._by_key.get(key)
+        if other is not None and other is not peer and other.state in _OPEN:
+            if not self._keeps(peer, other, key):
+                peer.key = key  # a dialled peer then waits while the other link is up
+                raise DuplicateLink(f"already connected to node {node_id(key)}")
+            if other.close is not None:
+                other.close("replaced by a connection to the same node")
+        elif other is not None and other is not peer and not (peer.outbound or other.outbound):
+            self._merge(peer, other)  # one record per node that connects here
+        peer.key = key
+        self._by_key[key] = peer
+        peer.connections += 1
+        peer.connected_at = time.time()
+        peer.state = PeerState.SYNCING
+        self.touch()
+
+    def _keeps(self, new: Peer, old: Peer, key: bytes) -> bool:
+        """Whether ``new`` wins over ``old``: the link dialled by the smaller key is kept;
+        between two links dialled by the same side, the older one."""
+        dial_new = self.own_key if new.outbound else key
+        dial_old = self.own_key if old.outbound else key
+        return dial_new != dial_old and dial_new < dial_old
+
+    def _merge(self, peer: Peer, old: Peer) -> None:
+        peer.connections += old.connections
+        peer.received += old.received
+        peer.sent += old.sent
+        peer.rounds += old.rounds
+        with contextlib.suppress(ValueError):
+            self._peers.remove(old)
+
+    def closed(self, peer: Peer, error: str | None) -> None:
+        """A connection ended; a dialled peer goes on to ``BACKOFF``."""
+        peer.state = PeerState.BACKOFF if peer.outbound else PeerState.CLOSED
+        peer.close = None
+        peer.connected_at = None
+        if error is not None:
+            peer.last_error = error
+        self.touch()
+
+    def forget(self, peer: Peer) -> None:
+        """Drop a peer that will not come back (a dialler stopped, a connection refused)."""
+        with contextlib.suppress(ValueError):
+            self._peers.remove(peer)
+        if peer.key is not None and self._by_key.get(peer.key) is peer:
+            del self._by_key[peer.key]
+        self.touch()
+
+    def touch(self) -> None:
+        """Something changed (a state, a count): wake whoever waits on the table."""
+        self.version += 1
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def wait_for(self, predicate: Callable[[PeerTable], bool]) -> None:
+        """Wait until ``predicate(table)`` holds (bound it with ``asyncio.timeout``)."""
+        while not predicate(self):
+            await self._changed.wait()

@@ -1,0 +1,204 @@
+"""The store as sync sees it (docs/protocol.md §4, §6): a snapshot of the frontier, spans of
+a log, the logs changed since a position, fork proofs, and the receive path.
+
+``Changes`` tells the links when the store has committed something new.  It polls the
+store's commit counter (an integer in memory, so a poll costs nothing) every ``interval``
+seconds, and reads the store only when the counter has moved; a link that has just committed
+entries it received calls ``poke``, so a relay goes out without waiting for the next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from node.errors import StoreError
+from node.logging import get_logger
+from node.store import Event, Received, Report, Store, Txn
+from node.store.audit import audit
+from node.store.reader import ChangedLog, Marks, Reader, SpanEntry
+from protocol.entry import Entry, LogId
+from protocol.errors import ProtocolError
+from protocol.messages import Frontier, Tip
+from protocol.signing import verify_signature
+
+__all__ = ["Changes", "FrontierSnapshot", "Replica"]
+
+_log = get_logger("node.mesh.sync")
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierSnapshot:
+    """The frontier at one instant, the store's log ids of its logs, and the newest header
+    position then: what is stored after it travels by push (docs/protocol.md §4)."""
+
+    frontier: Frontier
+    log_ids: dict[LogId, int]
+    pos: int
+
+
+class Replica:
+    """Sync's verbs on one store."""
+
+    def __init__(self, store: Store, mesh: bytes) -> None:
+        self.store = store
+        self.mesh = mesh
+
+    @property
+    def reader(self) -> Reader:
+        reader = self.store.reader
+        if reader is None:
+            raise RuntimeError("the store is closed")
+        return reader
+
+    async def snapshot(self) -> FrontierSnapshot:
+        snap = await self.reader.select_snapshot()
+        tips, log_ids = [], {}
+        for log in snap.logs:
+            if log.head_seq > 0 and log.head_id is not None:  # logs of which something is held
+                tips.append(Tip(log.writer, log.epoch, log.head_seq, log.head_id))
+                log_ids[(log.writer, log.epoch)] = log.log_id
+        return FrontierSnapshot(Frontier.of(tips), log_ids, snap.pos)
+
+    async def span(
+        self, log_id: int, *, gt: int, lte: int, limit: int, max_bytes: int
+    ) -> list[SpanEntry]:
+        return await self.reader.select_span(
+            log_id, gt=gt, lte=lte, limit=limit, max_bytes=max_bytes
+        )
+
+    async def entry_id(self, log_id: int, seq: int) -> bytes | None:
+        return await self.reader.select_entry_id(log_id, seq)
+
+    async def changed(self, *, gt: int) -> list[ChangedLog]:
+        return await self.reader.select_changed(gt=gt)
+
+    async def fork_proofs(self) -> list[tuple[bytes, bytes]]:
+        return await self.reader.select_forks()
+
+    async def marks(self) -> Marks:
+        return await self.reader.select_marks()
+
+    async def receive(self, items: Sequence[Received], *, source: str) -> Report:
+        """The store's receive path: one transaction, one ``sr_synced`` per new entry."""
+        return await self.store.receive(items, source=source)
+
+    async def take_fork_proof(self, first: bytes, second: bytes, *, source: str) -> str | None:
+        """Keep a fork proof from a peer (docs/protocol.md §3.7), or say why not.
+
+        Both headers must decode, belong to this mesh, sit at one (writer, epoch, seq) and
+        carry verifying signatures.  The proof is then handed to the receive path as the
+        header that differs from the one stored there, which records the fork (once) and
+        hides the log from that seq; a proof for a position not held yet is dropped — the
+        peer offers its proofs again on the next connection."""
+        try:
+            a, b = Entry.decode(first, None), Entry.decode(second, None)
+        except ProtocolError as exc:
+            return await self._refuse_proof(f"fork proof: {exc}", source)
+        ha, hb = a.header, b.header
+        if (ha.writer, ha.epoch, ha.seq) != (hb.writer, hb.epoch, hb.seq):
+            return await self._refuse_proof("fork proof: the headers are at two positions", source)
+        if ha.mesh != self.mesh or hb.mesh != self.mesh:
+            return await self._refuse_proof("fork proof: a header of another mesh", source)
+        if not all(verify_signature(h.writer, h.sig, h.signing_bytes()) for h in (ha, hb)):
+            return await self._refuse_proof("fork proof: a signature does not verify", source)
+        head = self.store.head_of(ha.log)
+        held = None if head is None else await self.entry_id(head.log_id, ha.seq)
+        if held is None:
+            return None
+        others = [e for e in (a, b) if e.id != held]
+        await self.store.receive([(e.raw, None) for e in others], source=source, event=None)
+        return None
+
+    async def _refuse_proof(self, reason: str, source: str) -> str:
+        async def op(txn: Txn) -> None:
+            self.store.audit_rejection(txn, source, Event.ENTRY_REJECTED, reason, None)
+
+        await self.store.run(op)
+        return reason
+
+    async def audit_peer(self, event: Event, source: str, detail: Mapping[str, object]) -> None:
+        """``peer_connected`` / ``peer_disconnected`` (DESIGN §3), at most one per peer and
+        event a minute, the next one counting those it stands for."""
+        count = self.store.limiter.admit(source, event, self.store.wall())
+        if count is None:
+            return
+
+        async def op(txn: Txn) -> None:
+            at = max(self.store.clock.last.wall, self.store.wall())
+            audit(txn, event, at, detail={"source": source, "count": count, **detail})
+
+        await self.store.run(op)
+
+
+class Changes:
+    """Wakes every subscribed link when the store's newest position or fork count moves."""
+
+    def __init__(self, replica: Replica, *, interval: float = 0.02) -> None:
+        self.replica = replica
+        self.interval = interval
+        self.marks = Marks(0, 0)
+        self.version = 0
+        self._subscribers: set[asyncio.Event] = set()
+        self._poked = asyncio.Event()
+        self._moved = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+        self._seen = -1
+
+    async def start(self) -> None:
+        self.marks = await self.replica.marks()
+        self._seen = self.replica.store.commits
+        self._task = asyncio.create_task(self._watch(), name="memlane-sync-changes")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def subscribe(self, wake: asyncio.Event) -> None:
+        self._subscribers.add(wake)
+
+    def unsubscribe(self, wake: asyncio.Event) -> None:
+        self._subscribers.discard(wake)
+
+    def poke(self) -> None:
+        """Something was just committed here: look now rather than at the next poll."""
+        self._poked.set()
+
+    async def wait(self, version: int) -> int:
+        """Wait for a version after ``version`` (bound it with ``asyncio.timeout``); return
+        the version then."""
+        async with self._moved:
+            await self._moved.wait_for(lambda: self.version > version)
+        return self.version
+
+    async def _watch(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval):
+                    await self._poked.wait()
+            self._poked.clear()
+            commits = self.replica.store.commits
+            if commits == self._seen:
+                continue
+            self._seen = commits
+            try:
+                marks = await self.replica.marks()
+            except StoreError as exc:  # a failed read: look again at the next poll
+                _log.warning("reading the store's marks failed", error=str(exc))
+                self._seen = -1
+                continue
+            if marks != self.marks:
+                self.marks = marks
+                await self._announce()
+
+    async def _announce(self) -> None:
+        self.version += 1
+        for wake in self._subscribers:
+            wake.set()
+        async with self._moved:
+            self._moved.notify_all()

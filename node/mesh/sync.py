@@ -1,0 +1,265 @@
+"""Sync over the network: a listener, dialled peers kept connected, one ``Link`` per
+connection (DESIGN §6, docs/protocol.md).
+
+``Sync`` takes the store, the mesh id and this node's key.  ``listen`` accepts connections and
+``dial`` keeps one peer connected, reconnecting with exponential backoff (with jitter) after a
+failure; each connection resumes from both sides' committed frontiers, and the store's
+idempotent receive means nothing is applied twice.  Either may run over TLS: pass the
+``ssl.SSLContext`` to ``listen``/``dial`` and a ``peer_key`` function that returns the verified
+key of the peer's certificate (or raises a ``NodeError``) — the link then refuses a hello that
+names another key.  ``attach`` runs a link over streams connected some other way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from node.errors import NodeError
+from node.logging import get_logger
+from node.mesh.link import Link, LinkError, LinkHost, LinkOptions
+from node.mesh.peers import Peer, PeerTable, TooManyConnections
+from node.mesh.replica import Changes, Replica
+from node.store import Store
+from protocol.messages import Error, ErrorCode
+from protocol.session import Session
+
+__all__ = ["PeerKey", "Sync", "SyncOptions"]
+
+_log = get_logger("node.mesh.sync")
+
+PeerKey = Callable[[ssl.SSLObject | None], bytes]
+"""The verified node key of a connection's TLS peer (``certs.verified_peer``), or raises."""
+
+
+@dataclass(frozen=True, slots=True)
+class SyncOptions:
+    """Node-wide sync settings (seconds); the defaults are the documented ones."""
+
+    link: LinkOptions = field(default_factory=LinkOptions)
+    max_connections: int = 32
+    poll_interval: float = 0.02  # how often the store's commit counter is looked at
+    connect_timeout: float = 10.0
+    backoff_initial: float = 0.25
+    backoff_max: float = 30.0
+
+
+class Sync:
+    """This node's side of the mesh: its listener, its dialled peers, its links."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        mesh: bytes,
+        key: bytes,
+        options: SyncOptions | None = None,
+        admits: Callable[[bytes], bool] | None = None,
+        peer_key: PeerKey | None = None,
+    ) -> None:
+        self.options = options or SyncOptions()
+        self.mesh = mesh
+        self.key = key
+        self.replica = Replica(store, mesh)
+        self.changes = Changes(self.replica, interval=self.options.poll_interval)
+        self.peers = PeerTable(key, max_connections=self.options.max_connections)
+        self.host = LinkHost(self.replica, self.changes, self.peers, self.options.link, admits)
+        self.peer_key = peer_key
+        self._servers: list[asyncio.Server] = []
+        self._dialers: set[asyncio.Task[None]] = set()
+        self._connections: set[asyncio.Task[Any]] = set()
+        self._links: set[Link] = set()
+        self._random = random.Random()  # noqa: S311 — jitter, not secrets
+        self._started = False
+        self._closing = False
+
+    async def __aenter__(self) -> Sync:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        self._closing = False
+        if not self._started:
+            await self.changes.start()
+            self._started = True
+
+    async def close(self) -> None:
+        """Stop listening and dialling, say bye on every link and wait for them to end."""
+        self._closing = True
+        for server in self._servers:
+            server.close()
+        for link in list(self._links):
+            link.stop()
+        pending = [*self._dialers, *self._connections]
+        if pending:  # each link ends after the peer's bye, each dialler after its link
+            await asyncio.wait(pending, timeout=self.options.link.close_timeout * 2)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers.clear()
+        await self.changes.stop()
+        self._started = False
+
+    # -- connections -------------------------------------------------------------------------
+
+    async def listen(
+        self, host: str = "127.0.0.1", port: int = 0, *, ssl: ssl.SSLContext | None = None
+    ) -> tuple[str, int]:
+        """Accept sync connections on ``host``:``port`` (0: any free port); the address."""
+        await self.start()
+        server = await asyncio.start_server(self._accepted, host, port, ssl=ssl)
+        self._servers.append(server)
+        name = server.sockets[0].getsockname()
+        return str(name[0]), int(name[1])
+
+    def dial(
+        self,
+        host: str,
+        port: int,
+        *,
+        ssl: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+    ) -> Peer:
+        """Keep a connection to ``host``:``port``, reconnecting after every failure."""
+        peer = self.peers.dialled(f"{host}:{port}")
+        task = asyncio.create_task(self._dial(peer, host, port, ssl, server_hostname),
+                                   name=f"memlane-sync-dial-{host}:{port}")  # fmt: skip
+        self._dialers.add(task)
+        task.add_done_callback(self._dialers.discard)
+        return peer
+
+    async def attach(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        peer: Peer | None = None,
+    ) -> LinkError | None:
+        """Sync over an already connected stream pair until it closes; the error it ended
+        with, if any.  ``peer`` is the record of a dialled peer (None: accepted here)."""
+        await self.start()
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        try:
+            return await self._run(reader, writer, peer)
+        finally:
+            if task is not None:
+                self._connections.discard(task)
+
+    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await self.attach(reader, writer)
+
+    async def _run(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer | None
+    ) -> LinkError | None:
+        address = _address(writer)
+        try:
+            peer = self.peers.open(peer, address)
+        except TooManyConnections as exc:
+            await self._refuse(writer, str(exc))
+            return None
+        try:
+            error = await self._link(reader, writer, peer)
+        finally:
+            if not peer.outbound and (peer.key is None or self.peers.get(peer.key) is not peer):
+                self.peers.forget(peer)  # unnamed, or refused: the table keeps nothing of it
+        if error is not None:
+            _log.info("sync link closed", peer=peer.node_id, address=address, error=str(error))
+        return error
+
+    async def _link(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer
+    ) -> LinkError | None:
+        expected = None
+        if self.peer_key is not None:
+            try:
+                expected = self.peer_key(writer.get_extra_info("ssl_object"))
+            except NodeError as exc:  # refused before any byte of the protocol
+                self.peers.closed(peer, str(exc))
+                await self._refuse(writer, None)
+                return None
+        session = Session(mesh=self.mesh, node=self.key)
+        link = Link(reader, writer, host=self.host, peer=peer, session=session,
+                    expected_key=expected)  # fmt: skip
+        self._links.add(link)
+        try:
+            return await link.run()
+        finally:
+            self._links.discard(link)
+
+    async def _refuse(self, writer: asyncio.StreamWriter, text: str | None) -> None:
+        """Close a connection this node will not serve; tell the peer why when it may know."""
+        if text is not None:
+            refusal = Session(mesh=self.mesh, node=self.key).send(Error(ErrorCode.REFUSED, text))
+            writer.write(refusal)
+        writer.close()
+        with contextlib.suppress(OSError, TimeoutError):
+            async with asyncio.timeout(self.options.link.close_timeout):
+                await writer.wait_closed()
+
+    async def _dial(
+        self,
+        peer: Peer,
+        host: str,
+        port: int,
+        context: ssl.SSLContext | None,
+        server_hostname: str | None,
+    ) -> None:
+        opts = self.options
+        delay = opts.backoff_initial
+        try:
+            while not self._closing:
+                rounds = peer.rounds
+                if peer.key is None or not self.peers.linked(peer.key, besides=peer):
+                    await self._connect(peer, host, port, context, server_hostname)
+                # else: the peer dialled here and that link is up; no second one
+                if peer.rounds > rounds:
+                    delay = opts.backoff_initial  # it synced: the next failure starts afresh
+                if self._closing:
+                    break
+                await asyncio.sleep(delay * (0.5 + self._random.random()))
+                delay = min(delay * 2, opts.backoff_max)
+        finally:
+            self.peers.forget(peer)
+
+    async def _connect(
+        self,
+        peer: Peer,
+        host: str,
+        port: int,
+        context: ssl.SSLContext | None,
+        server_hostname: str | None,
+    ) -> None:
+        try:
+            async with asyncio.timeout(self.options.connect_timeout):
+                reader, writer = await asyncio.open_connection(
+                    host, port, ssl=context, server_hostname=server_hostname
+                )
+        except (OSError, TimeoutError) as exc:
+            self.peers.closed(peer, f"cannot connect: {exc or type(exc).__name__}")
+            return
+        await self.attach(reader, writer, peer=peer)
+
+
+def _address(writer: asyncio.StreamWriter) -> str:
+    name = writer.get_extra_info("peername")
+    if isinstance(name, tuple) and len(name) >= 2:
+        return f"{name[0]}:{name[1]}"
+    return str(name)
