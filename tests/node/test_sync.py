@@ -1,0 +1,229 @@
+"""Sync between real nodes over loopback TCP (DESIGN §6, docs/protocol.md §6).
+
+Every node is a real store in its own directory; nodes of one mesh are made by copying an
+initialised node and giving each copy its own node key (``synckit.make_mesh``).  The checks:
+logs end identical, the tools answer alike, each arriving entry writes exactly one
+``sr_synced`` event and a locally authored one none; a line of nodes converges, entries
+written while connected included; a connection cut mid-stream resumes from the committed
+frontier and sends nothing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from node.authority import Caller
+from node.mesh.link import LinkOptions
+from node.mesh.peers import PeerState
+from node.mesh.sync import Sync, SyncOptions
+from node.node import Node
+from protocol.entry import Entry
+from tests.node.conftest import Wall
+from tests.node.helpers import ForeignWriter, sr_payload
+from tests.node.synckit import (
+    Relay,
+    converged,
+    events,
+    held,
+    make_mesh,
+    own_ids,
+    syncing,
+)
+
+pytestmark = pytest.mark.asyncio
+
+
+async def alice(node: Node) -> Caller:
+    issued = await node.create_token("alice", "team", ("read:workspace", "write:workspace"))
+    return await node.authenticate(issued.token)
+
+
+async def write(node: Node, caller: Caller, *titles: str) -> None:
+    for title in titles:
+        await node.e_write(caller, title=title, text=f"{title}, written on {node.info.node_id}")
+
+
+async def synced_since(node: Node, audit_seq: int) -> Counter[bytes]:
+    """How many ``sr_synced`` events each entry has had since ``audit_seq``."""
+    rows = await events(node, "sr_synced")
+    return Counter(row.entry for row in rows if row.seq > audit_seq and row.entry is not None)
+
+
+async def live(sync: Sync, n: int) -> None:
+    """Wait until exactly ``n`` of the node's peers are caught up both ways."""
+    async with asyncio.timeout(5):
+        await sync.peers.wait_for(lambda t: [p.state for p in t].count(PeerState.LIVE) == n)
+    assert sync.peers.open_connections == n
+
+
+async def audit_seq(node: Node) -> int:
+    assert node.store.reader is not None
+    return await node.store.reader.max_audit_seq()
+
+
+async def ids(node: Node) -> set[bytes]:
+    return {e.id for e in await node.entries()}
+
+
+async def answers(node: Node, caller: Caller) -> list[dict[str, Any]]:
+    """What the tools say about the whole workspace: the timeline and its changes."""
+    return [
+        await node.e_timeline(caller, action="list", page_size=100),
+        await node.e_timeline(caller, action="changes", since="2020-01-01", page_size=100),
+        await node.e_timeline(caller, action="find", query="written", page_size=100),
+    ]
+
+
+def sized(writer: ForeignWriter, n: int, *, text: int = 300) -> list[Entry]:
+    """``n`` SR entries of the writer, each with a text of ``text`` characters."""
+    out = []
+    for _ in range(n):
+        seq = len(writer.entries) + 1
+        sr_id = f"00000000-0000-7000-8000-{seq:012d}"
+        out.append(writer.next(payload=sr_payload(sr_id, title=f"t{seq}", text="x" * text)))
+    return out
+
+
+async def test_two_nodes_end_with_the_same_logs_and_answers(tmp_path: Path, wall: Wall) -> None:
+    writer = ForeignWriter(b"")
+    dirs = await make_mesh(tmp_path, ["A", "B"], wall, [writer])
+    async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
+        on_a, on_b = await alice(a), await alice(b)
+        await write(a, on_a, "alpha", "beta", "gamma", "delta", "epsilon")
+        await a.receive(writer.run(20), source="bundle")  # another node's log, held by A
+        await write(b, on_b, "one", "two", "three")
+        before = {a: (await ids(a), await audit_seq(a)), b: (await ids(b), await audit_seq(b))}
+        assert await answers(a, on_a) != await answers(b, on_b)
+
+        async with syncing(a) as sync_a, syncing(b) as sync_b:
+            sync_b.dial(*await sync_a.listen())
+            await converged([a, b], [sync_a, sync_b])
+            await live(sync_b, 1)
+
+        assert await held(a) == await held(b)
+        assert len(await held(a)) == len(before[a][0]) + 3
+        assert await answers(a, on_a) == await answers(b, on_b)
+        for node in (a, b):
+            known, seq = before[node]
+            arrived = await ids(node) - known
+            synced = await synced_since(node, seq)
+            assert synced == Counter(dict.fromkeys(arrived, 1))  # one event per arrival
+            assert not set(synced) & await own_ids(node)  # none for what it wrote itself
+        assert len(await synced_since(b, before[b][1])) == 25
+        assert {row.detail["source"] for row in await events(b, "sr_synced")
+                if row.seq > before[b][1]} == {f"peer:{a.info.node_id}"}  # fmt: skip
+
+
+async def test_a_line_of_nodes_converges_and_relays_what_is_written_live(
+    tmp_path: Path, wall: Wall
+) -> None:
+    writer = ForeignWriter(b"")
+    dirs = await make_mesh(tmp_path, ["A", "B", "C"], wall, [writer])
+    async with (
+        Node.open(dirs["A"], wall=wall) as a,
+        Node.open(dirs["B"], wall=wall) as b,
+        Node.open(dirs["C"], wall=wall) as c,
+    ):
+        callers = {a: await alice(a), c: await alice(c)}
+        await write(a, callers[a], "a1", "a2", "a3")
+        await a.receive(writer.run(10), source="bundle")
+        await write(c, callers[c], "c1", "c2")
+        start = {node: await audit_seq(node) for node in (a, b, c)}
+        known = {node: await ids(node) for node in (a, b, c)}
+        async with syncing(a) as sa, syncing(b) as sb, syncing(c) as sc:
+            sb.dial(*await sa.listen())  # A – B – C: A and C never meet
+            sb.dial(*await sc.listen())
+            await converged([a, b, c], [sa, sb, sc])
+            # Written while connected: live pushes, relayed by B.
+            await write(a, callers[a], "a4", "a5")
+            await write(c, callers[c], "c3")
+            await a.receive(writer.run(5), source="bundle")
+            await converged([a, b, c], [sa, sb, sc])
+            assert [p.node_id for p in sa.peers] == [b.info.node_id]
+            assert [p.node_id for p in sc.peers] == [b.info.node_id]
+            await live(sb, 2)
+
+        assert await held(a) == await held(b) == await held(c)
+        assert await answers(a, callers[a]) == await answers(c, callers[c])
+        for node in (a, b, c):
+            arrived = await ids(node) - known[node] - await own_ids(node)
+            assert await synced_since(node, start[node]) == Counter(dict.fromkeys(arrived, 1))
+        via_b = f"peer:{b.info.node_id}"
+        assert {row.detail["source"] for row in await events(c, "sr_synced")
+                if row.seq > start[c]} == {via_b}  # fmt: skip
+
+
+async def test_a_cut_connection_resumes_from_the_committed_frontier(
+    tmp_path: Path, wall: Wall
+) -> None:
+    writer = ForeignWriter(b"")
+    dirs = await make_mesh(tmp_path, ["A", "B"], wall, [writer])
+    entries = sized(writer, 300)
+    total = sum(len(e.raw) + len(e.payload or b"") for e in entries)
+    small = SyncOptions(
+        link=LinkOptions(window_entries=16, hello_timeout=2, write_timeout=2, close_timeout=1),
+        poll_interval=0.01,
+        backoff_initial=0.02,
+        backoff_max=0.1,
+    )
+    async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
+        await a.receive(entries, source="bundle")
+        start = await audit_seq(b)
+        async with syncing(a) as sa, syncing(b, small) as sb:
+            relay = Relay(await sa.listen(), budget=total // 3)  # A's stream stalls a third in
+            try:
+                sb.dial(*await relay.start())
+                async with asyncio.timeout(10):
+                    await relay.stalled.wait()
+                relay.cut()
+                async with asyncio.timeout(10):
+                    await sb.peers.wait_for(lambda t: not t.linked(a.key.public))
+                    await sa.peers.wait_for(lambda t: not t.linked(b.key.public))
+                await b.store.run(_nothing)  # whatever B was committing is committed
+                got = len(await synced_since(b, start))
+                assert 0 < got < 300
+                sent = sum(p.sent for p in sa.peers)
+                relay.reopen()
+                await converged([a, b], [sa, sb])
+                # The new connection sent exactly what B had not committed.
+                assert sum(p.sent for p in sa.peers) - sent == 300 - got
+                assert relay.connections >= 2
+                (peer,) = sb.peers
+                assert peer.connections >= 2
+                assert peer.last_error is not None
+            finally:
+                await relay.close()
+        assert await synced_since(b, start) == Counter({e.id: 1 for e in entries})
+        assert await held(a) == await held(b)
+
+
+async def _nothing(txn: object) -> None:
+    return None
+
+
+async def test_two_nodes_dialling_each_other_keep_one_link(tmp_path: Path, wall: Wall) -> None:
+    dirs = await make_mesh(tmp_path, ["A", "B"], wall)
+    async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
+        await write(a, await alice(a), "from a")
+        await write(b, await alice(b), "from b")
+        before = {node: (await ids(node), await audit_seq(node)) for node in (a, b)}
+        async with syncing(a) as sa, syncing(b) as sb:
+            address_a, address_b = await sa.listen(), await sb.listen()
+            sa.dial(*address_b)
+            sb.dial(*address_a)
+            await converged([a, b], [sa, sb])
+            await write(a, await alice(a), "later")
+            await converged([a, b], [sa, sb])
+            for sync, other in ((sa, b), (sb, a)):
+                await live(sync, 1)
+                assert sync.peers.linked(other.key.public)
+        assert await held(a) == await held(b)
+        for node in (a, b):
+            known, seq = before[node]
+            arrived = await ids(node) - known - await own_ids(node)
+            assert await synced_since(node, seq) == Counter(dict.fromkeys(arrived, 1))
