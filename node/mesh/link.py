@@ -26,6 +26,7 @@ from typing import Any
 
 from node.errors import NodeError
 from node.identity import node_id
+from node.mesh.errors import MeshError
 from node.mesh.peers import DuplicateLink, Peer, PeerState, PeerTable
 from node.mesh.replica import Changes, FrontierSnapshot, Replica
 from node.store import Event
@@ -73,7 +74,7 @@ _LARGEST_ENTRY = MAX_HEADER_BYTES + MAX_PAYLOAD_BYTES
 # -- errors ------------------------------------------------------------------------------------
 
 
-class LinkError(NodeError):
+class LinkError(MeshError):
     """A sync connection ended abnormally; ``code`` is what the peer is told, if anything."""
 
     code: ErrorCode | None = None

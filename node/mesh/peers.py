@@ -17,17 +17,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
-from node.errors import NodeError
 from node.identity import node_id
+from node.mesh.errors import MeshError
 
 __all__ = ["DuplicateLink", "Peer", "PeerState", "PeerTable", "TooManyConnections"]
 
 
-class TooManyConnections(NodeError):
+class TooManyConnections(MeshError):
     """The table is full: the connection is refused (``REFUSED``, docs/protocol.md §9)."""
 
 
-class DuplicateLink(NodeError):
+class DuplicateLink(MeshError):
     """A link to this node key already runs and is the one both sides keep."""
 
 
