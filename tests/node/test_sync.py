@@ -11,6 +11,7 @@ frontier and sends nothing twice.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,14 +19,17 @@ from typing import Any
 import pytest
 
 from node.authority import Caller
+from node.identity import NODE_KEY_FILE
+from node.mesh import certs
 from node.mesh.link import LinkOptions
 from node.mesh.peers import PeerState
-from node.mesh.sync import Sync, SyncOptions
+from node.mesh.sync import PeerKey, Sync, SyncOptions
 from node.node import Node
 from protocol.entry import Entry
 from tests.node.conftest import Wall
 from tests.node.helpers import ForeignWriter, sr_payload
 from tests.node.synckit import (
+    FAST,
     Relay,
     converged,
     events,
@@ -33,6 +37,7 @@ from tests.node.synckit import (
     make_mesh,
     own_ids,
     syncing,
+    until,
 )
 
 pytestmark = pytest.mark.asyncio
@@ -104,6 +109,9 @@ async def test_two_nodes_end_with_the_same_logs_and_answers(tmp_path: Path, wall
             sync_b.dial(*await sync_a.listen())
             await converged([a, b], [sync_a, sync_b])
             await live(sync_b, 1)
+            (peer,) = sync_b.peers
+            assert (peer.received, peer.sent, peer.lag_in, peer.lag_out) == (25, 3, 0, 0)
+            assert peer.node_id == a.info.node_id
 
         assert await held(a) == await held(b)
         assert len(await held(a)) == len(before[a][0]) + 3
@@ -227,3 +235,97 @@ async def test_two_nodes_dialling_each_other_keep_one_link(tmp_path: Path, wall:
             known, seq = before[node]
             arrived = await ids(node) - known - await own_ids(node)
             assert await synced_since(node, seq) == Counter(dict.fromkeys(arrived, 1))
+
+
+async def test_sync_runs_inside_mutual_tls(tmp_path: Path, wall: Wall) -> None:
+    """The TLS contexts of ``node.mesh.certs`` plug into ``listen``/``dial``; each side
+    takes the peer's key from its certificate, and the hello must name that key."""
+    dirs = await make_mesh(tmp_path, ["A", "B"], wall)
+    async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
+        await write(a, await alice(a), "over tls")
+        ca = a.authority_certificate()
+        issued = {a: a.node_certificate(), b: a.node_certificate(b.key.public)}  # by the authority
+
+        def tls(node: Node) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+            key = certs.private_key(node.path / NODE_KEY_FILE)
+            return (certs.server_context(ca, issued[node], key),
+                    certs.client_context(ca, issued[node], key))  # fmt: skip
+
+        def peer_key(node: Node) -> PeerKey:
+            admits = lambda key: node.membership.admits_peer(key, wall())  # noqa: E731
+            return lambda ssl_object: certs.verified_peer(ssl_object, admits)
+
+        async with (
+            Sync(a.store, mesh=a.info.mesh, key=a.key.public, options=FAST,
+                 peer_key=peer_key(a)) as sa,
+            Sync(b.store, mesh=b.info.mesh, key=b.key.public, options=FAST,
+                 peer_key=peer_key(b)) as sb,
+        ):  # fmt: skip
+            sb.dial(*await sa.listen(ssl=tls(a)[0]), ssl=tls(b)[1])
+            await converged([a, b], [sa, sb])
+            await live(sb, 1)
+        assert await held(a) == await held(b)
+
+
+async def test_two_branches_of_a_log_meet_and_both_nodes_hold_the_fork(
+    tmp_path: Path, wall: Wall
+) -> None:
+    """A holds one branch of a writer's log, B another from seq 3 (a restored clone): the
+    catch-up starts one entry early so B sees A's branch, B's proof travels back as a fork
+    proof, and both nodes end with the fork recorded and the log hidden from seq 3."""
+    honest = ForeignWriter(b"")
+    dirs = await make_mesh(tmp_path, ["A", "B"], wall, [honest])
+    honest.run(5)
+    clone = ForeignWriter(honest.mesh, seed=honest.seed, epoch=honest.epoch)
+    clone.entries = list(honest.entries[:2])
+    clone.wall = honest.entries[1].header.hlc.wall
+    other = clone.next(payload=sr_payload("00000000-0000-7000-8000-0000000000bb", title="other"))
+    async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
+        await a.receive(honest.entries, source="bundle")
+        await b.receive(clone.entries, source="bundle")
+        async with syncing(a) as sa, syncing(b) as sb:
+            sb.dial(*await sa.listen())
+
+            async def both_forked() -> bool:
+                return sa.changes.marks.forks == sb.changes.marks.forks == 1
+
+            await until(both_forked, [sa, sb])
+        for node in (a, b):
+            (fork,) = await _forks(node)
+            assert fork[:3] == (honest.key.public, honest.epoch, 3)
+            assert {fork[3], fork[4]} == {honest.entries[2].raw, other.raw}
+            assert len(await events(node, "fork_detected")) == 1
+            (log,) = [g for g in await _logs(node) if g.writer == honest.key.public]
+            assert log.forked_at == 3
+
+
+async def _forks(node: Node) -> list[tuple[Any, ...]]:
+    reader = node.store.reader
+    assert reader is not None
+    rows = await reader.fetchall("SELECT writer, epoch, seq, kept_raw, other_raw FROM forks")
+    return [tuple(bytes(v) if isinstance(v, bytes | memoryview) else v for v in r) for r in rows]
+
+
+async def _logs(node: Node) -> list[Any]:
+    reader = node.store.reader
+    assert reader is not None
+    return await reader.select_logs()
+
+
+async def test_rounds_start_again_on_a_timer_and_find_nothing_to_send(
+    tmp_path: Path, wall: Wall
+) -> None:
+    dirs = await make_mesh(tmp_path, ["A", "B"], wall)
+    often = SyncOptions(
+        link=LinkOptions(round_interval=0.05, min_round_interval=0.01, close_timeout=1),
+        poll_interval=0.01,
+    )
+    async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
+        await write(a, await alice(a), "once")
+        async with syncing(a, often) as sa, syncing(b, often) as sb:
+            sb.dial(*await sa.listen())
+            await converged([a, b], [sa, sb])
+            async with asyncio.timeout(5):
+                await sb.peers.wait_for(lambda t: all(p.rounds >= 4 for p in t))
+            (peer,) = sb.peers
+            assert (peer.received, peer.sent) == (1, 0)  # the later rounds' digests matched
