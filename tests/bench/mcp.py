@@ -1,0 +1,474 @@
+"""The MCP benchmark (docs/benchmarks.md): ``e_timeline`` list calls over streamable HTTP
+against the same call through the Python API, in-process.
+
+The store is the ``changes`` benchmark's cached store of 100,000 SRs in one workspace (built
+through the real receive path the first time; ``--quick``: 2,000).  This process opens it once,
+and on that one ``Node``:
+
+- **in-process** (the limit): ``clients`` asyncio tasks, each awaiting
+  ``node.e_timeline(caller, action="list")`` in a loop;
+- **over HTTP**: ``node.mcp.http.http_server`` serves the node on 127.0.0.1 (port 0) inside this
+  process's event loop, as ``memlane serve`` does, and ``clients`` SDK clients in separate client
+  processes (``python -m tests.bench.mcp client …``) each hold their own streamable-HTTP
+  connection, with the reader's bearer token on every request, and call
+  ``e_timeline {"action": "list"}`` in a loop — once in the SDK's default era (it negotiates the
+  per-request protocol) and once in the initialize-handshake era (a session with an id).
+
+Each round runs every side for the same wall time, in an order that alternates round by round;
+the clients wait for the parent's "go" between rounds, their connections open.  Every call's
+latency is recorded.  The first answer of every HTTP client must equal the in-process answer.
+Nothing here asserts on speed; the target is printed, not enforced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import platform
+import sqlite3
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from node.authority import Caller
+from node.mcp.address import Listen
+from node.mcp.http import http_server
+from node.node import Node
+from tests.bench import changes
+from tests.bench.common import peak_rss_mib, progress, table
+from tests.bench.timeline import READER, WORKSPACE
+
+__all__ = ["FULL", "MODES", "QUICK", "Report", "Sizes", "labels", "run"]
+
+TOOL = "e_timeline"
+ARGUMENTS: dict[str, Any] = {"action": "list"}  # the default page: 20 SRs, newest first
+TARGET = 0.2  # HTTP calls/s ≥ 0.2 × in-process calls/s
+TOKEN_ENV = "MEMLANE_BENCH_MCP_TOKEN"  # the clients' token: never on a command line
+# The client's mode → how the table names it.
+MODES = {"auto": "per-request era", "legacy": "handshake era"}
+_READY_TIMEOUT_S = 120.0  # the clients' start-up: imports, connections, warm-up
+_LINE_LIMIT = 1 << 24  # a round's report is one JSON line of every latency
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    store: changes.Sizes  # the store measured is this one's small store
+    clients: int = 8  # concurrent clients (HTTP) and tasks (in-process)
+    processes: int = 2  # client processes per era; the clients are split among them
+    rounds: int = 3
+    seconds: float = 5.0  # each side's wall time per round
+    warmup: int = 20  # calls per client (and per task) before the first round
+    modes: tuple[str, ...] = ("auto", "legacy")
+    name: str = "mcp"
+
+
+FULL = Sizes(changes.FULL)
+QUICK = Sizes(changes.Sizes(large=2_000, small=2_000, changed=100, batch=1_000,
+                            reuse_timeline=False, name="mcp-quick"),
+              clients=2, processes=1, rounds=1, seconds=1.0, warmup=3,
+              name="mcp-quick")  # fmt: skip
+
+
+def in_process_label(sizes: Sizes) -> str:
+    return f"in-process Node.e_timeline, {sizes.clients} tasks"
+
+
+def http_label(sizes: Sizes, mode: str) -> str:
+    return f"HTTP MCP {MODES[mode]}, {sizes.clients} clients"
+
+
+def ratio_label(mode: str) -> str:
+    return f"HTTP {MODES[mode]} / in-process"
+
+
+SAME_ANSWERS = "HTTP answers equal in-process"
+
+
+def labels(sizes: Sizes) -> dict[str, list[str]]:
+    """The labels the table prints, by part (the smoke test looks for each)."""
+    rows = [in_process_label(sizes), *(http_label(sizes, m) for m in sizes.modes)]
+    return {"rows": rows, "checks": [*(ratio_label(m) for m in sizes.modes), SAME_ANSWERS]}
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+def _quantile(seconds: Sequence[float], q: float) -> float:
+    ordered = sorted(seconds)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+@dataclass(slots=True)
+class Side:
+    """One side's rounds: calls and window seconds of each, every call's latency, the CPU
+    seconds spent (this process; and the client processes, over HTTP)."""
+
+    label: str
+    calls: list[int] = field(default_factory=list)
+    windows: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
+    rss_mib: float = 0.0
+    note: str = ""
+
+    @property
+    def rates(self) -> list[float]:
+        return [c / w for c, w in zip(self.calls, self.windows, strict=True)]
+
+    @property
+    def rate(self) -> float:
+        """Calls per second: the median round's."""
+        return statistics.median(self.rates)
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls)
+
+    def ms(self, q: float) -> float:
+        return _quantile(self.latencies, q) * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    label: str
+    value: str
+    target: str
+    verdict: str  # PASS | FAIL | (info)
+
+
+@dataclass(slots=True)
+class Report:
+    """What this benchmark prints (its own table: rates with latency quantiles)."""
+
+    title: str
+    sides: list[Side] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return render(self)
+
+
+def _num(value: float) -> str:
+    return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
+
+
+def render(report: Report) -> str:
+    rows = [[s.label, _num(s.rate), f"{s.total:,}", _num(sum(s.windows)), _num(s.ms(0.5)),
+             _num(s.ms(0.99)), f"{s.rss_mib:,.0f} MiB", s.note]
+            for s in report.sides]  # fmt: skip
+    out = [report.title, ""]
+    out += table(["measurement", "calls/s", "calls", "seconds", "p50 ms", "p99 ms", "peak RSS",
+                  "note"], rows, right={1, 2, 3, 4, 5, 6})  # fmt: skip
+    checks = [[c.label, c.value, c.target, c.verdict] for c in report.checks]
+    out += ["", *table(["check", "value", "target", "verdict"], checks, right={1})]
+    out += ["", f"peak RSS of the run: {peak_rss_mib():,.0f} MiB"]
+    out += [f"note: {n}" for n in report.notes]
+    return "\n".join(out)
+
+
+# -- the client processes ----------------------------------------------------------------------
+
+
+def _answer(result: Any) -> dict[str, Any]:
+    """A tool result's JSON: its structured content, which must equal its one text block."""
+    if result.is_error:
+        raise RuntimeError(f"{TOOL} refused: {result.content}")
+    (block,) = result.content
+    text = json.loads(block.text)
+    if text != result.structured_content:
+        raise RuntimeError("the text block and the structured content differ")
+    answer: dict[str, Any] = result.structured_content
+    return answer
+
+
+@contextlib.asynccontextmanager
+async def _session(url: str, token: str, mode: str) -> AsyncIterator[Any]:
+    """One SDK client over streamable HTTP: its own HTTP connection, the bearer token on every
+    request."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=60.0) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, mode=mode, read_timeout_seconds=60.0) as client:
+            yield client
+
+
+def _emit(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+async def _client_main(url: str, clients: int, mode: str, warmup: int) -> None:
+    """``clients`` sessions: warm up, say ready (with each one's first answer), then run each
+    round the parent starts (``go START END``, ``time.monotonic`` instants) and report it."""
+    token = os.environ[TOKEN_ENV]
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = [await stack.enter_async_context(_session(url, token, mode))
+                    for _ in range(clients)]  # fmt: skip
+        firsts = [_answer(await c.call_tool(TOOL, ARGUMENTS)) for c in sessions]
+
+        async def warm(client: Any) -> None:
+            for _ in range(warmup):
+                _answer(await client.call_tool(TOOL, ARGUMENTS))
+
+        await asyncio.gather(*(warm(c) for c in sessions))
+        _emit({"ready": True, "protocol": sessions[0].protocol_version, "answers": firsts})
+        while True:
+            line = (await asyncio.to_thread(sys.stdin.readline)).split()
+            if not line or line[0] != "go":
+                break
+            start, end = float(line[1]), float(line[2])
+            await asyncio.sleep(max(0.0, start - time.monotonic()))
+            cpu = time.process_time()
+            done = await asyncio.gather(*(_loop(c, end) for c in sessions))
+            _emit({"latencies": [round(x, 7) for lat, _ in done for x in lat],
+                   "last": max(last for _, last in done),
+                   "cpu_s": time.process_time() - cpu})  # fmt: skip
+
+
+async def _loop(client: Any, end: float) -> tuple[list[float], float]:
+    """Call until ``end``: every call's seconds, and when the last one returned."""
+    latencies: list[float] = []
+    while time.monotonic() < end:
+        t0 = time.perf_counter()
+        result = await client.call_tool(TOOL, ARGUMENTS)
+        latencies.append(time.perf_counter() - t0)
+        if result.is_error:
+            raise RuntimeError(f"{TOOL} refused: {result.content}")
+    return latencies, time.monotonic()
+
+
+@dataclass(slots=True)
+class _Clients:
+    """One era's client processes."""
+
+    mode: str
+    procs: list[asyncio.subprocess.Process]
+
+    @classmethod
+    async def start(cls, url: str, token: str, sizes: Sizes, mode: str) -> _Clients:
+        env = {**os.environ, TOKEN_ENV: token}
+        procs = []
+        for n in _share(sizes):
+            procs.append(await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "tests.bench.mcp", "client", "--url", url,
+                "--clients", str(n), "--mode", mode, "--warmup", str(sizes.warmup),
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
+                cwd=_ROOT, limit=_LINE_LIMIT,
+            ))  # fmt: skip
+        return cls(mode, procs)
+
+    async def read(self) -> list[dict[str, Any]]:
+        """One message from every process."""
+
+        async def one(proc: asyncio.subprocess.Process) -> dict[str, Any]:
+            assert proc.stdout is not None
+            line = await proc.stdout.readline()
+            if not line:
+                code = await proc.wait()
+                raise RuntimeError(f"a {self.mode} client process exited ({code}); see stderr")
+            message: dict[str, Any] = json.loads(line)
+            return message
+
+        return list(await asyncio.gather(*(one(p) for p in self.procs)))
+
+    async def say(self, line: str) -> None:
+        for proc in self.procs:
+            assert proc.stdin is not None
+            proc.stdin.write(f"{line}\n".encode())
+            await proc.stdin.drain()
+
+    async def stop(self) -> None:
+        """Close their stdin (they leave their loop and their sessions); kill a straggler."""
+        for proc in self.procs:
+            if proc.stdin is not None and not proc.stdin.is_closing():
+                proc.stdin.close()
+        for proc in self.procs:
+            try:
+                await asyncio.wait_for(proc.wait(), 15.0)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+# -- measuring ---------------------------------------------------------------------------------
+
+_LEAD_S = 0.05  # "go" is sent this long before the window opens
+
+
+async def _in_process_round(node: Node, caller: Caller, clients: int, seconds: float,
+                            side: Side) -> None:  # fmt: skip
+    async def loop(end: float) -> tuple[list[float], float]:
+        latencies: list[float] = []
+        while time.monotonic() < end:
+            t0 = time.perf_counter()
+            await node.e_timeline(caller, **ARGUMENTS)
+            latencies.append(time.perf_counter() - t0)
+        return latencies, time.monotonic()
+
+    start = time.monotonic() + _LEAD_S
+    await asyncio.sleep(_LEAD_S)
+    cpu = time.process_time()
+    done = await asyncio.gather(*(loop(start + seconds) for _ in range(clients)))
+    side.cpu_s += time.process_time() - cpu
+    _record(side, start, [lat for lat, _ in done], max(last for _, last in done))
+
+
+async def _http_round(clients: _Clients, seconds: float, side: Side) -> None:
+    start = time.monotonic() + _LEAD_S
+    cpu = time.process_time()
+    await clients.say(f"go {start!r} {start + seconds!r}")
+    async with asyncio.timeout(seconds + 60.0):
+        reports = await clients.read()
+    side.cpu_s += time.process_time() - cpu
+    side.client_cpu_s += sum(r["cpu_s"] for r in reports)
+    _record(side, start, [r["latencies"] for r in reports], max(r["last"] for r in reports))
+
+
+def _record(side: Side, start: float, latencies: list[list[float]], last: float) -> None:
+    calls = sum(len(lat) for lat in latencies)
+    if calls == 0:
+        raise RuntimeError(f"{side.label}: no call completed in the round")
+    side.calls.append(calls)
+    side.windows.append(last - start)
+    for lat in latencies:
+        side.latencies += lat
+    side.rss_mib = peak_rss_mib()
+
+
+async def _measure(sizes: Sizes, report: Report) -> None:
+    path, meta, built = changes.store(sizes.store, sizes.store.small)
+    token: str = meta["token"]
+    async with Node.open(path) as node:
+        caller = await node.authenticate(token)
+        assert caller.has("read:workspace")
+        assert not caller.is_admin
+        expected = await node.e_timeline(caller, **ARGUMENTS)
+        for _ in range(sizes.warmup):
+            await node.e_timeline(caller, **ARGUMENTS)
+        local = Side(in_process_label(sizes))
+        sides = {m: Side(http_label(sizes, m)) for m in sizes.modes}
+        with Listen("127.0.0.1", 0).bind() as listener:
+            async with (
+                http_server(node, listener) as endpoint,
+                contextlib.AsyncExitStack() as stack,
+            ):
+                eras: dict[str, _Clients] = {}
+                for mode in sizes.modes:
+                    eras[mode] = await _Clients.start(endpoint.url, token, sizes, mode)
+                    stack.push_async_callback(eras[mode].stop)
+                progress(f"mcp: {sizes.clients} clients per era starting, serving {endpoint.url}")
+                async with asyncio.timeout(_READY_TIMEOUT_S):
+                    ready = {m: await c.read() for m, c in eras.items()}
+                for i in range(sizes.rounds):
+                    order: list[str | None] = [None, *sizes.modes]
+                    for what in order if i % 2 == 0 else order[::-1]:
+                        progress(f"mcp: round {i + 1} of {sizes.rounds}: "
+                                 f"{'in-process' if what is None else MODES[what]}")  # fmt: skip
+                        if what is None:
+                            await _in_process_round(node, caller, sizes.clients, sizes.seconds,
+                                                    local)  # fmt: skip
+                        else:
+                            await _http_round(eras[what], sizes.seconds, sides[what])
+    report.sides += [local, *sides.values()]
+    for mode, side in sides.items():
+        value = side.rate / local.rate
+        report.checks.append(Check(ratio_label(mode), f"{value:.3f}", f"≥ {TARGET:g}",
+                                   "PASS" if value >= TARGET else "FAIL"))  # fmt: skip
+    answers = [a for msgs in ready.values() for msg in msgs for a in msg["answers"]]
+    same = sum(a == expected for a in answers)
+    report.checks.append(Check(SAME_ANSWERS, f"{same} of {len(answers)}", "all",
+                               "PASS" if same == len(answers) else "FAIL"))  # fmt: skip
+    if same != len(answers):
+        report.notes.append("MISMATCH: an HTTP answer differs from the in-process answer")
+    _notes(sizes, report, local, sides, ready, expected, path, meta, built)
+
+
+def _notes(sizes: Sizes, report: Report, local: Side, sides: dict[str, Side],
+           ready: dict[str, list[dict[str, Any]]], expected: dict[str, Any], path: Path,
+           meta: dict[str, Any], built: bool) -> None:  # fmt: skip
+    local.note = f"{local.cpu_s / local.total * 1000:.2f} ms CPU a call"
+    for mode, side in sides.items():
+        protocol = ready[mode][0]["protocol"]
+        side.note = (f"{protocol}; CPU a call: server {side.cpu_s / side.total * 1000:.2f} ms, "
+                     f"clients {side.client_cpu_s / side.total * 1000:.2f} ms")  # fmt: skip
+    for side in report.sides:
+        spread = ", ".join(_num(r) for r in side.rates)
+        report.notes.append(f"{side.label}: calls/s by round {spread}")
+    how = "made by this run" if built else "reused from the cache"
+    report.notes += [
+        f"store {how} ({path.parent}): {meta['srs']:,} SRs in workspace "
+        f"{WORKSPACE!r} plus {meta['changes']:,} changes (the changes benchmark's "
+        f"store); the reader {READER} (read:workspace, not admin) sees "
+        f"{len(expected['results'])} per page, has_more {expected['has_more']}",
+        f"each call: {TOOL} {json.dumps(ARGUMENTS)} (the default page of 20); in-process: "
+        f"node.e_timeline(caller, ...) with the caller authenticated once; HTTP: every "
+        f"request's bearer token checked, and again by the tool call",
+        f"HTTP: http_server on 127.0.0.1 in this process's event loop (the same Node); "
+        f"{sizes.clients} SDK clients per era in {_processes(sizes)}, each client its own "
+        "connection; both eras' clients stay connected, one era calls at a time",
+        f"{sizes.rounds} round(s) of {sizes.seconds:g} s a side, the order alternating; calls/s "
+        "is the median round's (calls / seconds from the window's start to the last return); "
+        "p50 and p99 over every call of every round; CPU a call = process CPU time (all "
+        "threads) / calls",
+    ]
+
+
+def _share(sizes: Sizes) -> list[int]:
+    """How many clients each client process runs."""
+    share = [len(range(i, sizes.clients, sizes.processes)) for i in range(sizes.processes)]
+    return [n for n in share if n]
+
+
+def _processes(sizes: Sizes) -> str:
+    share = _share(sizes)
+    if len(share) == 1:
+        return "1 client process"
+    each = f"{share[0]} each" if len(set(share)) == 1 else "/".join(map(str, share))
+    return f"{len(share)} client processes ({each})"
+
+
+def run(*, quick: bool, workdir: Path) -> Report:
+    """Make (or reuse) the cached store, then time the calls on both sides."""
+    del workdir  # the store is cached outside the run's temporary directory
+    sizes = QUICK if quick else FULL
+    smoke = " — QUICK: a smoke run, the figures mean nothing" if quick else ""
+    report = Report(
+        f"mcp — {TOOL} list over streamable HTTP vs in-process, {sizes.store.small:,} SRs, "
+        f"{sizes.clients} concurrent clients, Python {platform.python_version()}, SQLite "
+        f"{sqlite3.sqlite_version}, {os.cpu_count()} CPUs{smoke}"
+    )
+    asyncio.run(_measure(sizes, report))
+    return report
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tests.bench.mcp client --url URL --clients N --mode MODE``: the client
+    process (the token comes from the environment)."""
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.mcp")
+    parser.add_argument("role", choices=["client"])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--clients", type=int, required=True)
+    parser.add_argument("--mode", choices=sorted(MODES), required=True)
+    parser.add_argument("--warmup", type=int, default=0)
+    args = parser.parse_args(argv)
+    asyncio.run(_client_main(args.url, args.clients, args.mode, args.warmup))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -1,0 +1,47 @@
+"""The MCP benchmark stays runnable: a ``--quick`` run (a small store, built into a temporary
+cache; two clients a second per era) prints the in-process row and both HTTP rows with their
+figures, the ratios with a verdict, and the check that every HTTP client's answer equals the
+in-process one.
+
+Nothing here looks at a figure: speed is for ``make bench`` (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.bench import mcp
+from tests.bench.common import run_bench
+
+_NUM = r"[\d,]+(\.\d+)?"
+
+
+def test_quick_run_prints_every_row_the_ratios_and_the_check(tmp_path: Path) -> None:
+    cache, work = tmp_path / "cache", tmp_path / "work"
+    done = run_bench("--quick", "--dir", str(work), "mcp", cache=cache)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    sizes = mcp.QUICK
+    labels = mcp.labels(sizes)
+    for label in labels["rows"]:
+        row = re.compile(
+            rf"{re.escape(label)}\s+{_NUM}\s+[\d,]+\s+{_NUM}\s+{_NUM}\s+{_NUM}\s+[\d,]+ MiB\s+\S"
+        )
+        assert any(row.match(line) for line in lines), f"no row {label!r} in\n{done.stdout}"
+    for label in labels["checks"][:-1]:
+        check = re.compile(rf"{re.escape(label)}\s+\d+\.\d+\s+≥ 0\.2\s+(PASS|FAIL)$")
+        assert any(check.match(line) for line in lines), f"no ratio {label!r} in\n{done.stdout}"
+    # Correctness, not speed: every HTTP client's first answer equals the in-process answer.
+    answers = sizes.clients * len(sizes.modes)
+    assert re.search(rf"^{mcp.SAME_ANSWERS}\s+{answers} of {answers}\s+all\s+PASS$",
+                     done.stdout, re.MULTILINE), done.stdout  # fmt: skip
+    assert "MISMATCH" not in done.stdout
+    for mode in sizes.modes:  # each era's clients spoke their protocol
+        label = re.escape(mcp.http_label(sizes, mode))
+        assert re.search(rf"^{label}\s.*\s20\d\d-\d\d-\d\d; CPU a call: server", done.stdout,
+                         re.MULTILINE), done.stdout  # fmt: skip
+    assert re.search(r"^peak RSS of the run: [\d,]+ MiB$", done.stdout, re.MULTILINE)
+    assert re.search(r"^note: store made by this run", done.stdout, re.MULTILINE)
+    assert not list(work.iterdir()), "the run left files behind"
+    assert (cache / f"{sizes.store.name}-{sizes.store.small}" / "meta.json").exists(), "not cached"
