@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from node.errors import Unauthenticated
 from node.mcp.address import Tls
-from node.mcp.server import bearer_token, build_server
+from node.mcp.server import CALLER_KEY, bearer_token, build_server
 from node.node import Node
 
 __all__ = ["MCP_PATH", "BearerGate", "Endpoint", "http_app", "http_server"]
@@ -66,13 +66,17 @@ class BearerGate:
         access = AccessToken(token=token, client_id=caller.token_id, scopes=scopes,
                              expires_at=expires)  # fmt: skip
         scope["user"] = AuthenticatedUser(access)
+        scope[CALLER_KEY] = caller  # the tool call uses it rather than looking the token up again
         await self.app(scope, receive, send)
 
 
 def http_app(node: Node, host: str) -> BearerGate:
     """The ASGI app: the SDK's streamable HTTP app at ``/mcp``, behind the bearer gate.  On a
-    loopback ``host`` the SDK also checks the ``Host`` header (DNS rebinding)."""
-    app = build_server(node).streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    loopback ``host`` the SDK also checks the ``Host`` header (DNS rebinding).  Answers are
+    plain JSON rather than event streams: no tool sends anything before its result."""
+    app = build_server(node).streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, json_response=True
+    )
     return BearerGate(app, node)
 
 
@@ -105,6 +109,7 @@ async def http_server(
     or key that cannot be loaded raises before anything is served (``OSError``, of which
     ``ssl.SSLError`` is one)."""
     host = listener.getsockname()[0]
+    listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small answers go at once
     options: dict[str, Any] = {}
     if tls is not None:
         options = {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}

@@ -20,14 +20,18 @@ import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from starlette.requests import Request
 
+from node.authority import Caller
 from node.errors import Refusal
 from node.logging import get_logger
 from node.node import Node
 from node.tools.catalog import CATALOG, ToolSpec, by_name
 
-__all__ = ["INTERNAL_ERROR", "SERVER_NAME", "bearer_token", "build_server", "tool_result"]
+__all__ = [
+    "CALLER_KEY", "INTERNAL_ERROR", "SERVER_NAME", "bearer_token", "build_server", "tool_result",
+]  # fmt: skip
 
 SERVER_NAME = "memlane"
+CALLER_KEY = "memlane.caller"  # the ASGI scope key under which the bearer gate leaves the caller
 INTERNAL_ERROR = "internal error"
 _INSTRUCTIONS = (
     "A memlane memory node. Knowledge records (SRs): e_write, e_correct, e_adjust, e_delete, "
@@ -93,11 +97,16 @@ class _Tools:
         self.token = token
         self.listing = types.ListToolsResult(tools=[_tool(spec) for spec in CATALOG])
 
-    def token_of(self, ctx: Context) -> str | None:
-        if self.token is not None:
-            return self.token
+    async def caller_of(self, ctx: Context) -> Caller:
+        """The caller of this call: the fixed token's, checked again now; or over HTTP, the
+        one the bearer gate authenticated for this very request."""
         request = ctx.request
-        return bearer_token(request.headers) if isinstance(request, Request) else None
+        if self.token is None and isinstance(request, Request):
+            checked = request.scope.get(CALLER_KEY)
+            if isinstance(checked, Caller):
+                return checked
+            return await self.node.authenticate(bearer_token(request.headers))
+        return await self.node.authenticate(self.token)
 
     async def list_tools(
         self, ctx: Context, params: types.PaginatedRequestParams | None
@@ -112,7 +121,7 @@ class _Tools:
             return _refused(f"unknown tool: {params.name}")
         method: ToolMethod = getattr(self.node, spec.method)
         try:
-            caller = await self.node.authenticate(self.token_of(ctx))
+            caller = await self.caller_of(ctx)
             return tool_result(await method(caller, **(params.arguments or {})))
         except Refusal as refusal:
             return _refused(refusal.text)
@@ -122,8 +131,9 @@ class _Tools:
 
 
 def _input_schema(name: str) -> Mapping[str, Any] | None:
-    spec = by_name(name)
-    return None if spec is None else dict(spec.input_schema)
+    """No tool declares an argument carried in an ``Mcp-Param-*`` header, so there is nothing
+    for the SDK to check against a schema (None skips a scan of it on every call)."""
+    return None
 
 
 def build_server(node: Node, *, token: str | None = None) -> Server[Any]:
