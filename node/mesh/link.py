@@ -259,6 +259,7 @@ class Link:
         self._forks_seen = 0
         self._proofs_sent: set[frozenset[bytes]] = set()
         self._inbound = _Inbound()
+        self._stopped: str | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -278,15 +279,17 @@ class Link:
         finally:
             self.host.changes.unsubscribe(self._wake)
             await self._close_stream(abort=isinstance(error, PeerStalled | PeerGone))
-            self.host.table.closed(self.peer, None if error is None else str(error))
+            self.host.table.closed(self.peer, self._stopped if error is None else str(error))
             if self.source is not None:
                 with contextlib.suppress(NodeError):
                     detail = {"reason": "closed" if error is None else str(error)[:200]}
                     await self.host.replica.audit_peer(Event.PEER_DISCONNECTED, self.source, detail)
         return error
 
-    def stop(self, reason: str = "closing") -> None:
-        """Say bye; the link ends when the peer has answered (or after ``close_timeout``)."""
+    def stop(self, reason: str | None = None) -> None:
+        """Say bye; the link ends when the peer has answered (or after ``close_timeout``).
+        ``reason``, if any, is kept as the peer's ``last_error``."""
+        self._stopped = reason
         if self.session.our_state in _SPEAKING:
             self.writer.write(self.session.send(Bye()))
         self._wake.set()
@@ -314,6 +317,8 @@ class Link:
         try:
             await loop
         except RemoteProtocolError as exc:
+            if exc.field == "eof":  # the stream ended inside a frame: cut, not malformed
+                raise PeerGone(f"the connection was cut: {exc}") from exc
             raise PeerProtocolError(str(exc)) from exc
         except LocalProtocolError as exc:
             raise LinkFailed(f"this node broke the protocol: {exc}") from exc

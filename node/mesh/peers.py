@@ -60,7 +60,7 @@ class Peer:
     received: int = 0  # entries received (all connections)
     sent: int = 0  # entries sent (all connections)
     rounds: int = 0
-    close: Callable[[str], None] | None = field(default=None, repr=False)
+    close: Callable[[str | None], None] | None = field(default=None, repr=False)
 
     @property
     def node_id(self) -> str | None:
