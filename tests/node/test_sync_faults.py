@@ -147,6 +147,16 @@ async def test_a_bad_frame_after_hello_closes_the_connection(served: Served, nam
     assert await counts(served.node) == before
 
 
+async def test_a_connection_cut_inside_a_frame_is_a_cut(served: Served) -> None:
+    before = await counts(served.node)
+    peer = await hello(served)
+    peer.send_raw((100).to_bytes(4, "big") + b"\x92" + b"\0" * 9)  # 10 of 100 bytes
+    peer.writer.write_eof()
+    assert isinstance(await served.outcome(), PeerGone)
+    assert codes(await peer.closed()) == []
+    assert await counts(served.node) == before
+
+
 async def test_a_hello_of_another_mesh_is_refused(served: Served) -> None:
     peer = served.peer(os.urandom(16))
     await peer.connect(served.address)
