@@ -10,7 +10,13 @@
   when a call sends none (``concise`` or ``detailed``);
 - ``[profiles.NAME]``: e_timeline's ``agent_profile`` presets — ``page_size`` (1–100),
   ``order_by`` (one of e_timeline's orders) and ``lanes`` (a list of lane names); each applies
-  when the call does not say.
+  when the call does not say;
+- ``[mesh] listen`` (unset: no listener): ``"HOST:PORT"`` where ``memlane serve`` accepts sync
+  connections from the mesh's nodes (port 0 takes a free one; an IPv6 host in brackets).  Off
+  by default: a node that only dials its peers needs none.  Mutual TLS guards it, so any
+  address may be given;
+- ``[mesh] peers`` (``[]``): ``["HOST:PORT", …]``, the nodes ``memlane serve`` dials and keeps
+  connected.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from node.errors import ConfigError
+from node.mcp.address import Listen, parse_listen
 from node.tools.timeline_spec import MAX_PAGE_SIZE, ORDERS, Profile
 
 __all__ = ["CONFIG_FILE", "NodeConfig", "parse_duration_ms"]
@@ -46,6 +53,8 @@ class NodeConfig:
     zone: str = "UTC"
     profiles: dict[str, Profile] = field(default_factory=dict)
     response_format: str = "detailed"
+    mesh_listen: Listen | None = None
+    mesh_peers: tuple[Listen, ...] = ()
 
     @classmethod
     def load(cls, data_dir: Path) -> NodeConfig:
@@ -62,7 +71,7 @@ class NodeConfig:
     def from_mapping(cls, raw: dict[str, Any], where: str = "config") -> NodeConfig:
         problems: list[str] = []
         unknown = set(raw) - {
-            "max_clock_skew", "synchronous", "pending_limit", "zone", "profiles", "tools",
+            "max_clock_skew", "synchronous", "pending_limit", "zone", "profiles", "tools", "mesh",
         }  # fmt: skip
         problems += [f"unknown key {k!r}" for k in sorted(unknown)]
         values: dict[str, Any] = {}
@@ -82,6 +91,7 @@ class NodeConfig:
         values["zone"] = raw.get("zone", "UTC")
         values["profiles"] = _profiles(raw.get("profiles", {}), problems)
         values["response_format"] = _response_format(raw.get("tools", {}), problems)
+        values["mesh_listen"], values["mesh_peers"] = _mesh(raw.get("mesh", {}), problems)
         if problems:
             raise ConfigError(f"{where}: " + "; ".join(problems))
         return cls(**values)
@@ -123,3 +133,31 @@ def _response_format(raw: Any, problems: list[str]) -> str:
         problems.append("tools.defaults.responseFormat must be concise or detailed")
         return "detailed"
     return str(value)
+
+
+def _address(text: Any, where: str, problems: list[str], *, any_port: bool) -> Listen | None:
+    try:
+        if not isinstance(text, str):
+            raise ValueError(f'{text!r} is not a "HOST:PORT" string')
+        address = parse_listen(text)
+        if not any_port and address.port == 0:
+            raise ValueError(f"{text!r} names no port")
+    except ValueError as exc:
+        problems.append(f"{where}: {exc}")
+        return None
+    return address
+
+
+def _mesh(raw: Any, problems: list[str]) -> tuple[Listen | None, tuple[Listen, ...]]:
+    if not isinstance(raw, dict) or set(raw) - {"listen", "peers"}:
+        problems.append("mesh may set only listen and peers")
+        return None, ()
+    listen = None
+    if "listen" in raw:
+        listen = _address(raw["listen"], "mesh.listen", problems, any_port=True)
+    peers = raw.get("peers", [])
+    if not isinstance(peers, list):
+        problems.append('mesh.peers must be a list of "HOST:PORT" strings')
+        return listen, ()
+    found = [_address(p, "mesh.peers", problems, any_port=False) for p in peers]
+    return listen, tuple(p for p in found if p is not None)

@@ -1,4 +1,5 @@
-"""``memlane mesh``: invites, members and revocation, on the authority node (docs/mesh.md)."""
+"""``memlane mesh``: invites, members and revocation, on the authority node; ``memlane
+peers``: the peer table ``memlane serve`` keeps (docs/mesh.md)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ _DURATION = re.compile(r"([1-9][0-9]{0,8})([smhdw])\Z")
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _INVITE_HELP = "print a signed invite to this mesh, valid once and for a while"
 _MEMBERS_HELP = "list the nodes the authority's log has admitted or revoked"
+_PEERS_HELP = "list the sync peers of this node's `memlane serve`: state, lag, last error"
 _REVOKE_HELP = (
     "revoke a member: entries it writes after the last one this node has accepted from it "
     "are refused everywhere the revocation reaches"
@@ -56,6 +58,11 @@ def add_parsers(sub: Any, common: AddArgs) -> None:
     common(revoke)
     revoke.add_argument("node", metavar="NODE_ID", help="the member's node id (or key in hex)")
     revoke.set_defaults(handler=mesh_revoke)
+    peers = sub.add_parser("peers", help=_PEERS_HELP, description=_PEERS_HELP + (
+        ". Read from the snapshot the serving node saves every few seconds and when it "
+        "stops."))  # fmt: skip
+    common(peers)
+    peers.set_defaults(handler=peers_list)
 
 
 async def mesh_invite(args: argparse.Namespace) -> Result:
@@ -118,3 +125,33 @@ def _line(row: dict[str, Any]) -> str:
     if row["revoked"]:
         parts.append(f"REVOKED at {row['revoked']['at']} after {_cutoff(row['revoked'])}")
     return "  ".join(parts)
+
+
+_PEER_COLUMNS = (("NODE", "node_id"), ("ADDRESS", "address"), ("DIRECTION", "direction"),
+                 ("STATE", "state"), ("LAG IN", "lag_in"), ("LAG OUT", "lag_out"),
+                 ("LAST ERROR", "last_error"))  # fmt: skip
+
+
+async def peers_list(args: argparse.Namespace) -> Result:
+    from node.mesh.service import read_peers
+
+    async with Node.open(args.data) as node:
+        snapshot = await read_peers(node.store)
+    if snapshot["at"] is None:
+        return Result(snapshot, "no peers: sync has not run on this node")
+    at = format_instant(snapshot["at"])
+    snapshot = {**snapshot, "at": at, "peers": [
+        {**p, "connected_at": None if p["connected_at"] is None
+         else format_instant(p["connected_at"])} for p in snapshot["peers"]]}  # fmt: skip
+    running = "serving" if snapshot["serving"] else "stopped"
+    where = f", listening at {snapshot['listen']}" if snapshot["listen"] else ""
+    lines = [f"sync {running}{where} (as of {at})"]
+    if not snapshot["peers"]:
+        return Result(snapshot, "\n".join([*lines, "no peers"]))
+    rows = [[h for h, _ in _PEER_COLUMNS]]
+    rows += [["-" if p[k] is None else str(p[k]) for _, k in _PEER_COLUMNS]
+             for p in snapshot["peers"]]  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_PEER_COLUMNS) - 1)]
+    lines += ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]])
+              for r in rows]  # fmt: skip
+    return Result(snapshot, "\n".join(lines))

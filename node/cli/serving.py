@@ -1,8 +1,13 @@
 """The long-running commands (DESIGN §8): ``memlane mcp`` (MCP over stdio, one principal) and
 ``memlane serve`` (MCP over streamable HTTP, a bearer token per request).
 
-Both stop cleanly on SIGTERM or SIGINT: serving ends, then the store is closed.  Exit codes
-as for every command: 0 ok, 1 refused or invalid input (a bad token, no node, a port in use),
+``memlane serve`` also runs sync with the mesh when ``[mesh] listen`` or ``[mesh] peers`` is
+configured (or ``--sync-listen`` / ``--peer`` is given): mutual TLS with this node's
+certificate (``node.mesh.service``), the sync address printed once listening.
+
+Both stop cleanly on SIGTERM or SIGINT: serving ends (sync first, saying bye on every link,
+then MCP), then the store is closed.  Exit codes as for every command: 0 ok, 1 refused or
+invalid input (a bad token, no node, a port in use, a member node without its certificate),
 2 usage (including plain HTTP off loopback without ``--insecure-no-tls``).  The MCP SDK is
 loaded only by these two commands, so the others start quickly.
 """
@@ -16,12 +21,15 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from node.cli.commands import token_from_args
 from node.errors import NodeError, Unauthenticated
 from node.mcp.address import DEFAULT_LISTEN, Listen, Tls, parse_listen
 from node.node import Node
+
+if TYPE_CHECKING:
+    from node.mesh.service import SyncService
 
 __all__ = ["add_parsers", "run_mcp", "run_serve"]
 
@@ -51,6 +59,12 @@ def add_parsers(sub: Any, common: AddArgs, with_token: AddArgs) -> None:
     serve.add_argument("--insecure-no-tls", action="store_true",
                        help="allow plain HTTP on an address off loopback: bearer tokens then "
                             "cross the network in clear")  # fmt: skip
+    serve.add_argument("--sync-listen", metavar="HOST:PORT", type=_listen,
+                       help="accept sync connections from the mesh here (instead of [mesh] "
+                            "listen; port 0 picks one)")  # fmt: skip
+    serve.add_argument("--peer", metavar="HOST:PORT", type=_peer, action="append",
+                       dest="peers", help="a node to dial and keep connected; repeat for "
+                                          "several (instead of [mesh] peers)")  # fmt: skip
     serve.set_defaults(run=run_serve)
 
 
@@ -59,6 +73,13 @@ def _listen(text: str) -> Listen:
         return parse_listen(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _peer(text: str) -> Listen:
+    address = _listen(text)
+    if address.port == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} names no port")
+    return address
 
 
 def _fail(args: argparse.Namespace, message: str, code: int) -> int:
@@ -134,14 +155,49 @@ def run_serve(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace, listen: Listen, tls: Tls | None) -> None:
     async with Node.open(args.data) as node:
-        try:
-            listener = listen.bind()
-        except OSError as exc:
-            raise OSError(f"cannot listen on {listen.host}:{listen.port}: {exc.strerror}") from exc
-        with listener:
-            from node.mcp.http import http_server
+        sync_listen = args.sync_listen or node.config.mesh_listen
+        peers = args.peers if args.peers is not None else node.config.mesh_peers
+        service: SyncService | None = None
+        if sync_listen is not None or peers:
+            from node.mesh.service import SyncService
 
-            async with http_server(node, listener, tls=tls) as endpoint:
-                print(json.dumps({"mcp_http": endpoint.url}) if args.json
-                      else f"serving MCP at {endpoint.url}", flush=True)  # fmt: skip
+            service = SyncService(node)
+        try:
+            if service is not None:
+                await service.start(sync_listen, peers)
+            await _serve_mcp(args, node, listen, tls, service)
+        finally:
+            if service is not None:
+                await service.close()
+
+
+async def _serve_mcp(
+    args: argparse.Namespace,
+    node: Node,
+    listen: Listen,
+    tls: Tls | None,
+    service: SyncService | None,
+) -> None:
+    try:
+        listener = listen.bind()
+    except OSError as exc:
+        raise OSError(f"cannot listen on {listen.host}:{listen.port}: {exc.strerror}") from exc
+    with listener:
+        from node.mcp.http import http_server
+
+        async with http_server(node, listener, tls=tls) as endpoint:
+            sync = None if service is None else service.listening
+            if args.json:
+                shown: dict[str, Any] = {"mcp_http": endpoint.url}
+                if service is not None:
+                    shown["sync"] = sync
+                print(json.dumps(shown), flush=True)
+            else:
+                print(f"serving MCP at {endpoint.url}", flush=True)
+                if sync is not None:
+                    print(f"syncing at {sync}", flush=True)
+            try:
                 await _until_signalled(endpoint.stopped)
+            finally:
+                if service is not None:  # links end with bye while MCP still serves
+                    await service.close()

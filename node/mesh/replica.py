@@ -4,7 +4,9 @@ a log, the logs changed since a position, fork proofs, and the receive path.
 ``Changes`` tells the links when the store has committed something new.  It polls the
 store's commit counter (an integer in memory, so a poll costs nothing) every ``interval``
 seconds, and reads the store only when the counter has moved; a link that has just committed
-entries it received calls ``poke``, so a relay goes out without waiting for the next poll.
+entries it received calls ``poke``, so a relay goes out without waiting for the next poll;
+``recheck`` reads the store at the next look whatever the counter says (for commits made by
+another process).
 """
 
 from __future__ import annotations
@@ -167,6 +169,12 @@ class Changes:
 
     def poke(self) -> None:
         """Something was just committed here: look now rather than at the next poll."""
+        self._poked.set()
+
+    def recheck(self) -> None:
+        """Read the store at the next look even if this process committed nothing: another
+        process on the same data directory (a ``memlane`` command) may have."""
+        self._seen = -1
         self._poked.set()
 
     async def wait(self, version: int) -> int:

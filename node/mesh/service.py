@@ -1,0 +1,239 @@
+"""Sync as ``memlane serve`` runs it (docs/mesh.md §Running sync): this node's certificates,
+its TLS contexts checked against the live membership, a listener and the dialled peers, and
+a snapshot of the peer table kept in the store for ``memlane peers``.
+
+- **Certificate files** in the data directory: ``ca.crt`` (the mesh's authority certificate)
+  and ``node.crt`` (this node's certificate), both PEM.  The authority node certifies itself:
+  it writes both when either is missing or its certificate has expired.  A member node needs
+  both, issued by the authority (``Node.authority_certificate``, ``Node.node_certificate``).
+- **The peer snapshot** is the ``state`` row ``sync_peers`` (JSON): whether sync runs, where
+  it listens, when the snapshot was taken, and one row per peer.  It is written when sync
+  starts, whenever the table changed (looked at every second, written at least every 30 s)
+  and when sync stops, with every peer then closed.
+- **Writes by other processes** (``memlane write`` on the same data directory) do not move
+  this process's commit counter: the store is looked at once a second as well, so they go
+  out to the peers within about a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import ssl
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from node.errors import NodeError
+from node.identity import NODE_KEY_FILE
+from node.logging import get_logger
+from node.mcp.address import Listen
+from node.mesh import certs
+from node.mesh.errors import MeshError, NotAuthority
+from node.mesh.peers import Peer, PeerTable
+from node.mesh.sync import Sync, SyncOptions
+from node.store import Store, Txn
+
+if TYPE_CHECKING:
+    from node.node import Node
+
+__all__ = [
+    "CA_FILE",
+    "NODE_CERT_FILE",
+    "PEERS_STATE",
+    "SyncService",
+    "certificates",
+    "read_peers",
+    "tls_contexts",
+]
+
+_log = get_logger("node.mesh.service")
+
+CA_FILE = "ca.crt"
+NODE_CERT_FILE = "node.crt"
+PEERS_STATE = "sync_peers"
+LOOK_INTERVAL = 1.0  # seconds between looks at the store and at the peer table
+SNAPSHOT_MAX_AGE = 30.0  # the snapshot is written at least this often while sync runs
+
+
+def _expired(certificate: x509.Certificate, now_ms: int) -> bool:
+    return certificate.not_valid_after_utc.timestamp() * 1000 <= now_ms
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Replace ``path`` at once: a reader sees the old file or the new one."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    tmp.replace(path)
+
+
+def certificates(node: Node) -> tuple[x509.Certificate, x509.Certificate]:
+    """(the authority certificate, this node's certificate) from ``ca.crt`` and ``node.crt``;
+    the authority node writes them first when needed.  ``MeshError`` when they are missing,
+    expired or not this node's."""
+    ca_path, cert_path = node.path / CA_FILE, node.path / NODE_CERT_FILE
+    now = node.store.wall()
+    try:
+        node.mesh_authority.keys()
+        authority = True
+    except NotAuthority:
+        authority = False
+    if authority:
+        current = cert_path.exists() and ca_path.exists()
+        if not current or _expired(certs.load_pem(cert_path.read_bytes()), now):
+            _write(ca_path, certs.pem(node.authority_certificate()))
+            _write(cert_path, certs.pem(node.node_certificate()))
+    missing = [p.name for p in (ca_path, cert_path) if not p.exists()]
+    if missing:
+        raise MeshError(
+            f"no {' or '.join(missing)} in {node.path}: a member node syncs with the "
+            f"certificate the authority issued it ({NODE_CERT_FILE}) and the authority's "
+            f"({CA_FILE})"
+        )
+    ca, certificate = (certs.load_pem(p.read_bytes()) for p in (ca_path, cert_path))
+    ca_key = ca.public_key()
+    if not isinstance(ca_key, Ed25519PublicKey) or (
+        certs.raw_public(ca_key) != node.membership.authority
+    ):
+        raise MeshError(f"{ca_path} is not the certificate of this mesh's authority")
+    if _expired(certificate, now):
+        raise MeshError(f"{cert_path} has expired: ask the authority for a new one")
+    return ca, certificate
+
+
+def tls_contexts(node: Node) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """(server, client) contexts presenting this node's certificate."""
+    ca, certificate = certificates(node)
+    key = certs.private_key(node.path / NODE_KEY_FILE)
+    return certs.server_context(ca, certificate, key), certs.client_context(ca, certificate, key)
+
+
+# -- the peer snapshot ------------------------------------------------------------------------
+
+
+def _peer_row(peer: Peer, *, closed: bool = False) -> dict[str, Any]:
+    return {
+        "node_id": peer.node_id, "address": peer.address,
+        "direction": "outbound" if peer.outbound else "inbound",
+        "state": "closed" if closed else peer.state.value,
+        "connected_at": None if closed or peer.connected_at is None
+        else int(peer.connected_at * 1000),
+        "connections": peer.connections, "lag_in": peer.lag_in, "lag_out": peer.lag_out,
+        "received": peer.received, "sent": peer.sent, "rounds": peer.rounds,
+        "last_error": peer.last_error,
+    }  # fmt: skip
+
+
+def peer_rows(table: PeerTable, *, closed: bool = False) -> list[dict[str, Any]]:
+    return [_peer_row(p, closed=closed) for p in table]
+
+
+async def read_peers(store: Store) -> dict[str, Any]:
+    """The snapshot ``memlane serve`` left (an empty one when sync never ran here)."""
+    raw = await store.get_state(PEERS_STATE)
+    if raw is None:
+        return {"serving": False, "at": None, "listen": None, "peers": []}
+    found: dict[str, Any] = json.loads(raw)
+    return found
+
+
+# -- the service -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    serving: bool
+    listen: str | None
+    peers: list[dict[str, Any]]
+
+
+class SyncService:
+    """A node's sync over mutual TLS: ``start`` listens and dials, ``close`` says bye on
+    every link and leaves the final snapshot."""
+
+    def __init__(self, node: Node, *, options: SyncOptions | None = None) -> None:
+        self.node = node
+        self.sync = Sync(node.store, mesh=node.info.mesh, key=node.key.public,
+                         options=options, peer_key=self._peer_key)  # fmt: skip
+        self.address: tuple[str, int] | None = None
+        self._watch: asyncio.Task[None] | None = None
+        self._written: _Snapshot | None = None
+        self._written_at = 0.0
+        self._running = False
+
+    def _peer_key(self, ssl_object: ssl.SSLObject | None) -> bytes:
+        membership, wall = self.node.membership, self.node.store.wall
+        return certs.verified_peer(ssl_object, lambda key: membership.admits_peer(key, wall()))
+
+    @property
+    def listening(self) -> str | None:
+        if self.address is None:
+            return None
+        host, port = self.address
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    async def start(self, listen: Listen | None, peers: Sequence[Listen]) -> None:
+        server, client = tls_contexts(self.node)
+        self._running = True
+        await self.sync.start()
+        if listen is not None:
+            try:
+                self.address = await self.sync.listen(listen.host, listen.port, ssl=server)
+            except OSError as exc:
+                raise OSError(
+                    f"cannot listen for sync on {listen.host}:{listen.port}: {exc.strerror}"
+                ) from exc
+        for peer in peers:
+            self.sync.dial(peer.host, peer.port, ssl=client)
+        await self._save(self._snapshot())
+        self._watch = asyncio.create_task(self._look(), name="memlane-sync-snapshot")
+
+    async def close(self) -> None:
+        """Say bye on every link and save the final snapshot (once; nothing if never
+        started)."""
+        if not self._running:
+            return
+        self._running = False
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+            self._watch = None
+        final = _Snapshot(False, self.listening, peer_rows(self.sync.peers, closed=True))
+        await self.sync.close()
+        await self._save(final)
+
+    def _snapshot(self) -> _Snapshot:
+        return _Snapshot(True, self.listening, peer_rows(self.sync.peers))
+
+    async def _look(self) -> None:
+        while True:
+            await asyncio.sleep(LOOK_INTERVAL)
+            self.sync.changes.recheck()  # entries another process wrote here
+            snapshot = self._snapshot()
+            stale = time.monotonic() - self._written_at >= SNAPSHOT_MAX_AGE
+            if snapshot != self._written or stale:
+                try:
+                    await self._save(snapshot)
+                except NodeError as exc:  # a failed write: try again at the next look
+                    _log.warning("saving the peer snapshot failed", error=str(exc))
+
+    async def _save(self, snapshot: _Snapshot) -> None:
+        at = self.node.store.wall()
+        data = json.dumps({"serving": snapshot.serving, "at": at, "listen": snapshot.listen,
+                           "peers": snapshot.peers}, sort_keys=True).encode()  # fmt: skip
+
+        async def op(txn: Txn) -> None:
+            self.node.store.put_state(txn, PEERS_STATE, data)
+
+        await self.node.store.run(op)
+        self._written, self._written_at = snapshot, time.monotonic()
