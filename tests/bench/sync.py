@@ -1,0 +1,735 @@
+"""The sync benchmark (docs/benchmarks.md): two nodes of one mesh over mutual TLS on loopback.
+
+A sender store of 200,000 ``sr.put`` entries from 20 writers (views built) is made once and
+cached under ``.bench-cache/`` beside an empty receiver of the same mesh.  Each run copies
+both, then:
+
+- **initial sync**: the sender in one child process, the receiver in another, connected
+  through a byte-counting TCP relay in this process; timed in the receiver from ``dial`` to
+  the frontier equal to the sender's (TLS handshake, hello, rounds, catch-up, every commit
+  and view row included);
+- **the raw pipeline**, on the same machine, without the protocol: the same entries decoded,
+  verified chain-amortised per log (``protocol.signing.authentic_from``) and the rows the
+  sync wrote into the receiver written with stdlib ``executemany`` in one transaction per
+  batch, ``synchronous=FULL``; and the same with per-entry verification;
+- **a forced disconnect**: the initial sync again, the relay cutting the connection once
+  half of the first run's bytes have passed; the entries the sender sent beyond the log;
+- **in-sync rounds**: a small mesh of 100 writers, in sync over TLS, starting rounds on a
+  short timer; the bytes each round takes on the wire.
+
+Peak RSS is each process's own (``ru_maxrss``), with the resident set sampled at a quarter
+and at the end of the log.  Nothing here asserts on speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import json
+import math
+import multiprocessing
+import os
+import platform
+import shutil
+import sqlite3
+import ssl
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from node.identity import DB_FILE, NODE_KEY_FILE
+from node.logging import configure_logging
+from node.mesh import certs
+from node.mesh.link import LinkOptions
+from node.mesh.peers import PeerState
+from node.mesh.sync import PeerKey, Sync, SyncOptions
+from node.node import Node
+from node.store.schema import MIGRATIONS, SCHEMA_VERSION
+from protocol.entry import Entry
+from protocol.messages import MAX_BATCH_ENTRIES
+from protocol.signing import SigningKey, authentic_from
+from tests.bench.common import (
+    Ratio,
+    Result,
+    Row,
+    Stopwatch,
+    progress,
+    receive_batch,
+    table,
+)
+from tests.bench.timeline import cache_root
+from tests.node.helpers import ForeignWriter, sr_payload
+from tests.node.synckit import frontier_digest, make_mesh, until
+
+__all__ = ["CHECKS", "FULL", "QUICK", "RATIOS", "ROWS", "Report", "Sizes", "run"]
+
+BUILD_VERSION = "sync-stores-1"
+
+SYNC = "sync over TLS, end to end"
+RAW = "raw pipeline, chain-amortised"
+PER_ENTRY = "raw pipeline, per-entry verify"
+RECEIVE = "memlane receive, no protocol"
+ROWS = (SYNC, RAW, PER_ENTRY, RECEIVE)
+RATIOS = (
+    Ratio("sync / raw pipeline", SYNC, RAW, target=0.6),
+    Ratio("sync / per-entry-verify pipeline", SYNC, PER_ENTRY, target=2.5),
+    Ratio("sync / memlane receive, no protocol", SYNC, RECEIVE),
+)
+# The checks printed under the ratios (label, target), in print order.
+BYTES_PER_ENTRY = "bytes on the wire per entry"
+ROUND_BYTES = "bytes per in-sync round, 100 writers"
+RESENT = "entries re-sent after a cut midway"
+RECEIVER_RSS = "receiver RSS, end / quarter of the log"
+SENDER_RSS = "sender RSS, end / quarter of the log"
+CHECKS = (BYTES_PER_ENTRY, ROUND_BYTES, RESENT, RECEIVER_RSS, SENDER_RSS)
+
+# RSS "independent of log size": from a quarter of the log to all of it, at most this growth.
+RSS_GROWTH_LIMIT = 1.10
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """How much the run does; ``FULL`` for ``make bench``, ``QUICK`` for the smoke test."""
+
+    name: str = "sync-200k"
+    entries: int = 200_000
+    writers: int = 20
+    build_batch: int = 1_000  # entries per receive while the sender store is built
+    round_writers: int = 100
+    round_entries: int = 2  # per writer of the in-sync mesh
+    rounds: int = 20
+
+
+FULL = Sizes()
+QUICK = Sizes(name="sync-quick", entries=3_000, round_writers=100, round_entries=1, rounds=5)
+
+OPTIONS = SyncOptions(backoff_initial=0.05, backoff_max=1.0)
+WORKSPACE = "team"
+_TEXT = (
+    "The deploy of the ingest service moved to the second region; the runbook now names the "
+    "new failover order, and the on-call rota was updated to match. Check the dashboards after "
+    "any schema migration. "
+)
+_DAY_MS = 86_400_000
+
+
+def _wall() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _writer(mesh: bytes, w: int, wall: int) -> ForeignWriter:
+    seed = hashlib.sha256(b"memlane bench sync writer %d" % w).digest()
+    return ForeignWriter(mesh, seed=seed, epoch=w.to_bytes(8, "big"), wall=wall)
+
+
+def _next(writer: ForeignWriter, w: int) -> Entry:
+    seq = len(writer.entries) + 1
+    sr_id = f"00000000-0000-7000-{0x8000 + w:04x}-{seq:012d}"
+    fields = {"title": f"note {w}.{seq}", "text": _TEXT + str(seq), "tags": ["bench", "sync"]}
+    return writer.next(payload=sr_payload(sr_id, WORKSPACE, **fields))
+
+
+def _peak_mib() -> float:
+    """This process's own peak resident set (``VmHWM``: ``ru_maxrss`` of a spawned child
+    counts the parent's pages it was forked with)."""
+    with open("/proc/self/status") as f:
+        kib = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    return kib / 1024
+
+
+def _rss_mib() -> float:
+    """The current resident set (``/proc/self/statm``)."""
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
+
+
+# -- the cached stores ---------------------------------------------------------------------
+
+
+def cache_key(sizes: Sizes) -> str:
+    schema = hashlib.sha256("".join(MIGRATIONS).encode()).hexdigest()[:16]
+    return (f"{BUILD_VERSION}/schema-{SCHEMA_VERSION}-{schema}/entries-{sizes.entries}/"
+            f"writers-{sizes.writers}/batch-{sizes.build_batch}")  # fmt: skip
+
+
+async def _build(root: Path, sizes: Sizes) -> dict[str, Any]:
+    """A mesh of a sender and a receiver (each with its node key) that admits the writers;
+    the sender receives every writer's log, a batch of one writer at a time."""
+    start = _wall() - 10 * _DAY_MS  # in the past: no clock-skew events
+    writers = [_writer(b"", w, start) for w in range(sizes.writers)]
+    dirs = await make_mesh(root, ["sender", "receiver"], _wall, writers)
+    per_writer = sizes.entries // sizes.writers
+    started = time.perf_counter()
+    async with Node.open(dirs["sender"]) as node:
+        done = 0
+        while done < per_writer:
+            step = min(sizes.build_batch, per_writer - done)
+            for w, writer in enumerate(writers):
+                batch = [_next(writer, w) for _ in range(step)]
+                report = await node.receive([(e.raw, e.payload) for e in batch], source="bench")
+                if report.stored != step:
+                    raise RuntimeError(f"stored {report.stored} of a batch of {step}")
+            done += step
+            progress(f"sync: built {done * sizes.writers:,} of {sizes.entries:,} entries")
+    return {"entries": per_writer * sizes.writers, "build_s": time.perf_counter() - started}
+
+
+def _build_in_child(root: str, sizes: Sizes) -> dict[str, Any]:
+    return asyncio.run(_build(Path(root), sizes))
+
+
+def stores(sizes: Sizes) -> tuple[Path, dict[str, Any], bool]:
+    """The cached pair (``sender/``, ``receiver/`` under the returned directory), its
+    metadata, and whether it was made now (in a child process)."""
+    root = cache_root() / sizes.name
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f".{root.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        meta_file = root / "meta.json"
+        if meta_file.exists():
+            meta = json.loads(meta_file.read_text())
+            if meta.get("key") == cache_key(sizes):
+                return root, meta, False
+            progress(f"sync: the cached stores are stale ({meta.get('key')}); rebuilding")
+        shutil.rmtree(root, ignore_errors=True)
+        building = root.with_name(root.name + ".building")
+        shutil.rmtree(building, ignore_errors=True)
+        building.mkdir()
+        progress(f"sync: building a sender of {sizes.entries:,} entries in {root} (cached)")
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(1, mp_context=context) as pool:
+            meta = pool.submit(_build_in_child, str(building), sizes).result()
+        meta["key"] = cache_key(sizes)
+        (building / "meta.json").write_text(json.dumps(meta))
+        building.rename(root)
+        return root, meta, True
+
+
+# -- the relay that counts (and cuts) ------------------------------------------------------
+
+
+@dataclass
+class _Relay:
+    """A TCP relay to ``target`` that counts the bytes each way (TLS records, as on the
+    wire) and, once ``cut_at`` bytes have gone towards the client, cuts every connection
+    once (new ones pass)."""
+
+    target: tuple[str, int]
+    cut_at: int | None = None
+    down: int = 0  # target → client
+    up: int = 0
+    connections: int = 0
+    cuts: int = 0
+    _writers: list[asyncio.StreamWriter] = field(default_factory=list)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    _server: asyncio.Server | None = None
+
+    async def start(self) -> tuple[str, int]:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        host, port = self._server.sockets[0].getsockname()[:2]
+        return str(host), int(port)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for w in self._writers:
+            w.transport.abort()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _cut(self) -> None:
+        self.cuts += 1
+        for w in self._writers:
+            w.transport.abort()
+        self._writers.clear()
+
+    async def _handle(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        ur, uw = await asyncio.open_connection(*self.target)
+        for sock in (cw, uw):
+            s = sock.get_extra_info("socket")
+            if s is not None:
+                s.setsockopt(6, 1, 1)  # TCP_NODELAY, as both ends' own streams
+        self._writers += [cw, uw]
+        for task in (self._pipe(cr, uw, up=True), self._pipe(ur, cw, up=False)):
+            t = asyncio.create_task(task)
+            self._tasks.add(t)
+            t.add_done_callback(self._tasks.discard)
+
+    async def _pipe(
+        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, *, up: bool
+    ) -> None:
+        try:
+            while data := await src.read(1 << 16):
+                if up:
+                    self.up += len(data)
+                else:
+                    self.down += len(data)
+                dst.write(data)
+                await dst.drain()
+                if not up and self.cut_at is not None and self.down >= self.cut_at:
+                    self.cut_at = None
+                    self._cut()
+                    return
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            dst.transport.abort()
+
+
+# -- the two processes ---------------------------------------------------------------------
+
+
+def _peer_key(node: Node) -> PeerKey:
+    def admits(key: bytes) -> bool:
+        return node.membership.admits_peer(key, _wall())
+
+    return lambda ssl_object: certs.verified_peer(ssl_object, admits)
+
+
+def _context(node: Node, ca_pem: bytes, cert_pem: bytes, *, server: bool) -> ssl.SSLContext:
+    key = certs.private_key(node.path / NODE_KEY_FILE)
+    make = certs.server_context if server else certs.client_context
+    return make(certs.load_pem(ca_pem), certs.load_pem(cert_pem), key)
+
+
+def _sender_main(path: str, receiver_key: bytes, conn: Connection) -> None:
+    configure_logging()  # to stderr: stdout carries only the table
+    asyncio.run(_sender(Path(path), receiver_key, conn))
+
+
+async def _sender(path: Path, receiver_key: bytes, conn: Connection) -> None:
+    """Serve the store over TLS until told to stop; then say what was sent, and the RSS."""
+    async with Node.open(path) as node:
+        ca = certs.pem(node.authority_certificate())
+        context = _context(node, ca, certs.pem(node.node_certificate()), server=True)
+        entries = sum(log.head_seq for log in await _logs(node))
+        samples: list[tuple[int, float]] = []
+        async with Sync(node.store, mesh=node.info.mesh, key=node.key.public, options=OPTIONS,
+                        peer_key=_peer_key(node)) as sync:  # fmt: skip
+            host, port = await sync.listen(ssl=context)
+            conn.send({
+                "address": (host, port),
+                "digest": await frontier_digest(node),
+                "ca": ca,
+                "receiver_cert": certs.pem(node.node_certificate(receiver_key)),
+                "entries": entries,
+                "rss_start": _rss_mib(),
+            })  # fmt: skip
+
+            async def sample() -> None:
+                while True:
+                    samples.append((sum(p.sent for p in sync.peers), _rss_mib()))
+                    await asyncio.sleep(0.05)
+
+            sampler = asyncio.create_task(sample())
+            await asyncio.to_thread(conn.recv)  # "stop"
+            sampler.cancel()
+            sent = sum(p.sent for p in sync.peers)
+            connections = sum(p.connections for p in sync.peers)
+        conn.send({"sent": sent, "connections": connections, "samples": samples,
+                   "peak_rss": _peak_mib()})  # fmt: skip
+
+
+async def _logs(node: Node) -> list[Any]:
+    reader = node.store.reader
+    assert reader is not None
+    return await reader.select_logs()
+
+
+def _receiver_main(path: str, info: dict[str, Any], conn: Connection) -> None:
+    configure_logging()
+    asyncio.run(_receiver(Path(path), info, conn))
+
+
+async def _receiver(path: Path, info: dict[str, Any], conn: Connection) -> None:
+    """Dial the sender over TLS and time it until the frontier is the sender's."""
+    async with Node.open(path) as node:
+        context = _context(node, info["ca"], info["receiver_cert"], server=False)
+        held = {log.log_id: log.head_seq for log in await _logs(node)}
+        lacking = info["lacking"]
+        samples: list[tuple[int, float]] = []
+        async with Sync(node.store, mesh=node.info.mesh, key=node.key.public, options=OPTIONS,
+                        peer_key=_peer_key(node)) as sync:  # fmt: skip
+            rss_start = _rss_mib()
+
+            async def caught_up() -> bool:
+                got = peer.received
+                samples.append((got, _rss_mib()))
+                if got < lacking:
+                    return False
+                return await frontier_digest(node) == info["digest"]
+
+            with Stopwatch() as sw:
+                peer = sync.dial(*info["address"], ssl=context)
+                await until(caught_up, [sync], within=3600)
+            received, connections = peer.received, peer.connections
+            state = peer.state
+        after = sum(log.head_seq for log in await _logs(node)) - sum(held.values())
+    conn.send({"seconds": sw.seconds, "received": received, "connections": connections,
+               "stored": after, "live": state is PeerState.LIVE, "samples": samples,
+               "rss_start": rss_start, "peak_rss": _peak_mib()})  # fmt: skip
+
+
+@dataclass(slots=True)
+class _SyncRun:
+    seconds: float
+    lacking: int
+    stored: int
+    received: int
+    sent: int
+    connections: int
+    up: int
+    down: int
+    cuts: int
+    receiver: dict[str, Any]
+    sender: dict[str, Any]
+
+
+async def _sync_once(cached: Path, work: Path, cut_at: int | None) -> _SyncRun:
+    """Copy the cached pair into ``work`` and sync the receiver from the sender."""
+    for side in ("sender", "receiver"):
+        shutil.copytree(cached / side, work / side)
+    receiver_key = SigningKey((work / "receiver" / NODE_KEY_FILE).read_bytes()).public
+    context = multiprocessing.get_context("spawn")
+    s_parent, s_child = context.Pipe()
+    r_parent, r_child = context.Pipe()
+    sender = context.Process(target=_sender_main,
+                             args=(str(work / "sender"), receiver_key, s_child))  # fmt: skip
+    sender.start()
+    relay: _Relay | None = None
+    try:
+        info = await asyncio.to_thread(s_parent.recv)
+        relay = _Relay(tuple(info["address"]), cut_at=cut_at)
+        address = await relay.start()
+        lacking = info["entries"] - _held(work / "receiver")
+        receiver = context.Process(
+            target=_receiver_main,
+            args=(str(work / "receiver"), info | {"address": address, "lacking": lacking},
+                  r_child),
+        )  # fmt: skip
+        receiver.start()
+        got = await asyncio.to_thread(r_parent.recv)
+        await asyncio.to_thread(receiver.join)
+        s_parent.send("stop")
+        sent = await asyncio.to_thread(s_parent.recv)
+        await asyncio.to_thread(sender.join)
+    finally:
+        if relay is not None:
+            await relay.close()
+        if sender.is_alive():
+            sender.kill()
+    if not got["live"] or got["stored"] != lacking:
+        raise RuntimeError(f"the receiver stored {got['stored']} of {lacking} entries")
+    return _SyncRun(got["seconds"], lacking, got["stored"], got["received"], sent["sent"],
+                    got["connections"], relay.up, relay.down, relay.cuts, got,
+                    sent | {"rss_start": info["rss_start"]})  # fmt: skip
+
+
+def _held(node_dir: Path) -> int:
+    with contextlib.closing(sqlite3.connect(f"file:{node_dir / DB_FILE}?mode=ro", uri=True)) as db:
+        (n,) = db.execute("SELECT coalesce(sum(head_seq), 0) FROM logs").fetchone()
+    return int(n)
+
+
+def _rss_at(samples: Sequence[Sequence[float]], count: int) -> float:
+    """The resident set sampled first once ``count`` entries had gone through."""
+    return next((rss for n, rss in samples if n >= count), samples[-1][1])
+
+
+# -- the raw pipelines ---------------------------------------------------------------------
+
+_SKIPPED = {"schema_version", "sr_stats", "sr_vocab"}  # sr_stats: kept by triggers on srs
+
+
+@dataclass(slots=True)
+class _Table:
+    name: str
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+
+Received = list[tuple[bytes, bytes | None]]
+
+
+def _new_rows(synced: Path, template: Path) -> tuple[Received, list[_Table]]:
+    """The entries the sync brought (in arrival order) and, table by table, the rows it
+    wrote (new or changed, in rowid or key order)."""
+    db = sqlite3.connect(f"file:{synced}?mode=ro", uri=True)
+    db.execute("ATTACH DATABASE ? AS old", (f"file:{template}?mode=ro",))
+    try:
+        (before,) = db.execute("SELECT coalesce(max(pos), 0) FROM old.headers").fetchone()
+        entries = db.execute(
+            "SELECT h.raw, p.data FROM headers h LEFT JOIN payloads p USING (pos) "
+            "WHERE h.pos > ? ORDER BY h.pos", (before,)
+        ).fetchall()  # fmt: skip
+        tables = []
+        names = db.execute(
+            "SELECT name, sql FROM main.sqlite_master WHERE type = 'table' ORDER BY rowid"
+        ).fetchall()
+        for name, sql in names:
+            if name in _SKIPPED or name.startswith(("sqlite_", "sr_fts_")):
+                continue
+            info = db.execute(f"PRAGMA main.table_xinfo({name})").fetchall()
+            cols = [c[1] for c in info if c[6] == 0]  # not generated, not hidden
+            listed = ", ".join(cols)
+            if "VIRTUAL" in sql.upper():  # the full-text index: its documents by rowid
+                rows = db.execute(
+                    f"SELECT rowid, {listed} FROM main.{name} WHERE rowid NOT IN "
+                    f"(SELECT rowid FROM old.{name}) ORDER BY rowid"
+                ).fetchall()
+                cols = ["rowid", *cols]
+            elif "WITHOUT ROWID" in sql.upper():
+                rows = db.execute(
+                    f"SELECT {listed} FROM main.{name} EXCEPT "
+                    f"SELECT {listed} FROM old.{name} ORDER BY 1"
+                ).fetchall()
+            else:
+                rows = [r[1:] for r in db.execute(
+                    f"SELECT rowid, {listed} FROM main.{name} EXCEPT "
+                    f"SELECT rowid, {listed} FROM old.{name} ORDER BY 1"
+                )]  # fmt: skip
+            if rows:
+                tables.append(_Table(name, cols, rows))
+    finally:
+        db.close()
+    return entries, tables
+
+
+def _raw_pipeline(
+    path: Path,
+    template: Path,
+    entries: Received,
+    tables: list[_Table],
+    *,
+    amortised: bool,
+) -> float:
+    """Seconds to verify ``entries`` and write ``tables``' rows into a copy of ``template``,
+    one transaction per batch of the sync's size."""
+    shutil.copy(template, path)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute("PRAGMA foreign_keys=ON")
+    heads: dict[Any, tuple[int, bytes | None]] = {}
+    for writer, epoch, head_seq, head_id in db.execute(
+        "SELECT writer, epoch, head_seq, head_id FROM logs"
+    ):
+        heads[(bytes(writer), bytes(epoch))] = (head_seq, head_id and bytes(head_id))
+    n = len(entries)
+    batches = math.ceil(n / MAX_BATCH_ENTRIES)
+    statements = {
+        t.name: f"INSERT OR REPLACE INTO {t.name} ({', '.join(t.columns)}) "
+        f"VALUES ({', '.join('?' * len(t.columns))})"
+        for t in tables
+    }
+    logs = next((t for t in tables if t.name == "logs"), None)
+    log_rows = {} if logs is None else {r[logs.columns.index("log_id")]: r for r in logs.rows}
+    with Stopwatch() as sw:
+        for i in range(batches):
+            lo, hi = n * i // batches, n * (i + 1) // batches
+            runs: dict[Any, list[Entry]] = {}
+            for raw, data in entries[lo:hi]:
+                e = Entry.decode(raw, data)
+                runs.setdefault(e.header.log, []).append(e)
+            for log, run in runs.items():
+                head_seq, head_id = heads.get(log, (0, None))
+                authentic = authentic_from(head_seq, head_id, run, amortised=amortised)
+                if len(authentic) != len(run):
+                    raise RuntimeError("an entry the sync stored does not verify")
+                heads[log] = (run[-1].header.seq, run[-1].id)
+            db.execute("BEGIN IMMEDIATE")
+            for t in tables:
+                if t is logs:
+                    continue
+                if len(t.rows) < batches:  # a few upserted rows (the clock): every batch
+                    db.executemany(statements[t.name], t.rows)
+                    continue
+                if t.name == "headers":  # the logs first: headers reference them
+                    ids = {r[t.columns.index("log_id")] for r in t.rows[lo:hi]}
+                    db.executemany(statements["logs"], [log_rows[x] for x in ids if x in log_rows])
+                m = len(t.rows)
+                chunk = t.rows[m * i // batches : m * (i + 1) // batches]
+                db.executemany(statements[t.name], chunk)
+            db.execute("COMMIT")
+    db.close()
+    return sw.seconds
+
+
+async def _receive_alone(cached: Path, work: Path, entries: Received) -> float:
+    """Seconds for ``node.receive`` to take the same entries in the sync's batches into a
+    copy of the receiver, in this process: the store's receive path without the protocol."""
+    shutil.copytree(cached / "receiver", work)
+    seconds = 0.0
+    async with Node.open(work) as node:
+        for i in range(0, len(entries), MAX_BATCH_ENTRIES):
+            seconds += await receive_batch(node, entries[i : i + MAX_BATCH_ENTRIES])
+    shutil.rmtree(work)
+    return seconds
+
+
+def _same_counts(a: Path, b: Path, tables: Sequence[_Table]) -> bool:
+    counts = []
+    for path in (a, b):
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            counts.append([db.execute(f"SELECT count(*) FROM {t.name}").fetchone()
+                           for t in tables])  # fmt: skip
+    return counts[0] == counts[1]
+
+
+def _empty(workdir: Path) -> None:
+    for leftover in workdir.iterdir():
+        leftover.unlink()
+
+
+# -- in-sync rounds ------------------------------------------------------------------------
+
+
+async def _round_bytes(work: Path, sizes: Sizes) -> tuple[float, int, int]:
+    """Bytes on the wire per round once two nodes with ``round_writers`` writers are in
+    sync over TLS (the receiver starts a round every 50 ms); the rounds, the logs."""
+    start = _wall() - _DAY_MS
+    writers = [_writer(b"", 1000 + w, start) for w in range(sizes.round_writers)]
+    dirs = await make_mesh(work, ["A", "B"], _wall, writers)
+    entries = [(e.raw, e.payload) for w, wr in enumerate(writers)
+               for e in [_next(wr, w) for _ in range(sizes.round_entries)]]  # fmt: skip
+    often = SyncOptions(link=LinkOptions(round_interval=0.05, min_round_interval=0.01),
+                        poll_interval=0.01)  # fmt: skip
+    answer = SyncOptions(link=LinkOptions(min_round_interval=0.01), poll_interval=0.01)
+    async with Node.open(dirs["A"]) as a, Node.open(dirs["B"]) as b:
+        await a.receive(entries, source="bench")
+        ca = certs.pem(a.authority_certificate())
+        server = _context(a, ca, certs.pem(a.node_certificate()), server=True)
+        client = _context(b, ca, certs.pem(a.node_certificate(b.key.public)), server=False)
+        async with (
+            Sync(a.store, mesh=a.info.mesh, key=a.key.public, options=answer,
+                 peer_key=_peer_key(a)) as sa,
+            Sync(b.store, mesh=b.info.mesh, key=b.key.public, options=often,
+                 peer_key=_peer_key(b)) as sb,
+        ):  # fmt: skip
+            relay = _Relay(await sa.listen(ssl=server))
+            peer = sb.dial(*await relay.start(), ssl=client)
+
+            async def same() -> bool:
+                return await frontier_digest(a) == await frontier_digest(b)
+
+            await until(same, [sa, sb], within=60)
+            async with asyncio.timeout(60):
+                await sb.peers.wait_for(lambda _: peer.rounds >= 2)
+            rounds, wire = peer.rounds, relay.up + relay.down
+            async with asyncio.timeout(60):
+                await sb.peers.wait_for(lambda _: peer.rounds >= rounds + sizes.rounds)
+            done, wire = peer.rounds - rounds, relay.up + relay.down - wire
+            logs = len(await _logs(b))
+            await relay.close()
+    return wire / done, done, logs
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Report:
+    """The rows and ratios (``common.render``) and, under them, the checks."""
+
+    result: Result
+    checks: list[tuple[str, str, str, str]]
+
+    def __str__(self) -> str:
+        from tests.bench.common import render
+
+        text = render(self.result)
+        head, sep, tail = text.partition("\npeak RSS of the run")
+        lines = table(["check", "value", "target", "verdict"], self.checks, right={1})
+        return head + "\n" + "\n".join(lines) + "\n" + sep + tail
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+async def _measure(workdir: Path, sizes: Sizes) -> Report:
+    cached, meta, built = stores(sizes)
+    quick = " — QUICK: a smoke run, the figures mean nothing" if sizes == QUICK else ""
+    title = (
+        f"sync — Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"{ssl.OPENSSL_VERSION}, {os.cpu_count()} CPUs, TLS 1.3 on loopback, "
+        f"synchronous=FULL, WAL{quick}"
+    )
+    result = Result(title, ratios=list(RATIOS))
+    progress(f"sync: initial sync of {meta['entries']:,} entries over TLS")
+    clean = await _sync_once(cached, workdir / "clean", None)
+    progress(f"sync: took {clean.seconds:.1f} s; the raw pipelines on the same entries")
+    template = cached / "receiver" / DB_FILE
+    entries, tables = _new_rows(workdir / "clean" / "receiver" / DB_FILE, template)
+    raw_s = _raw_pipeline(workdir / "raw.db", template, entries, tables, amortised=True)
+    entry_bytes = sum(len(raw) + len(data or b"") for raw, data in entries) / len(entries)
+    same = _same_counts(workdir / "raw.db", workdir / "clean" / "receiver" / DB_FILE, tables)
+    per_s = _raw_pipeline(workdir / "per-entry.db", template, entries, tables, amortised=False)
+    alone_s = await _receive_alone(cached, workdir / "receive", entries)
+    shutil.rmtree(workdir / "clean")
+    del entries, tables
+
+    progress("sync: again, the connection cut once half of the bytes have passed")
+    cut = await _sync_once(cached, workdir / "cut", clean.down // 2)
+    shutil.rmtree(workdir / "cut")
+    progress(f"sync: in-sync rounds with {sizes.round_writers} writers")
+    (workdir / "rounds").mkdir()
+    per_round, rounds, logs = await _round_bytes(workdir / "rounds", sizes)
+    shutil.rmtree(workdir / "rounds")
+    _empty(workdir)
+
+    n = clean.lacking
+    batch = f"{MAX_BATCH_ENTRIES:,} entries/txn"
+    result.rows += [
+        Row(SYNC, n, (clean.seconds,), note=f"receiver's peak RSS; {sizes.writers} writers",
+            rss_mib=clean.receiver["peak_rss"]),
+        Row(RAW, n, (raw_s,), note=batch),
+        Row(PER_ENTRY, n, (per_s,), note=batch),
+        Row(RECEIVE, n, (alone_s,), note=f"{MAX_BATCH_ENTRIES:,} entries/receive"),
+    ]  # fmt: skip
+    wire = clean.up + clean.down
+    resent = cut.sent - cut.lacking
+    quarter = n // 4
+    r_q, r_end = _rss_at(clean.receiver["samples"], quarter), clean.receiver["samples"][-1][1]
+    s_q, s_end = _rss_at(clean.sender["samples"], quarter), clean.sender["samples"][-1][1]
+    checks = [
+        (BYTES_PER_ENTRY, f"{wire / n:,.0f}", "(info)", "(info)"),
+        (ROUND_BYTES, f"{per_round:,.0f}", "≤ 1,024", _verdict(per_round <= 1024)),
+        (RESENT, f"{resent:,}", f"≤ {MAX_BATCH_ENTRIES:,}", _verdict(resent <= MAX_BATCH_ENTRIES)),
+        (RECEIVER_RSS, f"{r_end:,.0f} / {r_q:,.0f} MiB", f"≤ {RSS_GROWTH_LIMIT:g}×",
+         _verdict(r_end <= r_q * RSS_GROWTH_LIMIT)),
+        (SENDER_RSS, f"{s_end:,.0f} / {s_q:,.0f} MiB", f"≤ {RSS_GROWTH_LIMIT:g}×",
+         _verdict(s_end <= s_q * RSS_GROWTH_LIMIT)),
+    ]  # fmt: skip
+    how = "made by this run" if built else "reused from the cache"
+    result.notes += [
+        f"sender store {how} ({meta['entries']:,} entries of {sizes.writers} writers, "
+        f"built in {meta['build_s']:.0f} s)",
+        f"on the wire (TLS records, both ways): {clean.down:,} bytes to the receiver, "
+        f"{clean.up:,} back, over {clean.connections} connection(s); an entry is "
+        f"{entry_bytes:,.0f} bytes (header and payload)",
+        f"peak RSS: receiver {clean.receiver['peak_rss']:,.0f} MiB, sender "
+        f"{clean.sender['peak_rss']:,.0f} MiB (each its own process)",
+        f"cut run: {cut.cuts} cut at {clean.down // 2:,} bytes, {cut.connections} connections, "
+        f"{cut.sent:,} entries sent for {cut.lacking:,} lacking, {cut.received:,} received, "
+        f"end to end {cut.seconds:.1f} s",
+        f"in-sync rounds: {rounds} rounds over {logs} logs",
+        "raw pipelines: the rows the sync wrote, "
+        + ("the same row counts as the synced receiver" if same else "ROW COUNTS DIFFER"),
+    ]
+    return Report(result, checks)
+
+
+def run(*, quick: bool, workdir: Path) -> Report:
+    """Make (or reuse) the cached stores, then measure; ``quick`` is a smoke run."""
+    configure_logging()
+    return asyncio.run(_measure(workdir, QUICK if quick else FULL))
