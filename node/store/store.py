@@ -116,6 +116,7 @@ class Store:
         self._writer: GroupWriter | None = None
         self.reader: Reader | None = None
         self._clock_saved = Hlc(0, 0)
+        self._data_version: int | None = None  # the database's, as the last batch began
         self.mesh: bytes | None = None
         # The membership rule (node.mesh.membership); None admits every writer.
         self.membership: ingest.Admission | None = None
@@ -152,9 +153,11 @@ class Store:
         await self._conn.execute("PRAGMA foreign_keys=ON")
         await migrate(self._conn)
         await self._reload()
+        self._data_version = await self._scalar("PRAGMA data_version")
         self._writer = GroupWriter(
             self._conn,
             on_rollback=self._reload,
+            on_begin=self._begin,
             before_commit=self._save_clock,
             max_batch=self.options.max_batch,
         )
@@ -187,6 +190,15 @@ class Store:
         if saved > self.clock.last:
             self.clock = HybridClock(saved, max_skew_ms=self.options.max_clock_skew_ms)
         self._clock_saved = saved
+
+    async def _begin(self, txn: Txn) -> None:
+        """Each batch starts by taking the write lock; if another process committed since
+        the last batch (a ``memlane write`` beside a running ``memlane serve``), the
+        in-memory heads, positions, view caches and clock are reloaded first."""
+        version = await txn.begin()
+        if version != self._data_version:
+            await self._reload()
+        self._data_version = version
 
     async def _scalar(self, sql: str) -> Any:
         assert self._conn is not None

@@ -126,6 +126,17 @@ class Txn:
         self._written = self._queued
         return work
 
+    async def begin(self) -> int:
+        """Open the transaction now (taking the write lock) and return the database's
+        ``data_version``: it changes when another connection — another process — commits."""
+
+        def run(db: sqlite3.Connection) -> int:
+            if not db.in_transaction:
+                db.execute("BEGIN IMMEDIATE")
+            return int(db.execute("PRAGMA data_version").fetchone()[0])
+
+        return await in_thread(self._conn, run)
+
     async def fetchall(self, sql: str, args: Row = ()) -> list[Row]:
         """Read inside the transaction; queued writes are written first so reads see them."""
         work = self._take()

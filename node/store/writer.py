@@ -51,11 +51,13 @@ class GroupWriter:
         conn: aiosqlite.Connection,
         *,
         on_rollback: Callable[[], Awaitable[None]],
+        on_begin: Callable[[Txn], Awaitable[None]],
         before_commit: Callable[[Txn], None],
         max_batch: int = 512,
     ) -> None:
         self._conn = conn
         self._on_rollback = on_rollback
+        self._on_begin = on_begin
         self._before_commit = before_commit
         self._max_batch = max_batch
         self._queue: deque[_Job | None] = deque()
@@ -124,6 +126,7 @@ class GroupWriter:
     async def _build(self, txn: Txn, batch: list[_Job]) -> BaseException | None:
         """Run each operation into ``txn``; an unexpected error voids the whole batch."""
         try:
+            await self._on_begin(txn)
             for job in batch:
                 await _run_one(job, txn)
             self._before_commit(txn)
