@@ -114,6 +114,41 @@ class Node:
         return info
 
     @classmethod
+    async def init_member(
+        cls, path: Path | str, *, mesh: bytes, authority: bytes, wall: Wall = system_wall
+    ) -> None:
+        """The store of a node joining the existing mesh ``mesh`` whose authority key is
+        ``authority``, in ``path``, which holds the node's key already (docs/mesh.md
+        §Joining): a fresh epoch and feed id, no authority log of its own."""
+        path = _data_dir(path)
+        (path / DB_FILE).touch(mode=0o600)
+        store = await Store.open(path / DB_FILE, wall=wall, options=_options(NodeConfig.load(path)),
+                                 views=default_views())  # fmt: skip
+        epoch, feed_id = random_bytes(8), random_bytes(8).hex()
+
+        async def op(txn: Txn) -> None:
+            for name, value in (
+                ("mesh", mesh), ("epoch", epoch), ("authority", authority),
+                ("feed_id", feed_id.encode()),
+            ):  # fmt: skip
+                store.put_state(txn, name, value)
+
+        try:
+            await store.run(op)
+        finally:
+            await store.close()
+
+    @classmethod
+    async def join(
+        cls, path: Path | str, invite: str, host: str, port: int, *, wall: Wall = system_wall
+    ) -> NodeInfo:
+        """Create a node in ``path`` that joins a mesh by redeeming ``invite`` with its
+        authority at ``host``:``port`` (docs/mesh.md §Joining)."""
+        from node.mesh.join import join
+
+        return await join(_data_dir(path), invite, host, port, wall=wall)
+
+    @classmethod
     @asynccontextmanager
     async def open(
         cls, path: Path | str, *, wall: Wall = system_wall, options: StoreOptions | None = None

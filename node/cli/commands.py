@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from node.cli.tools import ToolCommand, arguments
-from node.errors import Refusal
+from node.errors import ConfigError, Refusal
+from node.mcp.address import parse_listen
 from node.node import Node
 from node.tools.args import optional_time
 from protocol.timefmt import format_instant
@@ -33,9 +34,28 @@ def token_from_args(args: argparse.Namespace) -> str | None:
 
 
 async def init(args: argparse.Namespace) -> Result:
+    if args.join is not None or args.authority is not None:
+        return await _join(args)
     info = await Node.init(args.data)
     data = {"node_id": info.node_id, "mesh": info.mesh.hex(), "data": str(args.data)}
     return Result(data, f"node {info.node_id} created in {args.data} (mesh {info.mesh.hex()})")
+
+
+async def _join(args: argparse.Namespace) -> Result:
+    if args.join is None or args.authority is None:
+        raise ConfigError("--join INVITE and --authority HOST:PORT go together")
+    try:
+        authority = parse_listen(args.authority)
+    except ValueError as exc:
+        raise ConfigError(f"--authority: {exc}") from exc
+    if authority.port == 0:
+        raise ConfigError(f"--authority: {args.authority!r} names no port")
+    info = await Node.join(args.data, args.join, authority.host, authority.port)
+    data = {"node_id": info.node_id, "mesh": info.mesh.hex(), "data": str(args.data),
+            "authority": args.authority}  # fmt: skip
+    text = (f"node {info.node_id} created in {args.data}: joined mesh {info.mesh.hex()} "
+            f"through its authority at {args.authority}")  # fmt: skip
+    return Result(data, text)
 
 
 async def token_create(args: argparse.Namespace) -> Result:

@@ -37,7 +37,19 @@ def _token_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memlane", description="a memlane node")
     sub = parser.add_subparsers(dest="command", required=True)
-    _common(sub.add_parser("init", help="create a node and a new mesh in --data"))
+    init = sub.add_parser("init", help="create a node and a new mesh in --data, or a node "
+                                       "that joins a mesh (--join, --authority)")  # fmt: skip
+    _common(init)
+    init.add_argument(
+        "--join",
+        metavar="INVITE",
+        help="join the mesh of this invite (mli1.…) instead of making a new one",
+    )
+    init.add_argument(
+        "--authority",
+        metavar="HOST:PORT",
+        help="with --join: where the mesh authority accepts joins",
+    )
     token = sub.add_parser("token", help="issue, list and revoke bearer tokens")
     tsub = token.add_subparsers(dest="action", required=True)
     create = tsub.add_parser("create", help="issue a token (printed once)")

@@ -3,7 +3,9 @@
 
 ``memlane serve`` also runs sync with the mesh when ``[mesh] listen`` or ``[mesh] peers`` is
 configured (or ``--sync-listen`` / ``--peer`` is given): mutual TLS with this node's
-certificate (``node.mesh.service``), the sync address printed once listening.
+certificate (``node.mesh.service``), the sync address printed once listening.  On the
+authority node, ``--join-listen`` also accepts joins (``node.mesh.join``, docs/mesh.md
+§Joining).
 
 Both stop cleanly on SIGTERM or SIGINT: serving ends (sync first, saying bye on every link,
 then MCP), then the store is closed.  Exit codes as for every command: 0 ok, 1 refused or
@@ -29,6 +31,7 @@ from node.mcp.address import DEFAULT_LISTEN, Listen, Tls, parse_listen
 from node.node import Node
 
 if TYPE_CHECKING:
+    from node.mesh.join import JoinService
     from node.mesh.service import SyncService
 
 __all__ = ["add_parsers", "run_mcp", "run_serve"]
@@ -65,6 +68,9 @@ def add_parsers(sub: Any, common: AddArgs, with_token: AddArgs) -> None:
     serve.add_argument("--peer", metavar="HOST:PORT", type=_peer, action="append",
                        dest="peers", help="a node to dial and keep connected; repeat for "
                                           "several (instead of [mesh] peers)")  # fmt: skip
+    serve.add_argument("--join-listen", metavar="HOST:PORT", type=_listen,
+                       help="on the mesh authority: accept joins (memlane init --join) here; "
+                            "port 0 picks one")  # fmt: skip
     serve.set_defaults(run=run_serve)
 
 
@@ -158,15 +164,24 @@ async def _serve(args: argparse.Namespace, listen: Listen, tls: Tls | None) -> N
         sync_listen = args.sync_listen or node.config.mesh_listen
         peers = args.peers if args.peers is not None else node.config.mesh_peers
         service: SyncService | None = None
+        joins: JoinService | None = None
         if sync_listen is not None or peers:
             from node.mesh.service import SyncService
 
             service = SyncService(node)
+        if args.join_listen is not None:
+            from node.mesh.join import JoinService
+
+            joins = JoinService(node)
         try:
+            if joins is not None:
+                await joins.start(args.join_listen)
             if service is not None:
                 await service.start(sync_listen, peers)
-            await _serve_mcp(args, node, listen, tls, service)
+            await _serve_mcp(args, node, listen, tls, service, joins)
         finally:
+            if joins is not None:
+                await joins.close()
             if service is not None:
                 await service.close()
 
@@ -177,6 +192,7 @@ async def _serve_mcp(
     listen: Listen,
     tls: Tls | None,
     service: SyncService | None,
+    joins: JoinService | None = None,
 ) -> None:
     try:
         listener = listen.bind()
@@ -191,11 +207,15 @@ async def _serve_mcp(
                 shown: dict[str, Any] = {"mcp_http": endpoint.url}
                 if service is not None:
                     shown["sync"] = sync
+                if joins is not None:
+                    shown["join"] = joins.listening
                 print(json.dumps(shown), flush=True)
             else:
                 print(f"serving MCP at {endpoint.url}", flush=True)
                 if sync is not None:
                     print(f"syncing at {sync}", flush=True)
+                if joins is not None:
+                    print(f"accepting joins at {joins.listening}", flush=True)
             try:
                 await _until_signalled(endpoint.stopped)
             finally:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -34,6 +35,10 @@ from node.mesh.errors import MeshError, PeerRefused
 __all__ = [
     "authority_certificate",
     "client_context",
+    "der",
+    "issued_by",
+    "join_client_context",
+    "join_server_context",
     "load_pem",
     "node_certificate",
     "peer_key",
@@ -151,6 +156,10 @@ def pem(certificate: x509.Certificate) -> bytes:
     return certificate.public_bytes(serialization.Encoding.PEM)
 
 
+def der(certificate: x509.Certificate) -> bytes:
+    return certificate.public_bytes(serialization.Encoding.DER)
+
+
 def load_pem(data: bytes) -> x509.Certificate:
     try:
         return x509.load_pem_x509_certificate(data)
@@ -208,6 +217,56 @@ def _load_chain(ctx: ssl.SSLContext, certificate: x509.Certificate, key: Ed25519
         with os.fdopen(fd, "wb") as f:
             f.write(pem(certificate) + sealed)
         ctx.load_cert_chain(path, password=password)
+
+
+def join_server_context(certificate: x509.Certificate, key: Ed25519PrivateKey) -> ssl.SSLContext:
+    """The authority's side of a join (docs/mesh.md §Joining): presents ``certificate``, asks
+    for none (the joiner has none yet), TLS 1.3 only, no session tickets."""
+    public = certificate.public_key()
+    if not isinstance(public, Ed25519PublicKey) or raw_public(public) != raw_public(key):
+        raise MeshError("the certificate is not for this key")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.num_tickets = 0
+    _load_chain(ctx, certificate, key)
+    return ctx
+
+
+def join_client_context() -> ssl.SSLContext:
+    """The joiner's side: TLS 1.3 only.  The joiner holds no CA certificate yet, so ``ssl``
+    checks only that the server holds the key of the certificate it presents (TLS 1.3
+    CertificateVerify); ``issued_by`` then checks that certificate against the invite's
+    authority key, before any application byte is sent."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # checked by ``issued_by`` against the invite's key
+    return ctx
+
+
+def issued_by(der: bytes | None, authority: bytes, mesh: bytes, now_ms: int) -> bytes:
+    """The node key of a certificate (DER) that the key ``authority`` (32 raw bytes) issued
+    for ``mesh``, valid at ``now_ms``, for an Ed25519 key; else ``PeerRefused``."""
+    why = "its certificate was not issued by the invite's authority key"
+    if not der:
+        raise PeerRefused("the server presented no certificate")
+    try:
+        certificate = x509.load_der_x509_certificate(der)
+        Ed25519PublicKey.from_public_bytes(authority).verify(
+            certificate.signature, certificate.tbs_certificate_bytes
+        )
+    except (ValueError, InvalidSignature) as exc:
+        raise PeerRefused(why) from exc
+    if certificate.issuer != _authority_name(mesh):
+        raise PeerRefused(why + " for this mesh")
+    start = certificate.not_valid_before_utc.timestamp() * 1000
+    if not start <= now_ms < certificate.not_valid_after_utc.timestamp() * 1000:
+        raise PeerRefused("its certificate is not valid now")
+    public = certificate.public_key()
+    if not isinstance(public, Ed25519PublicKey):
+        raise PeerRefused("its certificate is not for an Ed25519 key")
+    return raw_public(public)
 
 
 def peer_key(ssl_object: ssl.SSLObject | ssl.SSLSocket) -> bytes:
