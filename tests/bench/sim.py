@@ -19,14 +19,14 @@ from pathlib import Path
 from tests.bench.common import progress
 from tests.sim.sim import SimFailure, Size, simulate
 
-__all__ = ["BIG", "SMALL", "run"]
+__all__ = ["BIG", "SMALL", "Batch", "Report", "run", "run_batch"]
 
 SMALL = Size()
 BIG = Size(nodes=7, writes=60, faults=24, span=60.0)
 
 
 @dataclass(slots=True)
-class _Batch:
+class Batch:
     label: str
     size: Size
     seeds: range
@@ -38,7 +38,7 @@ class _Batch:
 
 @dataclass(slots=True)
 class Report:
-    batches: list[_Batch]
+    batches: list[Batch]
 
     def __str__(self) -> str:
         lines = ["mesh simulation", ""]
@@ -64,7 +64,7 @@ class Report:
         return "\n".join(lines)
 
 
-def _run_batch(batch: _Batch, workdir: Path) -> None:
+def run_batch(batch: Batch, workdir: Path) -> None:
     for seed in batch.seeds:
         start = time.perf_counter()
         try:
@@ -84,9 +84,9 @@ def run(*, quick: bool, workdir: Path) -> Report:
     small = range(200, 220 if quick else 1000)
     big = range(10_000, 10_003 if quick else 10_100)
     batches = [
-        _Batch(f"{SMALL.nodes} nodes, {SMALL.writes} writes, {SMALL.faults} faults", SMALL, small),
-        _Batch(f"{BIG.nodes} nodes, {BIG.writes} writes, {BIG.faults} faults", BIG, big),
+        Batch(f"{SMALL.nodes} nodes, {SMALL.writes} writes, {SMALL.faults} faults", SMALL, small),
+        Batch(f"{BIG.nodes} nodes, {BIG.writes} writes, {BIG.faults} faults", BIG, big),
     ]
     for batch in batches:
-        _run_batch(batch, workdir)
+        run_batch(batch, workdir)
     return Report(batches)

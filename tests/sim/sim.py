@@ -366,13 +366,16 @@ class End:
         s = self.session
         try:
             s.receive_data(data)
+            moved = False
             while (event := s.next_event()) is not NEED_DATA:
                 if isinstance(event, ConnectionClosed):
                     raise Ended("the peer's stream ended")
                 await self.on_message(event)
+                moved = True
                 if s.our_state is State.CLOSED and s.their_state is State.CLOSED:
                     raise Ended("both said bye")
-            await self.step()
+            if moved:  # a piece of a frame changes nothing
+                await self.step()
         except RemoteProtocolError as exc:
             if exc.field == "eof":
                 raise Ended(f"cut inside a frame: {exc}") from exc
@@ -740,7 +743,8 @@ class Sim:
             return
         src, dst = conn.slot if side == 0 else conn.slot[::-1]
         rng = self.rng
-        cuts = sorted(rng.sample(range(1, len(data)), min(len(data) - 1, rng.choice((0, 0, 1, 3)))))
+        cuts = rng.sample(range(1, len(data)), min(len(data) - 1, rng.choice((0, 0, 0, 1, 2))))
+        cuts.sort()
         pieces = [data[i:j] for i, j in itertools.pairwise((0, *cuts, len(data)))]
         for piece in pieces:
             lost = rng.random() < self.loss and not self.healed

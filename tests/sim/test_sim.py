@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from tests.sim.sim import Outcome, seeds, simulate
+from tests.bench import sim as sim_bench
+from tests.sim.sim import Outcome, Size, seeds, simulate
 
 SEEDS = seeds(range(200))
 _seen: list[Outcome] = []
@@ -55,3 +57,13 @@ def test_the_seeds_meet_every_fault() -> None:
         assert total[what] > 0, f"no {what} in {len(_seen)} seeds: {dict(total)}"
     # Entries arrived more than once (over new connections, relays, duplicate connections).
     assert total["entries received"] > total["entries stored"]
+
+
+def test_the_bench_runs_a_batch_and_reports_it(tmp_path: Path) -> None:
+    batch = sim_bench.Batch("one seed", Size(), range(SEEDS[0], SEEDS[0] + 1))
+    sim_bench.run_batch(batch, tmp_path)
+    text = str(sim_bench.Report([batch]))
+    assert not batch.failures, text
+    assert "one seed" in text
+    assert text.endswith("every seed converged: PASS")
+    assert not list(tmp_path.iterdir()), "the run left files behind"
