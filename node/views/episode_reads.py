@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from node.authority import Caller
@@ -67,9 +68,15 @@ def _walk(scope: Scope) -> str:
     )
 
 
+@lru_cache(maxsize=4096)
+def _tags(text: str) -> tuple[str, ...]:
+    """A stored tag list (JSON text); episodes share a few sets, so each is parsed once."""
+    return tuple(json.loads(text))
+
+
 def _episode(row: Any, prev_shown: bool) -> dict[str, Any]:
     out = dict(zip(COLUMNS, row, strict=True))
-    out["tags"] = json.loads(out["tags"])
+    out["tags"] = list(_tags(out["tags"]))
     out["blocked"] = bool(out["blocked"])
     if not prev_shown:
         out["prev_id"] = None
