@@ -856,7 +856,8 @@ class Sim:
                 continue
             side = conn.slot.index(sn.index)
             conn.gone[side] = True
-            if not conn.dead[side]:  # what it sent still arrives, then the end of stream
+            if not (conn.dead[side] or conn.gone[1 - side]):
+                # What it sent still arrives, then the end of stream.
                 other = 1 - side
                 src, dst = conn.slot if side == 0 else conn.slot[::-1]
                 when = max(conn.tail[side], self.now + self.latency[(src, dst)])
