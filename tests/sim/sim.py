@@ -1,7 +1,8 @@
 """A deterministic simulation of one mesh: real nodes, a simulated network, one seed.
 
 ``simulate(seed)`` builds ``Size.nodes`` real nodes of one mesh (real ``Node`` and ``Store``
-over SQLite files, copied from a template made once per process), joins every pair with
+over SQLite files, copied from a template made once per process), joins them in a ring
+plus random chords (so entries must be relayed), each connection a pair of
 ``protocol.session.Session`` objects driven here, and runs them over a network simulated from
 a ``random.Random(seed)``: a virtual clock, a priority queue of byte chunks in flight, and
 faults.  Nothing runs in the background: every step is awaited in the order the queue gives,
