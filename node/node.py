@@ -139,16 +139,6 @@ class Node:
             await store.close()
 
     @classmethod
-    async def join(
-        cls, path: Path | str, invite: str, host: str, port: int, *, wall: Wall = system_wall
-    ) -> NodeInfo:
-        """Create a node in ``path`` that joins a mesh by redeeming ``invite`` with its
-        authority at ``host``:``port`` (docs/mesh.md §Joining)."""
-        from node.mesh.join import join
-
-        return await join(_data_dir(path), invite, host, port, wall=wall)
-
-    @classmethod
     @asynccontextmanager
     async def open(
         cls, path: Path | str, *, wall: Wall = system_wall, options: StoreOptions | None = None

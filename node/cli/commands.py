@@ -10,6 +10,7 @@ from typing import Any
 from node.cli.tools import ToolCommand, arguments
 from node.errors import ConfigError, Refusal
 from node.mcp.address import parse_listen
+from node.mesh.join import join
 from node.node import Node
 from node.tools.args import optional_time
 from protocol.timefmt import format_instant
@@ -50,7 +51,7 @@ async def _join(args: argparse.Namespace) -> Result:
         raise ConfigError(f"--authority: {exc}") from exc
     if authority.port == 0:
         raise ConfigError(f"--authority: {args.authority!r} names no port")
-    info = await Node.join(args.data, args.join, authority.host, authority.port)
+    info = await join(args.data, args.join, authority.host, authority.port)
     data = {"node_id": info.node_id, "mesh": info.mesh.hex(), "data": str(args.data),
             "authority": args.authority}  # fmt: skip
     text = (f"node {info.node_id} created in {args.data}: joined mesh {info.mesh.hex()} "
