@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from node.address import Listen, parse_listen
 from node.errors import ConfigError
-from node.mcp.address import Listen, parse_listen
 from node.tools.timeline_spec import MAX_PAGE_SIZE, ORDERS, Profile
 
 __all__ = ["CONFIG_FILE", "NodeConfig", "parse_duration_ms"]

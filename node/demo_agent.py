@@ -11,7 +11,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from node.mcp.address import Listen
+from node.address import Listen
 from node.mcp.http import http_server
 from node.node import Node
 

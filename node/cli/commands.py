@@ -7,9 +7,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from node.address import parse_listen
 from node.cli.tools import ToolCommand, arguments
 from node.errors import ConfigError, Refusal
-from node.mcp.address import parse_listen
 from node.mesh.join import join
 from node.node import Node
 from node.tools.args import optional_time

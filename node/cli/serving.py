@@ -25,9 +25,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from node.address import DEFAULT_LISTEN, Listen, Tls, parse_listen
 from node.cli.commands import token_from_args
 from node.errors import NodeError, Unauthenticated
-from node.mcp.address import DEFAULT_LISTEN, Listen, Tls, parse_listen
 from node.node import Node
 
 if TYPE_CHECKING:

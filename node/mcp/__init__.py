@@ -4,11 +4,10 @@
   listing ``node.tools.catalog`` and answering each call through the ``Node`` method;
 - ``node.mcp.stdio``: ``serve_stdio(node, token)`` — one principal over stdin/stdout;
 - ``node.mcp.http``: ``http_server(node, listener, tls=…)`` — streamable HTTP with bearer
-  tokens on every request;
-- ``node.mcp.address``: where HTTP may listen (loopback by default, TLS required off it).
+  tokens on every request.
 
-Only ``address`` is imported by the command line at start-up; the SDK is loaded by the
-commands that serve.
+Where a server may listen is ``node.address``'s.  The SDK is loaded only by the commands that
+serve.
 """
 
 __all__: list[str] = []

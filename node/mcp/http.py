@@ -28,8 +28,8 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from node.address import Tls
 from node.errors import Unauthenticated
-from node.mcp.address import Tls
 from node.mcp.server import CALLER_KEY, bearer_token, build_server
 from node.node import Node
 

@@ -24,10 +24,10 @@ import struct
 import tempfile
 from pathlib import Path
 
+from node.address import Listen
 from node.errors import ConfigError, NodeError
 from node.identity import NODE_KEY_FILE, create_key
 from node.logging import get_logger
-from node.mcp.address import Listen
 from node.mesh import certs, invites
 from node.mesh.errors import InviteError, MeshError, PeerRefused
 from node.mesh.service import CA_FILE, NODE_CERT_FILE, certificates

@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from node.address import Listen
 from node.errors import NodeError
 from node.identity import NODE_KEY_FILE
 from node.logging import get_logger
-from node.mcp.address import Listen
 from node.mesh import certs
 from node.mesh.errors import MeshError, NotAuthority
 from node.mesh.peers import Peer, PeerTable

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from node.address import Listen
 from node.config import NodeConfig
 from node.errors import ConfigError
-from node.mcp.address import Listen
 from node.mesh import certs
 from node.mesh.service import CA_FILE, NODE_CERT_FILE
 from node.node import Node, system_wall

@@ -1,4 +1,5 @@
-"""Where the MCP HTTP surface may listen (DESIGN §8): loopback by default; an address off
+"""Listening addresses (``HOST:PORT``) for the node's servers — MCP over HTTP, sync, joins —
+and the rule for the MCP HTTP surface (DESIGN §8): loopback by default; an address off
 loopback only with TLS, or when the operator says ``--insecure-no-tls``."""
 
 from __future__ import annotations
