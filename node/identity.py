@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 import os
 import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from node.errors import ConfigError, NotInitialised
@@ -22,6 +24,7 @@ __all__ = [
     "load_key",
     "node_id",
     "random_bytes",
+    "random_source",
 ]
 
 NODE_KEY_FILE = "node.key"
@@ -29,8 +32,24 @@ AUTHORITY_KEY_FILE = "authority.key"
 DB_FILE = "memlane.db"
 
 
+_source: Callable[[int], bytes] = secrets.token_bytes
+
+
 def random_bytes(n: int) -> bytes:
-    return secrets.token_bytes(n)
+    """Every random byte the node draws — keys, epochs, ids, tokens — comes from here."""
+    return _source(n)
+
+
+@contextmanager
+def random_source(draw: Callable[[int], bytes]) -> Iterator[None]:
+    """Draw the node's random bytes from ``draw`` meanwhile: a simulation's seeded generator,
+    so a seed replays exactly.  Nothing but a simulation has a reason to use it."""
+    global _source
+    before, _source = _source, draw
+    try:
+        yield
+    finally:
+        _source = before
 
 
 def node_id(public: bytes) -> str:

@@ -62,15 +62,14 @@ import random
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 from node.authority import Caller
 from node.errors import Refusal
-from node.identity import node_id
+from node.identity import node_id, random_source
 from node.mesh.replica import FrontierSnapshot, Replica
 from node.node import Node
 from node.store import StoreOptions
@@ -139,23 +138,9 @@ class SimFailure(AssertionError):
 # -- deterministic randomness for the node code ---------------------------------------------------
 
 
-_PATCHED = (
-    "node.identity.random_bytes",
-    "node.node.random_bytes",
-    "node.ids.random_bytes",
-    "node.tokens.random_bytes",
-    "tests.node.synckit.random_bytes",
-)
-
-
-@contextlib.contextmanager
-def seeded_bytes(seed: int) -> Iterator[None]:
+def seeded_bytes(seed: int) -> contextlib.AbstractContextManager[None]:
     """The bytes the node code draws (keys, ids, tokens) come from ``seed`` meanwhile."""
-    rng = random.Random(f"bytes:{seed}")
-    with contextlib.ExitStack() as stack:
-        for target in _PATCHED:
-            stack.enter_context(mock.patch(target, rng.randbytes))
-        yield
+    return random_source(random.Random(f"bytes:{seed}").randbytes)
 
 
 # -- the template mesh ----------------------------------------------------------------------------
