@@ -140,8 +140,9 @@ class _Walk:
     gives exactly ``ORDER BY max(wall) DESC, sr_id``, provided the SRs first seen at one wall
     are sorted together: a batch therefore ends on a whole wall."""
 
-    def __init__(self, reader: Reader, since: int, as_of: int) -> None:
+    def __init__(self, reader: Reader, since: int, as_of: int, *, least: int = _FIRST) -> None:
         self._reader = reader
+        self._least = least  # the smallest batch read from the wall index
         self._since = since
         self._as_of = as_of
         self._below = as_of + 1  # every wall at or above this has been handed to the buffer
@@ -154,7 +155,7 @@ class _Walk:
     async def take(self, n: int) -> list[tuple[str, int]]:
         """The next (at most) ``n`` SRs, as (sr_id, changed_at)."""
         while len(self._ready) < n and self._below > self._since + 1:
-            await self._step(max(2 * n, _FIRST))
+            await self._step(max(2 * n, self._least))
         out, self._ready = self._ready[:n], self._ready[n:]
         self.done = not self._ready and self._below <= self._since + 1
         return out

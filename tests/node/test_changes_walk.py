@@ -42,10 +42,12 @@ SRS = [f"sr{i}" for i in range(12)]
 _entry = st.tuples(st.sampled_from(SRS), st.integers(0, 12))  # (sr_id, wall)
 
 
-async def _walked(path: Path, since: int, as_of: int, takes: list[int]) -> list[tuple[str, int]]:
+async def _walked(
+    path: Path, since: int, as_of: int, takes: list[int], least: int
+) -> list[tuple[str, int]]:
     reader = await Reader.open(path)
     try:
-        walk = changes._Walk(reader, since, as_of)
+        walk = changes._Walk(reader, since, as_of, least=least)
         out: list[tuple[str, int]] = []
         i = 0
         while not walk.done:
@@ -98,6 +100,5 @@ def test_the_walk_equals_one_query_over_the_window(
         db.commit()
         since, as_of = window
         want = [tuple(r) for r in db.execute(_WHOLE_WINDOW, {"since": since, "as_of": as_of})]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(changes, "_FIRST", first)  # small batches: cut walls, whole walls
-        assert asyncio.run(_walked(path, since, as_of, takes)) == want
+    # small batches (``first``): cut walls, whole walls
+    assert asyncio.run(_walked(path, since, as_of, takes, first)) == want
