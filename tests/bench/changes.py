@@ -48,7 +48,14 @@ from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, seal
 from protocol.timefmt import format_instant, parse_instant
 from tests.bench import timeline
-from tests.bench.common import Stopwatch, peak_rss_mib, progress, receive_batch, table
+from tests.bench.common import (
+    Stopwatch,
+    cache_root,
+    peak_rss_mib,
+    progress,
+    receive_batch,
+    table,
+)  # fmt: skip
 from tests.bench.timeline import DAY_MS, READER, WORKSPACE, Corpus
 
 __all__ = ["FULL", "QUICK", "Report", "Sizes", "brute_force", "labels", "run"]
@@ -269,7 +276,7 @@ def _copy_node(src: Path, dst: Path) -> None:
 def store(sizes: Sizes, srs: int) -> tuple[Path, dict[str, Any], bool]:
     """The cached changed store of ``srs`` SRs: its node directory, its metadata, whether it
     was made now.  Made in a child process, so the measuring process's RSS is its own."""
-    root = timeline.cache_root() / f"{sizes.name}-{srs}"
+    root = cache_root() / f"{sizes.name}-{srs}"
     root.parent.mkdir(parents=True, exist_ok=True)
     with open(root.parent / f".{root.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -7,14 +7,19 @@ with a target.  ``render`` prints them as one table.  Nothing here asserts on sp
 
 from __future__ import annotations
 
+import fcntl
+import json
 import math
+import multiprocessing
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +31,8 @@ __all__ = [
     "Result",
     "Row",
     "Stopwatch",
+    "cache_root",
+    "cached",
     "peak_rss_mib",
     "progress",
     "receive_batch",
@@ -306,3 +313,41 @@ def render(result: Result) -> str:
     out += ["", f"peak RSS of the run: {peak_rss_mib():,.0f} MiB"]
     out += [f"note: {n}" for n in result.notes]
     return "\n".join(out)
+
+
+def cache_root() -> Path:
+    """``MEMLANE_BENCH_CACHE``, or ``.bench-cache/`` at the repository's root."""
+    env = os.environ.get("MEMLANE_BENCH_CACHE")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / ".bench-cache"
+
+
+def cached(
+    name: str, key: str, what: str, build: Callable[..., dict[str, Any]], *args: Any
+) -> tuple[Path, dict[str, Any], bool]:
+    """The directory cached as ``name`` for ``key``, its metadata (``meta.json``), and whether
+    it was built now.  A missing or stale one is built by ``build(directory, *args)`` (a
+    module-level function returning the metadata) in a child process — so the measuring
+    process's RSS is its own — and moved into place only once complete.  ``what`` names it
+    in progress lines.  A lock file keeps concurrent runs from building it twice."""
+    root = cache_root() / name
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        meta_file = root / "meta.json"
+        if meta_file.exists():
+            meta: dict[str, Any] = json.loads(meta_file.read_text())
+            if meta.get("key") == key:
+                return root, meta, False
+            progress(f"{name}: the cached {what} is stale ({meta.get('key')}); rebuilding")
+        shutil.rmtree(root, ignore_errors=True)
+        building = root.with_name(name + ".building")
+        shutil.rmtree(building, ignore_errors=True)
+        building.mkdir()
+        progress(f"{name}: building {what} in {root} (cached)")
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(1, mp_context=context) as pool:
+            meta = pool.submit(build, str(building), *args).result()
+        meta["key"] = key
+        (building / "meta.json").write_text(json.dumps(meta))
+        building.rename(root)
+        return root, meta, True

@@ -14,19 +14,15 @@ enforced.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import hashlib
-import json
 import math
 import multiprocessing
 import os
 import platform
 import random
-import shutil
 import sqlite3
 import time
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty
@@ -44,6 +40,7 @@ from tests.bench.common import (
     Bound,
     Latency,
     Result,
+    cached,
     peak_rss_mib,
     progress,
     receive_batch,
@@ -119,12 +116,6 @@ def labels(sizes: Sizes) -> tuple[str, str]:
 def bounds(sizes: Sizes) -> tuple[Bound, ...]:
     """The target: the long walk's median ≤ ``limit_ms``."""
     return (Bound(labels(sizes)[0], "median", sizes.limit_ms),)
-
-
-def cache_root() -> Path:
-    """``MEMLANE_BENCH_CACHE``, or ``.bench-cache/`` at the repository's root."""
-    env = os.environ.get("MEMLANE_BENCH_CACHE")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / ".bench-cache"
 
 
 def cache_key(sizes: Sizes) -> str:
@@ -350,34 +341,16 @@ def _next(queue: Any, producer: Any) -> Any:
                 raise RuntimeError("the sealing process died") from None
 
 
-def _build_in_child(path: str, sizes: Sizes) -> dict[str, Any]:
-    return asyncio.run(_build(Path(path), sizes))
+def _build_in_child(directory: str, sizes: Sizes) -> dict[str, Any]:
+    return asyncio.run(_build(Path(directory) / "node", sizes))
 
 
 def build(sizes: Sizes) -> tuple[Path, dict[str, Any], bool]:
-    """The cached store for ``sizes`` (built in a child process when missing or stale, so the
-    measuring process's RSS is its own): its node directory, its metadata, whether it was
+    """The cached store for ``sizes``: its node directory, its metadata, whether it was
     built now."""
-    root = cache_root() / sizes.name
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root.parent / f".{sizes.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        meta_file = root / "meta.json"
-        if meta_file.exists():
-            meta = json.loads(meta_file.read_text())
-            if meta.get("key") == cache_key(sizes) and (root / "node" / DB_FILE).exists():
-                return root / "node", meta, False
-            progress(f"episodes: the cached store is stale ({meta.get('key')}); rebuilding")
-        shutil.rmtree(root)
-        root.mkdir()
-        fresh = root / "building"
-        progress(f"episodes: building a store of {sizes.episodes:,} episodes in {root} (cached)")
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(1, mp_context=context) as pool:
-            meta = pool.submit(_build_in_child, str(fresh), sizes).result()
-        fresh.rename(root / "node")
-        meta_file.write_text(json.dumps(meta))
-        return root / "node", meta, True
+    what = f"store of {sizes.episodes:,} episodes"
+    root, meta, built = cached(sizes.name, cache_key(sizes), what, _build_in_child, sizes)
+    return root / "node", meta, built
 
 
 # -- the walks -------------------------------------------------------------------------------

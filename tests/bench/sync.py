@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import hashlib
-import json
 import math
 import multiprocessing
 import os
@@ -37,7 +35,6 @@ import sqlite3
 import ssl
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -59,11 +56,11 @@ from tests.bench.common import (
     Result,
     Row,
     Stopwatch,
+    cached,
     progress,
     receive_batch,
     table,
 )
-from tests.bench.timeline import cache_root
 from tests.node.helpers import ForeignWriter, sr_payload
 from tests.node.synckit import frontier_digest, make_mesh, until
 
@@ -188,28 +185,8 @@ def _build_in_child(root: str, sizes: Sizes) -> dict[str, Any]:
 def stores(sizes: Sizes) -> tuple[Path, dict[str, Any], bool]:
     """The cached pair (``sender/``, ``receiver/`` under the returned directory), its
     metadata, and whether it was made now (in a child process)."""
-    root = cache_root() / sizes.name
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with open(root.parent / f".{root.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        meta_file = root / "meta.json"
-        if meta_file.exists():
-            meta = json.loads(meta_file.read_text())
-            if meta.get("key") == cache_key(sizes):
-                return root, meta, False
-            progress(f"sync: the cached stores are stale ({meta.get('key')}); rebuilding")
-        shutil.rmtree(root, ignore_errors=True)
-        building = root.with_name(root.name + ".building")
-        shutil.rmtree(building, ignore_errors=True)
-        building.mkdir()
-        progress(f"sync: building a sender of {sizes.entries:,} entries in {root} (cached)")
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(1, mp_context=context) as pool:
-            meta = pool.submit(_build_in_child, str(building), sizes).result()
-        meta["key"] = cache_key(sizes)
-        (building / "meta.json").write_text(json.dumps(meta))
-        building.rename(root)
-        return root, meta, True
+    what = f"sender of {sizes.entries:,} entries"
+    return cached(sizes.name, cache_key(sizes), what, _build_in_child, sizes)
 
 
 # -- the relay that counts (and cuts) ------------------------------------------------------

@@ -13,19 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import fcntl
 import hashlib
 import itertools
-import json
-import multiprocessing
 import os
 import platform
 import random
-import shutil
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,12 +36,13 @@ from tests.bench.common import (
     Bound,
     Latency,
     Result,
+    cached,
     peak_rss_mib,
     progress,
     receive_batch,
 )
 
-__all__ = ["BOUNDS", "FULL", "QUERIES", "QUICK", "Sizes", "build", "cache_root", "run"]
+__all__ = ["BOUNDS", "FULL", "QUERIES", "QUICK", "Sizes", "build", "run"]
 
 # Query labels, in print order; the smoke test checks that each one is printed.
 LIST = "list newest 50"
@@ -102,12 +98,6 @@ START_MS = parse_instant("2023-06-01T00:00:00Z").ms  # ingest and content times:
 SPAN_MS = 730 * DAY_MS  # ... ending 2025-05-31, in the past
 _SEED = 20_240_601
 _KIND = "sr.put"
-
-
-def cache_root() -> Path:
-    """``MEMLANE_BENCH_CACHE``, or ``.bench-cache/`` at the repository's root."""
-    env = os.environ.get("MEMLANE_BENCH_CACHE")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / ".bench-cache"
 
 
 def cache_key(sizes: Sizes) -> str:
@@ -283,34 +273,16 @@ async def _build(path: Path, sizes: Sizes) -> dict[str, Any]:
     }
 
 
-def _build_in_child(path: str, sizes: Sizes) -> dict[str, Any]:
-    return asyncio.run(_build(Path(path), sizes))
+def _build_in_child(directory: str, sizes: Sizes) -> dict[str, Any]:
+    return asyncio.run(_build(Path(directory) / "node", sizes))
 
 
 def build(sizes: Sizes) -> tuple[Path, dict[str, Any], bool]:
-    """The cached store for ``sizes`` (built in a child process when missing or stale, so the
-    measuring process's RSS is its own): its node directory, its metadata, whether it was
+    """The cached store for ``sizes``: its node directory, its metadata, whether it was
     built now."""
-    root = cache_root() / sizes.name
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root.parent / f".{sizes.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        meta_file = root / "meta.json"
-        if meta_file.exists():
-            meta = json.loads(meta_file.read_text())
-            if meta.get("key") == cache_key(sizes) and (root / "node" / DB_FILE).exists():
-                return root / "node", meta, False
-            progress(f"timeline: the cached store is stale ({meta.get('key')}); rebuilding")
-        shutil.rmtree(root)
-        root.mkdir()
-        fresh = root / "building"
-        progress(f"timeline: building a store of {sizes.srs:,} SRs in {root} (cached)")
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(1, mp_context=context) as pool:
-            meta = pool.submit(_build_in_child, str(fresh), sizes).result()
-        fresh.rename(root / "node")
-        meta_file.write_text(json.dumps(meta))
-        return root / "node", meta, True
+    root, meta, built = cached(sizes.name, cache_key(sizes), f"store of {sizes.srs:,} SRs",
+                               _build_in_child, sizes)  # fmt: skip
+    return root / "node", meta, built
 
 
 # -- the queries -----------------------------------------------------------------------------
