@@ -59,12 +59,14 @@ __all__ = [
     "LinkHost",
     "LinkOptions",
     "LinkRefused",
+    "Outbox",
     "PeerClosedWithError",
     "PeerFlooding",
     "PeerGone",
     "PeerProtocolError",
     "PeerSilent",
     "PeerStalled",
+    "Span",
 ]
 
 _SPEAKING = (State.HELLO, State.DIGEST, State.FRONTIER, State.STREAMING, State.LIVE)
@@ -159,17 +161,17 @@ class LinkHost:
 
 
 @dataclass(slots=True)
-class _Span:
+class Span:
     log_id: int
     next: int
     last: int
 
 
-class _Outbox:
+class Outbox:
     """Spans of logs to send, read from the store a budget at a time: it holds no more than
     the credit the peer has granted (plus what a batch could not take)."""
 
-    def __init__(self, spans: Sequence[_Span]) -> None:
+    def __init__(self, spans: Sequence[Span]) -> None:
         self._spans = deque(spans)
         self._buffer: list[WireEntry] = []
         self._cost = 0
@@ -213,7 +215,7 @@ class _Outbox:
 class _Round:
     snapshot: FrontierSnapshot
     started: float
-    outbox: _Outbox | None = None
+    outbox: Outbox | None = None
     finished: bool = False
 
 
@@ -255,7 +257,7 @@ class Link:
         self._last_round = float("-inf")
         self._known: dict[LogId, int] = {}  # per log, the seq the peer holds (for pushes)
         self._cursor = 0  # store position up to which pushes have been worked out
-        self._push: _Outbox | None = None
+        self._push: Outbox | None = None
         self._forks_seen = 0
         self._proofs_sent: set[frozenset[bytes]] = set()
         self._inbound = _Inbound()
@@ -537,7 +539,7 @@ class Link:
             self.peer.lag_out = r.outbox.size
         await self._send_out(r.outbox, catch_up=True)
 
-    async def _catch_up(self, snap: FrontierSnapshot, theirs: Frontier) -> _Outbox:
+    async def _catch_up(self, snap: FrontierSnapshot, theirs: Frontier) -> Outbox:
         spans = []
         for span in snap.frontier.lacking(theirs):
             log_id = snap.log_ids[span.log]
@@ -546,10 +548,10 @@ class Link:
                 held = await self.host.replica.entry_id(log_id, first - 1)
                 if held is not None and held != span.after:
                     first -= 1  # the logs forked there: send ours, so the peer sees the fork
-            spans.append(_Span(log_id, first, span.last))
-        return _Outbox(spans)
+            spans.append(Span(log_id, first, span.last))
+        return Outbox(spans)
 
-    async def _send_out(self, box: _Outbox, *, catch_up: bool) -> None:
+    async def _send_out(self, box: Outbox, *, catch_up: bool) -> None:
         """Send from ``box`` while credit lasts: ``Entries`` in catch-up, else ``Push``."""
         s = self.session
         while self._may_send(catch_up):
@@ -604,10 +606,10 @@ class Link:
                 key = (log.writer, log.epoch)
                 held = self._known.get(key, 0)
                 if log.head_seq > held:
-                    spans.append(_Span(log.log_id, held + 1, log.head_seq))
+                    spans.append(Span(log.log_id, held + 1, log.head_seq))
                     self._known[key] = log.head_seq
                 self._cursor = max(self._cursor, log.pos)
-            self._push = _Outbox(spans)
+            self._push = Outbox(spans)
         await self._send_out(self._push, catch_up=False)
 
     async def _gossip_forks(self) -> None:

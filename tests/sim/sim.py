@@ -70,6 +70,7 @@ from typing import Any
 from node.authority import Caller
 from node.errors import Refusal
 from node.identity import node_id, random_source
+from node.mesh.link import Outbox, Span
 from node.mesh.replica import FrontierSnapshot, Replica
 from node.node import Node
 from node.store import StoreOptions
@@ -265,45 +266,6 @@ class SimNode:
 
 
 @dataclass(slots=True)
-class _Span:
-    log_id: int
-    next: int
-    last: int
-
-
-class Outbox:
-    """Spans of logs to send, read from the store a batch at a time."""
-
-    def __init__(self, spans: Sequence[_Span]) -> None:
-        self.spans = list(spans)
-        self.buffer: list[WireEntry] = []
-
-    @property
-    def exhausted(self) -> bool:
-        return not self.spans and not self.buffer
-
-    async def peek(self, replica: Replica, *, entries: int, nbytes: int) -> list[WireEntry]:
-        while self.spans and len(self.buffer) < entries:
-            span = self.spans[0]
-            room = entries - len(self.buffer)
-            rows = await replica.span(
-                span.log_id, gt=span.next - 1, lte=span.last, limit=room, max_bytes=nbytes
-            )
-            if not rows:
-                self.spans.pop(0)
-                continue
-            self.buffer += [(r.raw, r.payload) for r in rows]
-            span.next = rows[-1].seq + 1
-            if span.next > span.last:
-                self.spans.pop(0)
-        return self.buffer[:entries]
-
-    def consume(self, n: int) -> list[WireEntry]:
-        taken, self.buffer = self.buffer[:n], self.buffer[n:]
-        return taken
-
-
-@dataclass(slots=True)
 class _Round:
     snapshot: FrontierSnapshot
     outbox: Outbox | None = None
@@ -454,7 +416,7 @@ class End:
                 held = await self.host.replica.entry_id(log_id, first - 1)
                 if held is not None and held != span.after:
                     first -= 1
-            spans.append(_Span(log_id, first, span.last))
+            spans.append(Span(log_id, first, span.last))
         return Outbox(spans)
 
     async def send_out(self, box: Outbox, *, catch_up: bool) -> None:
@@ -497,7 +459,7 @@ class End:
                 key = (log.writer, log.epoch)
                 held = self.known.get(key, 0)
                 if log.head_seq > held:
-                    spans.append(_Span(log.log_id, held + 1, log.head_seq))
+                    spans.append(Span(log.log_id, held + 1, log.head_seq))
                     self.known[key] = log.head_seq
                 self.cursor = max(self.cursor, log.pos)
             self.push = Outbox(spans)
