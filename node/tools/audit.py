@@ -17,7 +17,7 @@ from typing import Any
 from node.authority import Caller
 from node.errors import Refusal
 from node.store import AuditRow, Reader
-from node.tools.args import check_names
+from node.tools.args import check_names, integer
 from protocol.timefmt import format_instant
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "e_audit"]
@@ -33,22 +33,14 @@ _SR_READERS = (
 _EPISODE_READERS = "SELECT id, vault, caller, 0 FROM episodes WHERE vault = ? AND id IN ({})"
 
 
-def _int(args: Mapping[str, Any], name: str, lo: int, hi: int, default: int) -> int:
-    value = args.get(name)
-    value = default if value is None else value
-    if type(value) is not int or not lo <= value <= hi:
-        raise Refusal(f"invalid {name}: must be an integer from {lo} to {hi}")
-    return value
-
-
 async def e_audit(
     reader: Reader, feed_id: str, caller: Caller, args: Mapping[str, Any]
 ) -> dict[str, Any]:
     check_names("e_audit", args, frozenset({"action", "since_seq", "limit"}))
     if args.get("action", "list") != "list":
         raise Refusal(f"invalid action: e_audit knows only list, not {args.get('action')!r}")
-    since = _int(args, "since_seq", 0, 1 << 62, 0)
-    limit = _int(args, "limit", 1, MAX_LIMIT, DEFAULT_LIMIT)
+    since = integer(args, "since_seq", 0, 1 << 62, 0)
+    limit = integer(args, "limit", 1, MAX_LIMIT, DEFAULT_LIMIT)
     caller.require("read:workspace")
     top = await reader.max_audit_seq()
     events: list[dict[str, Any]] = []
