@@ -141,13 +141,20 @@ class Node:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, path: Path | str, *, wall: Wall = system_wall, options: StoreOptions | None = None
+        cls,
+        path: Path | str,
+        *,
+        wall: Wall = system_wall,
+        options: StoreOptions | None = None,
+        config: NodeConfig | None = None,
     ) -> AsyncIterator[Node]:
+        """The node in ``path``, configured by ``config`` (default: the data directory's
+        ``config.toml``)."""
         path = _data_dir(path)
         if not (path / DB_FILE).exists():
             raise NotInitialised(f"no node in {path} (run `memlane init --data {path}`)")
         key = load_key(path / NODE_KEY_FILE)
-        config = NodeConfig.load(path)
+        config = config or NodeConfig.load(path)
         membership = Membership()
         store = await Store.open(path / DB_FILE, wall=wall, options=options or _options(config),
                                  views=(*default_views(), membership))  # fmt: skip

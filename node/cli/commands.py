@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import argparse
 import os
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from node.address import parse_listen
 from node.cli.tools import ToolCommand, arguments
+from node.config import InvalidConfig, NodeConfig
 from node.errors import ConfigError, Refusal
 from node.mesh.join import join
 from node.node import Node
 from node.tools.args import optional_time
 from protocol.timefmt import format_instant
 
-__all__ = ["Result", "token_from_args"]
+__all__ = ["Result", "load_config", "open_node", "token_from_args"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,26 @@ def token_from_args(args: argparse.Namespace) -> str | None:
     if args.token_file:
         return str(args.token_file.read_text().strip())
     return os.environ.get("MEMLANE_TOKEN")
+
+
+def load_config(args: argparse.Namespace) -> NodeConfig:
+    """The configuration every command uses: ``--config`` (or ``MEMLANE_CONFIG``, else the
+    data directory's ``config.toml``) with the environment's ``MEMLANE_*`` overrides."""
+    return NodeConfig.load(args.data, args.config, os.environ)
+
+
+def open_node(args: argparse.Namespace) -> AbstractAsyncContextManager[Node]:
+    return Node.open(args.data, config=load_config(args))
+
+
+async def config_check(args: argparse.Namespace) -> Result:
+    where = str(args.config or args.data / "config.toml")
+    try:
+        load_config(args)
+    except InvalidConfig as exc:
+        return Result({"ok": False, "file": where, "problems": exc.problems},
+                      "\n".join(f"{where}: {p}" for p in exc.problems), 1)  # fmt: skip
+    return Result({"ok": True, "file": where, "problems": []}, f"ok: {where}")
 
 
 async def init(args: argparse.Namespace) -> Result:
@@ -61,13 +83,13 @@ async def _join(args: argparse.Namespace) -> Result:
 
 async def token_create(args: argparse.Namespace) -> Result:
     expires = optional_time({"expires": args.expires}, "expires")
-    async with Node.open(args.data) as node:
+    async with open_node(args) as node:
         issued = await node.create_token(args.principal, args.workspace, args.scopes, expires)
     return Result({"token": issued.token, "token_id": issued.token_id}, issued.token)
 
 
 async def token_list(args: argparse.Namespace) -> Result:
-    async with Node.open(args.data) as node:
+    async with open_node(args) as node:
         infos = await node.list_tokens()
     rows: list[dict[str, Any]] = [
         {
@@ -88,7 +110,7 @@ async def token_list(args: argparse.Namespace) -> Result:
 
 
 async def token_revoke(args: argparse.Namespace) -> Result:
-    async with Node.open(args.data) as node:
+    async with open_node(args) as node:
         done = await node.revoke_token(args.token_id)
     if not done:
         raise Refusal(f"no active token with id {args.token_id}")
@@ -100,14 +122,14 @@ async def put(args: argparse.Namespace) -> Result:
         "title": args.title, "text": args.text, "tags": args.tags, "lane": args.lane,
         "visibility": args.visibility, "content_time": args.content_time,
     }  # fmt: skip
-    async with Node.open(args.data) as node:
+    async with open_node(args) as node:
         caller = await node.authenticate(token_from_args(args))
         result = await node.e_write(caller, **{k: v for k, v in fields.items() if v is not None})
     return Result(result, f"{result['sr_id']}  entry {result['entry_id'][:16]}")
 
 
 async def log_verify(args: argparse.Namespace) -> Result:
-    async with Node.open(args.data) as node:
+    async with open_node(args) as node:
         report = await node.verify()
     data = {
         "ok": report.ok, "logs": report.logs, "entries": report.entries,
@@ -120,7 +142,7 @@ async def log_verify(args: argparse.Namespace) -> Result:
 
 
 async def views_rebuild(args: argparse.Namespace) -> Result:
-    async with Node.open(args.data) as node:
+    async with open_node(args) as node:
         applied = await node.store.rebuild_views()
     return Result({"applied": applied}, f"views rebuilt from {applied} entries")
 
@@ -128,7 +150,7 @@ async def views_rebuild(args: argparse.Namespace) -> Result:
 async def tool(command: ToolCommand, args: argparse.Namespace) -> Result:
     """Any tool command: its flags become the tool's arguments."""
     sent = arguments(command, args)
-    async with Node.open(args.data) as node:
+    async with open_node(args) as node:
         caller = await node.authenticate(token_from_args(args))
         answer: dict[str, Any] = await getattr(node, command.tool)(caller, **sent)
     return Result(answer, command.show(answer))

@@ -20,6 +20,8 @@ __all__ = ["default_data_dir", "main"]
 
 
 def default_data_dir() -> Path:
+    if os.environ.get("MEMLANE_DATA"):
+        return Path(os.environ["MEMLANE_DATA"])
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "memlane"
 
@@ -27,6 +29,10 @@ def default_data_dir() -> Path:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, default=default_data_dir(), help="the node's data dir")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    config = os.environ.get("MEMLANE_CONFIG")
+    p.add_argument("--config", type=Path, metavar="FILE", default=Path(config) if config else None,
+                   help="the configuration file (or MEMLANE_CONFIG; default: config.toml in "
+                        "--data)")  # fmt: skip
 
 
 def _token_args(p: argparse.ArgumentParser) -> None:
@@ -74,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     views = sub.add_parser("views", help="the views derived from the log")
     vsub = views.add_subparsers(dest="action", required=True)
     _common(vsub.add_parser("rebuild", help="empty every view and replay the log into it"))
+    config = sub.add_parser("config", help="the node's configuration")
+    csub = config.add_subparsers(dest="action", required=True)
+    _common(csub.add_parser("check", help="validate the configuration (file and MEMLANE_* "
+                                          "variables), reporting every problem"))  # fmt: skip
     log = sub.add_parser("log", help="the log")
     lsub = log.add_subparsers(dest="action", required=True)
     _common(lsub.add_parser("verify", help="re-check every chain, signature and payload hash"))

@@ -8,10 +8,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from node.cli.commands import Result
+from node.cli.commands import Result, open_node
 from node.mesh import invites
 from node.mesh.membership import ALL_WORKSPACES, Member
-from node.node import Node
 from protocol.timefmt import format_instant
 
 __all__ = ["add_parsers", "parse_duration"]
@@ -66,7 +65,7 @@ def add_parsers(sub: Any, common: AddArgs) -> None:
 
 
 async def mesh_invite(args: argparse.Namespace) -> Result:
-    async with Node.open(args.data) as node:
+    async with open_node(args) as node:
         text = node.create_invite(workspaces=args.workspaces, lifetime_ms=args.expires,
                                   label=args.label)  # fmt: skip
     invite = invites.read(text)
@@ -79,14 +78,14 @@ async def mesh_invite(args: argparse.Namespace) -> Result:
 
 
 async def mesh_members(args: argparse.Namespace) -> Result:
-    async with Node.open(args.data) as node:
+    async with open_node(args) as node:
         members, own = node.members(), node.info.public_key
     rows = [_row(m, m.key == own) for m in members]
     return Result(rows, "\n".join(_line(r) for r in rows) or "no members")
 
 
 async def mesh_revoke(args: argparse.Namespace) -> Result:
-    async with Node.open(args.data) as node:
+    async with open_node(args) as node:
         member = await node.revoke_member(args.node)
     row = _row(member, False)
     cut = row["revoked"]
@@ -135,7 +134,7 @@ _PEER_COLUMNS = (("NODE", "node_id"), ("ADDRESS", "address"), ("DIRECTION", "dir
 async def peers_list(args: argparse.Namespace) -> Result:
     from node.mesh.service import read_peers
 
-    async with Node.open(args.data) as node:
+    async with open_node(args) as node:
         snapshot = await read_peers(node.store)
     if snapshot["at"] is None:
         return Result(snapshot, "no peers: sync has not run on this node")

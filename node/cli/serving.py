@@ -21,16 +21,19 @@ import asyncio
 import json
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from node.address import DEFAULT_LISTEN, Listen, Tls, parse_listen
-from node.cli.commands import token_from_args
+from node.cli.commands import load_config, token_from_args
+from node.config import DEFAULT_HEALTH, InvalidConfig, NodeConfig
 from node.errors import NodeError, Unauthenticated
 from node.node import Node
 
 if TYPE_CHECKING:
+    from node.health import HealthEndpoint
     from node.mesh.join import JoinService
     from node.mesh.service import SyncService
 
@@ -52,9 +55,15 @@ def add_parsers(sub: Any, common: AddArgs, with_token: AddArgs) -> None:
     serve = sub.add_parser("serve", help=_SERVE_HELP, description=_SERVE_HELP + (
         ". Prints the endpoint's URL once listening. Off loopback, TLS is required."))  # fmt: skip
     common(serve)
-    serve.add_argument("--mcp-http", metavar="HOST:PORT", type=_listen, default=DEFAULT_LISTEN,
-                       help=f"where to serve MCP (default {DEFAULT_LISTEN}; port 0 picks one; "
-                            "IPv6 as [::1]:8765)")  # fmt: skip
+    serve.add_argument("--mcp-http", metavar="HOST:PORT", type=_listen,
+                       help=f"where to serve MCP (default: [serve] mcp_http, else "
+                            f"{DEFAULT_LISTEN}; port 0 picks one; IPv6 as [::1]:8765)")  # fmt: skip
+    serve.add_argument("--health-listen", metavar="HOST:PORT", type=_listen_or_off,
+                       help=f"where to answer /healthz and /metrics, or off (default: [serve] "
+                            f"health, else {DEFAULT_HEALTH}; port 0 picks one)")  # fmt: skip
+    serve.add_argument("--discovery", choices=("on", "off"),
+                       help="advertise and find nodes of this mesh with zeroconf while sync "
+                            "runs (default: [discovery] enabled, else on)")  # fmt: skip
     serve.add_argument("--tls-cert", type=Path, metavar="FILE",
                        help="PEM certificate chain for HTTPS (with --tls-key)")  # fmt: skip
     serve.add_argument("--tls-key", type=Path, metavar="FILE",
@@ -79,6 +88,10 @@ def _listen(text: str) -> Listen:
         return parse_listen(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _listen_or_off(text: str) -> Listen | None:
+    return None if text == "off" else _listen(text)
 
 
 def _peer(text: str) -> Listen:
@@ -117,7 +130,7 @@ async def _until_signalled(*alternatives: Awaitable[Any]) -> None:
 
 def run_mcp(args: argparse.Namespace) -> int:
     try:
-        asyncio.run(_mcp(args.data, token_from_args(args)))
+        asyncio.run(_mcp(args.data, load_config(args), token_from_args(args)))
     except Unauthenticated as exc:
         return _fail(args, f"{exc.text} (pass --token, MEMLANE_TOKEN or --token-file)", 1)
     except (NodeError, OSError) as exc:  # no node in --data, an unreadable --token-file
@@ -125,8 +138,8 @@ def run_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _mcp(data: Path, token: str | None) -> None:
-    async with Node.open(data) as node:
+async def _mcp(data: Path, config: NodeConfig, token: str | None) -> None:
+    async with Node.open(data, config=config) as node:
         await node.authenticate(token)
         assert token is not None
         from node.mcp.stdio import serve_stdio
@@ -143,7 +156,11 @@ async def _mcp(data: Path, token: str | None) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    listen: Listen = args.mcp_http
+    try:
+        config = load_config(args)
+    except InvalidConfig as exc:  # nothing started: every problem, one per line
+        return _fail(args, "\n".join(f"{exc.where}: {p}" for p in exc.problems), 1)
+    listen: Listen = args.mcp_http or config.mcp_http
     if (args.tls_cert is None) != (args.tls_key is None):
         return _fail(args, "--tls-cert and --tls-key go together", 2)
     tls = Tls(args.tls_cert, args.tls_key) if args.tls_cert else None
@@ -153,22 +170,25 @@ def run_serve(args: argparse.Namespace) -> int:
             "tokens would cross the network in clear. Give --tls-cert and --tls-key, or "
             "--insecure-no-tls to accept that"), 2)  # fmt: skip
     try:
-        asyncio.run(_serve(args, listen, tls))
+        asyncio.run(_serve(args, config, listen, tls))
     except (NodeError, OSError) as exc:  # no node, a port in use, a certificate that won't load
         return _fail(args, str(exc), 1)
     return 0
 
 
-async def _serve(args: argparse.Namespace, listen: Listen, tls: Tls | None) -> None:
-    async with Node.open(args.data) as node:
-        sync_listen = args.sync_listen or node.config.mesh_listen
-        peers = args.peers if args.peers is not None else node.config.mesh_peers
+async def _serve(args: argparse.Namespace, config: NodeConfig, listen: Listen,
+                 tls: Tls | None) -> None:  # fmt: skip
+    async with Node.open(args.data, config=config) as node:
+        sync_listen = args.sync_listen or config.mesh_listen
+        peers = args.peers if args.peers is not None else config.mesh_peers
+        discover = config.discovery if args.discovery is None else args.discovery == "on"
         service: SyncService | None = None
         joins: JoinService | None = None
         if sync_listen is not None or peers:
-            from node.mesh.service import SyncService
+            from node.mesh.service import DiscoverySettings, SyncService
 
             service = SyncService(node)
+            settings = DiscoverySettings(config.discovery_interfaces, config.discovery_max_peers)
         if args.join_listen is not None:
             from node.mesh.join import JoinService
 
@@ -177,8 +197,9 @@ async def _serve(args: argparse.Namespace, listen: Listen, tls: Tls | None) -> N
             if joins is not None:
                 await joins.start(args.join_listen)
             if service is not None:
-                await service.start(sync_listen, peers)
-            await _serve_mcp(args, node, listen, tls, service, joins)
+                await service.start(sync_listen, peers, settings if discover else None)
+            health = config.health if args.health_listen is None else args.health_listen
+            await _serve_mcp(args, node, listen, tls, service, joins, health)
         finally:
             if joins is not None:
                 await joins.close()
@@ -192,32 +213,54 @@ async def _serve_mcp(
     listen: Listen,
     tls: Tls | None,
     service: SyncService | None,
-    joins: JoinService | None = None,
+    joins: JoinService | None,
+    health: Listen | None,
 ) -> None:
     try:
         listener = listen.bind()
     except OSError as exc:
         raise OSError(f"cannot listen on {listen.host}:{listen.port}: {exc.strerror}") from exc
     with listener:
+        from node.health import HealthEndpoint
         from node.mcp.http import http_server
 
-        async with http_server(node, listener, tls=tls) as endpoint:
-            sync = None if service is None else service.listening
-            if args.json:
-                shown: dict[str, Any] = {"mcp_http": endpoint.url}
-                if service is not None:
-                    shown["sync"] = sync
-                if joins is not None:
-                    shown["join"] = joins.listening
-                print(json.dumps(shown), flush=True)
-            else:
-                print(f"serving MCP at {endpoint.url}", flush=True)
-                if sync is not None:
-                    print(f"syncing at {sync}", flush=True)
-                if joins is not None:
-                    print(f"accepting joins at {joins.listening}", flush=True)
+        async with (
+            http_server(node, listener, tls=tls) as endpoint,
+            _optional_health(HealthEndpoint(node, service), health) as health_url,
+        ):
+            shown = {"mcp_http": endpoint.url, "health": health_url}
+            if service is not None:
+                shown["sync"] = service.listening
+            if joins is not None:
+                shown["join"] = joins.listening
+            _announce(args, shown)
             try:
                 await _until_signalled(endpoint.stopped)
             finally:
                 if service is not None:  # links end with bye while MCP still serves
                     await service.close()
+
+
+@asynccontextmanager
+async def _optional_health(endpoint: HealthEndpoint, listen: Listen | None
+                           ) -> AsyncIterator[str | None]:  # fmt: skip
+    if listen is None:
+        yield None
+        return
+    from node.health import health_server
+
+    async with health_server(endpoint, listen) as url:
+        yield url
+
+
+_SAID = {"mcp_http": "serving MCP at {}", "health": "health and metrics at {}/healthz, "
+         "{}/metrics", "sync": "syncing at {}", "join": "accepting joins at {}"}  # fmt: skip
+
+
+def _announce(args: argparse.Namespace, shown: dict[str, str | None]) -> None:
+    if args.json:
+        print(json.dumps(shown), flush=True)
+        return
+    for key, value in shown.items():
+        if value is not None:
+            print(_SAID[key].format(value, value), flush=True)

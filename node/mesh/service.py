@@ -10,6 +10,10 @@ a snapshot of the peer table kept in the store for ``memlane peers``.
   it listens, when the snapshot was taken, and one row per peer.  It is written when sync
   starts, whenever the table changed (looked at every second, written at least every 30 s)
   and when sync stops, with every peer then closed.
+- **Discovery** (``node.mesh.discovery``), when asked for: the listener is advertised with
+  zeroconf, and nodes of this mesh found that way are dialled like static peers — at most
+  ``max_peers`` of them, dropped when their service goes.  A node of another mesh, or this
+  node itself, is ignored; a static peer's address is not dialled twice.
 - **Writes by other processes** (``memlane write`` on the same data directory) do not move
   this process's commit counter: the store is looked at once a second as well, so they go
   out to the peers within about a second.
@@ -36,6 +40,7 @@ from node.errors import NodeError
 from node.identity import NODE_KEY_FILE
 from node.logging import get_logger
 from node.mesh import certs
+from node.mesh.discovery import Discovery, Sighting
 from node.mesh.errors import MeshError, NotAuthority
 from node.mesh.peers import Peer, PeerTable
 from node.mesh.sync import Sync, SyncOptions
@@ -48,6 +53,7 @@ __all__ = [
     "CA_FILE",
     "NODE_CERT_FILE",
     "PEERS_STATE",
+    "DiscoverySettings",
     "SyncService",
     "certificates",
     "read_peers",
@@ -150,6 +156,18 @@ async def read_peers(store: Store) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
+class DiscoverySettings:
+    interfaces: tuple[str, ...] = ()  # () : every interface
+    max_peers: int = 16
+
+
+@dataclass(frozen=True, slots=True)
+class _Discovered:
+    peer: Peer
+    address: str
+
+
+@dataclass(frozen=True, slots=True)
 class _Snapshot:
     serving: bool
     listen: str | None
@@ -169,6 +187,11 @@ class SyncService:
         self._written: _Snapshot | None = None
         self._written_at = 0.0
         self._running = False
+        self._client: ssl.SSLContext | None = None
+        self._static: set[str] = set()
+        self.discovery: Discovery | None = None
+        self.discovered: dict[str, _Discovered] = {}
+        self._cap = 0
 
     def _peer_key(self, ssl_object: ssl.SSLObject | None) -> bytes:
         membership, wall = self.node.membership, self.node.store.wall
@@ -181,8 +204,13 @@ class SyncService:
         host, port = self.address
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
-    async def start(self, listen: Listen | None, peers: Sequence[Listen]) -> None:
-        server, client = tls_contexts(self.node)
+    async def start(
+        self,
+        listen: Listen | None,
+        peers: Sequence[Listen],
+        discovery: DiscoverySettings | None = None,
+    ) -> None:
+        server, self._client = tls_contexts(self.node)
         self._running = True
         await self.sync.start()
         if listen is not None:
@@ -193,9 +221,44 @@ class SyncService:
                     f"cannot listen for sync on {listen.host}:{listen.port}: {exc.strerror}"
                 ) from exc
         for peer in peers:
-            self.sync.dial(peer.host, peer.port, ssl=client)
+            self._static.add(f"{peer.host}:{peer.port}")
+            self.sync.dial(peer.host, peer.port, ssl=self._client)
+        if discovery is not None:
+            await self._discover(discovery)
         await self._save(self._snapshot())
         self._watch = asyncio.create_task(self._look(), name="memlane-sync-snapshot")
+
+    async def _discover(self, settings: DiscoverySettings) -> None:
+        self._cap = settings.max_peers
+        self.discovery = Discovery(mesh=self.node.info.mesh, key=self.node.key.public,
+                                   interfaces=settings.interfaces, found=self._found,
+                                   lost=self._lost)  # fmt: skip
+        host, port = self.address if self.address is not None else (None, None)
+        await self.discovery.start(host, port)
+
+    def _found(self, seen: Sighting) -> None:
+        address = f"{seen.host}:{seen.port}"
+        known = self.discovered.get(seen.name)
+        if seen.key == self.node.key.public or address in self._static:
+            return
+        if seen.mesh != self.node.info.mesh:
+            _log.info("ignoring a node of another mesh", name=seen.name, address=address)
+            return
+        if known is not None:
+            if known.address == address:
+                return
+            self._lost(seen.name)  # it moved: dial the new address instead
+        if len(self.discovered) >= self._cap:
+            _log.warning("discovered peers at their limit", limit=self._cap, ignored=address)
+            return
+        _log.info("dialling a discovered node", name=seen.name, address=address)
+        peer = self.sync.dial(seen.host, seen.port, ssl=self._client)
+        self.discovered[seen.name] = _Discovered(peer, address)
+
+    def _lost(self, name: str) -> None:
+        gone = self.discovered.pop(name, None)
+        if gone is not None:
+            self.sync.hang_up(gone.peer)
 
     async def close(self) -> None:
         """Say bye on every link and save the final snapshot (once; nothing if never
@@ -203,6 +266,8 @@ class SyncService:
         if not self._running:
             return
         self._running = False
+        if self.discovery is not None:
+            await self.discovery.close()
         if self._watch is not None:
             self._watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):

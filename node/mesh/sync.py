@@ -73,6 +73,7 @@ class Sync:
         self.peer_key = peer_key
         self._servers: list[asyncio.Server] = []
         self._dialers: set[asyncio.Task[None]] = set()
+        self._hung_up: dict[Peer, asyncio.Event] = {}
         self._connections: set[asyncio.Task[Any]] = set()
         self._links: set[Link] = set()
         self._random = random.Random()  # noqa: S311 — jitter, not secrets
@@ -138,11 +139,19 @@ class Sync:
     ) -> Peer:
         """Keep a connection to ``host``:``port``, reconnecting after every failure."""
         peer = self.peers.dialled(f"{host}:{port}")
+        self._hung_up[peer] = asyncio.Event()
         task = asyncio.create_task(self._dial(peer, host, port, ssl, server_hostname),
                                    name=f"memlane-sync-dial-{host}:{port}")  # fmt: skip
         self._dialers.add(task)
         task.add_done_callback(self._dialers.discard)
         return peer
+
+    def hang_up(self, peer: Peer) -> None:
+        """Stop redialling a dialled peer: its open link, if any, runs to its end, and then
+        the peer leaves the table."""
+        stop = self._hung_up.get(peer)
+        if stop is not None:
+            stop.set()
 
     async def attach(
         self,
@@ -224,8 +233,9 @@ class Sync:
     ) -> None:
         opts = self.options
         delay = opts.backoff_initial
+        stop = self._hung_up[peer]
         try:
-            while not self._closing:
+            while not (self._closing or stop.is_set()):
                 rounds = peer.rounds
                 if peer.key is None or not self.peers.linked(peer.key, besides=peer):
                     await self._connect(peer, host, port, context, server_hostname)
@@ -234,9 +244,12 @@ class Sync:
                     delay = opts.backoff_initial  # it synced: the next failure starts afresh
                 if self._closing:
                     break
-                await asyncio.sleep(delay * (0.5 + self._random.random()))
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay * (0.5 + self._random.random())):
+                        await stop.wait()
                 delay = min(delay * 2, opts.backoff_max)
         finally:
+            self._hung_up.pop(peer, None)
             self.peers.forget(peer)
 
     async def _connect(

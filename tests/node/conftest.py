@@ -9,8 +9,20 @@ import pytest
 import pytest_asyncio
 
 from node.authority import Caller
+from node.config import ENVIRONMENT
 from node.node import Node
 from tests.node.helpers import ForeignWriter, admit
+
+
+@pytest.fixture(autouse=True)
+def _quiet_serving(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``memlane serve`` processes started by a test answer health on a free port and leave
+    zeroconf alone unless the test says otherwise (``--discovery on``, ``--health-listen``);
+    nothing of the environment running the tests configures them."""
+    for name in (*ENVIRONMENT, "MEMLANE_CONFIG", "MEMLANE_DATA", "MEMLANE_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MEMLANE_HEALTH", "127.0.0.1:0")
+    monkeypatch.setenv("MEMLANE_DISCOVERY", "off")
 
 
 class Wall:

@@ -1,0 +1,127 @@
+"""``memlane serve``'s health endpoint (docs/operations.md §Health and metrics): plain HTTP,
+``GET /healthz`` and ``GET /metrics``, nothing else, no token — so keep it on loopback or a
+network only the operators' scrapers reach (it is ``127.0.0.1:8766`` by default).
+
+``/healthz`` answers ``200`` when the store takes a write transaction within two seconds and
+``503`` when it does not; the JSON body also says whether sync runs and how many peers are
+connected (peers come and go; they do not make a node unhealthy).  ``/metrics`` is
+``node.metrics`` in the Prometheus text format.  A request is read with limits (8 KiB of head,
+five seconds); anything else is answered ``404`` or ``405`` and the connection closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+
+from node.address import Listen
+from node.errors import NodeError
+from node.metrics import Metrics, render
+from node.store import Txn
+
+if TYPE_CHECKING:
+    from node.mesh.service import SyncService
+    from node.node import Node
+
+__all__ = ["HealthEndpoint", "health", "health_server"]
+
+_HEAD_LIMIT = 8192
+_READ_SECONDS = 5.0
+_WRITE_PROBE_SECONDS = 2.0
+_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+async def health(node: Node, service: SyncService | None) -> tuple[bool, dict[str, Any]]:
+    """(healthy, the body of ``/healthz``)."""
+
+    async def probe(txn: Txn) -> None:  # a write transaction that writes nothing
+        return None
+
+    try:
+        async with asyncio.timeout(_WRITE_PROBE_SECONDS):
+            await node.store.run(probe)
+        writable: str | None = None
+    except (NodeError, TimeoutError) as exc:
+        writable = str(exc) or "no write transaction within 2 s"
+    peers = [] if service is None else list(service.sync.peers)
+    body = {
+        "status": "ok" if writable is None else "unhealthy",
+        "node_id": node.info.node_id,
+        "store": "writable" if writable is None else f"not writable: {writable}",
+        "sync": service is not None,
+        "peers": {"known": len(peers),
+                  "connected": 0 if service is None else service.sync.peers.open_connections},
+    }  # fmt: skip
+    return writable is None, body
+
+
+class HealthEndpoint:
+    """Answers the two paths for one node (and its sync service, once running)."""
+
+    def __init__(self, node: Node, service: SyncService | None) -> None:
+        self.node, self.service = node, service
+        self.metrics = Metrics(node, service)
+
+    async def answer(self, method: str, path: str) -> tuple[HTTPStatus, str, bytes]:
+        if path not in ("/healthz", "/metrics"):
+            return HTTPStatus.NOT_FOUND, "text/plain", b"not found\n"
+        if method not in ("GET", "HEAD"):
+            return HTTPStatus.METHOD_NOT_ALLOWED, "text/plain", b"GET only\n"
+        if path == "/metrics":
+            return HTTPStatus.OK, _TEXT, render(await self.metrics.collect()).encode()
+        healthy, body = await health(self.node, self.service)
+        status = HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE
+        return status, "application/json", json.dumps(body, sort_keys=True).encode() + b"\n"
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(_READ_SECONDS):
+                head = await reader.readuntil(b"\r\n\r\n")
+            method, path = _request_line(head)
+            status, kind, body = await self.answer(method, path)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
+                ValueError):  # fmt: skip
+            status, kind, body, method = HTTPStatus.BAD_REQUEST, "text/plain", b"bad request\n", ""
+        except NodeError as exc:
+            status, kind, body = HTTPStatus.SERVICE_UNAVAILABLE, "text/plain", f"{exc}\n".encode()
+        writer.write(
+            f"HTTP/1.1 {status.value} {status.phrase}\r\nContent-Type: {kind}\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + (b"" if method == "HEAD" else body)
+        )
+        with contextlib.suppress(OSError):
+            await writer.drain()
+            writer.close()
+            await writer.wait_closed()
+
+
+def _request_line(head: bytes) -> tuple[str, str]:
+    line = head.split(b"\r\n", 1)[0].decode("ascii")
+    method, target, version = line.split(" ")
+    if not version.startswith("HTTP/1."):
+        raise ValueError(version)
+    return method, target.split("?", 1)[0]
+
+
+@asynccontextmanager
+async def health_server(endpoint: HealthEndpoint, listen: Listen) -> AsyncIterator[str]:
+    """Serve ``endpoint`` on ``listen`` until the block ends; yields the base URL."""
+    await endpoint.metrics.start()
+    try:
+        server = await asyncio.start_server(endpoint.handle, listen.host, listen.port,
+                                            limit=_HEAD_LIMIT)  # fmt: skip
+    except OSError as exc:
+        raise OSError(
+            f"cannot listen for health on {listen.host}:{listen.port}: {exc.strerror}"
+        ) from exc
+    host, port = server.sockets[0].getsockname()[:2]
+    try:
+        yield f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    finally:
+        server.close()
+        await server.wait_closed()

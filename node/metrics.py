@@ -1,0 +1,141 @@
+"""What ``/metrics`` shows (docs/operations.md §Metrics): the node's counts and its sync, in
+the Prometheus text format (version 0.0.4).
+
+Gauges are read when scraped: entries held, logs, entries waiting in the pending area, fork
+proofs, the audit feed's newest ``seq``, open connections, discovered nodes and each peer's
+lag.  Counters count since this process started (Prometheus expects counters to reset with a
+restart): entries rejected, fork and clock-skew events (read from the audit feed past the
+``seq`` it had at start, so each scrape reads only what is new), and entries received from
+and sent to each peer, whose rates are the sync rates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from node.store.audit import Event
+
+if TYPE_CHECKING:
+    from node.mesh.service import SyncService
+    from node.node import Node
+    from node.store.reader import Reader
+
+__all__ = ["Metrics", "Sample", "render"]
+
+_COUNTED: dict[str, str] = {
+    Event.ENTRY_REJECTED.value: "memlane_rejected_entries_total",
+    Event.FORK_DETECTED.value: "memlane_fork_events_total",
+    Event.CLOCK_SKEW.value: "memlane_clock_skew_events_total",
+}
+_HELP = {
+    "memlane_entries": ("gauge", "entries held in the log (every writer)"),
+    "memlane_logs": ("gauge", "logs held: one per (writer, epoch)"),
+    "memlane_pending_entries": ("gauge", "entries waiting for a gap or their writer's admission"),
+    "memlane_forks": ("gauge", "fork proofs held"),
+    "memlane_audit_seq": ("gauge", "the newest seq of the audit feed"),
+    "memlane_rejected_entries_total": ("counter", "entries refused since start"),
+    "memlane_fork_events_total": ("counter", "forks detected since start"),
+    "memlane_clock_skew_events_total": ("counter", "entries from too far ahead since start"),
+    "memlane_sync_running": ("gauge", "1 while sync runs"),
+    "memlane_open_connections": ("gauge", "sync connections open"),
+    "memlane_discovered_peers": ("gauge", "nodes of this mesh found by zeroconf and dialled"),
+    "memlane_peer_lag_entries": ("gauge", "entries one side held that the other lacked"),
+    "memlane_peer_received_entries_total": ("counter", "entries received from a peer"),
+    "memlane_peer_sent_entries_total": ("counter", "entries sent to a peer"),
+    "memlane_peer_rounds_total": ("counter", "sync rounds completed with a peer"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    name: str
+    value: int
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(slots=True)
+class Metrics:
+    """Collects samples from a node and, while sync runs, its sync service."""
+
+    node: Node
+    service: SyncService | None = None
+    _seen_seq: int | None = None
+    _counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTED.values(), 0))
+
+    async def start(self) -> None:
+        """Counters count from here."""
+        self._seen_seq = await self._reader().max_audit_seq()
+
+    def _reader(self) -> Reader:
+        reader = self.node.store.reader
+        assert reader is not None
+        return reader
+
+    async def collect(self) -> list[Sample]:
+        reader = self._reader()
+        if self._seen_seq is None:
+            await self.start()
+        newest = await reader.max_audit_seq()
+        rows = await reader.fetchall(
+            "SELECT event, count(*) FROM audit WHERE seq > ? AND seq <= ? GROUP BY event",
+            (self._seen_seq, newest),
+        )
+        for event, count in rows:
+            name = _COUNTED.get(event)
+            if name is not None:
+                self._counts[name] += int(count)
+        self._seen_seq = newest
+        gauges = [
+            Sample("memlane_entries", int(await reader.scalar(
+                "SELECT coalesce(max(pos), 0) FROM headers"))),
+            Sample("memlane_logs", int(await reader.scalar("SELECT count(*) FROM logs"))),
+            Sample("memlane_pending_entries", int(await reader.scalar(
+                "SELECT count(*) FROM pending"))),
+            Sample("memlane_forks", int(await reader.scalar("SELECT count(*) FROM forks"))),
+            Sample("memlane_audit_seq", newest),
+        ]  # fmt: skip
+        counters = [Sample(name, value) for name, value in self._counts.items()]
+        return [*gauges, *counters, *self._sync()]
+
+    def _sync(self) -> Iterator[Sample]:
+        service = self.service
+        yield Sample("memlane_sync_running", int(service is not None))
+        if service is None:
+            return
+        yield Sample("memlane_open_connections", service.sync.peers.open_connections)
+        yield Sample("memlane_discovered_peers", len(service.discovered))
+        for peer in service.sync.peers:
+            if peer.node_id is None:
+                continue
+            who = ("peer", peer.node_id)
+            yield Sample("memlane_peer_lag_entries", peer.lag_in, (who, ("direction", "in")))
+            yield Sample("memlane_peer_lag_entries", peer.lag_out, (who, ("direction", "out")))
+            yield Sample("memlane_peer_received_entries_total", peer.received, (who,))
+            yield Sample("memlane_peer_sent_entries_total", peer.sent, (who,))
+            yield Sample("memlane_peer_rounds_total", peer.rounds, (who,))
+
+
+def _labels(labels: tuple[tuple[str, str], ...]) -> str:
+    if not labels:
+        return ""
+    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
+    return "{" + inner + "}"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def render(samples: Iterable[Sample]) -> str:
+    """The Prometheus text format: each family's HELP and TYPE once, before its samples."""
+    lines: list[str] = []
+    described: set[str] = set()
+    for sample in sorted(samples, key=lambda s: s.name):
+        if sample.name not in described:
+            kind, text = _HELP[sample.name]
+            lines += [f"# HELP {sample.name} {text}", f"# TYPE {sample.name} {kind}"]
+            described.add(sample.name)
+        lines.append(f"{sample.name}{_labels(sample.labels)} {sample.value}")
+    return "\n".join(lines) + "\n"
