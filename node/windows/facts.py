@@ -1,0 +1,31 @@
+"""The tool's facts against a range (TIME-WINDOWS §4.3): the first problem, in the table's
+order, and ``partlyBeyondRetention``."""
+
+from __future__ import annotations
+
+from node.windows.forms import Facts
+from node.windows.spans import Span
+
+__all__ = ["REFUSALS", "fact_problem", "partly_beyond_retention"]
+
+REFUSALS = (
+    "time-future", "time-past", "beyond-retention", "over-max-range", "multi-day", "dst-gap",
+    "no-form-holds",
+)  # fmt: skip
+
+
+def fact_problem(span: Span, facts: Facts, now: int) -> str | None:
+    if facts.direction == "past" and span.start > now:
+        return "time-future"
+    if facts.direction == "future" and span.end <= now:
+        return "time-past"
+    if facts.retention is not None and span.end <= now - facts.retention:
+        return "beyond-retention"
+    if facts.max_range is not None and span.reach > facts.max_range:
+        return "over-max-range"
+    return None
+
+
+def partly_beyond_retention(span: Span, facts: Facts, now: int) -> bool:
+    """``from < now − retention < to``: the call still runs, and is marked."""
+    return facts.retention is not None and span.start < now - facts.retention < span.end
