@@ -16,7 +16,7 @@ from typing import Any
 
 from cryptography import x509
 
-from node import tokens
+from node import archive, bundles, tokens
 from node.authoring import Author
 from node.authority import Caller
 from node.config import NodeConfig
@@ -39,6 +39,7 @@ from node.verify import VerifyReport, verify_log
 from node.views import default_views
 from protocol.entry import Entry
 from protocol.kinds import encode_payload
+from protocol.messages import Frontier
 from protocol.signing import SigningKey
 
 __all__ = ["Node", "NodeInfo", "system_wall"]
@@ -232,6 +233,47 @@ class Node:
     async def receive(self, entries: Sequence[Received], *, source: str) -> Report:
         """Append entries from elsewhere (see ``Store.receive``)."""
         return await self.store.receive(entries, source=source)
+
+    # -- bundles and the archive (docs/bundles.md, docs/operations.md §Backups) ------------------
+
+    async def export_bundle(
+        self, out: Path | str, *, since: Path | str | None = None, workspace: str | None = None
+    ) -> bundles.ExportReport:
+        """Write a bundle of this node's entries (or of what the frontier file ``since``
+        lacks; with ``workspace``, only that workspace's payloads)."""
+        frontier = None if since is None else Path(since)
+        return await bundles.export_bundle(self.store, self.key, self.info.mesh, Path(out),
+                                           wall=self.store.wall, since=frontier,
+                                           workspace=workspace)  # fmt: skip
+
+    async def write_frontier(self, out: Path | str) -> Frontier:
+        """Write this node's frontier for an exporter to cut an incremental bundle from."""
+        return await bundles.write_frontier(self.store, self.key, self.info.mesh, Path(out))
+
+    async def import_bundle(
+        self, path: Path | str, *, progress: bundles.Progress | None = None
+    ) -> bundles.ImportReport:
+        """Verify and apply a bundle in one transaction (one ``bundle_imported`` event)."""
+        return await bundles.import_bundle(self.store, self.info.mesh, Path(path),
+                                           progress=progress)  # fmt: skip
+
+    async def create_archive(self, out: Path | str, passphrase: bytes) -> archive.ArchiveReport:
+        """Back the whole node up to ``out``, its secrets encrypted with ``passphrase``."""
+        return await archive.create_archive(self.path, Path(out), passphrase,
+                                            now=self.store.wall())  # fmt: skip
+
+    @staticmethod
+    async def restore_archive(
+        path: Path | str,
+        data: Path | str,
+        passphrase: bytes,
+        *,
+        keep_tokens: bool = False,
+        wall: Wall = system_wall,
+    ) -> archive.RestoreReport:
+        """Restore an archive into the empty directory ``data`` (see ``node.archive``)."""
+        return await archive.restore_archive(Path(path), _data_dir(data), passphrase,
+                                             now=wall(), keep_tokens=keep_tokens)  # fmt: skip
 
     # -- the mesh (docs/mesh.md) -----------------------------------------------------------------
 

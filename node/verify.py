@@ -54,7 +54,9 @@ async def _verify_one(reader: Reader, log: LogRow, report: VerifyReport) -> None
         report.entries += 1
         report.payloads_absent += stored.payload is None
         prev_id, last = hashlib.sha256(stored.raw).digest(), stored.seq
-    if last != log.head_seq or prev_id != log.head_id:
+    # A log row at seq 0 holds nothing yet; its head id is the head of the epoch a restore
+    # continued (its seq 1 will name it as ``prev``, DESIGN §2).
+    if last != log.head_seq or (last and prev_id != log.head_id):
         report.problems.append(f"{name}: head {log.head_seq} does not match the stored entries")
     elif last and (signed := await _newest_signed(reader, log)) != last:
         report.problems.append(f"{name}: entries after seq {signed} are not authentic")

@@ -340,10 +340,22 @@ class Store:
         """
 
         async def op(txn: Txn) -> ingest.Report:
-            return await ingest.Ingest(self, txn, source, event).run(entries)
+            return await self.receive_in(txn, entries, source=source, event=event)
 
         report: ingest.Report = await self.run(op)
         return report
+
+    async def receive_in(
+        self,
+        txn: Txn,
+        entries: Sequence[ingest.Received],
+        *,
+        source: str,
+        event: Event | None,
+    ) -> ingest.Report:
+        """``receive`` inside a transaction the caller runs: a bundle import feeds it batch
+        after batch and commits them all at once."""
+        return await ingest.Ingest(self, txn, source, event).run(entries)
 
     async def hide_log(self, txn: Txn, head: LogHead, from_seq: int) -> None:
         """Hide a log's entries from ``from_seq`` on (a fork): views withdraw them."""

@@ -151,6 +151,16 @@ class Txn:
         rows = await self.fetchall(sql, args)
         return rows[0] if rows else None
 
+    async def flush(self) -> None:
+        """Write what is queued, inside the still open transaction: a long operation (a
+        bundle import) keeps its rows from piling up in memory."""
+        work = self._take()
+
+        def run(db: sqlite3.Connection) -> None:
+            _write(db, work)
+
+        await in_thread(self._conn, run)
+
     async def commit(self) -> None:
         """Write what is queued and commit, in one trip; on failure roll back and raise."""
         work = self._take()

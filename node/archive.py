@@ -1,0 +1,395 @@
+"""The archive: a backup of a whole node, and restoring one (DESIGN §7, docs/operations.md).
+
+``create_archive`` copies the store with SQLite's online backup API (a consistent snapshot
+while the node runs and writes), takes the tokens out of the copy, and writes one gzipped tar:
+
+- ``manifest.json``: what the archive holds, each file's SHA-256 and size, the key-derivation
+  parameters and the cipher's nonce;
+- ``memlane.db`` (without its tokens) and the data directory's plain files (configuration,
+  certificates) as they were;
+- ``secrets.enc``: the node key, the authority key if the node holds it, and every token row
+  (hashes only: tokens are never stored in clear), encrypted with AES-256-GCM under a key
+  derived from the passphrase with Scrypt (memory-hard), the manifest as associated data — so
+  a changed manifest, like a wrong passphrase, opens nothing.
+
+``restore_archive`` verifies every file against the manifest and decrypts the secrets before
+it writes anything, builds the node in a directory beside ``--data`` and moves it into place.
+The restored node writes no audit event; it starts a new random epoch whose seq 1 links to the
+last head of the epoch it continues (DESIGN §2, §6: a restore never reuses a position its
+peers may hold), does the same for the authority's log when it holds the authority key, gets a
+new audit ``feed_id``, and revokes the tokens it brought back unless asked to keep them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import aiosqlite
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+
+from node.errors import NodeError
+from node.identity import AUTHORITY_KEY_FILE, DB_FILE, NODE_KEY_FILE, node_id, random_bytes
+from node.store import Store, StoreOptions, Txn
+from node.store.schema import SCHEMA_VERSION
+from node.views import default_views
+from protocol.canonical import decode_canonical, encode_canonical
+from protocol.errors import ProtocolError
+from protocol.signing import SigningKey
+
+__all__ = [
+    "PLAIN_FILES",
+    "ArchiveError",
+    "ArchiveReport",
+    "Kdf",
+    "RestoreReport",
+    "WrongPassphrase",
+    "create_archive",
+    "read_passphrase",
+    "restore_archive",
+]
+
+PLAIN_FILES = ("config.toml", "ca.crt", "node.crt")
+"""Files of the data directory an archive carries as they are (none of them secret)."""
+
+_FORMAT = "memlane-archive"
+_VERSION = 1
+_MANIFEST, _SECRETS = "manifest.json", "secrets.enc"
+_TOKEN_COLUMNS = "hash, token_id, principal, workspace, scopes, created, expires, revoked"  # noqa: S105
+
+
+class ArchiveError(NodeError):
+    """An archive could not be written, or was refused; a refused restore wrote nothing."""
+
+
+class WrongPassphrase(ArchiveError):
+    """The passphrase does not open the archive's secrets (or the archive was altered)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Kdf:
+    """Scrypt's cost: 2**log_n rounds of 128·r bytes each (64 MiB at the defaults)."""
+
+    log_n: int = 16
+    r: int = 8
+    p: int = 1
+
+    def derive(self, passphrase: bytes, salt: bytes) -> bytes:
+        return Scrypt(salt=salt, length=32, n=1 << self.log_n, r=self.r, p=self.p).derive(
+            passphrase
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveReport:
+    path: Path
+    node_id: str
+    bytes: int
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreReport:
+    path: Path
+    node_id: str
+    epoch: str
+    feed_id: str
+    tokens: int
+    tokens_revoked: int
+
+
+def read_passphrase(path: Path) -> bytes:
+    """The passphrase in ``path`` (its trailing newline dropped); an empty one is refused."""
+    try:
+        text = path.read_bytes().rstrip(b"\r\n")
+    except OSError as exc:
+        raise ArchiveError(f"cannot read the passphrase file {path}: {exc.strerror}") from exc
+    if not text:
+        raise ArchiveError(f"the passphrase file {path} is empty")
+    return text
+
+
+# -- create --------------------------------------------------------------------------------------
+
+
+async def create_archive(
+    data: Path, out: Path, passphrase: bytes, *, now: int, kdf: Kdf = Kdf()
+) -> ArchiveReport:
+    """Write an archive of the node in ``data`` to ``out`` (the node may be running)."""
+    key_file = _check_source(data, out)
+    work = out.with_name(f".{out.name}.{random_bytes(4).hex()}")
+    work.mkdir(mode=0o700)
+    try:
+        copy = work / DB_FILE
+        tokens, state = await _snapshot(data / DB_FILE, copy)
+        node_key = key_file.read_bytes()
+        secrets = {"node_key": node_key, "tokens": tokens,
+                   "authority_key": _read_optional(data / AUTHORITY_KEY_FILE)}  # fmt: skip
+        files = {DB_FILE: copy} | {n: data / n for n in PLAIN_FILES if (data / n).exists()}
+        manifest = _manifest(files, state, node_key, now, kdf)
+        sealed = _seal(encode_canonical(secrets), passphrase, manifest)
+        size = await asyncio.to_thread(_write_tar, work / out.name, manifest, files, sealed)
+        (work / out.name).replace(out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return ArchiveReport(out, str(state["node_id"]), size, len(tokens))
+
+
+def _check_source(data: Path, out: Path) -> Path:
+    """The node key's file, once ``data`` holds a node and ``out`` is free."""
+    if out.exists():
+        raise ArchiveError(f"{out} already exists")
+    if not (data / DB_FILE).exists() or not (data / NODE_KEY_FILE).exists():
+        raise ArchiveError(f"no node in {data}")
+    return data / NODE_KEY_FILE
+
+
+def _read_optional(path: Path) -> bytes | None:
+    return path.read_bytes() if path.exists() else None
+
+
+async def _snapshot(db: Path, copy: Path) -> tuple[list[list[Any]], dict[str, Any]]:
+    """Back the store up into ``copy`` (one consistent read), then take the token rows out of
+    the copy — overwritten on disk, not just unlinked — and return them with the state the
+    manifest names."""
+    async with aiosqlite.connect(db) as src, aiosqlite.connect(copy) as dst:
+        await src.backup(dst)
+        await dst.execute("PRAGMA journal_mode=DELETE")
+        await dst.execute("PRAGMA secure_delete=ON")
+        async with dst.execute(f"SELECT {_TOKEN_COLUMNS} FROM tokens ORDER BY token_id") as cur:  # noqa: S608
+            tokens = [list(row) for row in await cur.fetchall()]
+        await dst.execute("DELETE FROM tokens")
+        await dst.commit()
+        await dst.execute("VACUUM")
+        async with dst.execute("SELECT key, value FROM state") as cur:
+            state = {str(k): bytes(v) for k, v in await cur.fetchall()}
+    info = {"mesh": state.get("mesh", b"").hex(), "feed_id": state.get("feed_id", b"").decode(),
+            "epoch": state.get("epoch", b"").hex(), "node_id": ""}  # fmt: skip
+    return tokens, info
+
+
+def _digest(path: Path) -> tuple[str, int]:
+    h, size = hashlib.sha256(), 0
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def _manifest(
+    files: dict[str, Path], state: dict[str, Any], node_key: bytes, now: int, kdf: Kdf
+) -> dict[str, Any]:
+    state["node_id"] = node_id(SigningKey(node_key).public)
+    listed = {}
+    for name, path in files.items():
+        sha, size = _digest(path)
+        listed[name] = {"sha256": sha, "size": size}
+    return {
+        "format": _FORMAT, "version": _VERSION, "created": now, "schema_version": SCHEMA_VERSION,
+        **state, "files": listed,
+        "kdf": {"name": "scrypt", "log_n": kdf.log_n, "r": kdf.r, "p": kdf.p,
+                "salt": random_bytes(16).hex()},
+        "cipher": {"name": "AES-256-GCM", "nonce": random_bytes(12).hex()},
+    }  # fmt: skip
+
+
+def _manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    return json.dumps(manifest, sort_keys=True, indent=2).encode()
+
+
+def _seal(plain: bytes, passphrase: bytes, manifest: dict[str, Any]) -> bytes:
+    key = _kdf(manifest).derive(passphrase, bytes.fromhex(manifest["kdf"]["salt"]))
+    nonce = bytes.fromhex(manifest["cipher"]["nonce"])
+    return AESGCM(key).encrypt(nonce, plain, _manifest_bytes(manifest))
+
+
+def _kdf(manifest: dict[str, Any]) -> Kdf:
+    spec = manifest["kdf"]
+    return Kdf(int(spec["log_n"]), int(spec["r"]), int(spec["p"]))
+
+
+def _write_tar(out: Path, manifest: dict[str, Any], files: dict[str, Path], sealed: bytes) -> int:
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        _add_bytes(tar, _MANIFEST, _manifest_bytes(manifest))
+        for name, path in files.items():
+            tar.add(path, arcname=name, recursive=False)
+        _add_bytes(tar, _SECRETS, sealed)
+        tar.close()
+        raw.flush()
+        os.fsync(raw.fileno())
+        return raw.tell()
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), 0o600
+    tar.addfile(info, io.BytesIO(data))
+
+
+# -- restore -------------------------------------------------------------------------------------
+
+
+async def restore_archive(
+    archive: Path, data: Path, passphrase: bytes, *, now: int, keep_tokens: bool = False
+) -> RestoreReport:
+    """Restore the archive at ``archive`` into ``data`` (which must hold no node)."""
+    _check_target(data)
+    stage = data.with_name(f".{data.name}.restoring-{random_bytes(4).hex()}")
+    stage.mkdir(mode=0o700, parents=True)
+    try:
+        manifest, secrets = await asyncio.to_thread(_unpack, archive, stage, passphrase)
+        report = await _rebuild(stage, manifest, secrets, now=now, keep_tokens=keep_tokens)
+        _move_into_place(stage, data)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return RestoreReport(data, *report)
+
+
+def _check_target(data: Path) -> None:
+    if data.exists() and any(data.iterdir()):
+        raise ArchiveError(f"{data} is not empty; restore into a new directory")
+
+
+def _move_into_place(stage: Path, data: Path) -> None:
+    if data.exists():
+        data.rmdir()  # empty, as checked before
+    stage.replace(data)
+
+
+def _unpack(archive: Path, stage: Path, passphrase: bytes) -> tuple[dict[str, Any], Any]:
+    """Extract the listed files into ``stage``, each checked against the manifest, and open
+    the secrets; anything amiss raises ``ArchiveError`` (``stage`` is then thrown away)."""
+    try:
+        with tarfile.open(archive, mode="r:gz") as tar:
+            manifest = _read_manifest(tar)
+            for name in manifest["files"]:
+                _extract(tar, name, stage, manifest["files"][name])
+            sealed = _member(tar, _SECRETS).read()
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        raise ArchiveError(f"{archive} is not a readable memlane archive: {exc}") from exc
+    return manifest, _open_secrets(sealed, passphrase, manifest)
+
+
+def _member(tar: tarfile.TarFile, name: str) -> IO[bytes]:
+    try:
+        f = tar.extractfile(name)
+    except KeyError:
+        f = None
+    if f is None:
+        raise ArchiveError(f"the archive lacks {name}")
+    return f
+
+
+def _read_manifest(tar: tarfile.TarFile) -> dict[str, Any]:
+    try:
+        manifest = json.loads(_member(tar, _MANIFEST).read(1 << 20))
+    except ValueError as exc:
+        raise ArchiveError("the archive's manifest is not JSON") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT:
+        raise ArchiveError("not a memlane archive (no manifest of one)")
+    if manifest.get("version") != _VERSION:
+        raise ArchiveError(f"archive format {manifest.get('version')!r} is not supported")
+    allowed = {DB_FILE, *PLAIN_FILES}
+    if not isinstance(manifest.get("files"), dict) or not set(manifest["files"]) <= allowed:
+        raise ArchiveError("the archive's manifest lists files a node does not have")
+    if DB_FILE not in manifest["files"]:
+        raise ArchiveError(f"the archive lacks {DB_FILE}")
+    return manifest
+
+
+def _extract(tar: tarfile.TarFile, name: str, stage: Path, listed: dict[str, Any]) -> None:
+    src, h, size = _member(tar, name), hashlib.sha256(), 0
+    fd = os.open(stage / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as dst:
+        while chunk := src.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+            dst.write(chunk)
+    if (h.hexdigest(), size) != (listed.get("sha256"), listed.get("size")):
+        raise ArchiveError(f"{name} in the archive does not match its checksum")
+
+
+def _open_secrets(sealed: bytes, passphrase: bytes, manifest: dict[str, Any]) -> Any:
+    try:
+        key = _kdf(manifest).derive(passphrase, bytes.fromhex(manifest["kdf"]["salt"]))
+        nonce = bytes.fromhex(manifest["cipher"]["nonce"])
+        plain = AESGCM(key).decrypt(nonce, sealed, _manifest_bytes(manifest))
+    except InvalidTag as exc:
+        raise WrongPassphrase(
+            "the passphrase does not open this archive (or the archive was altered)"
+        ) from exc
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArchiveError(f"the archive's manifest is malformed: {exc}") from exc
+    try:
+        return decode_canonical(plain, what="secrets", max_bytes=1 << 26)
+    except ProtocolError as exc:
+        raise ArchiveError(f"the archive's secrets are malformed: {exc}") from exc
+
+
+def _write_key(path: Path, seed: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(seed)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+async def _rebuild(
+    stage: Path, manifest: dict[str, Any], secrets: Any, *, now: int, keep_tokens: bool
+) -> tuple[str, str, str, int, int]:
+    """Keys back in their files, tokens back in the store, a new epoch for each log this node
+    writes, a new feed id — all without an audit event."""
+    node_key, authority = SigningKey(secrets["node_key"]), secrets.get("authority_key")
+    _write_key(stage / NODE_KEY_FILE, secrets["node_key"])
+    logs = [(node_key.public, "epoch")]
+    if authority is not None:
+        _write_key(stage / AUTHORITY_KEY_FILE, authority)
+        logs.append((SigningKey(authority).public, "authority_epoch"))
+    store = await Store.open(stage / DB_FILE, wall=lambda: now, options=StoreOptions(),
+                             views=default_views())  # fmt: skip
+    feed_id, epoch = random_bytes(8).hex(), random_bytes(8)
+    tokens = [list(row) for row in secrets["tokens"]]
+    revoked = 0 if keep_tokens else sum(row[7] is None for row in tokens)
+
+    async def op(txn: Txn) -> None:
+        for row in tokens:
+            if not keep_tokens and row[7] is None:
+                row[7] = now
+            txn.add(f"INSERT INTO tokens ({_TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)  # noqa: S608
+        for writer, name in logs:
+            await _new_epoch(store, txn, writer, name, epoch if name == "epoch" else None)
+        store.put_state(txn, "feed_id", feed_id.encode())
+
+    try:
+        await store.run(op)
+    finally:
+        await store.close()
+    return node_id(node_key.public), epoch.hex(), feed_id, len(tokens), revoked
+
+
+async def _new_epoch(store: Store, txn: Txn, writer: bytes, name: str, epoch: bytes | None) -> None:
+    """Start a new epoch of ``writer``'s log whose seq 1 will name the old epoch's head as its
+    ``prev``: the new log's row holds that head at seq 0 until its first entry is sealed."""
+    epoch = epoch or random_bytes(8)
+    old = await store.get_state(name)
+    head = None if old is None else store.head_of((writer, old))
+    store.put_state(txn, name, epoch)
+    if head is None or head.id is None:
+        return
+    txn.add(
+        "INSERT INTO logs (log_id, writer, epoch, head_seq, head_id, forked_at) "
+        "VALUES ((SELECT coalesce(max(log_id), 0) + 1 FROM logs), ?, ?, 0, ?, NULL)",
+        (writer, epoch, head.id),
+    )
