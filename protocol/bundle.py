@@ -279,11 +279,12 @@ class BundleReader:
     def end_of_input(self) -> None:
         """The file ended: refuse it unless its last frame was read and nothing trails it."""
         self._usable()
-        if self._phase is not _Phase.DONE or self._frames.buffered:
-            self._phase = _Phase.ERROR
-            raise RemoteProtocolError(
-                "the bundle ends early (truncated)" if self._phase is not _Phase.DONE
-                else "bytes trail the bundle's last frame", field="bundle")  # fmt: skip
+        done, self._phase = self._phase is _Phase.DONE, _Phase.ERROR
+        if not done:
+            raise RemoteProtocolError("the bundle ends early (truncated)", field="bundle")
+        if self._frames.buffered:
+            raise RemoteProtocolError("bytes trail the bundle's last frame", field="bundle")
+        self._phase = _Phase.DONE
 
     def _usable(self) -> None:
         if self._phase is _Phase.ERROR:
@@ -291,16 +292,18 @@ class BundleReader:
 
     def _next(self) -> BundleEvent | None:
         if self._phase is _Phase.MAGIC:
+            if not MAGIC.startswith(self._magic):
+                raise RemoteProtocolError("not a memlane bundle", field="magic")
             if len(self._magic) < len(MAGIC):
                 return None
-            if self._magic != MAGIC:
-                raise RemoteProtocolError("not a memlane bundle", field="magic")
             self._phase = _Phase.HEADER
+        if self._phase is _Phase.DONE:
+            if self._frames.buffered:
+                raise RemoteProtocolError("bytes trail the bundle's last frame", field="bundle")
+            return None
         body = self._frames.next_frame()
         if body is None:
             return None
-        if self._phase is _Phase.DONE:
-            raise RemoteProtocolError("bytes trail the bundle's last frame", field="bundle")
         return self._frame(body)
 
     def _frame(self, body: bytes) -> BundleEvent:
