@@ -5,7 +5,11 @@
 - ``synchronous`` (``"FULL"``): SQLite durability; FULL makes every acknowledged write survive
   a crash;
 - ``pending_limit`` (``10000``): entries that may wait for a gap or an authenticating entry;
-- ``zone`` (``"UTC"``): the node's IANA zone for date and wall-time forms;
+- ``zone`` (``"UTC"``): the node's IANA zone (``Area/Location`` or ``UTC``) for the date and
+  wall-time forms of tool calls' windows; e_timeline reads a bare ``start_date``/``end_date``
+  as midnight in it (docs/time-windows.md);
+- ``retention`` (unset): how far back this node promises data, a duration like ``90d``; tools
+  declare it as their ``retention`` fact, so a window wholly older is refused before dispatch;
 - ``[tools.defaults] responseFormat`` (``"detailed"``): the episode tools' ``response_format``
   when a call sends none (``concise`` or ``detailed``);
 - ``[profiles.NAME]``: e_timeline's ``agent_profile`` presets — ``page_size`` (1–100),
@@ -38,7 +42,6 @@ from __future__ import annotations
 import ipaddress
 import re
 import tomllib
-import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +50,7 @@ from typing import Any
 from node.address import DEFAULT_LISTEN, Listen, parse_listen
 from node.errors import ConfigError
 from node.tools.timeline_spec import MAX_PAGE_SIZE, ORDERS, Profile
+from node.windows.zones import zone_named
 
 __all__ = ["CONFIG_FILE", "ENVIRONMENT", "InvalidConfig", "NodeConfig", "parse_duration_ms"]
 
@@ -54,7 +58,7 @@ CONFIG_FILE = "config.toml"
 DEFAULT_HEALTH = "127.0.0.1:8766"
 _MCP_HTTP, _HEALTH = parse_listen(DEFAULT_LISTEN), parse_listen(DEFAULT_HEALTH)
 _KEYS = {"max_clock_skew", "synchronous", "pending_limit", "zone", "profiles", "tools", "mesh",
-         "serve", "discovery"}  # fmt: skip
+         "serve", "discovery", "retention"}  # fmt: skip
 # environment variable → (table, key, how its text becomes the value)
 ENVIRONMENT: dict[str, tuple[str, str, Any]] = {
     "MEMLANE_MCP_HTTP": ("serve", "mcp_http", str),
@@ -91,6 +95,7 @@ class NodeConfig:
     synchronous: str = "FULL"
     pending_limit: int = 10_000
     zone: str = "UTC"
+    retention_ms: int | None = None
     profiles: dict[str, Profile] = field(default_factory=dict)
     response_format: str = "detailed"
     mesh_listen: Listen | None = None
@@ -137,6 +142,11 @@ class NodeConfig:
             problems.append("pending_limit must be a non-negative integer")
         values["pending_limit"] = limit
         values["zone"] = _zone(raw.get("zone", "UTC"), problems)
+        try:
+            if "retention" in raw:
+                values["retention_ms"] = parse_duration_ms(raw["retention"])
+        except ConfigError as exc:
+            problems.append(f"retention: {exc}")
         values["profiles"] = _profiles(raw.get("profiles", {}), problems)
         values["response_format"] = _response_format(raw.get("tools", {}), problems)
         values["mesh_listen"], values["mesh_peers"] = _mesh(raw.get("mesh", {}), problems)
@@ -159,11 +169,7 @@ def _overridden(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, An
 
 
 def _zone(value: Any, problems: list[str]) -> str:
-    try:
-        if not isinstance(value, str) or value.startswith(("/", ".")):
-            raise ValueError
-        zoneinfo.ZoneInfo(value)
-    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+    if not isinstance(value, str) or zone_named(value) is None:  # IANA only: no PST, +05:30
         problems.append(f"zone: {value!r} is not an IANA time zone name (e.g. Europe/Berlin)")
         return "UTC"
     return value

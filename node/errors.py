@@ -7,6 +7,8 @@ store and configuration problems carry a hint for the operator.  Foreign excepti
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AuthError",
     "ConfigError",
@@ -55,6 +57,11 @@ class Refusal(NodeError):
     def __init__(self, text: str) -> None:
         super().__init__(text)
         self.text = text
+
+    def answer(self) -> dict[str, Any]:
+        """The tool result a surface answers with: ``{"error": text}`` and what a refusal
+        adds (a call refused before dispatch adds its ``call_window``)."""
+        return {"error": self.text}
 
 
 class AuthError(Refusal):

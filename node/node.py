@@ -8,7 +8,7 @@ the exact text a caller is shown.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +20,7 @@ from node import archive, bundles, tokens
 from node.authoring import Author
 from node.authority import Caller
 from node.config import NodeConfig
-from node.errors import NotInitialised
+from node.errors import ConfigError, NotInitialised
 from node.identity import (
     AUTHORITY_KEY_FILE,
     DB_FILE,
@@ -34,9 +34,12 @@ from node.mesh.authority import DEFAULT_CERT_LIFETIME_MS, DEFAULT_INVITE_LIFETIM
 from node.mesh.invites import Redeemed
 from node.mesh.membership import ALL_WORKSPACES, Member, Membership
 from node.store import Received, Report, Store, StoreOptions, Txn
-from node.tools import audit, episode_reads, episodes, srs, timeline
+from node.tools import audit, episode_reads, episodes, srs, timeline, windows
+from node.tools.periods import declared_periods
+from node.tools.timeline_spec import parse_spec
 from node.verify import VerifyReport, verify_log
 from node.views import default_views
+from node.windows.zones import zone_named
 from protocol.entry import Entry
 from protocol.kinds import encode_payload
 from protocol.messages import Frontier
@@ -92,6 +95,7 @@ class Node:
         self.config = config
         self.author = Author(store, key, info.mesh, info.epoch)
         self.membership = membership
+        self.declare_periods()
         self.mesh_authority = MeshAuthority(store, membership, info.mesh,
                                             path / AUTHORITY_KEY_FILE, key.public)  # fmt: skip
 
@@ -211,8 +215,33 @@ class Node:
 
     # -- read tools ----------------------------------------------------------------------------
 
-    async def e_timeline(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return await timeline.e_timeline(self.store, caller, args, self.config.profiles)
+    async def e_timeline(
+        self, caller: Caller, /, *, turn: Any = None, **args: Any
+    ) -> dict[str, Any]:
+        """``turn``: the turn's context (docs/time-windows.md); with it the call's window is
+        filed, and the call may be filled or refused before dispatch."""
+        zone, profiles = self.windows.zone, self.config.profiles
+
+        async def run(sent: Mapping[str, Any]) -> dict[str, Any]:
+            return await timeline.e_timeline(self.store, caller, sent, profiles, zone)
+
+        def check(sent: Mapping[str, Any]) -> object:
+            return parse_spec(sent, profiles, zone)
+
+        return await self.windows.call(caller, "e_timeline", args, turn, run=run, check=check)
+
+    async def call_windows(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
+        assert self.store.reader is not None
+        return await windows.call_windows(self.store.reader, caller, args, self.store.now_ms())
+
+    def declare_periods(self, extra: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """Check every tool's period forms (``DeclarationError`` names a bad one) and use
+        them; ``extra`` declares more (tool name → declaration, docs/time-windows.md)."""
+        zone = zone_named(self.config.zone)
+        if zone is None:
+            raise ConfigError(f"zone {self.config.zone!r} is not an IANA time zone name")
+        periods = declared_periods(self.config.retention_ms, extra)
+        self.windows = windows.WindowGuard(self.author, periods, zone)
 
     async def work_episode_chain(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await episode_reads.work_episode_chain(

@@ -247,8 +247,26 @@ CREATE TABLE episode_due (
 INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
 """
 
+# The call-window view (DESIGN §5): every CallWindowRow filed, in fold order per call.
+_CALL_WINDOWS = """
+CREATE TABLE call_windows (
+    pos INTEGER PRIMARY KEY,
+    ord BLOB NOT NULL,
+    wall INTEGER NOT NULL,
+    workspace TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    call_id TEXT NOT NULL,
+    row TEXT NOT NULL
+);
+CREATE INDEX call_windows_by_principal ON call_windows (workspace, principal, ord);
+CREATE INDEX call_windows_by_workspace ON call_windows (workspace, ord);
+INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
+"""
+
 # Index i holds the script that takes a store from version i to version i + 1.
-MIGRATIONS: tuple[str, ...] = (_LOG, _INDEXES, _SR_VIEW, _EPISODE_VIEW)
+MIGRATIONS: tuple[str, ...] = (_LOG, _INDEXES, _SR_VIEW, _EPISODE_VIEW, _CALL_WINDOWS)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from node.authority import Caller
 from node.errors import Refusal
@@ -26,9 +27,13 @@ MIN_DENSE = 10  # shed_idf_noise acts only when the caller can read at least thi
 
 
 async def e_timeline(
-    store: Store, caller: Caller, args: Mapping[str, Any], profiles: Mapping[str, Profile]
+    store: Store,
+    caller: Caller,
+    args: Mapping[str, Any],
+    profiles: Mapping[str, Profile],
+    zone: ZoneInfo | None = None,
 ) -> dict[str, Any]:
-    spec = parse_spec(args, profiles)
+    spec = parse_spec(args, profiles, zone)
     caller.require("read:workspace")
     if spec.action == "changes":
         return await changes(store, caller, spec)

@@ -16,7 +16,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from node.errors import Refusal
 from protocol.timefmt import TimeFormatError, parse_date, parse_instant
@@ -100,7 +102,9 @@ def _sent(args: Mapping[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def parse_spec(args: Mapping[str, Any], profiles: Mapping[str, Profile]) -> TimelineSpec:
+def parse_spec(
+    args: Mapping[str, Any], profiles: Mapping[str, Profile], zone: ZoneInfo | None = None
+) -> TimelineSpec:
     """Check ``args`` in the documented order; return the spec or raise ``Refusal``."""
     sent = _sent(args)
     unknown = sorted(set(sent) - set(ARGUMENTS))
@@ -113,7 +117,7 @@ def parse_spec(args: Mapping[str, Any], profiles: Mapping[str, Profile]) -> Time
         raise Refusal("'since' and 'as_of' belong to the changes action")
     if action == "changes":
         return _changes(sent)
-    return _reading(action, sent, profiles)
+    return _reading(action, sent, profiles, zone)
 
 
 def _changes(sent: dict[str, Any]) -> TimelineSpec:
@@ -139,14 +143,16 @@ def _changes(sent: dict[str, Any]) -> TimelineSpec:
                         page_size=page_size, sent=frozenset(sent))  # fmt: skip
 
 
-def _reading(action: str, sent: dict[str, Any], profiles: Mapping[str, Profile]) -> TimelineSpec:
+def _reading(
+    action: str, sent: dict[str, Any], profiles: Mapping[str, Profile], zone: ZoneInfo | None
+) -> TimelineSpec:
     required = {"find": "query", "intersect": "match", "traverse": "sr_id"}.get(action)
     if required and required not in sent:
         raise invalid(f"{action} needs {required}")
     profile = _profile(sent, profiles)
     if action == "find" and ("start_date" in sent or "end_date" in sent):
         raise invalid("find takes no window (start_date, end_date)")
-    start, end = _window(sent)
+    start, end = _window(sent, zone)
     return TimelineSpec(
         action,
         query=_query(sent) if action == "find" else None,
@@ -191,14 +197,24 @@ def _moment(sent: dict[str, Any], name: str, *, optional_parse: bool = False) ->
         raise invalid(f"{name} {value!r} is not a date or ISO-8601 datetime") from exc
 
 
-def _window(sent: dict[str, Any]) -> tuple[int | None, int | None]:
+def _in_zone(utc_midnight: int, zone: ZoneInfo | None, days: int = 0) -> int:
+    """A bare date's midnight in the node's zone (TIME-WINDOWS: e_timeline's date form reads
+    in it), ``days`` later; UTC when the node has no zone."""
+    if zone is None:
+        return utc_midnight + days * _DAY_MS
+    day = date(1970, 1, 1) + timedelta(days=utc_midnight // _DAY_MS + days)
+    return int(datetime(day.year, day.month, day.day, tzinfo=zone).timestamp()) * 1000
+
+
+def _window(sent: dict[str, Any], zone: ZoneInfo | None) -> tuple[int | None, int | None]:
     """``start_date`` inclusive; ``end_date`` exclusive as an instant, and as a bare date
-    inclusive of that whole day."""
+    inclusive of that whole day (a bare date is midnight in the node's zone)."""
     start = _moment(sent, "start_date")
     end = _moment(sent, "end_date")
-    raw_end = sent.get("end_date")
-    if end is not None and isinstance(raw_end, str) and _BARE_DATE.match(raw_end):
-        end += _DAY_MS
+    if start is not None and _BARE_DATE.match(sent["start_date"]):
+        start = _in_zone(start, zone)
+    if end is not None and _BARE_DATE.match(sent["end_date"]):
+        end = _in_zone(end, zone, 1)
     if start is not None and end is not None and start >= end:
         raise invalid("start_date must be before end_date")
     return start, end

@@ -1,12 +1,14 @@
 """Views: state derived from the log, one module per view (DESIGN §1, §4).
 
-``srs`` (the SR fold and its current state), ``episodes``, and the read-only queries of the
-timeline (``timeline``, ``changes``).  The interface the store calls is ``node.store.views``.
+``srs`` (the SR fold and its current state), ``episodes``, ``call_windows`` (seeds/001), and
+the read-only queries of the timeline (``timeline``, ``changes``).  The interface the store
+calls is ``node.store.views``.
 """
 
 from __future__ import annotations
 
 from node.store.views import Applied, View
+from node.views.call_windows import CallWindowView
 from node.views.episodes import EpisodeView
 from node.views.srs import SrView
 
@@ -15,4 +17,4 @@ __all__ = ["Applied", "View", "default_views"]
 
 def default_views() -> tuple[View, ...]:
     """The views a node keeps, in the order they apply each entry."""
-    return (SrView(), EpisodeView())
+    return (SrView(), EpisodeView(), CallWindowView())

@@ -1,0 +1,189 @@
+"""The time windows of tool calls on the node (DESIGN §5, TIME-WINDOWS "How it fits
+memlane"): the guard every call of a tool with period forms passes through, and the
+``call_windows`` tool that lists the rows filed.
+
+A call that carries the turn's context gets one CallWindowRow before dispatch, filed as a
+``call.window`` entry in the caller's workspace under its principal.  The order is fixed:
+
+1. the turn's context is checked (``invalid memlane/turn: …``; nothing filed, nothing runs);
+2. the caller's read scope;
+3. the decision (``node.windows.decide``) over the forms of the call's action — no forms, no
+   row: the call runs as sent;
+4. the arguments the tool would run with (sent, plus a fill's values) are checked by the tool
+   (its own refusal wins; nothing filed);
+5. the row is filed; a ``refused`` row answers ``{"error": "refused before dispatch: <code>",
+   "call_window": <row>}`` and the tool does not run; otherwise the tool runs with the filled
+   values, and a widened fill to a tool that filters keeps only the results in ``asked``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from node.authoring import Author
+from node.authority import Caller
+from node.errors import Refusal
+from node.store import Reader
+from node.tools.args import check_names, encode, integer, text
+from node.windows.decide import Call, Decision, decide
+from node.windows.forms import Period
+from node.windows.spans import Span
+from node.windows.turn import Turn, parse_turn
+from protocol.timefmt import TimeFormatError, parse_time
+
+__all__ = [
+    "MAX_PAGE_SIZE",
+    "RefusedBeforeDispatch",
+    "WindowGuard",
+    "call_windows",
+    "trim_results",
+]
+
+MAX_PAGE_SIZE = 200
+DEFAULT_PAGE_SIZE = 50
+Run = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
+Check = Callable[[Mapping[str, Any]], object]
+
+
+class RefusedBeforeDispatch(Refusal):
+    """A call whose window the tool's facts refuse: it did not run (TIME-WINDOWS §4.3)."""
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        super().__init__(f"refused before dispatch: {row['refused']}")
+        self.row = row
+
+    def answer(self) -> dict[str, Any]:
+        return {"error": self.text, "call_window": self.row}
+
+
+def _in(value: Any, asked: Span) -> bool:
+    try:
+        ms = parse_time(value) if isinstance(value, str) else None
+    except TimeFormatError:
+        return False
+    return ms is not None and asked.start <= ms < asked.end
+
+
+def trim_results(answer: dict[str, Any], asked: Span, field: str) -> dict[str, Any]:
+    """A widened fill to a tool that declares ``filtersToAsked``: keep the results whose
+    ``field`` lies in ``asked``."""
+    results = answer.get("results")
+    if not isinstance(results, list):
+        return answer
+    return answer | {"results": [r for r in results if _in(r.get(field), asked)]}
+
+
+@dataclass(frozen=True, slots=True)
+class WindowGuard:
+    """The periods the node's tools declare, its zone, and where rows are filed."""
+
+    author: Author
+    periods: Mapping[str, Period]
+    zone: ZoneInfo
+
+    def turn_of(self, raw: Any) -> Turn:
+        if isinstance(raw, Turn):
+            return raw
+        return parse_turn(raw, clock=self.author.store.wall(), zone=self.zone.key)
+
+    def decision(
+        self, caller: Caller, tool: str, args: Mapping[str, Any], raw: Any
+    ) -> Decision | None:
+        period = self.periods.get(tool)
+        if raw is None or period is None:
+            return None
+        turn = self.turn_of(raw)
+        caller.require("read:workspace")
+        forms = period.forms_for(args.get("action"))
+        if not forms:
+            return None
+        return decide(Call(tool, args, forms, period.facts, turn, self.zone))
+
+    async def call(
+        self,
+        caller: Caller,
+        tool: str,
+        args: Mapping[str, Any],
+        raw: Any,
+        *,
+        run: Run,
+        check: Check,
+        trim_field: Callable[[Mapping[str, Any]], str] = lambda _: "ingest_time",
+    ) -> dict[str, Any]:
+        """Run one call of ``tool`` as its window says (the module's steps 1–5)."""
+        found = self.decision(caller, tool, args, raw)
+        if found is None:
+            return await run(args)
+        run_args = {**args, **found.values} if found.values else dict(args)
+        check(run_args)
+        row = found.row.wire()
+        payload = {"workspace": caller.workspace, "principal": caller.principal, "row": row}
+        filing = self.author.write("call.window", (encode("call.window", payload), payload))
+        if found.row.how == "refused":
+            await filing
+            raise RefusedBeforeDispatch(row)
+        try:
+            answer = await run(run_args)
+        finally:
+            await filing
+        return (
+            answer if found.trim is None else trim_results(answer, found.trim, trim_field(run_args))
+        )
+
+
+# -- call_windows ------------------------------------------------------------------------------
+
+_ARGUMENTS = frozenset({"tool", "turn", "tool_call_id", "latest", "page", "page_size"})
+
+
+def _filters(caller: Caller, args: Mapping[str, Any], moment: int) -> tuple[str, list[Any]]:
+    """Rows readable by the caller (its own; every principal's with admin:workspace) whose
+    time has come, narrowed by the arguments."""
+    where, params = ["workspace = ?", "wall <= ?"], [caller.workspace, moment]
+    if not caller.is_admin:
+        where.append("principal = ?")
+        params.append(caller.principal)
+    for name, column in (("tool", "tool"), ("turn", "turn"), ("tool_call_id", "call_id")):
+        if args.get(name) is not None:
+            where.append(f"{column} = ?")
+            params.append(args[name])
+    return " AND ".join(where), params
+
+
+def _latest_only(where: str) -> str:
+    return (
+        f"{where} AND NOT EXISTS (SELECT 1 FROM call_windows later "  # noqa: S608
+        "WHERE later.workspace = c.workspace AND later.principal = c.principal "
+        "AND later.call_id = c.call_id AND later.turn = c.turn AND later.ord > c.ord)"
+    )
+
+
+async def call_windows(
+    reader: Reader, caller: Caller, args: Mapping[str, Any], moment: int
+) -> dict[str, Any]:
+    """The rows filed for the caller's calls (admins: the workspace's), oldest first, with
+    the seed's field names."""
+    check_names("call_windows", args, _ARGUMENTS)
+    caller.require("read:workspace")
+    text(args, "tool", 128)
+    text(args, "tool_call_id", 256)
+    if args.get("turn") is not None:
+        integer(args, "turn", 0, (1 << 53) - 1, 0)
+    latest = args.get("latest", False)
+    if type(latest) is not bool:
+        raise Refusal("invalid latest: must be true or false")
+    page = integer(args, "page", 1, 100_000, 1)
+    size = integer(args, "page_size", 1, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE)
+    where, params = _filters(caller, args, moment)
+    if latest:
+        where = _latest_only(where)
+    rows = await reader.fetchall(
+        f"SELECT row FROM call_windows c WHERE {where} ORDER BY ord LIMIT ? OFFSET ?",  # noqa: S608
+        (*params, size + 1, (page - 1) * size),
+    )
+    found = [json.loads(r[0]) for r in rows]
+    return {"rows": found[:size], "page": page, "page_size": size, "has_more": len(found) > size}

@@ -1,0 +1,63 @@
+"""The call-window view: every CallWindowRow filed in the log (DESIGN §5, seeds/001).
+
+One row per ``call.window`` entry, keyed by its store position, with its fold order (so every
+node lists a call's rows in the same order: "the latest row of a call is the window it runs
+with", TIME-WINDOWS §7), the workspace and principal it belongs to (the read rule: the
+principal and the workspace's admins) and the row as JSON, spelled with the seed's names.
+Everything here is derived from the log: ``rebuild`` replays it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from node.store.txn import Txn
+from node.store.views import Applied
+from node.views.fold import order_key
+
+__all__ = ["CallWindowView"]
+
+_INSERT = (
+    "INSERT OR IGNORE INTO call_windows (pos, ord, wall, workspace, principal, tool, turn, "
+    "call_id, row) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+class CallWindowView:
+    """Keeps ``call_windows`` from the ``call.window`` entries."""
+
+    kinds = frozenset({"call.window"})
+    clear: tuple[str, ...] = ("DELETE FROM call_windows",)
+    next_due: int | None = None  # rows are listed once their time has come, by the reader
+
+    def bind(self, moment: Callable[[], int]) -> None:
+        pass
+
+    async def load(self, scalar: Callable[[str], Awaitable[Any]]) -> None:
+        pass
+
+    async def prepare(self, txn: Txn, payloads: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+    async def apply(self, txn: Txn, item: Applied) -> None:
+        p = item.payload
+        row = p["row"]
+        text = json.dumps(row, separators=(",", ":"), ensure_ascii=False)
+        ord_ = order_key(item.hlc, item.writer, item.epoch, item.seq)
+        txn.add(_INSERT, (item.pos, ord_, item.hlc.wall, p["workspace"], p["principal"],
+                          row["toolName"], row["turn"], row["toolCallId"], text))  # fmt: skip
+
+    async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None:
+        txn.add(
+            "DELETE FROM call_windows WHERE pos IN "
+            "(SELECT pos FROM headers WHERE log_id = ? AND seq >= ?)",
+            (log_id, from_seq),
+        )
+
+    async def catch_up(self, txn: Txn, moment: int) -> None:
+        pass
