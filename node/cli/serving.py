@@ -90,8 +90,8 @@ def _listen(text: str) -> Listen:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-def _listen_or_off(text: str) -> Listen | None:
-    return None if text == "off" else _listen(text)
+def _listen_or_off(text: str) -> Listen | str:
+    return text if text == "off" else _listen(text)
 
 
 def _peer(text: str) -> Listen:
@@ -199,6 +199,7 @@ async def _serve(args: argparse.Namespace, config: NodeConfig, listen: Listen,
             if service is not None:
                 await service.start(sync_listen, peers, settings if discover else None)
             health = config.health if args.health_listen is None else args.health_listen
+            health = None if health == "off" else health
             await _serve_mcp(args, node, listen, tls, service, joins, health)
         finally:
             if joins is not None:

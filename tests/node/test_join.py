@@ -14,7 +14,7 @@ from pathlib import Path
 from node.mesh import invites
 from node.mesh.service import CA_FILE, NODE_CERT_FILE
 from node.node import Node
-from tests.node.test_serve_sync import memlane, poll, serve, stop
+from tests.node.servekit import memlane, poll, serve, stop
 
 
 def _join(data: Path, invite: str, authority: str) -> tuple[int, str, str]:

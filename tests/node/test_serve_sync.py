@@ -7,100 +7,15 @@ its certificate refused at start-up."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
-import subprocess
-import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from node.address import Listen
 from node.config import NodeConfig
 from node.errors import ConfigError
-from node.mesh import certs
 from node.mesh.service import CA_FILE, NODE_CERT_FILE
-from node.node import Node, system_wall
-from tests.node.synckit import make_mesh
-from tests.node.test_mcp import MEMLANE, TIMEOUT, read_line
-
-CONVERGE = 20.0  # seconds for an SR or a connection to show up on the other node
-
-
-def memlane(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(MEMLANE), *args], capture_output=True, text=True,
-                          timeout=TIMEOUT, check=False)  # fmt: skip
-    if check:
-        assert done.returncode == 0, done.stderr
-    return done
-
-
-def poll(what: str, probe: Callable[[], Any]) -> Any:
-    deadline = time.monotonic() + CONVERGE
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.2)
-    pytest.fail(f"{what}: not within {CONVERGE} s")
-
-
-def setup(root: Path) -> dict[str, Any]:
-    """Two nodes of one mesh: ``one`` (the authority) and ``two`` (a member it admitted and
-    certified); a writing token on one, a reading token on two."""
-
-    async def run() -> dict[str, Any]:
-        dirs = await make_mesh(root, ["one", "two"], system_wall)
-        out: dict[str, Any] = {"one": dirs["one"], "two": dirs["two"]}
-        async with Node.open(dirs["two"]) as two:
-            out["two_id"], two_key = two.info.node_id, two.key.public
-            out["reader"] = (await two.create_token("bob", "team", ["read:workspace"])).token
-        async with Node.open(dirs["one"]) as one:
-            out["one_id"] = one.info.node_id
-            (dirs["two"] / CA_FILE).write_bytes(certs.pem(one.authority_certificate()))
-            (dirs["two"] / NODE_CERT_FILE).write_bytes(certs.pem(one.node_certificate(two_key)))
-            scopes = ["read:workspace", "write:workspace"]
-            out["writer"] = (await one.create_token("alice", "team", scopes)).token
-        return out
-
-    return asyncio.run(run())
-
-
-def serve(data: Path, *args: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
-    proc = subprocess.Popen(
-        [str(MEMLANE), "serve", "--data", str(data), "--json", "--mcp-http", "127.0.0.1:0",
-         *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    line = read_line(proc.stdout, TIMEOUT)
-    if not line:
-        proc.kill()
-        pytest.fail(f"memlane serve did not start: {proc.communicate()[1]}")
-    return proc, json.loads(line)
-
-
-def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(timeout=TIMEOUT)
-    finally:
-        proc.kill()
-        _, err = proc.communicate()
-    return code, err
-
-
-def peers(data: Path) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(memlane("peers", "--data", str(data), "--json").stdout)
-    return found
-
-
-def connected(data: Path, other: str) -> dict[str, Any] | None:
-    for row in peers(data)["peers"]:
-        if row["node_id"] == other and row["state"] in ("syncing", "live"):
-            return row
-    return None
+from tests.node.servekit import connected, memlane, peers, poll, serve, setup, stop
 
 
 def test_two_served_nodes_sync_over_tls(tmp_path):

@@ -1,0 +1,123 @@
+"""Discovery by zeroconf (docs/operations.md §Discovery): ``memlane serve`` processes on
+loopback, no static peers, find the nodes of their mesh through real multicast DNS and converge;
+a node of another mesh advertising on the same network is ignored, and refused when it dials
+in.  Plus the pure parts: what a resolved service counts as, and what a listener advertises."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from node.mesh.discovery import advertised_addresses, sighting
+from tests.node.servekit import (
+    certified_mesh,
+    connected,
+    issue,
+    memlane,
+    node_id_of,
+    peers,
+    poll,
+    serve,
+    stop,
+)  # fmt: skip
+
+LOOPBACK_ONLY = '[discovery]\ninterfaces = ["127.0.0.1"]\n'
+DISCOVER = ("--sync-listen", "127.0.0.1:0", "--discovery", "on")
+
+
+def timeline_ids(data: Path, token: str) -> set[str]:
+    listed = memlane("timeline", "list", "--data", str(data), "--token", token, "--json").stdout
+    return {row["sr_id"] for row in json.loads(listed)["results"]}
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_served_nodes_find_each_other_and_converge(tmp_path, count):
+    names = ["one", "two", "three"][:count]
+    dirs = certified_mesh(tmp_path, names)
+    ids = {name: asyncio.run(node_id_of(dirs[name])) for name in names}
+    writer = asyncio.run(issue(dirs["one"], "alice", ["read:workspace", "write:workspace"]))
+    reader = asyncio.run(issue(dirs[names[-1]], "bob", ["read:workspace"]))
+    running = []
+    try:
+        for name in names:
+            (dirs[name] / "config.toml").write_text(LOOPBACK_ONLY)
+            proc, _ = serve(dirs[name], *DISCOVER)
+            running.append(proc)
+        for a in names:  # every pair linked, found by zeroconf alone
+            for b in names:
+                if a != b:
+                    poll(f"{b} on {a}'s table", lambda a=a, b=b: connected(dirs[a], ids[b]))
+        written = json.loads(memlane("write", "--data", str(dirs["one"]), "--token", writer,
+                                     "--title", "found by zeroconf", "--json").stdout)  # fmt: skip
+        last = dirs[names[-1]]
+        poll("the SR on the last node", lambda: written["sr_id"] in timeline_ids(last, reader))
+    finally:
+        codes = [stop(proc) for proc in reversed(running)]
+    assert all(code == 0 for code, _ in codes), codes
+
+
+def test_a_node_of_another_mesh_is_ignored_and_refused(tmp_path):
+    dirs = certified_mesh(tmp_path, ["one", "two"])
+    stranger = tmp_path / "stranger"
+    memlane("init", "--data", str(stranger))
+    ids = {name: asyncio.run(node_id_of(path)) for name, path in
+           {**dirs, "stranger": stranger}.items()}  # fmt: skip
+    running = []
+    try:
+        shown = {}
+        for name, path in (*dirs.items(), ("stranger", stranger)):
+            path.joinpath("config.toml").write_text(LOOPBACK_ONLY)
+            extra = ("--peer", shown["one"]["sync"]) if name == "stranger" else ()
+            proc, shown[name] = serve(path, *DISCOVER, *extra)
+            running.append(proc)
+        poll("two on one's table", lambda: connected(dirs["one"], ids["two"]))
+
+        def refused() -> str | None:
+            rows = peers(stranger)["peers"]
+            return rows[0]["last_error"] if rows and rows[0]["last_error"] else None
+
+        assert poll("the stranger's dial refused", refused)
+        for name in ("one", "two"):  # neither dialled it, nor kept its refused connection
+            rows = peers(dirs[name])["peers"]
+            assert ids["stranger"] not in {row["node_id"] for row in rows}, name
+            assert shown["stranger"]["sync"] not in {row["address"] for row in rows}, name
+        assert all(row["state"] not in ("syncing", "live") for row in peers(stranger)["peers"])
+        assert len(peers(stranger)["peers"]) == 1  # only its static peer: nothing discovered
+    finally:
+        codes = [stop(proc) for proc in reversed(running)]
+    assert all(code == 0 for code, _ in codes), codes
+
+
+# -- the pure parts ------------------------------------------------------------------------------
+
+MESH, KEY = bytes(range(16)), bytes(range(32))
+
+
+def props(**overrides: bytes | None) -> dict[bytes, bytes | None]:
+    found: dict[bytes, bytes | None] = {b"v": b"1", b"mesh": MESH.hex().encode(),
+                                        b"node": KEY.hex().encode()}  # fmt: skip
+    found.update({k.encode(): v for k, v in overrides.items()})
+    return found
+
+
+def test_a_sighting_needs_a_memlane_service():
+    seen = sighting("n", props(), ["127.0.0.1", "192.0.2.7"], 7401)
+    assert seen is not None
+    assert (seen.mesh, seen.key, seen.host, seen.port) == (MESH, KEY, "192.0.2.7", 7401)
+    assert sighting("n", props(), ["127.0.0.1"], 7401).host == "127.0.0.1"  # type: ignore[union-attr]
+    for bad in (props(v=b"2"), props(mesh=b"zz"), props(mesh=b"00"), props(node=None),
+                props(node=KEY[:31].hex().encode())):  # fmt: skip
+        assert sighting("n", bad, ["127.0.0.1"], 7401) is None
+    assert sighting("n", props(), [], 7401) is None
+    assert sighting("n", props(), ["127.0.0.1"], 0) is None
+
+
+def test_what_a_listener_advertises():
+    assert advertised_addresses("127.0.0.1", []) == ["127.0.0.1"]
+    assert advertised_addresses("0.0.0.0", ["127.0.0.1", "::1"]) == ["127.0.0.1"]
+    every = advertised_addresses("0.0.0.0", [])
+    assert every
+    assert all(not a.startswith("127.") for a in every) or every == ["127.0.0.1"]

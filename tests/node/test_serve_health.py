@@ -1,0 +1,170 @@
+"""``memlane serve``'s health endpoint (docs/operations.md §Health and metrics) and its
+shutdown: ``/healthz`` and ``/metrics`` answer and the metrics move with activity; SIGTERM in
+the middle of a sync loses nothing and a restart resumes where it stopped; the endpoint reads
+bad requests with limits; the Prometheus text is well formed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from node.metrics import Sample, render
+from node.node import Node
+from tests.node.servekit import memlane, poll, serve, setup, stop
+from tests.node.test_sync_crash import write_own
+
+_SAMPLE = re.compile(r"^([a-z_]+)(\{[^}]*\})? (\d+)$")
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def metrics(base: str) -> dict[str, int]:
+    status, text = get(base + "/metrics")
+    assert status == 200
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            m = _SAMPLE.match(line)
+            assert m, line
+            out[m[1] + (m[2] or "")] = int(m[3])
+    return out
+
+
+def test_health_and_metrics_answer_and_move(tmp_path):
+    site = setup(tmp_path)
+    first, shown = serve(site["one"], "--sync-listen", "127.0.0.1:0")
+    second, shown_two = serve(site["two"], "--peer", shown["sync"])
+    try:
+        status, body = get(shown["health"] + "/healthz")
+        assert status == 200
+        health = json.loads(body)
+        assert health["status"] == "ok"
+        assert health["store"] == "writable"
+        assert health["node_id"] == site["one_id"]
+        assert health["sync"] is True
+        peer = f'{{peer="{site["one_id"]}"}}'
+        received = "memlane_peer_received_entries_total" + peer
+        poll("the link up", lambda: received in metrics(shown_two["health"]))
+        before, before_two = metrics(shown["health"]), metrics(shown_two["health"])
+        for i in range(3):
+            memlane("write", "--data", str(site["one"]), "--token", site["writer"],
+                    "--title", f"moves {i}")  # fmt: skip
+        after = poll("entries counted", lambda: (m := metrics(shown["health"]))
+                     ["memlane_entries"] >= before["memlane_entries"] + 3 and m)  # fmt: skip
+        after_two = poll("entries received", lambda: (m := metrics(shown_two["health"]))
+                         [received] >= before_two[received] + 3 and m)  # fmt: skip
+        assert after["memlane_audit_seq"] > before["memlane_audit_seq"]
+        assert after_two["memlane_entries"] >= before_two["memlane_entries"] + 3
+        assert after["memlane_open_connections"] == 1
+        assert after["memlane_sync_running"] == 1
+        assert get(shown["health"] + "/other")[0] == 404
+    finally:
+        codes = [stop(second), stop(first)]
+    assert all(code == 0 for code, _ in codes), codes
+
+
+def test_sigterm_mid_sync_loses_nothing_and_a_restart_resumes(tmp_path):
+    site = setup(tmp_path)
+
+    async def author() -> int:
+        async with Node.open(site["one"]) as one:
+            await write_own(one, 4000)
+            return int(await one.store.reader.scalar("SELECT max(pos) FROM headers"))  # type: ignore[union-attr]
+
+    total = asyncio.run(author())
+    first, shown = serve(site["one"], "--sync-listen", "127.0.0.1:0")
+    try:
+        second, shown_two = serve(site["two"], "--peer", shown["sync"])
+        stopped_at = poll("a sync under way", lambda: (n := metrics(shown_two["health"])
+                          ["memlane_entries"]) > 0 and n)  # fmt: skip
+        code, err = stop(second)
+        assert code == 0, err
+        held = entries(site["two"])
+        assert held >= stopped_at  # what it had counted was committed
+        assert held < total, "the sync finished before SIGTERM: nothing was interrupted"
+        second, shown_two = serve(site["two"], "--peer", shown["sync"])
+        poll("the rest after the restart",
+             lambda: metrics(shown_two["health"])["memlane_entries"] >= total)  # fmt: skip
+        code, err = stop(second)
+        assert code == 0, err
+    finally:
+        stop(first)
+    assert entries(site["two"]) == total
+    assert json.loads(memlane("log", "verify", "--data", str(site["two"]), "--json").stdout)["ok"]
+
+
+def entries(data: Path) -> int:
+    done = memlane("log", "verify", "--data", str(data), "--json")
+    return int(json.loads(done.stdout)["entries"])
+
+
+def raw_request(base: str, data: bytes) -> bytes:
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_the_endpoint_refuses_what_it_does_not_serve(tmp_path):
+    site = setup(tmp_path)
+    proc, shown = serve(site["one"])
+    try:
+        base = shown["health"]
+        assert raw_request(base, b"POST /healthz HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 405 ")
+        assert raw_request(base, b"nonsense\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+        oversized = b"GET /healthz HTTP/1.1\r\nX: " + b"a" * 20_000 + b"\r\n\r\n"
+        assert raw_request(base, oversized).startswith(b"HTTP/1.1 400 ")
+        head = raw_request(base, b"HEAD /healthz HTTP/1.1\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 ")
+        assert head.endswith(b"\r\n\r\n")  # HEAD: no body
+        status, body = get(base + "/healthz")
+        assert (status, json.loads(body)["sync"]) == (200, False)
+        assert metrics(base)["memlane_sync_running"] == 0
+    finally:
+        stop(proc)
+
+
+def test_health_can_be_off(tmp_path):
+    site = setup(tmp_path)
+    proc, shown = serve(site["one"], "--health-listen", "off")
+    try:
+        assert shown["health"] is None
+    finally:
+        stop(proc)
+
+
+def test_the_prometheus_text():
+    text = render(
+        [
+            Sample("memlane_entries", 7),
+            Sample("memlane_peer_lag_entries", 2, (("peer", 'a"b\\c'), ("direction", "in"))),
+            Sample("memlane_peer_lag_entries", 0, (("peer", "x"), ("direction", "out"))),
+        ]
+    )
+    assert text == (
+        "# HELP memlane_entries entries held in the log (every writer)\n"
+        "# TYPE memlane_entries gauge\n"
+        "memlane_entries 7\n"
+        "# HELP memlane_peer_lag_entries entries one side held that the other lacked\n"
+        "# TYPE memlane_peer_lag_entries gauge\n"
+        'memlane_peer_lag_entries{peer="a\\"b\\\\c",direction="in"} 2\n'
+        'memlane_peer_lag_entries{peer="x",direction="out"} 0\n'
+    )
+    with pytest.raises(KeyError):
+        render([Sample("memlane_unknown", 1)])
