@@ -273,7 +273,10 @@ def _unpack(archive: Path, stage: Path, passphrase: bytes) -> tuple[dict[str, An
     the secrets; anything amiss raises ``ArchiveError`` (``stage`` is then thrown away)."""
     try:
         with tarfile.open(archive, mode="r:gz") as tar:
+            names = tar.getnames()  # reads the whole archive: a truncated one fails here
             manifest = _read_manifest(tar)
+            if sorted(names) != sorted([_MANIFEST, _SECRETS, *manifest["files"]]):
+                raise ArchiveError("the archive holds other files than its manifest lists")
             for name in manifest["files"]:
                 _extract(tar, name, stage, manifest["files"][name])
             sealed = _member(tar, _SECRETS).read()

@@ -1,0 +1,196 @@
+"""Backing a node up and restoring it (DESIGN §7, docs/operations.md §Backups): an archive is
+made while the node runs; the restored node starts a new random epoch linked to the last head
+it holds, so it never forks against peers that saw the entries written after the archive, and
+catches up from them over real sync; the restore writes no audit event, changes the feed id
+and revokes the tokens it brought back unless told to keep them; a wrong passphrase or an
+altered archive restores nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from node.archive import ArchiveError, Kdf, WrongPassphrase, create_archive, restore_archive
+from node.errors import Unauthenticated
+from node.node import Node
+from tests.node.bundlekit import answers, caller, write
+from tests.node.conftest import Wall
+from tests.node.synckit import converged, events, held, make_mesh, own_ids, syncing
+
+pytestmark = pytest.mark.asyncio
+
+SECRET = b"correct horse battery staple"
+FAST_KDF = Kdf(log_n=12)
+
+
+def names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+async def audit_rows(node: Node) -> list[tuple[int, str]]:
+    reader = node.store.reader
+    assert reader is not None
+    return [(r.seq, r.event) for r in await reader.select_audit(limit=100_000)]
+
+
+async def test_a_restored_node_starts_a_new_epoch_and_catches_up_without_a_fork(
+    tmp_path: Path, wall: Wall
+) -> None:
+    dirs = await make_mesh(tmp_path, ["A", "B"], wall)
+    async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
+        on_a = await caller(a)
+        await write(a, on_a, "before one", "before two")
+        async with syncing(a) as sa, syncing(b) as sb:
+            sb.dial(*await sa.listen())
+            await converged([a, b], [sa, sb])
+            archived = await a.create_archive(tmp_path / "a.archive", SECRET)
+            await write(a, on_a, "lost one", "lost two")  # after the archive: B sees them
+            await converged([a, b], [sa, sb])
+        lost = await own_ids(a)
+        old_epoch, old_feed, old_audit = a.info.epoch, a.info.feed_id, await audit_rows(a)
+    assert archived.tokens == 1
+
+    restored = await Node.restore_archive(tmp_path / "a.archive", tmp_path / "A2", SECRET,
+                                          wall=wall)  # fmt: skip
+    async with Node.open(tmp_path / "A2", wall=wall) as a2, Node.open(dirs["B"], wall=wall) as b:
+        assert a2.info.epoch != old_epoch
+        assert a2.info.epoch.hex() == restored.epoch
+        assert a2.info.feed_id != old_feed
+        assert a2.info.feed_id == restored.feed_id
+        assert await audit_rows(a2) == old_audit[: len(await audit_rows(a2))]  # none added
+        assert not lost <= await own_ids(a2)  # the two lost entries are not in the archive
+        assert (await a2.verify()).ok
+        await write(a2, await caller(a2), "after the restore")
+        (first,) = [e for e in await a2.entries() if e.header.epoch == a2.info.epoch]
+        assert first.header.seq == 1
+        old_head = max((e for e in await a2.entries() if e.header.epoch == old_epoch),
+                       key=lambda e: e.header.seq)  # fmt: skip
+        assert first.header.prev == old_head.id  # linked to the last head it held
+
+        async with syncing(a2) as s2, syncing(b) as sb:
+            sb.dial(*await s2.listen())
+            await converged([a2, b], [s2, sb])
+        assert lost <= await own_ids(a2)  # caught up from the peer
+        assert await held(a2) == await held(b)
+        assert await events(b, "fork_detected") == []
+        assert await events(a2, "fork_detected") == []
+        assert await answers(a2, await caller(a2)) == await answers(b, await caller(b))
+        assert (await a2.verify()).ok
+        assert (await b.verify()).ok
+
+
+async def test_restored_tokens_are_revoked_unless_kept(tmp_path: Path, wall: Wall) -> None:
+    await Node.init(tmp_path / "A", wall=wall)
+    async with Node.open(tmp_path / "A", wall=wall) as a:
+        issued = await a.create_token("alice", "team", ("read:workspace",))
+        await a.create_archive(tmp_path / "a.archive", SECRET)
+    await Node.restore_archive(tmp_path / "a.archive", tmp_path / "revoked", SECRET, wall=wall)
+    report = await Node.restore_archive(tmp_path / "a.archive", tmp_path / "kept", SECRET,
+                                        keep_tokens=True, wall=wall)  # fmt: skip
+    assert (report.tokens, report.tokens_revoked) == (1, 0)
+    async with Node.open(tmp_path / "revoked", wall=wall) as revoked:
+        with pytest.raises(Unauthenticated):
+            await revoked.authenticate(issued.token)
+        assert [t.revoked for t in await revoked.list_tokens()] == [wall()]
+    async with Node.open(tmp_path / "kept", wall=wall) as kept:
+        assert (await kept.authenticate(issued.token)).principal == "alice"
+
+
+async def test_the_archive_holds_no_secret_in_clear(tmp_path: Path, wall: Wall) -> None:
+    await Node.init(tmp_path / "A", wall=wall)
+    async with Node.open(tmp_path / "A", wall=wall) as a:
+        issued = await a.create_token("alice", "team", ("read:workspace",))
+        await create_archive(a.path, tmp_path / "a.archive", SECRET, now=wall(), kdf=FAST_KDF)
+    plain = gzip.decompress((tmp_path / "a.archive").read_bytes())
+    token_hash = hashlib.sha256(issued.token.encode()).digest()
+    assert token_hash not in plain
+    assert (tmp_path / "A" / "node.key").read_bytes() not in plain
+    assert (tmp_path / "A" / "authority.key").read_bytes() not in plain
+    with tarfile.open(tmp_path / "a.archive") as tar:
+        assert sorted(tar.getnames()) == ["manifest.json", "memlane.db", "secrets.enc"]
+
+
+async def test_a_wrong_passphrase_restores_nothing(tmp_path: Path, wall: Wall) -> None:
+    await Node.init(tmp_path / "A", wall=wall)
+    await create_archive(tmp_path / "A", tmp_path / "a.archive", SECRET, now=wall(), kdf=FAST_KDF)
+    with pytest.raises(WrongPassphrase, match="passphrase does not open this archive"):
+        await restore_archive(tmp_path / "a.archive", tmp_path / "B", b"wrong", now=wall())
+    assert not (tmp_path / "B").exists()
+    assert names(tmp_path) == ["A", "a.archive"]
+
+
+def rewritten(archive: Path, out: Path, change: dict[str, bytes]) -> Path:
+    """The archive with some members' contents replaced (sizes follow)."""
+    with tarfile.open(archive) as src, tarfile.open(out, "w:gz") as dst:
+        for member in src.getmembers():
+            data = change.get(member.name)
+            if data is None:
+                f = src.extractfile(member)
+                assert f is not None
+                data = f.read()
+            member.size = len(data)
+            dst.addfile(member, io.BytesIO(data))
+    return out
+
+
+async def test_an_altered_archive_restores_nothing(tmp_path: Path, wall: Wall) -> None:
+    await Node.init(tmp_path / "A", wall=wall)
+    archive = tmp_path / "a.archive"
+    await create_archive(tmp_path / "A", archive, SECRET, now=wall(), kdf=FAST_KDF)
+    with tarfile.open(archive) as tar:
+        f = tar.extractfile("manifest.json")
+        assert f is not None
+        manifest = json.load(f)
+    cases = {
+        "db": (rewritten(archive, tmp_path / "db.archive", {"memlane.db": b"not a database"}),
+               "does not match its checksum"),
+        "manifest": (rewritten(archive, tmp_path / "m.archive",
+                               {"manifest.json": json.dumps(manifest | {"created": 1}).encode()}),
+                     "passphrase does not open this archive"),
+        "truncated": (tmp_path / "t.archive", "not a readable memlane archive"),
+        "garbage": (tmp_path / "g.archive", "not a readable memlane archive"),
+    }  # fmt: skip
+    (tmp_path / "t.archive").write_bytes(archive.read_bytes()[:-100])
+    (tmp_path / "g.archive").write_bytes(b"hello")
+    for name, (path, match) in cases.items():
+        with pytest.raises(ArchiveError, match=match):
+            await restore_archive(path, tmp_path / name, SECRET, now=wall())
+        assert not (tmp_path / name).exists()
+    assert not [n for n in names(tmp_path) if n.startswith(".")]  # no stage left behind
+
+
+async def test_restore_refuses_a_directory_holding_something(tmp_path: Path, wall: Wall) -> None:
+    await Node.init(tmp_path / "A", wall=wall)
+    await create_archive(tmp_path / "A", tmp_path / "a.archive", SECRET, now=wall(), kdf=FAST_KDF)
+    with pytest.raises(ArchiveError, match="is not empty"):
+        await restore_archive(tmp_path / "a.archive", tmp_path / "A", SECRET, now=wall())
+    with pytest.raises(ArchiveError, match="already exists"):
+        await create_archive(tmp_path / "A", tmp_path / "a.archive", SECRET, now=wall())
+    (tmp_path / "empty").mkdir()
+    await restore_archive(tmp_path / "a.archive", tmp_path / "empty", SECRET, now=wall())
+    async with Node.open(tmp_path / "empty", wall=wall) as restored:
+        assert (await restored.verify()).ok
+
+
+async def test_an_archive_made_while_the_node_writes_is_consistent(
+    tmp_path: Path, wall: Wall
+) -> None:
+    await Node.init(tmp_path / "A", wall=wall)
+    async with Node.open(tmp_path / "A", wall=wall) as a:
+        on_a = await caller(a)
+        titles = [f"note {i}" for i in range(40)]
+        writing = asyncio.gather(*(write(a, on_a, t) for t in titles))
+        await a.create_archive(tmp_path / "a.archive", SECRET)
+        await writing
+    await Node.restore_archive(tmp_path / "a.archive", tmp_path / "B", SECRET, wall=wall)
+    async with Node.open(tmp_path / "B", wall=wall) as b:
+        report = await b.verify()
+        assert report.ok, report.problems
+        assert len(await b.entries()) <= 41
