@@ -263,6 +263,7 @@ _COUNTABLE = frozenset(
         "episode_entries",
         "episodes",
         "episode_due",
+        "call_windows",
     }
 )
 

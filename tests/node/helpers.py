@@ -30,6 +30,7 @@ STORED_TABLES = (
     "episode_entries",
     "episodes",
     "episode_due",
+    "call_windows",
     "forks",
 )
 
