@@ -22,6 +22,7 @@ from node.errors import Unauthenticated
 from node.node import Node
 from tests.node.bundlekit import answers, caller, write
 from tests.node.conftest import Wall
+from tests.node.helpers import admit
 from tests.node.synckit import converged, events, held, make_mesh, own_ids, syncing
 
 pytestmark = pytest.mark.asyncio
@@ -73,6 +74,14 @@ async def test_a_restored_node_starts_a_new_epoch_and_catches_up_without_a_fork(
         old_head = max((e for e in await a2.entries() if e.header.epoch == old_epoch),
                        key=lambda e: e.header.seq)  # fmt: skip
         assert first.header.prev == old_head.id  # linked to the last head it held
+        authority = a2.membership.authority
+        old_heads = {e.header.epoch: e for e in await a2.entries() if e.header.writer == authority}
+        await admit(a2, b"\x0c" * 32)  # the authority's log, too, goes on in a new epoch
+        held_now = await a2.entries()
+        (added,) = [e for e in held_now if e.header.writer == authority
+                    and e.header.epoch not in old_heads]  # fmt: skip
+        assert added.header.seq == 1
+        assert added.header.prev in {e.id for e in old_heads.values()}
 
         async with syncing(a2) as s2, syncing(b) as sb:
             sb.dial(*await s2.listen())
