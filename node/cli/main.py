@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from node.cli import commands, mesh, serving, tools
+from node.cli import bundles, commands, mesh, serving, tools
 from node.errors import NodeError
 from node.logging import configure_logging
 
@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools.add_parsers(sub, _with_token, commands.tool)
     serving.add_parsers(sub, _common, _with_token)
     mesh.add_parsers(sub, _common)
+    bundles.add_parsers(sub, _common)
     return parser
 
 

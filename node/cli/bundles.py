@@ -1,0 +1,124 @@
+"""``memlane bundle``: export, frontier and import of bundle files; ``memlane archive``:
+create and restore a node's backup (docs/bundles.md, docs/operations.md §Backups)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from node.archive import read_passphrase
+from node.bundles import Progress
+from node.cli.commands import Result, open_node
+from node.node import Node
+
+__all__ = ["add_parsers"]
+
+AddArgs = Callable[[argparse.ArgumentParser], None]
+_EXPORT_HELP = "write a bundle file of this node's entries, for a node that cannot sync"
+_FRONTIER_HELP = "write this node's frontier, for an exporter to cut an incremental bundle"
+_IMPORT_HELP = "verify a bundle file whole, then apply it in one transaction"
+_CREATE_HELP = "back the whole node up (it may be running), its secrets under a passphrase"
+_RESTORE_HELP = (
+    "restore an archive into a new --data directory: a new epoch, a new audit feed id, the "
+    "tokens it brings back revoked unless --keep-tokens"
+)
+
+
+def add_parsers(sub: Any, common: AddArgs) -> None:
+    """Register ``bundle export|frontier|import`` and ``archive create|restore``."""
+    bundle = sub.add_parser("bundle", help="bundle files: entries between nodes that never meet")
+    bsub = bundle.add_subparsers(dest="action", required=True)
+    export = _command(bsub, "export", _EXPORT_HELP, common, bundle_export)
+    export.add_argument("out", type=Path, metavar="OUT", help="the bundle file to write")
+    export.add_argument("--since-frontier", type=Path, metavar="FILE", dest="since",
+                        help="only what the node that wrote this frontier file lacks")  # fmt: skip
+    export.add_argument("--workspace", metavar="W",
+                        help="every header, but only this workspace's payloads")  # fmt: skip
+    frontier = _command(bsub, "frontier", _FRONTIER_HELP, common, bundle_frontier)
+    frontier.add_argument("out", type=Path, metavar="OUT", help="the frontier file to write")
+    imported = _command(bsub, "import", _IMPORT_HELP, common, bundle_import)
+    imported.add_argument("file", type=Path, metavar="FILE", help="the bundle file")
+    archive = sub.add_parser("archive", help="back a node up and restore it")
+    asub = archive.add_subparsers(dest="action", required=True)
+    create = _command(asub, "create", _CREATE_HELP, common, archive_create)
+    create.add_argument("out", type=Path, metavar="OUT", help="the archive file to write")
+    restore = _command(asub, "restore", _RESTORE_HELP, common, archive_restore)
+    restore.add_argument("archive", type=Path, metavar="IN", help="the archive file")
+    restore.add_argument("--keep-tokens", action="store_true",
+                         help="keep the restored tokens valid (default: revoke them)")  # fmt: skip
+    for p in (create, restore):
+        p.add_argument("--passphrase-file", type=Path, metavar="F", required=True,
+                       help="a file holding the passphrase (one line)")  # fmt: skip
+
+
+def _command(
+    sub: Any, name: str, text: str, common: AddArgs, handler: Callable[..., Any]
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=text, description=text)
+    common(parser)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+async def bundle_export(args: argparse.Namespace) -> Result:
+    async with open_node(args) as node:
+        report = await node.export_bundle(args.out, since=args.since, workspace=args.workspace)
+    data = asdict(report) | {"path": str(report.path)}
+    text = (f"wrote {report.path}: bundle {report.bundle_id}, {report.entries} entries "
+            f"({report.payloads} with payloads), {report.bytes:,} bytes")  # fmt: skip
+    return Result(data, text)
+
+
+async def bundle_frontier(args: argparse.Namespace) -> Result:
+    async with open_node(args) as node:
+        frontier = await node.write_frontier(args.out)
+    data = {"path": str(args.out), "logs": len(frontier.tips),
+            "entries": sum(t.seq for t in frontier.tips)}  # fmt: skip
+    return Result(data, f"wrote {args.out}: {data['logs']} logs, {data['entries']} entries")
+
+
+async def bundle_import(args: argparse.Namespace) -> Result:
+    async with open_node(args) as node:
+        report = await node.import_bundle(args.file, progress=_progress_bar())
+    text = (f"imported bundle {report.bundle_id} from {report.exporter}: {report.new} new, "
+            f"{report.already_present} already present, {report.payloads_filled} payloads "
+            f"filled, {report.pending} waiting, {report.rejected} rejected")  # fmt: skip
+    return Result(report.detail(), text)
+
+
+async def archive_create(args: argparse.Namespace) -> Result:
+    passphrase = read_passphrase(args.passphrase_file)
+    async with open_node(args) as node:
+        report = await node.create_archive(args.out, passphrase)
+    data = asdict(report) | {"path": str(report.path)}
+    return Result(data, f"wrote {report.path}: node {report.node_id}, {report.bytes:,} bytes")
+
+
+async def archive_restore(args: argparse.Namespace) -> Result:
+    passphrase = read_passphrase(args.passphrase_file)
+    report = await Node.restore_archive(args.archive, args.data, passphrase,
+                                        keep_tokens=args.keep_tokens)  # fmt: skip
+    data = asdict(report) | {"path": str(report.path)}
+    text = (f"restored node {report.node_id} into {report.path}: new epoch {report.epoch}, "
+            f"new audit feed {report.feed_id}, {report.tokens} tokens "
+            f"({report.tokens_revoked} revoked)")  # fmt: skip
+    return Result(data, text)
+
+
+def _progress_bar() -> Progress | None:
+    """A progress bar on stderr when it is a terminal (and nothing otherwise)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(phase: str, done: int, total: int) -> None:
+        share = done / total if total else 1.0
+        bar = "#" * int(30 * share)
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\r{phase:<7} [{bar:<30}] {share:6.1%}{end}")
+        sys.stderr.flush()
+
+    return show
