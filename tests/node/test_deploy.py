@@ -1,0 +1,338 @@
+"""deploy/ (docs/operations.md): ``deploy/local-mesh.sh`` forms a three-node mesh by invite on
+loopback with real ``memlane`` processes and converges; the container entrypoint makes an
+authority and a member that sync; the systemd unit passes ``systemd-analyze verify``; the
+container definition and the compose file hold what they must; every example config passes
+``memlane config check``.  Each checker is also shown a broken input, so it can fail."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from node.config import ENVIRONMENT
+from tests.node.test_mcp import MEMLANE, TIMEOUT, read_line
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+ROOT = DEPLOY.parent
+SCRIPT_SECONDS = 120  # the script's own waits are 30 s each; it takes about 15 s here
+
+
+def _run(*args: str, env: dict[str, str] | None = None, timeout: float = TIMEOUT) -> Any:
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout,
+                          env=env, check=False)  # fmt: skip
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MEMLANE")}
+    return {**clean, "MEMLANE": str(MEMLANE), "TMPDIR": str(tmp_path), **extra}
+
+
+# -- deploy/local-mesh.sh ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("discovery", ["off", "on"])
+def test_local_mesh_forms_by_invite_converges_and_stops(tmp_path: Path, discovery: str) -> None:
+    done = _run(str(DEPLOY / "local-mesh.sh"), env=_env(tmp_path, DISCOVERY=discovery),
+                timeout=SCRIPT_SECONDS)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert f"discovery: {discovery}" in out
+    for step in ("node a is the authority", "node b joined the mesh by invite",
+                 "node c joined the mesh by invite", "wrote 3 SRs on node a"):  # fmt: skip
+        assert step in out, out
+    held = re.search(r"converged: a, b and c each hold (\d+) entries in (\d+) logs", out)
+    assert held, out
+    assert int(held[1]) >= 3 + 3  # the SRs and the authority's member.add of a, b and c
+    assert "node c reads the 3 SRs written on a" in out
+    assert out.index("node c stopped") < out.index("node a stopped")
+    assert out.rstrip().endswith("local-mesh: done")
+    assert list(tmp_path.iterdir()) == []  # its temporary directory removed
+
+
+def test_local_mesh_fails_with_its_reason(tmp_path: Path) -> None:
+    with socket.socket() as taken:  # node a's sync port, in use
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        done = _run(str(DEPLOY / "local-mesh.sh"), env=_env(tmp_path, PORT_BASE=port),
+                    timeout=SCRIPT_SECONDS)  # fmt: skip
+    assert done.returncode == 1
+    assert "local-mesh: FAILED: node a did not start" in done.stderr
+    assert f"127.0.0.1:{port}" in done.stderr  # serve's own reason
+    (kept,) = tmp_path.iterdir()  # kept for a look, and said where
+    assert f"kept in {kept}" in done.stdout
+
+
+# -- deploy/container-entrypoint.sh -----------------------------------------------------------
+
+
+def _entrypoint(env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    proc = subprocess.Popen([str(DEPLOY / "container-entrypoint.sh"), *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    line = read_line(proc.stdout, TIMEOUT)
+    if not line.startswith("{"):
+        proc.kill()
+        pytest.fail(f"the entrypoint did not serve: {line}{proc.communicate()[1]}")
+    return proc, json.loads(line)
+
+
+def _stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    proc.send_signal(signal.SIGTERM)  # the entrypoint exec'd memlane: the signal reaches it
+    try:
+        code = proc.wait(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+        _, err = proc.communicate()
+    return code, err
+
+
+def _members(data: Path) -> set[str]:
+    done = _run(str(MEMLANE), "mesh", "members", "--data", str(data), "--json")
+    assert done.returncode == 0, done.stderr
+    return {m["node_id"] for m in json.loads(done.stdout)}
+
+
+def _live_peers(data: Path) -> set[str]:
+    done = _run(str(MEMLANE), "peers", "--data", str(data), "--json")
+    assert done.returncode == 0, done.stderr
+    return {p["node_id"] for p in json.loads(done.stdout)["peers"] if p["state"] == "live"}
+
+
+def test_entrypoint_makes_an_authority_and_a_member_that_sync(tmp_path: Path) -> None:
+    loopback = {"MEMLANE_SYNC_LISTEN": "127.0.0.1:0", "MEMLANE_MCP_HTTP": "127.0.0.1:0",
+                "MEMLANE_HEALTH": "127.0.0.1:0", "MEMLANE_DISCOVERY": "off"}  # fmt: skip
+    a_env = _env(tmp_path, MEMLANE_DATA=str(tmp_path / "a" / "memlane"), MEMLANE_ROLE="authority",
+                 MEMLANE_JOIN_LISTEN="127.0.0.1:0", **loopback)  # fmt: skip
+    b_env = _env(tmp_path, MEMLANE_DATA=str(tmp_path / "b" / "memlane"), **loopback)
+    refused = _run(str(DEPLOY / "container-entrypoint.sh"), "serve", env=b_env)
+    assert refused.returncode == 1
+    assert "set MEMLANE_ROLE to authority" in refused.stderr
+    assert not (tmp_path / "b").exists()
+
+    authority, shown = _entrypoint(a_env, "serve", "--json")
+    running = [authority]
+    try:
+        # Any other command is memlane's, on the node the environment names.
+        made = _run(str(DEPLOY / "container-entrypoint.sh"), "mesh", "invite", env=a_env)
+        assert made.returncode == 0, made.stderr
+        member, _ = _entrypoint({**b_env, "MEMLANE_ROLE": "member",
+                                 "MEMLANE_INVITE": made.stdout.strip(),
+                                 "MEMLANE_AUTHORITY": shown["join"],
+                                 "MEMLANE_PEERS": f" {shown['sync']},"}, "--json")  # fmt: skip
+        running.append(member)
+        a, b = tmp_path / "a" / "memlane", tmp_path / "b" / "memlane"
+        mesh = _members(a)
+        assert len(mesh) == 2  # the member joined with the invite
+        deadline = time.monotonic() + TIMEOUT
+        while not (_live_peers(a) and _live_peers(b)):
+            assert time.monotonic() < deadline, "the member and the authority never synced"
+            time.sleep(0.2)
+        assert _live_peers(a) | _live_peers(b) == mesh
+        assert _members(b) == mesh
+    finally:
+        codes = [_stop(proc) for proc in reversed(running)]
+    for code, err in codes:
+        assert code == 0, err
+
+
+# -- deploy/memlane.service -------------------------------------------------------------------
+
+REQUIRED_UNIT = {
+    "User": "memlane", "StateDirectory": "memlane", "ProtectSystem": "strict",
+    "ProtectHome": "yes", "NoNewPrivileges": "yes", "PrivateTmp": "yes",
+    "CapabilityBoundingSet": "", "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX AF_NETLINK",
+    "SystemCallFilter": "@system-service", "Restart": "on-failure", "KillSignal": "SIGTERM",
+}  # fmt: skip
+
+
+def _unit(text: str) -> dict[str, list[str]]:
+    settings: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line and not line.startswith(("#", ";", "[")):
+            key, _, value = line.partition("=")
+            settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
+def _verify(unit: Path) -> list[str]:
+    """What ``systemd-analyze verify`` says about ``unit``: its exit code does not count
+    warnings (an unknown key, a value it ignores), so every line naming the unit does."""
+    done = _run("systemd-analyze", "verify", str(unit))
+    said = [line for line in (done.stdout + done.stderr).splitlines() if unit.name in line]
+    if done.returncode != 0:
+        said.append(f"exit {done.returncode}: {done.stderr.strip()}")
+    return said
+
+
+def test_systemd_unit_is_hardened_and_verifies(tmp_path: Path) -> None:
+    text = (DEPLOY / "memlane.service").read_text()
+    settings = _unit(text)
+    for key, value in REQUIRED_UNIT.items():
+        assert value in settings.get(key, []), key
+    assert int(settings["TimeoutStopSec"][0]) >= 10
+    (command,) = settings["ExecStart"]
+    binary, *args = command.split()
+    assert args[:1] == ["serve"]
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed here: the unit was checked for its keys")
+    # verify wants the ExecStart binary to exist; this machine's memlane stands in for it.
+    unit = tmp_path / "memlane.service"
+    unit.write_text(text.replace(binary, str(MEMLANE)))
+    assert _verify(unit) == []
+    unit.write_text(text.replace(binary, str(MEMLANE)).replace("Restart=on-failure",
+                                                               "Restart=sometimes"))  # fmt: skip
+    assert any("Restart" in line or "restart" in line for line in _verify(unit))
+
+
+# -- deploy/Containerfile ---------------------------------------------------------------------
+
+
+def _instructions(text: str) -> list[tuple[str, str]]:
+    joined = re.sub(r"\\\n", " ", "\n".join(
+        line for line in text.splitlines() if not line.lstrip().startswith("#")))  # fmt: skip
+    found = []
+    for line in joined.splitlines():
+        if line.strip():
+            word, _, rest = line.strip().partition(" ")
+            found.append((word.upper(), rest.strip()))
+    return found
+
+
+def _container_problems(text: str) -> list[str]:
+    steps = _instructions(text)
+    values: dict[str, list[str]] = {}
+    for word, rest in steps:
+        values.setdefault(word, []).append(rest)
+    problems = []
+    if not steps or steps[0][0] != "FROM" or not steps[0][1].startswith("python:3.11-slim"):
+        problems.append("FROM python:3.11-slim first")
+    users = values.get("USER", [])
+    if not users or users[-1].split(":")[0] in ("root", "0"):
+        problems.append("the last USER is not root")
+    if "/data" not in values.get("VOLUME", []):
+        problems.append("VOLUME /data")
+    exposed = {p for rest in values.get("EXPOSE", []) for p in rest.split()}
+    if not {"8765", "7411", "7412", "8766"} <= exposed:
+        problems.append("EXPOSE the MCP, sync, join and health ports")
+    health = values.get("HEALTHCHECK", [])
+    if len(health) != 1 or "CMD" not in health[0] or "/healthz" not in health[0]:
+        problems.append("one HEALTHCHECK asking /healthz")
+    if "ENTRYPOINT" not in values or "CMD" not in values:
+        problems.append("ENTRYPOINT and CMD")
+    for rest in values.get("COPY", []):
+        for source in rest.split()[:-1]:
+            if not source.startswith("--") and not (ROOT / source).exists():
+                problems.append(f"COPY {source}: not in the repository")
+    return problems
+
+
+def test_container_definition_holds_what_it_must() -> None:
+    path = DEPLOY / "Containerfile"
+    text = path.read_text()
+    assert _container_problems(text) == []
+    assert _container_problems(text.replace("USER memlane:memlane", "USER root")) == [
+        "the last USER is not root"
+    ]
+    hadolint = shutil.which("hadolint")
+    if hadolint is not None:
+        done = _run(hadolint, str(path))
+        assert done.returncode == 0, done.stdout
+
+
+# -- deploy/compose.yaml ----------------------------------------------------------------------
+
+
+def _blocks(lines: list[str], indent: int) -> dict[str, list[str]]:
+    """The keys at ``indent`` spaces and the lines under each (a YAML subset: no parser here)."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in lines:
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        spaces = len(line) - len(line.lstrip())
+        if spaces == indent and ":" in line:
+            current = line.strip().split(":")[0]
+            out[current] = []
+        elif spaces > indent and current is not None:
+            out[current].append(line)
+    return out
+
+
+def _compose_problems(text: str) -> list[str]:
+    top = _blocks(text.splitlines(), 0)
+    services = _blocks(top.get("services", []), 2)
+    volumes = set(_blocks(top.get("volumes", []), 2))
+    anchor = "\n".join(next((v for k, v in top.items() if k.startswith("x-")), []))
+    problems = []
+    if set(services) != {"node-a", "node-b", "node-c"}:
+        problems.append(f"three services, not {sorted(services)}")
+    if "healthcheck:" not in anchor or "/healthz" not in anchor:
+        problems.append("the shared node settings have no /healthz healthcheck")
+    entrypoint = (DEPLOY / "container-entrypoint.sh").read_text()
+    known = {*ENVIRONMENT, "MEMLANE_CONFIG", "MEMLANE_DATA"}
+    known |= set(re.findall(r"\$\{?(MEMLANE_\w+)", entrypoint))
+    for name, lines in services.items():
+        body = "\n".join(lines)
+        if "<<: *node" not in body and "healthcheck:" not in body:
+            problems.append(f"{name}: no healthcheck")
+        mounts = re.findall(r"-\s*([\w-]+):/data\s*$", body, re.MULTILINE)
+        if len(mounts) != 1 or mounts[0] not in volumes:
+            problems.append(f"{name}: no named volume at /data")
+        for variable in re.findall(r"(MEMLANE_\w+):", body):
+            if variable not in known:
+                problems.append(f"{name}: {variable} is read by neither memlane nor the "
+                                "entrypoint")  # fmt: skip
+    roles = {n: re.findall(r"MEMLANE_ROLE:\s*(\w+)", "\n".join(b)) for n, b in services.items()}
+    if roles != {"node-a": ["authority"], "node-b": ["member"], "node-c": ["member"]}:
+        problems.append(f"node-a the authority, b and c members: {roles}")
+    return problems
+
+
+def test_compose_runs_a_three_node_mesh() -> None:
+    text = (DEPLOY / "compose.yaml").read_text()
+    assert _compose_problems(text) == []
+    assert "MEMLANE_AUTHORITY: node-a:7412" in text
+    assert "MEMLANE_JOIN_LISTEN: 0.0.0.0:7412" in text
+    assert _compose_problems(text.replace("      - node-c:/data\n", "")) == [
+        "node-c: no named volume at /data"
+    ]
+    assert _compose_problems(text.replace("PEERS: node-a:7411\n", "PEER: node-a:7411\n")) == [
+        "node-b: MEMLANE_PEER is read by neither memlane nor the entrypoint"
+    ]
+
+
+# -- deploy/examples --------------------------------------------------------------------------
+
+
+def _config_check(path: Path, data: Path) -> Any:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLANE")}
+    return _run(str(MEMLANE), "config", "check", "--config", str(path), "--data", str(data),
+                "--json", env=env)  # fmt: skip
+
+
+def test_example_configs_pass_config_check(tmp_path: Path) -> None:
+    examples = sorted((DEPLOY / "examples").glob("*.toml"))
+    assert {p.stem for p in examples} >= {"authority", "member", "static-peers"}
+    for path in examples:
+        text = path.read_text()
+        tomllib.loads(text)
+        assert text.startswith("#")  # each says what it is for
+        done = _config_check(path, tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout)["ok"]
+    broken = tmp_path / "broken.toml"
+    broken.write_text("synchronus = 1\n" + (DEPLOY / "examples" / "member.toml").read_text())
+    done = _config_check(broken, tmp_path)
+    assert done.returncode == 1
+    assert "unknown key 'synchronus'" in json.loads(done.stdout)["problems"]
