@@ -1,6 +1,12 @@
-"""``make demo``: a node in a temporary directory, a few hundred entries written through the
-Python API, an agent's session over MCP (``node.demo_agent``), the log's heads and the audit
-feed printed, and the whole log verified.  Exits 0 only if every check holds."""
+"""``make demo``: three nodes on this machine, each a real ``memlane serve`` process on loopback.
+
+A is initialised as the mesh authority; B and C join it by invite.  With no static peers, the
+three find each other by zeroconf and sync over mutual TLS.  An agent on A writes SRs and
+episodes over MCP; B is stopped half-way and restarted, and catches up; an agent on C reads
+everything back over MCP (e_timeline list and changes, the episode chain).  Finally every
+log is verified and the three must hold the same entries.  Prints each step; exits 0 only if
+every check holds.
+"""
 
 from __future__ import annotations
 
@@ -9,79 +15,91 @@ import sys
 import tempfile
 from pathlib import Path
 
-from node.authority import Caller
-from node.demo_agent import agent_session
-from node.node import Node
+from node.demo_agent import Agent
+from node.demo_nodes import Served, memlane, until
+from node.node import system_wall
 from protocol.timefmt import format_instant
 
 __all__ = ["main"]
 
-
-async def _author(node: Node) -> bool:
-    alice_t = await node.create_token("alice", "research", ["read:workspace", "write:workspace"])
-    bob_t = await node.create_token("bob", "research", ["write:workspace", "admin:workspace"])
-    alice, bob = await node.authenticate(alice_t.token), await node.authenticate(bob_t.token)
-    writes = [
-        node.e_write(alice, title=f"finding {i}", text=f"observation number {i}", tags=["demo"])
-        for i in range(200)
-    ]
-    written = await asyncio.gather(*writes)
-    first = written[0]["sr_id"]
-    await node.e_correct(alice, sr_id=first, text="observation number 0, corrected", reason="typo")
-    await node.e_adjust(bob, sr_id=first, tags=["demo", "reviewed"])
-    await node.e_delete(bob, sr_id=written[1]["sr_id"])
-    steps = [(await node.work_record(alice, summary=f"step {i}", tool="search", status="ok"))["id"]
-             for i in range(100)]  # fmt: skip
-    print("wrote 200 SRs (1 corrected, 1 adjusted, 1 deleted) and 100 episodes as alice/bob")
-    return await _episodes(node, alice, steps)
+CONFIG = '[discovery]\ninterfaces = ["127.0.0.1"]\n'  # zeroconf on loopback only
+SERVE = ("--sync-listen", "127.0.0.1:0", "--mcp-http", "127.0.0.1:0",
+         "--health-listen", "127.0.0.1:0", "--discovery", "on")  # fmt: skip
+SCOPES = ("--scope", "read:workspace", "--scope", "write:workspace")
 
 
-async def _episodes(node: Node, alice: Caller, steps: list[str]) -> bool:
-    """Amend the newest step, forget the third newest, and walk back from the newest: the
-    walk stops where the forgotten one was, and says nothing about it."""
-    await node.work_result(alice, id=steps[-1], status="done", task_result=1.0)
-    await node.work_forget(alice, id=steps[-3])
-    walk = await node.work_episode_chain(alice, id=steps[-1], k=5, response_format="concise")
-    print("\nwork_episode_chain from the newest step (k=5, concise), the third newest forgotten:")
-    for episode in walk["chain"]:
-        print(f"  {episode['id']}  {episode['summary']:<8} {episode['status']:<4} "
-              f"prev_id {episode.get('prev_id')}")  # fmt: skip
-    print(f"  truncated: {walk['truncated']}")
-    shown = [e["summary"] for e in walk["chain"]]
-    return shown == ["step 99", "step 98"] and "prev_id" not in walk["chain"][-1]
+def _token(data: Path) -> str:
+    return memlane("token", "create", "--data", str(data), "--principal", "scout",
+                   "--workspace", "research", *SCOPES)  # fmt: skip
 
 
-async def _show(node: Node) -> None:
-    reader = node.store.reader
-    assert reader is not None
-    print(f"\nnode {node.info.node_id}, mesh {node.info.mesh.hex()}")
-    for log in await reader.select_logs():
-        print(f"  log {log.writer.hex()[:16]}…/{log.epoch.hex()}  head seq {log.head_seq}  "
-              f"id {log.head_id.hex()[:16] if log.head_id else '-'}…")  # fmt: skip
-    events = await reader.select_audit(gt=0, limit=100_000)
-    print(f"\naudit feed {node.info.feed_id}: {len(events)} events; the last five:")
-    for ev in events[-5:]:
-        print(f"  #{ev.seq:<4} {ev.event:<16} {format_instant(ev.at)}  {ev.subject or ''}")
+async def _form_mesh(base: Path) -> dict[str, Served]:
+    nodes: dict[str, Served] = {}
+    a = base / "a"
+    memlane("init", "--data", str(a))
+    a.joinpath("config.toml").write_text(CONFIG)
+    nodes["a"] = await Served.start("a", a, *SERVE, "--join-listen", "127.0.0.1:0")
+    print(f"1. node A ({nodes['a'].node_id}) is the mesh authority, accepting joins at "
+          f"{nodes['a'].shown['join']}")  # fmt: skip
+    for name in ("b", "c"):
+        data = base / name
+        invite = memlane("mesh", "invite", "--data", str(a), "--label", name)
+        memlane("init", "--data", str(data), "--join", invite,
+                "--authority", nodes["a"].shown["join"])  # fmt: skip
+        data.joinpath("config.toml").write_text(CONFIG)
+        nodes[name] = await Served.start(name, data, *SERVE)
+        print(f"2. node {name.upper()} ({nodes[name].node_id}) joined by invite")
+    await until("every node linked to the two others by zeroconf", _all_linked, nodes)
+    print("3. no static peers: the three found each other by zeroconf and linked over TLS")
+    return nodes
+
+
+async def _all_linked(nodes: dict[str, Served]) -> bool:
+    counts = [await n.metric("memlane_open_connections") for n in nodes.values()]
+    return all(c == 2 for c in counts)
+
+
+async def _converged(nodes: dict[str, Served]) -> bool:
+    held = {await n.metric("memlane_entries") for n in nodes.values()}
+    return len(held) == 1
 
 
 async def _run(base: Path) -> bool:
-    info = await Node.init(base / "node")
-    print(f"initialised node {info.node_id} in {base / 'node'}")
-    async with Node.open(base / "node") as node:
-        walked = await _author(node)
-        agent = await agent_session(node)
-        await _show(node)
-        report = await node.verify()
-    print(f"\nlog verify: {'ok' if report.ok else 'FAILED'} — {report.entries} entries in "
-          f"{report.logs} logs, every chain, signature and payload hash checked")  # fmt: skip
-    for problem in report.problems:
-        print(f"  {problem}")
-    return agent and walked and report.ok and report.entries == 1 + 200 + 2 + 100 + 2 + 4
+    nodes = await _form_mesh(base)
+    try:
+        writer = Agent("A", nodes["a"].shown["mcp_http"], _token(nodes["a"].data))
+        reader = Agent("C", nodes["c"].shown["mcp_http"], _token(nodes["c"].data))
+        async with writer, reader:
+            since = format_instant(system_wall() - 1000)  # a second before the writes
+            first = await writer.work(["gateway latency rose after the TLS change",
+                                       "rollback plan: revert TLS, drain the canary"])  # fmt: skip
+            print("4. A's agent wrote 2 SRs and 2 episodes over MCP")
+            await until("B holding what A wrote", _converged, nodes)
+            held = await nodes["b"].metric("memlane_entries")
+            print(f"5. node B stops (SIGTERM) holding {held} entries; A's agent goes on writing")
+            await nodes["b"].stop()
+            second = await writer.work(["canary drained", "TLS change reverted"])
+            print("   … and 2 more of each while B was down")
+            nodes["b"] = await nodes["b"].restart()
+            await until("B caught up after its restart", _converged, nodes)
+            print(f"6. node B restarted and caught up: A, B and C hold "
+                  f"{await nodes['a'].metric('memlane_entries')} entries")  # fmt: skip
+            ok = await reader.read_back(since, first + second)
+    finally:
+        for node in nodes.values():
+            await node.stop()
+    verified = [node.verify() for node in nodes.values()]
+    print(f"8. log verify on A, B and C: {', '.join(verified)}")
+    return ok and all(v.startswith("ok") for v in verified) and len(set(verified)) == 1
 
 
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="memlane-demo-") as tmp:
-        ok = asyncio.run(_run(Path(tmp)))
+        try:
+            ok = asyncio.run(_run(Path(tmp)))
+        except (RuntimeError, TimeoutError) as exc:
+            print(f"\nfailed: {exc}")
+            ok = False
     print("\ndemo", "passed" if ok else "FAILED")
     return 0 if ok else 1
 

@@ -1,64 +1,69 @@
-"""The agent part of ``make demo``: the node serves MCP over streamable HTTP on loopback, and
-an agent — the MCP SDK's client with its own bearer token — lists the tools, writes SRs and
-episodes, and reads them back."""
+"""The agents of ``make demo``: each is the MCP SDK's client over streamable HTTP, with its
+own bearer token on its own node.  One writes SRs and episodes; the other reads them back on
+another node after sync."""
 
 from __future__ import annotations
 
 import json
+from contextlib import AsyncExitStack
+from types import TracebackType
 from typing import Any
 
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from node.address import Listen
-from node.mcp.http import http_server
-from node.node import Node
-
-__all__ = ["agent_session"]
+__all__ = ["Agent"]
 
 
-async def _call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(tool, args)
-    answer: dict[str, Any] = result.structured_content or json.loads(result.content[0].text)
-    shown = json.dumps(args, ensure_ascii=False)
-    print(f"  → {tool} {shown[:90]}")
-    return answer
+class Agent:
+    """``async with Agent(name, url, token) as agent``: a session with one node's MCP."""
 
+    def __init__(self, node: str, url: str, token: str) -> None:
+        self.node, self.url, self.token = node, url, token
+        self._stack = AsyncExitStack()
+        self._client: Any = None
 
-async def agent_session(node: Node) -> bool:
-    """One short session over HTTP; True when everything read back as written."""
-    token = await node.create_token("scout", "research", ["read:workspace", "write:workspace"])
-    listener = Listen("127.0.0.1", 0).bind()
-    with listener:
-        async with http_server(node, listener) as endpoint:
-            print(f"\nMCP over streamable HTTP at {endpoint.url}; an agent connects as 'scout':")
-            headers = {"Authorization": f"Bearer {token.token}"}
-            async with (
-                httpx2.AsyncClient(headers=headers) as http,
-                Client(streamable_http_client(endpoint.url, http_client=http)) as client,
-            ):
-                return await _session(client)
+    async def __aenter__(self) -> Agent:
+        http = await self._stack.enter_async_context(
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {self.token}"}))  # fmt: skip
+        self._client = await self._stack.enter_async_context(
+            Client(streamable_http_client(self.url, http_client=http)))  # fmt: skip
+        return self
 
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._stack.aclose()
 
-async def _session(client: Any) -> bool:
-    tools = await client.list_tools()
-    print(f"  {len(tools.tools)} tools: {', '.join(t.name for t in tools.tools)}")
-    notes = [("Gateway latency", "p99 rose to 840 ms after the TLS change"),
-             ("Rollback plan", "revert the TLS change, then drain the canary")]  # fmt: skip
-    for title, text in notes:
-        await _call(client, "e_write", {"title": title, "text": text, "tags": ["gateway"]})
-    first = await _call(client, "work_record", {"summary": "measured the gateway", "tool": "curl"})
-    second = await _call(client, "work_record", {"summary": "wrote the rollback plan"})
-    found = await _call(client, "e_timeline", {"action": "find", "query": "TLS change"})
-    print(f"    find: {[r['title'] for r in found['results']]}")
-    chain = await _call(client, "work_episode_chain", {"id": second["id"], "k": 10,
+    async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        result = await self._client.call_tool(tool, args)
+        answer: dict[str, Any] = result.structured_content or json.loads(result.content[0].text)
+        print(f"   agent on {self.node} → {tool} {json.dumps(args, ensure_ascii=False)[:80]}")
+        return answer
+
+    async def work(self, notes: list[str]) -> list[str]:
+        """An SR and an episode per note; the episodes' ids, oldest first."""
+        ids = []
+        for note in notes:
+            await self.call("e_write", {"title": note, "text": note, "tags": ["gateway"]})
+            ids.append((await self.call("work_record", {"summary": note}))["id"])
+        return ids
+
+    async def read_back(self, since: str, episodes: list[str]) -> bool:
+        """On this node: every SR listed, each one a change since ``since``, and the episode
+        chain walking back through every episode."""
+        listed = await self.call("e_timeline", {"action": "list", "page_size": 50})
+        changed = await self.call("e_timeline", {"action": "changes", "since": since})
+        chain = await self.call("work_episode_chain", {"id": episodes[-1], "k": 10,
                                                        "response_format": "concise"})  # fmt: skip
-    print(f"    chain: {[e['summary'] for e in chain['chain']]}")
-    refused = await _call(client, "work_episode_chain", {"id": second["id"], "k": 0})
-    print(f"    refused: {refused}")
-    return (
-        sorted(r["title"] for r in found["results"]) == sorted(t for t, _ in notes)
-        and [e["id"] for e in chain["chain"]] == [second["id"], first["id"]]
-        and refused == {"error": "invalid k: must be an integer from 1 to 200"}
-    )
+        titles = sorted(r["title"] for r in listed["results"])
+        walked = [e["id"] for e in chain["chain"]]
+        print(f"7. C's agent reads: {len(titles)} SRs listed, {len(changed['changes'])} "
+              f"new since {since}, a chain of {len(walked)} episodes")  # fmt: skip
+        for episode in chain["chain"]:
+            print(f"     {episode['id']}  {episode['summary']}")
+        return (len(titles) == len(episodes)
+                and all(c["change"] == "new" for c in changed["changes"])
+                and len(changed["changes"]) == len(episodes)
+                and walked == episodes[::-1])  # fmt: skip
