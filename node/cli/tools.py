@@ -165,6 +165,18 @@ def _chain(answer: dict[str, Any]) -> str:
     return "\n".join([*lines, "truncated: more lie behind" if answer["truncated"] else "end"])
 
 
+def _window_line(r: dict[str, Any]) -> str:
+    why = r.get("why") or r.get("refused") or ""
+    asked = r.get("asked")
+    span = f"{asked['from']} .. {asked['to']}" if asked else ""
+    call = f"{r['turn']:>4}  {r['toolCallId']:<16}  {r['toolName']:<12}"
+    return f"{call}  {r['how']:<12}  {why:<16}  {span}"
+
+
+def _windows(answer: dict[str, Any]) -> str:
+    return _page(answer, [_window_line(r) for r in answer["rows"]])
+
+
 def _fields(answer: dict[str, Any]) -> str:
     return "  ".join(f"{k} {v}" for k, v in answer.items())
 
@@ -174,6 +186,7 @@ def _fields(answer: dict[str, Any]) -> str:
 _GROUPS = {
     "timeline": "e_timeline: list, find, intersect, traverse, changes",
     "episode": "record, amend, forget, list and walk work episodes",
+    "windows": "the time windows of your tool calls (CallWindowRows)",
 }
 _SR_ID = Opt("sr_id", "positional", "the SR's id")
 _CONTENT = (
@@ -244,4 +257,10 @@ COMMANDS: tuple[ToolCommand, ...] = (
                 "episode", (Opt("id", "positional", "the episode to start from"),
                             Opt("k", "int", "at most this many (1-200, default 50)"), *_FORMAT),
                 _chain),
+    ToolCommand(("windows", "list"), "call_windows", "the rows filed for your tool calls, "
+                "oldest first", (Opt("tool", help="only calls to this tool"),
+                                 Opt("turn", "int", "only this turn"),
+                                 Opt("tool_call_id", help="only this call"),
+                                 Opt("latest", "flag", "only each call's latest row"), *_PAGING),
+                _windows),
 )  # fmt: skip

@@ -4,8 +4,12 @@ answered by the ``Node`` method of the same name.
 Nothing of a tool lives here.  Arguments go through as the client sent them — the SDK's
 low-level server does not check them against the schemas, so the tool layer sees every value
 and words every refusal.  An answer is the tool's JSON, as structured content and as one text
-block; a refusal is the tool result ``{"error": "<text>"}`` with ``isError`` set.  The caller
-is authenticated on every call, so a token revoked mid-session stops working at its next call.
+block; a refusal is the tool result ``{"error": "<text>"}`` with ``isError`` set (a call refused
+before dispatch adds its ``call_window``).  The caller is authenticated on every call, so a
+token revoked mid-session stops working at its next call.
+
+The turn's context travels in the request's ``_meta`` under ``memlane/turn``
+(docs/time-windows.md); it reaches the tools that declare period forms as their ``turn``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from node.errors import Refusal
 from node.logging import get_logger
 from node.node import Node
 from node.tools.catalog import CATALOG, ToolSpec, by_name
+from node.windows.turn import META_KEY
 
 __all__ = [
     "CALLER_KEY", "INTERNAL_ERROR", "SERVER_NAME", "bearer_token", "build_server", "tool_result",
@@ -82,6 +87,12 @@ def _refused(text: str) -> types.CallToolResult:
     return tool_result({"error": text}, error=True)
 
 
+def _turn(params: types.CallToolRequestParams) -> dict[str, Any]:
+    """The ``turn`` keyword of a call whose ``_meta`` carries the turn's context."""
+    meta: dict[str, Any] = dict(params.meta or {})
+    return {"turn": meta[META_KEY]} if META_KEY in meta else {}
+
+
 def bearer_token(headers: Mapping[str, str]) -> str | None:
     """The token of an ``Authorization: Bearer <token>`` header, else None."""
     scheme, _, token = headers.get("authorization", "").partition(" ")
@@ -120,11 +131,16 @@ class _Tools:
         if spec is None:
             return _refused(f"unknown tool: {params.name}")
         method: ToolMethod = getattr(self.node, spec.method)
+        arguments = params.arguments or {}
+        turn = _turn(params) if spec.name in self.node.windows.periods else {}
+        if "turn" in arguments and spec.name in self.node.windows.periods:
+            return _refused(f"{spec.name} does not take turn: the turn's context travels in "
+                            f"_meta under {META_KEY}")  # fmt: skip
         try:
             caller = await self.caller_of(ctx)
-            return tool_result(await method(caller, **(params.arguments or {})))
+            return tool_result(await method(caller, **arguments, **turn))
         except Refusal as refusal:
-            return _refused(refusal.text)
+            return tool_result(refusal.answer(), error=True)
         except Exception:  # the surface's boundary: a client sees no internals
             _log.error("tool call failed", tool=spec.name, traceback=traceback.format_exc())
             return _refused(INTERNAL_ERROR)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from node.tools import audit, episode_reads, timeline_spec
+from node.tools import audit, episode_reads, timeline_spec, windows
 from protocol.kinds import KINDS
 from protocol.schema import Choice, Flag, Integer, Number, Text, TextList, TextMap
 
@@ -359,6 +359,19 @@ _E_CORRECT = _object(
 _E_ADJUST = _object({"sr_id": _SR_ID, **_meta(_ADJUST)}, "sr_id")
 _SR_ONLY = _object({"sr_id": _SR_ID}, "sr_id")
 
+# -- call_windows (seeds/001) ------------------------------------------------------------------
+
+_CALL_WINDOWS = _object(
+    {
+        "tool": _string("rows of calls to this tool", minLength=1, maxLength=128),
+        "turn": _integer(0, (1 << 53) - 1, None, "rows of this conversation turn"),
+        "tool_call_id": _string("rows of this call (its toolCallId)", minLength=1, maxLength=256),
+        "latest": _boolean(False, "only each call's latest row: the window it ran with"),
+        "page": _integer(1, 100_000, 1),
+        "page_size": _integer(1, windows.MAX_PAGE_SIZE, windows.DEFAULT_PAGE_SIZE),
+    }
+)
+
 
 # -- the catalog -------------------------------------------------------------------------------
 
@@ -487,6 +500,21 @@ CATALOG: tuple[ToolSpec, ...] = (
         ),
         _SR_ONLY,
         Hints(read_only=False, destructive=False, idempotent=True),
+    ),
+    _tool(
+        "call_windows",
+        "Call windows",
+        (
+            "The time windows of your tool calls (CallWindowRow, seeds/001), oldest first: for "
+            "each call that carried the turn's context (_meta memlane/turn) to a tool that "
+            "declares period forms, which window it read and how — filled, bound, "
+            "model-chosen, model, unread, not-filled or refused (refused calls did not run). "
+            "The latest row of a call is the window it ran with; latest=true lists only those. "
+            "Filter by tool, turn and tool_call_id. Your own calls' rows; with admin:workspace, "
+            "every principal's of the workspace."
+        ),
+        _CALL_WINDOWS,
+        _READ,
     ),
 )
 

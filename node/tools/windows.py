@@ -36,6 +36,7 @@ from node.windows.turn import Turn, parse_turn
 from protocol.timefmt import TimeFormatError, parse_time
 
 __all__ = [
+    "DEFAULT_PAGE_SIZE",
     "MAX_PAGE_SIZE",
     "RefusedBeforeDispatch",
     "WindowGuard",

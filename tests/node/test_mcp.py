@@ -88,9 +88,9 @@ SEED_002_FORMAT = (
 SEED_002_VERBOSITY = "Legacy alias for response_format: terse = concise, full = detailed."
 TOOLS = (
     "e_timeline", "e_audit", "work_episode_chain", "work_episodes", "work_record", "work_result",
-    "work_forget", "e_write", "e_correct", "e_adjust", "e_delete", "e_undelete",
+    "work_forget", "e_write", "e_correct", "e_adjust", "e_delete", "e_undelete", "call_windows",
 )  # fmt: skip
-READS = {"e_timeline", "e_audit", "work_episode_chain", "work_episodes"}
+READS = {"e_timeline", "e_audit", "work_episode_chain", "work_episodes", "call_windows"}
 PAGE_NEEDS_AS_OF = (
     "a page after the first needs as_of: pass back the as_of page 1 returned, "
     "so every page reads the same window"
