@@ -2,7 +2,9 @@
 loopback with real ``memlane`` processes and converges; the container entrypoint makes an
 authority and a member that sync; the systemd unit passes ``systemd-analyze verify``; the
 container definition and the compose file hold what they must; every example config passes
-``memlane config check``.  Each checker is also shown a broken input, so it can fail."""
+``memlane config check``; the shell scripts pass ``bash -n`` and, where it is installed,
+``shellcheck``.  The checks of the unit, the container definition, the compose file and the
+configs are each also shown a broken input, so they can fail."""
 
 from __future__ import annotations
 
@@ -72,6 +74,17 @@ def test_local_mesh_fails_with_its_reason(tmp_path: Path) -> None:
     assert f"127.0.0.1:{port}" in done.stderr  # serve's own reason
     (kept,) = tmp_path.iterdir()  # kept for a look, and said where
     assert f"kept in {kept}" in done.stdout
+
+
+@pytest.mark.parametrize("script", ["local-mesh.sh", "container-entrypoint.sh"])
+def test_shell_scripts_parse_and_pass_shellcheck(script: str) -> None:
+    path = DEPLOY / script
+    assert os.access(path, os.X_OK)
+    done = _run("bash", "-n", str(path))
+    assert done.returncode == 0, done.stderr
+    if shutil.which("shellcheck") is not None:
+        done = _run("shellcheck", str(path))
+        assert done.returncode == 0, done.stdout
 
 
 # -- deploy/container-entrypoint.sh -----------------------------------------------------------
