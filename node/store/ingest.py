@@ -340,8 +340,13 @@ class Ingest:
         )
         waiting = {bytes(r[0]): r for r in rows}
         for cand in received:
-            if cand.entry.id in waiting:
+            row = waiting.get(cand.entry.id)
+            if row is not None:
                 cand.from_pending = True
+                if row[3] is None and cand.entry.payload is not None:  # it waits more whole
+                    self.txn.add("UPDATE pending SET payload = ? WHERE id = ?",
+                                 (cand.entry.payload, cand.entry.id))  # fmt: skip
+                    waiting[cand.entry.id] = (*row[:3], cand.entry.payload)
         skip = {c.entry.id for c in received}
         out = []
         for pid, seq, raw, payload in waiting.values():

@@ -152,3 +152,23 @@ async def test_forget_wins_over_the_episode_an_older_bundle_brings(
         listed = await b.work_episodes(on_b, page_size=100)
         assert gone not in str(listed)
         assert listed == await a.work_episodes(on_a, page_size=100)
+
+
+async def test_a_payload_arriving_for_an_entry_still_waiting_is_kept(
+    tmp_path: Path, wall: Wall
+) -> None:
+    dirs = await make_mesh(tmp_path, ["A", "B"], wall)
+    async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
+        on_a = await caller(a, "other")
+        await write(a, on_a, "first")
+        await a.export_bundle(tmp_path / "first.bundle")
+        await a.write_frontier(tmp_path / "first.frontier")
+        await write(a, on_a, "second")
+        since = tmp_path / "first.frontier"
+        await a.export_bundle(tmp_path / "headers.bundle", since=since, workspace="team")
+        await a.export_bundle(tmp_path / "whole.bundle", since=since)
+
+        assert (await b.import_bundle(tmp_path / "headers.bundle")).pending == 1
+        assert (await b.import_bundle(tmp_path / "whole.bundle")).pending == 0  # waits already
+        assert (await b.import_bundle(tmp_path / "first.bundle")).new == 2
+        assert await held(a) == await held(b)  # the second SR with its payload
