@@ -170,9 +170,11 @@ class _Checker:
             raise self.fail(f"argument {name!r} is not in the tool's input schema")
         declared = self.properties[name].get("type")
         types = set(declared) if isinstance(declared, list) else {declared}
-        wanted = {"number", "integer"} if encoding in ("epoch-ms", "epoch-s") else {"string"}
+        epoch = encoding in ("epoch-ms", "epoch-s")
+        wanted = {"number", "integer"} if epoch else {"string"}
         if not types & wanted:
-            raise self.fail(f"argument {name!r} must be a {' or '.join(sorted(wanted))}")
+            kind = "a number (epoch-ms, epoch-s)" if epoch else "a string"
+            raise self.fail(f"argument {name!r} must be {kind}")
         return name
 
     def duration(self, value: Any, what: str) -> int:
