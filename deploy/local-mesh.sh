@@ -40,6 +40,10 @@ DISCOVERY_CONFIG='[discovery]
 interfaces = ["127.0.0.1"]'
 # -------------------------------------------------------------------------------------------
 
+# The nodes' settings are the flags below and nothing of this shell's (MEMLANE_CONFIG,
+# MEMLANE_PEERS …).
+for variable in "${!MEMLANE_@}"; do unset "$variable"; done
+
 ROOT=$(mktemp -d "${TMPDIR:-/tmp}/memlane-local-mesh.XXXXXX")
 declare -A PID=() SYNC=()
 NODES=(a b c)
@@ -117,6 +121,10 @@ peers_of() { # addresses → --peer flags, none with discovery on
     for address in "$@"; do printf -- '--peer\n%s\n' "$address"; done
 }
 
+configure() { # name → its config.toml, once the node is made
+    if [[ $DISCOVERY == on ]]; then printf '%s\n' "$DISCOVERY_CONFIG" >"$ROOT/$1/config.toml"; fi
+}
+
 counts() { # name → "N entries in M logs"
     "$MEMLANE" log verify --data "$ROOT/$1" | sed -n 's/^ok: //p'
 }
@@ -126,6 +134,7 @@ say "nodes in $ROOT, memlane: $MEMLANE, discovery: $DISCOVERY"
 
 # 1. a: a new node, the authority of a new mesh, serving sync and joins.
 "$MEMLANE" init --data "$ROOT/a" >/dev/null
+configure a
 start a 0 --join-listen "127.0.0.1:$(port 0 1)"
 JOIN_AT=$(printed a "accepting joins at")
 say "node a is the authority; it accepts joins at $JOIN_AT"
@@ -134,11 +143,9 @@ say "node a is the authority; it accepts joins at $JOIN_AT"
 for name in b c; do
     invite=$("$MEMLANE" mesh invite --data "$ROOT/a" --label "$name" --expires 30m)
     "$MEMLANE" init --data "$ROOT/$name" --join "$invite" --authority "$JOIN_AT" >/dev/null
+    configure "$name"
     say "node $name joined the mesh by invite"
 done
-if [[ $DISCOVERY == on ]]; then
-    for name in "${NODES[@]}"; do printf '%s\n' "$DISCOVERY_CONFIG" >"$ROOT/$name/config.toml"; done
-fi
 mapfile -t flags < <(peers_of "${SYNC[a]}")
 start b 1 "${flags[@]}"
 mapfile -t flags < <(peers_of "${SYNC[a]}" "${SYNC[b]}")
