@@ -307,26 +307,44 @@ async def import_bundle(
     return report
 
 
+class _Applier:
+    """Hands batches to the receive path inside one transaction; each batch's rows are
+    written on SQLite's thread while the next batch is read and decoded."""
+
+    def __init__(self, store: Store, txn: Txn, source: str) -> None:
+        self.store, self.txn, self.source = store, txn, source
+        self.total = Report()
+        self._writing: asyncio.Future[None] | None = None
+
+    async def add(self, batch: list[Entry]) -> None:
+        await self.settle()
+        report = await self.store.receive_in(self.txn, batch, source=self.source, event=None)
+        _add(self.total, report)
+        self._writing = asyncio.ensure_future(self.txn.flush())
+
+    async def settle(self) -> None:
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            await writing
+
+
 async def _apply(
     store: Store, txn: Txn, path: Path, verified: _Verified, progress: Progress | None
 ) -> ImportReport:
-    source = f"bundle:{verified.end.bundle_id}"
-    total, batch = Report(), list[Entry]()
-
-    async def receive() -> None:
-        report = await store.receive_in(txn, batch, source=source, event=None)
-        _add(total, report)
-        batch.clear()
-        await txn.flush()
-
-    async for event in _events(path, "import", progress):
-        if isinstance(event, Entry):
-            batch.append(event)
-            if len(batch) >= _BATCH:
-                await receive()
-        elif isinstance(event, BundleEnd) and event.digest != verified.end.digest:
-            raise _Changed(f"{path} changed while it was being imported; nothing was stored")
-    await receive()
+    applier, batch = _Applier(store, txn, f"bundle:{verified.end.bundle_id}"), list[Entry]()
+    try:
+        async for event in _events(path, "import", progress):
+            if isinstance(event, Entry):
+                batch.append(event)
+                if len(batch) >= _BATCH:
+                    await applier.add(batch)
+                    batch = []
+            elif isinstance(event, BundleEnd) and event.digest != verified.end.digest:
+                raise _Changed(f"{path} changed while it was being imported; nothing was stored")
+        await applier.add(batch)
+    finally:
+        await applier.settle()
+    total = applier.total
     result = ImportReport(verified.end.bundle_id, node_id(verified.header.exporter),
                           total.stored, total.duplicate, total.filled, total.rejected,
                           total.pending)  # fmt: skip
