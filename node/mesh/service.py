@@ -231,12 +231,14 @@ class SyncService:
     async def _discover(self, settings: DiscoverySettings) -> None:
         self._cap = settings.max_peers
         self.discovery = Discovery(mesh=self.node.info.mesh, key=self.node.key.public,
-                                   interfaces=settings.interfaces, found=self._found,
-                                   lost=self._lost)  # fmt: skip
+                                   interfaces=settings.interfaces, found=self.sighted,
+                                   lost=self.vanished)  # fmt: skip
         host, port = self.address if self.address is not None else (None, None)
         await self.discovery.start(host, port)
 
-    def _found(self, seen: Sighting) -> None:
+    def sighted(self, seen: Sighting) -> None:
+        """Discovery resolved a service: dial it if it is another node of this mesh, not
+        dialled already (at that address) and the discovered peers are below their cap."""
         address = f"{seen.host}:{seen.port}"
         known = self.discovered.get(seen.name)
         if seen.key == self.node.key.public or address in self._static:
@@ -247,7 +249,7 @@ class SyncService:
         if known is not None:
             if known.address == address:
                 return
-            self._lost(seen.name)  # it moved: dial the new address instead
+            self.vanished(seen.name)  # it moved: dial the new address instead
         if len(self.discovered) >= self._cap:
             _log.warning("discovered peers at their limit", limit=self._cap, ignored=address)
             return
@@ -255,7 +257,8 @@ class SyncService:
         peer = self.sync.dial(seen.host, seen.port, ssl=self._client)
         self.discovered[seen.name] = _Discovered(peer, address)
 
-    def _lost(self, name: str) -> None:
+    def vanished(self, name: str) -> None:
+        """A discovered service went: stop dialling it (an open link runs to its end)."""
         gone = self.discovered.pop(name, None)
         if gone is not None:
             self.sync.hang_up(gone.peer)

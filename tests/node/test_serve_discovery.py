@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from node.mesh.discovery import advertised_addresses, sighting
+from node.address import Listen
+from node.mesh.discovery import Sighting, advertised_addresses, sighting
+from node.mesh.peers import PeerTable
+from node.mesh.service import DiscoverySettings, SyncService
+from node.node import Node
 from tests.node.servekit import (
     certified_mesh,
     connected,
@@ -54,6 +58,15 @@ def test_served_nodes_find_each_other_and_converge(tmp_path, count):
                                      "--title", "found by zeroconf", "--json").stdout)  # fmt: skip
         last = dirs[names[-1]]
         poll("the SR on the last node", lambda: written["sr_id"] in timeline_ids(last, reader))
+        code, err = stop(running.pop())  # its service goes: the others stop dialling it
+
+        def dropped() -> bool:
+            rows = peers(dirs["one"])["peers"]
+            return not any(r["node_id"] == ids[names[-1]] and r["direction"] == "outbound"
+                           for r in rows)  # fmt: skip
+
+        assert code == 0, err
+        poll("the stopped node dropped from the first's dialled peers", dropped)
     finally:
         codes = [stop(proc) for proc in reversed(running)]
     assert all(code == 0 for code, _ in codes), codes
@@ -121,3 +134,48 @@ def test_what_a_listener_advertises():
     every = advertised_addresses("0.0.0.0", [])
     assert every
     assert all(not a.startswith("127.") for a in every) or every == ["127.0.0.1"]
+
+
+# -- what the sync service does with sightings --------------------------------------------------
+
+
+def test_sightings_dialled_within_the_cap_and_dropped_when_gone(tmp_path):
+    one = certified_mesh(tmp_path, ["one"])["one"]
+
+    async def scenario() -> None:
+        async with Node.open(one) as node:
+            service = SyncService(node)
+            await service.start(Listen("127.0.0.1", 0), [Listen("127.0.0.1", 9)],
+                                DiscoverySettings(("127.0.0.1",), max_peers=2))  # fmt: skip
+            try:
+                mesh, own = node.info.mesh, node.key.public
+
+                def seen(name: str, port: int, key: bytes = KEY, in_mesh: bytes = mesh) -> None:
+                    service.sighted(Sighting(name, in_mesh, key, "127.0.0.1", port))
+
+                seen("self", 1, key=own)
+                seen("stranger", 2, in_mesh=MESH)
+                seen("static", 9)
+                assert service.discovered == {}  # itself, another mesh, a static peer
+                seen("n1", 11)
+                seen("n1", 11)  # again: nothing new
+                seen("n2", 12)
+                seen("n3", 13)  # over the cap
+                assert sorted(service.discovered) == ["n1", "n2"]
+                dialled = {p.address for p in service.sync.peers}
+                assert dialled == {"127.0.0.1:9", "127.0.0.1:11", "127.0.0.1:12"}
+                seen("n1", 21)  # moved
+                assert service.discovered["n1"].address == "127.0.0.1:21"
+                service.vanished("n2")
+                service.vanished("n2")  # gone twice: nothing more
+                assert sorted(service.discovered) == ["n1"]
+
+                def settled(table: PeerTable) -> bool:
+                    return {p.address for p in table} == {"127.0.0.1:9", "127.0.0.1:21"}
+
+                async with asyncio.timeout(10):  # hung-up diallers leave the table
+                    await service.sync.peers.wait_for(settled)
+            finally:
+                await service.close()
+
+    asyncio.run(scenario())
