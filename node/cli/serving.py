@@ -1,17 +1,22 @@
 """The long-running commands (DESIGN §8): ``memlane mcp`` (MCP over stdio, one principal) and
-``memlane serve`` (MCP over streamable HTTP, a bearer token per request).
+``memlane serve`` (the node: MCP over streamable HTTP with a bearer token per request, sync,
+discovery, health and metrics).
 
-``memlane serve`` also runs sync with the mesh when ``[mesh] listen`` or ``[mesh] peers`` is
+``memlane serve`` runs sync with the mesh when ``[mesh] listen`` or ``[mesh] peers`` is
 configured (or ``--sync-listen`` / ``--peer`` is given): mutual TLS with this node's
-certificate (``node.mesh.service``), the sync address printed once listening.  On the
-authority node, ``--join-listen`` also accepts joins (``node.mesh.join``, docs/mesh.md
-§Joining).
+certificate (``node.mesh.service``), and, unless ``[discovery] enabled = false`` or
+``--discovery off``, zeroconf discovery of the mesh's other nodes.  It answers ``/healthz`` and
+``/metrics`` on ``[serve] health`` (``node.health``).  On the authority node,
+``--join-listen`` also accepts joins (``node.mesh.join``, docs/mesh.md §Joining).  The
+configuration is read first, whole (the file, ``MEMLANE_*``, then flags); with any problem
+every one is reported and nothing starts.
 
-Both stop cleanly on SIGTERM or SIGINT: serving ends (sync first, saying bye on every link,
-then MCP), then the store is closed.  Exit codes as for every command: 0 ok, 1 refused or
-invalid input (a bad token, no node, a port in use, a member node without its certificate),
-2 usage (including plain HTTP off loopback without ``--insecure-no-tls``).  The MCP SDK is
-loaded only by these two commands, so the others start quickly.
+Both stop cleanly on SIGTERM or SIGINT: serving ends (discovery says goodbye, sync says bye on
+every link, then MCP and health stop), then the store is closed.  Exit codes as for every
+command: 0 ok, 1 refused or invalid input (a bad token or configuration, no node, a port in
+use, a member node without its certificate), 2 usage (including plain HTTP off loopback
+without ``--insecure-no-tls``).  The MCP SDK is loaded only by these two commands, so the
+others start quickly.
 """
 
 from __future__ import annotations
