@@ -1,0 +1,164 @@
+"""Properties of the decision (TIME-WINDOWS §4–§6) over generated windows, zones and forms:
+a fill never narrows the person's window, an exact fill reads back to exactly the window,
+``differs.extra`` and the window together are exactly ``sent``, and no sent value makes the
+read-back raise."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from node.windows.decide import Call, Decision, decide
+from node.windows.forms import Form
+from node.windows.readback import read_back
+from node.windows.spans import Span, lookback_range
+from protocol.timefmt import format_instant
+from tests.node.windowkit import (
+    BERLIN,
+    DAY,
+    DAY_MS,
+    EPOCH,
+    LA,
+    LB,
+    MIN,
+    NOW,
+    SLB,
+    WALL,
+    answered,
+    bounds,
+    period,
+    rng,
+    turn,
+)  # fmt: skip
+
+UTC = ZoneInfo("UTC")
+GRANULARITY = 60_000
+POOL = [
+    EPOCH, bounds("iso", "inclusive"), bounds("iso", "exclusive"), bounds("epoch-s", "exclusive"),
+    bounds("epoch-ms", "inclusive"), WALL, DAY, LB, SLB, LB | {"units": "d"},
+    bounds("date", "inclusive", zone=True), {"kind": "day", "argument": "date"},
+    {"kind": "joined", "argument": "w", "as": "wall", "joiner": "..", "edge": "exclusive"},
+    {"kind": "object", "argument": "r", "as": "epoch-s", "edge": "inclusive",
+     "keys": {"from": "a", "to": "b"}},
+]  # fmt: skip
+SETTINGS = settings(max_examples=200, deadline=None)
+
+
+@st.composite
+def windows(draw: st.DrawFn) -> Span:
+    start = NOW + draw(st.integers(-40 * DAY_MS, DAY_MS))
+    length = draw(st.integers(1, 3 * DAY_MS))
+    if draw(st.booleans()):  # most windows people name are on whole minutes
+        start, length = start // MIN * MIN, max(1, length // MIN) * MIN
+    return Span(start, start + length)
+
+
+def _decided(window: Span, zone: ZoneInfo, forms: list[dict[str, Any]]) -> tuple[Decision, Call]:
+    p = period(*forms)
+    w = answered(rng(format_instant(window.start), format_instant(window.end)), zone=zone.key)
+    call = Call("t", {}, p.forms, p.facts, turn(windows=[w]), zone)
+    return decide(call), call
+
+
+def _read(call: Call, found: Decision) -> Span | None:
+    form: Form = call.forms[found.row.form or 0]
+    return read_back(form, dict(found.values or {}), NOW, call.app_zone)
+
+
+forms_st = st.lists(st.sampled_from(POOL), min_size=1, max_size=3, unique_by=repr)
+zones = st.sampled_from([LA, BERLIN, UTC])
+
+
+@SETTINGS
+@given(windows(), zones, forms_st)
+def test_a_fill_never_narrows_the_persons_window(window: Span, zone: ZoneInfo, forms: Any) -> None:
+    found, call = _decided(window, zone, forms)
+    if found.row.how != "filled":
+        return
+    read = _read(call, found)
+    assert read is not None
+    assert read.start <= window.start
+    if found.row.sent is not None:
+        assert read.same(found.row.sent)
+    # §5: a look-back "ends at now" within the granularity, so a window ending just after now
+    # is read to now; nothing else may end early.
+    slack = GRANULARITY if call.forms[found.row.form or 0].kind == "lookback" else 0
+    assert read.end >= window.end - slack
+
+
+@SETTINGS
+@given(windows(), zones, forms_st)
+def test_an_exact_fill_reads_back_to_exactly_the_window(
+    window: Span, zone: ZoneInfo, forms: Any
+) -> None:
+    found, call = _decided(window, zone, forms)
+    exact = found.row.how == "filled" and found.row.sent is None and not found.row.rounded
+    if exact and call.forms[found.row.form or 0].kind != "lookback":
+        read = _read(call, found)
+        assert read is not None
+        assert read.same(window)
+
+
+@SETTINGS
+@given(st.integers(1, 60 * 24 * 30), st.sampled_from([LB, SLB, LB | {"units": "hd"}]))
+def test_a_lookback_fill_reads_back_to_the_lookback(minutes: int, form: dict[str, Any]) -> None:
+    p = period(form)
+    w = {"source": "answered", "mention": 0, "lookback": f"{minutes}m"}
+    found = decide(Call("t", {}, p.forms, p.facts, turn(windows=[w]), UTC))
+    if found.row.how == "filled":
+        read = read_back(p.forms[0], dict(found.values or {}), NOW, UTC)
+        assert read is not None
+        assert read.same(lookback_range(NOW, minutes * MIN))
+    else:  # the units cannot spell it: no form holds a look-back exactly, and none is widened
+        assert found.row.refused == "no-form-holds"
+        assert minutes % 60 != 0
+
+
+@SETTINGS
+@given(windows(), zones, forms_st)
+def test_extra_and_the_window_are_exactly_sent(window: Span, zone: ZoneInfo, forms: Any) -> None:
+    found, _ = _decided(window, zone, forms)
+    sent = found.row.sent
+    if found.row.how != "filled" or sent is None or found.row.trimmed_by_tool:
+        return
+    pieces = sorted([*found.row.extra, window], key=lambda s: s.start)
+    assert pieces[0].start == sent.start
+    assert pieces[-1].end == sent.end
+    assert all(a.end == b.start for a, b in itertools.pairwise(pieces))
+    assert 1 <= len(found.row.extra) <= 2
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@SETTINGS
+@given(
+    st.sampled_from(POOL),
+    st.dictionaries(
+        st.sampled_from(["start", "end", "w", "date", "tz", "r"]), json_values, max_size=4
+    ),
+)
+def test_no_sent_value_makes_read_back_raise(form: dict[str, Any], args: dict[str, Any]) -> None:
+    found = read_back(period(form).forms[0], args, NOW, LA)
+    assert found is None or found.start < found.end
+    p = period(form)
+    decide(
+        Call(
+            "t",
+            args,
+            p.forms,
+            p.facts,
+            turn(windows=[answered(rng("2026-10-09T08:00:00-07:00", "2026-10-09T08:41:00-07:00"))]),
+            LA,
+        )
+    )
