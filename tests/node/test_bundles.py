@@ -42,6 +42,9 @@ async def test_a_bundle_carries_a_node_to_another_that_never_met_it(
         assert event.detail == report.detail() | {"exporter": a.info.node_id}
         assert await events(b, "sr_synced") == []
         assert (await b.verify()).ok
+        feed = await b.e_audit(await caller(b), action="list", since_seq=0)
+        shown = [e for e in feed["events"] if e["event"] == "bundle_imported"]
+        assert [e["detail"]["new"] for e in shown] == [report.new]  # an admin sees the counts
 
 
 async def test_an_incremental_bundle_carries_only_what_the_importer_lacks(
