@@ -106,6 +106,10 @@ class ToolSpec:
 
 _MOMENT = "a date (YYYY-MM-DD, midnight UTC) or an ISO-8601 instant with an offset"
 _INSTANT = "an ISO-8601 instant with an offset, or a date (YYYY-MM-DD, midnight UTC)"
+_DAY_MOMENT = (
+    "a date (YYYY-MM-DD, midnight in the node's zone, UTC by default) or an ISO-8601 instant "
+    "with an offset"
+)
 
 
 def _object(properties: dict[str, dict[str, Any]], *required: str) -> Mapping[str, Any]:
@@ -201,8 +205,8 @@ _TIMELINE = _object(
             "description": _MATCH,
         },
         "sr_id": _string("traverse: the anchor SR", minLength=1, maxLength=64),
-        "start_date": _string(f"window start, inclusive: {_MOMENT}"),
-        "end_date": _string(f"window end: {_MOMENT} (a bare date includes that day)"),
+        "start_date": _string(f"window start, inclusive: {_DAY_MOMENT}"),
+        "end_date": _string(f"window end: {_DAY_MOMENT} (a bare date includes that day)"),
         "order_by": _enum(timeline_spec.ORDERS, default=timeline_spec.DEFAULTS["order_by"]),
         "shed_idf_noise": _boolean(timeline_spec.DEFAULTS["shed_idf_noise"]),
         "page": _integer(1, timeline_spec.MAX_PAGE, timeline_spec.DEFAULTS["page"]),

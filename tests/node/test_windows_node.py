@@ -296,3 +296,20 @@ async def test_retention_from_the_config_refuses_older_windows(node_dir: Path, w
         await node.e_timeline(alice, action="list", turn=context("c2", windows=[week]))
         latest = (await node.call_windows(alice, tool_call_id="c2"))["rows"][0]
         assert latest["partlyBeyondRetention"] is True
+
+
+async def test_a_bare_date_is_read_in_the_nodes_zone(node_dir: Path, wall: Wall):
+    (node_dir / "config.toml").write_text('zone = "America/Los_Angeles"\n')
+    async with Node.open(node_dir, wall=wall) as node:
+        issued = await node.create_token("alice", "team", ["read:workspace", "write:workspace"])
+        alice = await node.authenticate(issued.token)
+        late = await write_at(node, wall, alice, NOW - 10 * HOUR - 40 * MIN, "Oct 8, 22:00 LA")
+        wall.now = NOW
+        day = {"start_date": "2026-10-09", "end_date": "2026-10-09"}
+        answer = await node.e_timeline(alice, action="list", **day, turn=context())
+        assert answer["results"] == []
+        (row,) = await rows(node, alice)
+        assert row["asked"] == rng("2026-10-09T07:00:00Z", "2026-10-10T07:00:00Z")
+        eve = await node.e_timeline(alice, action="list", start_date="2026-10-08",
+                                    end_date="2026-10-08")  # fmt: skip
+        assert [r["sr_id"] for r in eve["results"]] == [late]
