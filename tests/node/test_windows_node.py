@@ -313,3 +313,14 @@ async def test_a_bare_date_is_read_in_the_nodes_zone(node_dir: Path, wall: Wall)
         eve = await node.e_timeline(alice, action="list", start_date="2026-10-08",
                                     end_date="2026-10-08")  # fmt: skip
         assert [r["sr_id"] for r in eve["results"]] == [late]
+
+
+async def test_rows_are_derived_from_the_log(node, make_caller, three):
+    alice = await make_caller()
+    await node.e_timeline(alice, action="list", turn=context(open=[[M]]))
+    await node.e_timeline(alice, action="list", turn=context(windows=[answered(M)]))
+    before = await rows(node, alice)
+    assert await node.store.rebuild_views() > 0
+    assert await rows(node, alice) == before
+    entries = [e for e in await node.entries() if e.header.kind == "call.window"]
+    assert len(entries) == 2
