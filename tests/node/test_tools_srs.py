@@ -378,7 +378,7 @@ async def test_e_write_creates_an_sr(node, make_caller, wall):
     assert {k: after[k] - before[k] for k in after} == {
         "headers": 1, "payloads": 1, "logs": 1, "srs": 1, "sr_versions": 1, "sr_tags": 2,
         "sr_links": 1, "sr_due": 0, "episode_entries": 0, "episodes": 0, "episode_due": 0,
-        "forks": 0,
+        "call_windows": 0, "forks": 0,
         "audit": 1, "deletions": 0,
     }  # fmt: skip
     hid, raw, kind = await header_id(node, result["entry_id"])
