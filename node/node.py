@@ -228,7 +228,8 @@ class Node:
         def check(sent: Mapping[str, Any]) -> object:
             return parse_spec(sent, profiles, zone)
 
-        return await self.windows.call(caller, "e_timeline", args, turn, run=run, check=check)
+        return await self.windows.call(caller, "e_timeline", args, turn, run=run, check=check,
+                                       trim_field=timeline.window_field)  # fmt: skip
 
     async def call_windows(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         assert self.store.reader is not None

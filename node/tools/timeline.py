@@ -21,7 +21,7 @@ from node.views.fold import SrState, lane_uuid_of
 from node.views.srs import terms
 from protocol.timefmt import format_instant
 
-__all__ = ["MIN_DENSE", "e_timeline", "render", "render_doc"]
+__all__ = ["MIN_DENSE", "e_timeline", "render", "render_doc", "window_field"]
 
 MIN_DENSE = 10  # shed_idf_noise acts only when the caller can read at least this many SRs
 
@@ -60,6 +60,14 @@ async def e_timeline(
     answer |= {"results": [render_doc(d) for d in docs], "page": spec.page,
                "page_size": spec.page_size, "has_more": more}  # fmt: skip
     return answer
+
+
+def window_field(args: Mapping[str, Any]) -> str:
+    """The result field a window bounds: the time the action orders by."""
+    order = args.get("order_by")
+    return (
+        "content_time" if isinstance(order, str) and order.startswith("content") else "ingest_time"
+    )
 
 
 # A tag is checked row by row (one primary-key probe) rather than listed whole first: the rows

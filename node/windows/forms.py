@@ -119,7 +119,8 @@ class Period:
     def forms_for(self, action: Any) -> tuple[Form, ...]:
         """The forms of a call with this action, in order (TIME-WINDOWS: forms belong to
         actions)."""
-        return tuple(f for f in self.forms if f.actions is None or action in f.actions)
+        named = action if isinstance(action, str) else None
+        return tuple(f for f in self.forms if f.actions is None or named in f.actions)
 
 
 def form_max_range(form: Form, facts: Facts) -> int | None:

@@ -90,6 +90,8 @@ def _iso(bound: Bound, value: Any) -> tuple[int, int] | None:
 def _epoch(value: Any, in_text: bool) -> int | None:
     if in_text:
         return int(value) if isinstance(value, str) and _EPOCH_TEXT.match(value) else None
+    if type(value) is float and value.is_integer():
+        value = int(value)  # a JSON number: 1.0 is the safe integer 1
     if type(value) is not int or abs(value) > _SAFE:
         return None
     return value

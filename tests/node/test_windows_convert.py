@@ -65,6 +65,7 @@ def back(form: dict[str, Any], args: dict[str, Any], app_zone: ZoneInfo | None =
         (bounds("iso", "exclusive"), {"start": "2026-10-09T15:00Z", "end": "2026-10-09T15:41Z"}, M),
         (bounds("epoch-ms", "inclusive"), {"start": 1791558000000, "end": 1791560459999}, M),
         (bounds("epoch-s", "inclusive"), {"start": 1791558000, "end": 1791560459}, M),
+        (bounds("epoch-s", "inclusive"), {"start": 1791558000.0, "end": 1791560459.0}, M),
         (bounds("epoch-s", "exclusive"), {"start": 1791558000, "end": 1791560460}, M),
         (WALL, {"start": "2026-10-09T08:00", "end": "2026-10-09T08:41", "tz": LA_NAME}, M),
         (bounds("wall", "inclusive", zone=True), {

@@ -324,3 +324,9 @@ async def test_rows_are_derived_from_the_log(node, make_caller, three):
     assert await rows(node, alice) == before
     entries = [e for e in await node.entries() if e.header.kind == "call.window"]
     assert len(entries) == 2
+
+
+async def test_an_action_that_is_not_a_name_files_nothing(node, make_caller):
+    alice = await make_caller()
+    text = await refused(node, "e_timeline", alice, action=["list"], turn=context())
+    assert text.startswith("Invalid timeline spec: action must be one of")
