@@ -330,3 +330,34 @@ async def test_an_action_that_is_not_a_name_files_nothing(node, make_caller):
     alice = await make_caller()
     text = await refused(node, "e_timeline", alice, action=["list"], turn=context())
     assert text.startswith("Invalid timeline spec: action must be one of")
+
+
+DIFFERENTIAL_ASKS = [
+    {}, {"page_size": 2}, {"page_size": 2, "page": 2}, {"latest": True}, {"turn": 1},
+    {"tool_call_id": "c2"}, {"tool": "e_timeline", "page_size": 3},
+]  # fmt: skip
+
+
+async def _alices_answers(path: Path, wall: Wall, *, others: bool) -> list[dict[str, Any]]:
+    await Node.init(path, wall=wall)
+    async with Node.open(path, wall=wall) as node:
+        callers = {}
+        for who, space in (("alice", "team"), ("bob", "team"), ("alice", "elsewhere")):
+            issued = await node.create_token(who, space, ["read:workspace"])
+            callers[who, space] = await node.authenticate(issued.token)
+        alice = callers["alice", "team"]
+        for i in range(4):
+            for key in (("bob", "team"), ("alice", "elsewhere")) if others else ():
+                await node.e_timeline(callers[key], action="list", turn=context(f"c{i}", turn=i))
+            mine = context(f"c{i}", turn=i, windows=[answered(M)])
+            await node.e_timeline(alice, action="list", turn=mine)
+        return [await node.call_windows(alice, **a) for a in DIFFERENTIAL_ASKS]
+
+
+async def test_rows_a_caller_cannot_read_change_nothing_it_sees(tmp_path: Path, wall: Wall):
+    """Differential (DESIGN §4.1): the same calls of alice's on a node where bob and another
+    workspace also filed rows, and on one where they never did, answer alike."""
+    crowded = await _alices_answers(tmp_path / "crowded", wall, others=True)
+    alone = await _alices_answers(tmp_path / "alone", wall, others=False)
+    assert crowded == alone
+    assert len(crowded[0]["rows"]) == 4
