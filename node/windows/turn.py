@@ -28,6 +28,7 @@ _KEYS = {"turn", "iteration", "toolCallId", "now", "zone", "windows", "open", "m
 _WINDOW_KEYS = {"source", "mention", "quote", "range", "lookback", "zone", "answer"}
 _SOURCES = ("answered", "derived-from-reading", "control")
 _SAFE = (1 << 53) - 1
+_LAST_MS = 253_402_128_000_000  # 9999-12-30T00:00:00Z
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +80,21 @@ def _list(value: Any, what: str) -> list[Any]:
 
 def _span(value: Any, what: str) -> Span:
     try:
-        return parse_span(value, what)
+        span = parse_span(value, what)
     except ValueError as exc:
         raise WindowError(str(exc)) from exc
+    return _since_1970(span, what)
+
+
+def _since_1970(span: Span, what: str) -> Span:
+    """Windows of a memory node's data: none starts before the Unix epoch (the tools refuse
+    such times too) or ends after 9999-12-30, so every instant and the day after it have a
+    wall time in every zone."""
+    if span.start < 0:
+        raise WindowError(f"{what} must not start before 1970-01-01")
+    if span.end > _LAST_MS:
+        raise WindowError(f"{what} must end by 9999-12-30")
+    return span
 
 
 def _text(value: Any, what: str, max_len: int) -> str | None:
@@ -112,7 +125,8 @@ def _window(raw: Any, i: int, now: tuple[int, int], zone: ZoneInfo) -> Window:
     if "range" not in raw and lookback is None:
         raise WindowError(f"{what} needs a range (or a lookback)")
     span = _span(raw["range"], f"{what}.range") if "range" in raw else None
-    span = span or lookback_range(now[0], lookback or 0, now[1])
+    drawn = _since_1970(lookback_range(now[0], lookback or 0, now[1]), f"{what}.lookback")
+    span = span or drawn
     answer = raw.get("answer")
     if answer not in (None, "confirmed", "edited"):
         raise WindowError(f"{what}.answer must be confirmed or edited")
@@ -148,8 +162,8 @@ def _now(raw: Mapping[str, Any], clock: int) -> tuple[int, int]:
         parsed = parse_instant(raw["now"])
     except TimeFormatError as exc:
         raise WindowError(f"now: {exc}") from exc
-    if parsed.sub_ms:
-        raise WindowError("now is finer than a millisecond")
+    if parsed.sub_ms or parsed.ms < 0:
+        raise WindowError("now must be a millisecond instant after 1970-01-01")
     return parsed.ms, parsed.offset_minutes
 
 

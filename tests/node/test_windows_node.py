@@ -361,3 +361,28 @@ async def test_rows_a_caller_cannot_read_change_nothing_it_sees(tmp_path: Path, 
     alone = await _alices_answers(tmp_path / "alone", wall, others=False)
     assert crowded == alone
     assert len(crowded[0]["rows"]) == 4
+
+
+@pytest.mark.parametrize(
+    ("turn", "why"),
+    [
+        (context(windows=[answered(rng("1969-12-31T00:00:00Z", "1970-01-02T00:00:00Z"))]),
+         "windows[0].range must not start before 1970-01-01"),
+        (context(windows=[{"source": "control", "lookback": "99999999w"}]),
+         "windows[0].lookback must not start before 1970-01-01"),
+        (context(open=[[rng("0001-01-01T00:00:00Z", "0001-01-02T00:00:00Z")]]),
+         "open[0][0] must not start before 1970-01-01"),
+        (context(now="1969-07-20T20:17:00Z"), "now must be a millisecond instant after 1970"),
+    ],
+)  # fmt: skip
+async def test_windows_before_the_epoch_are_refused(node, make_caller, turn, why):
+    alice = await make_caller()
+    assert why in await refused(node, "e_timeline", alice, action="list", turn=turn)
+
+
+async def test_windows_at_the_end_of_time_are_refused(node, make_caller):
+    alice = await make_caller()
+    late = rng("9999-12-30T00:00:00Z", "9999-12-31T00:00:00Z")
+    text = await refused(node, "e_timeline", alice, action="list",
+                         turn=context(windows=[answered(late)]))  # fmt: skip
+    assert text == "invalid memlane/turn: windows[0].range must end by 9999-12-30"
