@@ -28,6 +28,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}\Z", re.ASCII)
 _EPOCH_TEXT = re.compile(r"-?(0|[1-9][0-9]*)\Z", re.ASCII)
 _SAFE = (1 << 53) - 1
 _STEP = {"minute": 60_000, "second": 1000, "fraction": 1}
+_FIRST_MS, _END_MS = -62_135_596_800_000, 253_402_300_800_000  # 0001-01-01, 10000-01-01
 
 
 def is_missing(args: Mapping[str, Any], name: str) -> bool:
@@ -157,7 +158,8 @@ def _halves(form: Form, value: Any) -> tuple[Any, Any] | None:
 
 
 def _span(start: int | None, end: int | None) -> Span | None:
-    if start is None or end is None or start >= end:
+    """A range strict instants can spell (years 1 to 9999), with ``from < to``."""
+    if start is None or end is None or not _FIRST_MS <= start < end <= _END_MS:
         return None
     return Span(start, end)
 
@@ -189,6 +191,15 @@ def read_back(
     form: Form, args: Mapping[str, Any], now: int, app_zone: ZoneInfo | None
 ) -> Span | None:
     """The half-open range the call's values ask for under ``form``, spelled in UTC."""
+    try:
+        return _read_back(form, args, now, app_zone)
+    except (OverflowError, ValueError):  # a wall time past year 9999 in the zone: no range
+        return None
+
+
+def _read_back(
+    form: Form, args: Mapping[str, Any], now: int, app_zone: ZoneInfo | None
+) -> Span | None:
     zone = form_zone(form, args, app_zone)
     if form.kind == "bounds":
         return _bounds(form, args, zone, now)
@@ -211,7 +222,10 @@ def read_back(
 
 def _in_gap(bound: Bound, value: Any, zone: ZoneInfo) -> bool:
     wall = parse_wall(value) if bound.encoding == "wall" else None
-    return wall is not None and not read_wall(wall[0], zone)
+    try:
+        return wall is not None and not read_wall(wall[0], zone)
+    except (OverflowError, ValueError):  # past year 9999 in the zone: not a gap
+        return False
 
 
 def wall_gap_argument(form: Form, args: Mapping[str, Any], app_zone: ZoneInfo | None) -> str | None:

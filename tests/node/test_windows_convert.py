@@ -271,3 +271,10 @@ def test_a_sent_value_is_never_widened_or_refused_for_its_shape():
     whole_days = {"date": "2026-10-08", "tz": LA_NAME}
     assert row([DAY], whole_days)["how"] == "model"
     assert row([LB], {"w": "3d"})["how"] == "model"
+
+
+def test_values_past_what_instants_spell_read_nothing():
+    assert back(EPOCH, {"start": 2**53 - 5, "end": 2**53 - 1}) is None
+    assert back(DAY, {"date": "9999-12-31", "tz": "Asia/Tokyo"}) is None
+    far = {"start": "9999-12-31T23:30", "end": "9999-12-31T23:59", "tz": "Pacific/Kiritimati"}
+    assert back(WALL, far) == rng("9999-12-31T09:30:00Z", "9999-12-31T09:59:00Z")
