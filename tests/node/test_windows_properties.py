@@ -13,9 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from node.windows.decide import Call, Decision, decide
+from node.windows.errors import WindowError
 from node.windows.forms import Form
 from node.windows.readback import read_back
 from node.windows.spans import Span, lookback_range
+from node.windows.turn import parse_turn
 from protocol.timefmt import format_instant
 from tests.node.windowkit import (
     BERLIN,
@@ -26,6 +28,7 @@ from tests.node.windowkit import (
     LB,
     MIN,
     NOW,
+    NOW_TEXT,
     SLB,
     WALL,
     answered,
@@ -162,3 +165,40 @@ def test_no_sent_value_makes_read_back_raise(form: dict[str, Any], args: dict[st
             LA,
         )
     )
+
+
+window_dicts = st.fixed_dictionaries(
+    {},
+    optional={
+        "source": st.sampled_from(["answered", "control", "said"]) | json_values,
+        "mention": st.integers(-1, 3) | json_values,
+        "range": st.fixed_dictionaries({"from": st.sampled_from(
+            ["2026-10-09T08:00:00-07:00", "1969-01-01T00:00:00Z", "x"]), "to": st.sampled_from(
+            ["2026-10-09T08:41:00-07:00", "9999-12-31T00:00:00Z"])}) | json_values,
+        "lookback": st.sampled_from(["40m", "0m", "99999999999w", "1d"]) | json_values,
+        "zone": st.sampled_from(["America/Los_Angeles", "PST", "+05:30", "Etc/GMT+5"]),
+        "quote": json_values,
+        "answer": st.sampled_from(["confirmed", "edited", "maybe"]),
+    },
+)  # fmt: skip
+turns = st.fixed_dictionaries(
+    {"turn": st.integers(-1, 5) | json_values, "toolCallId": st.text(max_size=3) | json_values},
+    optional={
+        "iteration": json_values, "now": st.sampled_from([NOW_TEXT, "2026-10-09", "nope"]),
+        "zone": st.sampled_from(["UTC", "Europe/Berlin", "Mars/Olympus"]) | json_values,
+        "windows": st.lists(window_dicts, max_size=3) | json_values,
+        "open": st.lists(st.lists(json_values, max_size=2), max_size=2) | json_values,
+        "mentions": st.integers(-1, 4) | json_values, "quotes": json_values,
+    },
+)  # fmt: skip
+
+
+@SETTINGS
+@given(turns)
+def test_a_turn_context_either_reads_or_is_refused(raw: dict[str, Any]) -> None:
+    text = ""
+    try:
+        parse_turn(raw, clock=NOW)
+    except WindowError as exc:
+        text = exc.text
+    assert text == "" or text.startswith("invalid memlane/turn: ")
