@@ -24,6 +24,7 @@ __all__ = ["META_KEY", "Turn", "Window", "parse_turn"]
 META_KEY = "memlane/turn"
 MAX_ITEMS = 64
 MAX_QUOTE = 2000
+MAX_MENTION = 1000  # the call.window kind's bound (protocol/kinds.py)
 _KEYS = {"turn", "iteration", "toolCallId", "now", "zone", "windows", "open", "mentions", "quotes"}
 _WINDOW_KEYS = {"source", "mention", "quote", "range", "lookback", "zone", "answer"}
 _SOURCES = ("answered", "derived-from-reading", "control")
@@ -109,8 +110,8 @@ def _source(raw: Mapping[str, Any], what: str) -> tuple[str, int | None]:
         raise WindowError(f"{what}.source must be one of {', '.join(_SOURCES)}")
     if (source == "control") != (mention is None):
         raise WindowError(f"{what}.mention is required, except on a control window")
-    if mention is not None:
-        mention = _count(raw, "mention")
+    if mention is not None and (type(mention) is not int or not 0 <= mention <= MAX_MENTION):
+        raise WindowError(f"{what}.mention must be an integer from 0 to {MAX_MENTION}")
     return str(source), mention
 
 
