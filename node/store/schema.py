@@ -265,8 +265,57 @@ CREATE INDEX call_windows_by_workspace ON call_windows (workspace, ord);
 INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
 """
 
+# Episodes clustered by caller (node/views/episode_reads.py): a caller's episodes in time order
+# share pages, so a chain walk reads a few contiguous pages, not one page a hop.  The rows are
+# copied in the new key's order; (vault, id) stays unique through its own index, and the key
+# serves what episodes_by_caller did (dropped with the old table).
+_EPISODES_BY_CALLER = """
+CREATE TABLE episodes_clustered (
+    id TEXT NOT NULL,
+    ord BLOB NOT NULL,
+    pos INTEGER NOT NULL,
+    ts INTEGER NOT NULL,
+    vault TEXT NOT NULL,
+    session_id TEXT,
+    caller TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    episode_type TEXT NOT NULL,
+    task_result,
+    verdict_at INTEGER,
+    tool TEXT,
+    status TEXT NOT NULL,
+    error_code TEXT,
+    duration_ms INTEGER,
+    result_size INTEGER,
+    summary TEXT,
+    tags TEXT NOT NULL,
+    trust,
+    eligibility TEXT NOT NULL,
+    blocked INTEGER NOT NULL,
+    prev_id TEXT,
+    expires_at INTEGER,
+    PRIMARY KEY (vault, caller, ts, ord, id)
+) WITHOUT ROWID;
+INSERT INTO episodes_clustered
+    SELECT id, ord, pos, ts, vault, session_id, caller, channel, episode_type, task_result,
+        verdict_at, tool, status, error_code, duration_ms, result_size, summary, tags, trust,
+        eligibility, blocked, prev_id, expires_at
+    FROM episodes ORDER BY vault, caller, ts, ord, id;
+DROP TABLE episodes;
+ALTER TABLE episodes_clustered RENAME TO episodes;
+CREATE UNIQUE INDEX episodes_by_id ON episodes (vault, id);
+CREATE INDEX episodes_by_vault ON episodes (vault, ts, ord);
+"""
+
 # Index i holds the script that takes a store from version i to version i + 1.
-MIGRATIONS: tuple[str, ...] = (_LOG, _INDEXES, _SR_VIEW, _EPISODE_VIEW, _CALL_WINDOWS)
+MIGRATIONS: tuple[str, ...] = (
+    _LOG,
+    _INDEXES,
+    _SR_VIEW,
+    _EPISODE_VIEW,
+    _CALL_WINDOWS,
+    _EPISODES_BY_CALLER,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

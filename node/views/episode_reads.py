@@ -2,9 +2,17 @@
 
 An episode passes when it is not forgotten (``blocked``), its ``ts`` has come, it has not
 expired, and it is in the caller's vault and — unless ``any_caller`` — the caller's own.
-``walk`` follows ``prev_id`` in one recursive query and stops at the first episode that does
-not pass; ``page`` lists the passing episodes newest first.  Either way a ``prev_id`` is shown
-only when the episode it names passes too.
+``walk`` follows ``prev_id`` and stops at the first episode that does not pass; ``page`` lists
+the passing episodes newest first.  Either way a ``prev_id`` is shown only when the episode it
+names passes too.
+
+A walk reads one range first: the start's caller's episodes up to the start, newest first.
+``episodes`` is clustered by ``(vault, caller, ts, ord)``, so that range is a few contiguous
+pages, and a caller's chain normally runs through it in order (each ``prev_id`` names the
+caller's newest episode known to the recording node).  When the chain leaves the range (another
+caller's episode, one recorded elsewhere, a chain longer than the range), the walk is read
+again as one recursive query, one keyed lookup a hop.  Either read is one statement, so the
+answer is one committed state's, and the same either way.
 """
 
 from __future__ import annotations
@@ -54,6 +62,22 @@ def _select(e: str) -> str:
     return ", ".join(f"{e}.{c}" for c in COLUMNS)
 
 
+# Rows past the k + 1 a walk reads: room for a few of the caller's episodes off the chain.
+_SLACK = 8
+
+
+def _range(scope: Scope) -> str:
+    """The start's caller's episodes with ``ts`` up to the start's, newest first, each with
+    whether it passes: the rows a chain normally runs through."""
+    passes, columns = scope.passes("e"), _select("e")
+    start = "(SELECT {} FROM episodes WHERE vault = :vault AND id = :id)"
+    return (
+        f"SELECT {passes}, {columns} FROM episodes e WHERE e.vault = :vault "  # noqa: S608
+        f"AND e.caller = {start.format('caller')} AND e.ts <= {start.format('ts')} "
+        "ORDER BY e.ts DESC, e.ord DESC LIMIT :n"
+    )
+
+
 def _walk(scope: Scope) -> str:
     """Each step reads one episode by its id; ``ok`` says whether it passes, and only a
     passing one is followed.  ``n`` runs to ``k``: the row after the k-th tells whether more
@@ -64,8 +88,24 @@ def _walk(scope: Scope) -> str:
         f"SELECT 0, {passes}, {columns} FROM episodes e WHERE e.vault = :vault AND e.id = :id "
         f"UNION ALL SELECT w.n + 1, {passes}, {columns} FROM walk w CROSS JOIN episodes e "
         "ON e.vault = :vault AND e.id = w.prev_id WHERE w.ok AND w.n < :k"
-        ") SELECT * FROM walk"
+        f") SELECT ok, {', '.join(COLUMNS)} FROM walk"
     )
+
+
+def _follow(rows: list[Any], start: str, k: int) -> list[Any] | None:
+    """The rows ``_walk`` would give, found in ``rows`` (a ``_range``); None when a hop
+    leads outside them.  No rows: the start is not in the vault."""
+    if not rows:
+        return []
+    by_id = {row[1]: row for row in rows}
+    hops: list[Any] = []
+    step: str | None = start
+    while (row := by_id.get(step)) is not None:
+        hops.append(row)
+        step = row[-1]
+        if not row[0] or len(hops) > k or step is None:
+            return hops
+    return None
 
 
 @lru_cache(maxsize=4096)
@@ -89,12 +129,20 @@ async def walk(
     """The chain from ``start``, newest first, and whether it stopped at ``k`` with more
     behind; None when ``start`` does not pass (hidden and unknown alike).  A walk that comes
     back to an episode it showed (a cycle) ends there."""
-    rows = await reader.fetchall(_walk(scope), scope.args() | {"id": start, "k": k})
+    args = scope.args() | {"id": start, "k": k}
+    hops = _follow(await reader.fetchall(_range(scope), args | {"n": k + 1 + _SLACK}), start, k)
+    if hops is None:
+        hops = await reader.fetchall(_walk(scope), args)
+    return _chain(hops, k)
+
+
+def _chain(hops: list[Any], k: int) -> tuple[list[dict[str, Any]], bool] | None:
+    """The episodes shown from a walk's rows (``ok`` and the columns, in walk order)."""
     kept: list[Any] = []
     seen: set[str] = set()
     after: Any = None  # the row past the last one kept
-    for row in rows:
-        ok, episode = row[1], row[2:]
+    for row in hops:
+        ok, episode = row[0], row[1:]
         if not ok or episode[0] in seen or len(kept) == k:
             after = row
             break
@@ -102,8 +150,8 @@ async def walk(
         seen.add(episode[0])
     if not kept:
         return None
-    followed = after is not None and bool(after[1])
-    truncated = followed and after[2] not in seen
+    followed = after is not None and bool(after[0])
+    truncated = followed and after[1] not in seen
     chain = [_episode(e, True) for e in kept[:-1]] + [_episode(kept[-1], followed)]
     return chain, truncated
 

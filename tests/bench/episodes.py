@@ -5,7 +5,7 @@ memlane's real receive path and cached under ``.bench-cache/`` in the repository
 (``MEMLANE_BENCH_CACHE`` moves it), keyed by the builder's version, the schema and the sizes.
 Then chains are walked from the newest episode of random callers, each through
 ``Node.work_episode_chain`` for its owner and, beside it, hop by hop in raw SQLite on the same
-file (stdlib ``sqlite3``, read-only: one primary-key lookup per hop, the pass checks in
+file (stdlib ``sqlite3``, read-only: one lookup by (vault, id) per hop, the pass checks in
 Python), alternating the two walk by walk so a change in the machine's load falls on both.
 Both must give the same chains.  Nothing here asserts on speed; the target is printed, not
 enforced.
@@ -355,7 +355,7 @@ def build(sizes: Sizes) -> tuple[Path, dict[str, Any], bool]:
 
 # -- the walks -------------------------------------------------------------------------------
 
-# Episodes are keyed by (vault, id): a hop is one primary-key lookup.
+# A hop is one lookup by (vault, id): the unique index, then the row it names.
 _HOP = f"SELECT {', '.join(COLUMNS)}, expires_at FROM episodes WHERE vault = ? AND id = ?"
 _ID, _TS, _VAULT, _CALLER = (COLUMNS.index(c) for c in ("id", "ts", "vault", "caller"))
 _BLOCKED, _PREV, _EXPIRES = COLUMNS.index("blocked"), COLUMNS.index("prev_id"), len(COLUMNS)
@@ -406,8 +406,8 @@ async def _measure(path: Path, meta: dict[str, Any], sizes: Sizes, result: Resul
     """Time both walks at each k; return how many walks were compared."""
     raw = sqlite3.connect(f"file:{path / DB_FILE}?mode=ro", uri=True)
     plan = " ".join(str(r[-1]) for r in raw.execute(f"EXPLAIN QUERY PLAN {_HOP}", (VAULT, "")))
-    if "PRIMARY KEY" not in plan:
-        raise RuntimeError(f"a hop is not a primary-key lookup any more: {plan}")
+    if "(vault=? AND id=?)" not in plan:
+        raise RuntimeError(f"a hop is not a lookup by (vault, id) any more: {plan}")
     rng = random.Random(_SEED + 1)
     compared = 0
     async with Node.open(path) as node:

@@ -201,6 +201,32 @@ async def test_a_cycle_ends_the_walk_at_its_first_revisit(node, make_caller, for
     assert answer["chain"][-1]["prev_id"] == a  # it names an episode that is shown
 
 
+@pytest.mark.asyncio
+async def test_each_hop_follows_prev_id_whatever_the_times(node, make_caller, foreign):
+    """A walk reads the caller's episodes in time order first; a chain that does not run
+    through them in that order (two of one caller's chains interleaved, as when it records on
+    two nodes, or a prev_id naming a later episode) is walked by its links all the same."""
+    alice = await make_caller()
+    a, b = [eid(i) for i in range(1, 151)], [eid(i) for i in range(201, 351)]
+    x, y, z = eid(401), eid(402), eid(403)
+    at = iter(range(NOW - 10_000, NOW))
+    entries = []
+    for i in range(150):
+        for chain in (a, b):
+            payload = record(chain[i], prev=chain[i - 1] if i else None)
+            entries.append(foreign.next("episode.record", payload, hlc=Hlc(next(at), 0)))
+    for episode_id, prev in ((z, None), (x, y), (y, z)):  # y is recorded after x
+        payload = record(episode_id, prev=prev)
+        entries.append(foreign.next("episode.record", payload, hlc=Hlc(next(at), 0)))
+    await receive(node, entries)
+    for k in (1, 10, 149, 150, 200):
+        assert await walk(node, alice, a[-1], k=k) == (a[::-1][:k], k < 150)
+        assert await walk(node, alice, b[-1], k=k) == (b[::-1][:k], k < 150)
+    assert await walk(node, alice, b[5], k=5) == (b[5:0:-1], True)
+    assert await walk(node, alice, x) == ([x, y, z], False)
+    assert await walk(node, alice, x, k=1) == ([x], True)
+
+
 # -- k and truncated ---------------------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ written by a newer memlane is refused with ``StoreVersionError`` and not touched
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +138,26 @@ async def test_a_node_over_a_newer_store_is_refused(node_dir: Path, wall: Any) -
         async with Node.open(node_dir, wall=wall):
             pytest.fail("a newer store must not open")
     assert snapshot(node_dir) == before
+
+
+@pytest.mark.asyncio
+async def test_episodes_keep_their_rows_when_clustered_by_caller(tmp_path: Path) -> None:
+    """The migration that keys episodes by caller copies every row, and (vault, id) stays
+    unique."""
+    path = tmp_path / "memlane.db"
+    before = next(i for i, script in enumerate(MIGRATIONS) if "episodes_clustered" in script)
+    rows = [
+        (f"e{i}", bytes([i]), i, 1000 - i, "team", None, f"agent-{i % 3}", "api", "task", None,
+         None, None, "recorded", None, None, None, f"s{i}", "[]", None, "eligible", i % 2,
+         f"e{i - 1}", None)
+        for i in range(30)
+    ]  # fmt: skip
+    async with aiosqlite.connect(path, isolation_level=None) as conn:
+        await migrate(conn, upto=before)
+        await conn.executemany(f"INSERT INTO episodes VALUES ({', '.join('?' * 23)})", rows)
+        await migrate(conn)
+        kept = await conn.execute_fetchall("SELECT * FROM episodes")
+        other_caller = (*rows[1][:6], "mallory", *rows[1][7:])
+        with pytest.raises(sqlite3.IntegrityError):
+            await conn.execute(f"INSERT INTO episodes VALUES ({', '.join('?' * 23)})", other_caller)
+    assert sorted(kept) == sorted(rows)
