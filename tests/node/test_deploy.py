@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from node.config import ENVIRONMENT
+from tests.node.servekit import stop
 from tests.node.test_mcp import MEMLANE, TIMEOUT, read_line
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -100,16 +100,6 @@ def _entrypoint(env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str],
     return proc, json.loads(line)
 
 
-def _stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
-    proc.send_signal(signal.SIGTERM)  # the entrypoint exec'd memlane: the signal reaches it
-    try:
-        code = proc.wait(timeout=TIMEOUT)
-    finally:
-        proc.kill()
-        _, err = proc.communicate()
-    return code, err
-
-
 def _members(data: Path) -> set[str]:
     done = _run(str(MEMLANE), "mesh", "members", "--data", str(data), "--json")
     assert done.returncode == 0, done.stderr
@@ -154,7 +144,7 @@ def test_entrypoint_makes_an_authority_and_a_member_that_sync(tmp_path: Path) ->
         assert _live_peers(a) | _live_peers(b) == mesh
         assert _members(b) == mesh
     finally:
-        codes = [_stop(proc) for proc in reversed(running)]
+        codes = [stop(proc) for proc in reversed(running)]
     for code, err in codes:
         assert code == 0, err
 
