@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from node.address import Listen
 from node.errors import NodeError
 from node.metrics import Metrics, render
-from node.store import Txn
 
 if TYPE_CHECKING:
     from node.mesh.service import SyncService
@@ -39,12 +38,9 @@ _TEXT = "text/plain; version=0.0.4; charset=utf-8"
 async def health(node: Node, service: SyncService | None) -> tuple[bool, dict[str, Any]]:
     """(healthy, the body of ``/healthz``)."""
 
-    async def probe(txn: Txn) -> None:  # a write transaction that writes nothing
-        return None
-
     try:
         async with asyncio.timeout(_WRITE_PROBE_SECONDS):
-            await node.store.run(probe)
+            await node.store.refresh()  # a write transaction that writes nothing
         writable: str | None = None
     except (NodeError, TimeoutError) as exc:
         writable = str(exc) or "no write transaction within 2 s"

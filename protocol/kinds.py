@@ -170,6 +170,7 @@ _ALL = (
         _f("workspaces", TextList(Text(64, 1, rf"\*|{WORKSPACE}"), 256, 1), req=True),
         _f("cert_expires", _ms, req=True),
         _f("label", _label),
+        _f("certificate", Text(4096, 1)),  # PEM: the node certificate of a renewal
     )), None),
     Kind("member.revoke", 1, Schema((
         _f("node", Binary(32), req=True),

@@ -121,6 +121,36 @@ class MeshAuthority:
         await self._author("member.revoke", build)
         return self._member(built[0])
 
+    async def renew_due(self, *, before_ms: int, lifetime_ms: int) -> list[Member]:
+        """Renew every other member whose grant ends within ``before_ms``: a ``member.add``
+        with the same workspaces and label, ``lifetime_ms`` from now, carrying the new node
+        certificate (PEM) for the member to take from the log.  The renewed members."""
+        now = self.store.wall()
+        due = [
+            m.key
+            for m in self.membership.members()
+            if m.key != self.own_key and m.admits(now) and m.cert_expires - now < before_ms
+        ]
+        for key in due:
+            await self._renew(key, now + lifetime_ms)
+        return [self._member(key) for key in due]
+
+    async def _renew(self, key: bytes, expires: int) -> None:
+        member = self._member(key)
+        certificate = certs.node_certificate(
+            self.keys()[1], self.mesh, key, issued=self.store.wall(), expires=expires
+        )
+        payload = grant_payload(
+            key, member.workspaces, expires, member.label, certs.pem(certificate).decode()
+        )
+        data = encode_payload("member.add", payload)
+
+        async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
+            self._refuse_revoked(key)
+            return data, payload
+
+        await self._author("member.add", build)
+
     def _refuse_revoked(self, key: bytes) -> None:
         member = self.membership.get(key)
         if member is not None and member.revoked is not None:

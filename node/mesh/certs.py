@@ -198,11 +198,11 @@ def _context(
     ctx.verify_mode = ssl.CERT_REQUIRED
     ctx.verify_flags |= ssl.VERIFY_X509_STRICT
     ctx.load_verify_locations(cadata=pem(ca).decode())
-    _load_chain(ctx, certificate, key)
+    load_chain(ctx, certificate, key)
     return ctx
 
 
-def _load_chain(ctx: ssl.SSLContext, certificate: x509.Certificate, key: Ed25519PrivateKey) -> None:
+def load_chain(ctx: ssl.SSLContext, certificate: x509.Certificate, key: Ed25519PrivateKey) -> None:
     """``ssl`` reads a key only from a file: it is written encrypted under a one-time
     password, into a private directory removed at once."""
     password = random_bytes(32).hex().encode()
@@ -229,7 +229,7 @@ def join_server_context(certificate: x509.Certificate, key: Ed25519PrivateKey) -
     ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
     ctx.verify_mode = ssl.CERT_NONE
     ctx.num_tickets = 0
-    _load_chain(ctx, certificate, key)
+    load_chain(ctx, certificate, key)
     return ctx
 
 

@@ -74,6 +74,7 @@ class Member:
     label: str | None = None
     added_at: int | None = None
     revoked: Cutoff | None = None
+    certificate: str | None = None  # PEM, when the grant carried one (an online renewal)
     # The workspaces as a set, None for all: what the receive path looks up.
     allowed: frozenset[str] | None = dataclasses.field(default=None, compare=False, repr=False)
 
@@ -98,13 +99,19 @@ class _Entry:
 
 
 def grant_payload(
-    key: bytes, workspaces: Sequence[str], cert_expires: int, label: str | None = None
+    key: bytes,
+    workspaces: Sequence[str],
+    cert_expires: int,
+    label: str | None = None,
+    certificate: str | None = None,
 ) -> dict[str, Any]:
     """A valid ``member.add`` payload, or ``MeshError`` naming what is wrong."""
     payload: dict[str, Any] = {"node": key, "workspaces": list(workspaces),
                                "cert_expires": cert_expires}  # fmt: skip
     if label is not None:
         payload["label"] = label
+    if certificate is not None:
+        payload["certificate"] = certificate
     try:
         KINDS["member.add"].schema.check(payload, authoring=True)
     except PayloadError as exc:
@@ -116,13 +123,13 @@ def _granted(key: bytes, entry: _Entry) -> Member:
     workspaces = tuple(entry.payload["workspaces"])
     allowed = None if ALL_WORKSPACES in workspaces else frozenset(workspaces)
     return Member(key, workspaces, entry.payload["cert_expires"], entry.payload.get("label"),
-                  entry.wall, None, allowed)  # fmt: skip
+                  entry.wall, None, entry.payload.get("certificate"), allowed)  # fmt: skip
 
 
 def _revoked(key: bytes, old: Member | None, entry: _Entry) -> Member:
     cut = Cutoff(entry.payload.get("last_epoch"), entry.payload["last_seq"], entry.wall)
     if old is None:
-        return Member(key, (), 0, None, None, cut, frozenset())
+        return Member(key, (), 0, None, None, cut, None, frozenset())
     return dataclasses.replace(old, revoked=cut)
 
 

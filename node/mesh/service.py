@@ -10,6 +10,12 @@ a snapshot of the peer table kept in the store for ``memlane peers``.
   it listens, when the snapshot was taken, and one row per peer.  It is written when sync
   starts, whenever the table changed (looked at every second, written at least every 30 s)
   and when sync stops, with every peer then closed.
+- **Certificate renewal**, online, before expiry: on the authority node the service renews
+  every member whose grant ends within ``RENEW_BEFORE_MS`` (30 days) for another
+  ``DEFAULT_CERT_LIFETIME_MS`` (90 days) — a ``member.add`` carrying the new certificate —
+  and a member's service takes a renewed certificate from its own grant once it arrives
+  (through any peer), writes it to ``node.crt`` and presents it on every new connection.
+  A link to a node that is no longer admitted (revoked, or its grant expired) is closed.
 - **Discovery** (``node.mesh.discovery``), when asked for: the listener is advertised with
   zeroconf, and nodes of this mesh found that way are dialled like static peers — at most
   ``max_peers`` of them, dropped when their service goes.  A node of another mesh, or this
@@ -40,6 +46,7 @@ from node.errors import NodeError
 from node.identity import NODE_KEY_FILE
 from node.logging import get_logger
 from node.mesh import certs
+from node.mesh.authority import DEFAULT_CERT_LIFETIME_MS
 from node.mesh.discovery import Discovery, Sighting
 from node.mesh.errors import MeshError, NotAuthority
 from node.mesh.peers import Peer, PeerTable
@@ -56,6 +63,7 @@ __all__ = [
     "DiscoverySettings",
     "SyncService",
     "certificates",
+    "holds_authority",
     "read_peers",
     "tls_contexts",
 ]
@@ -67,10 +75,15 @@ NODE_CERT_FILE = "node.crt"
 PEERS_STATE = "sync_peers"
 LOOK_INTERVAL = 1.0  # seconds between looks at the store and at the peer table
 SNAPSHOT_MAX_AGE = 30.0  # the snapshot is written at least this often while sync runs
+RENEW_BEFORE_MS = 30 * 24 * 3600 * 1000  # the authority renews grants ending sooner
+
+
+def _expires_ms(certificate: x509.Certificate) -> int:
+    return int(certificate.not_valid_after_utc.timestamp() * 1000)
 
 
 def _expired(certificate: x509.Certificate, now_ms: int) -> bool:
-    return certificate.not_valid_after_utc.timestamp() * 1000 <= now_ms
+    return _expires_ms(certificate) <= now_ms
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -82,18 +95,22 @@ def _write(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
+def holds_authority(node: Node) -> bool:
+    """Whether this is the authority node (its data directory holds the authority key)."""
+    try:
+        node.mesh_authority.keys()
+    except NotAuthority:
+        return False
+    return True
+
+
 def certificates(node: Node) -> tuple[x509.Certificate, x509.Certificate]:
     """(the authority certificate, this node's certificate) from ``ca.crt`` and ``node.crt``;
     the authority node writes them first when needed.  ``MeshError`` when they are missing,
     expired or not this node's."""
     ca_path, cert_path = node.path / CA_FILE, node.path / NODE_CERT_FILE
     now = node.store.wall()
-    try:
-        node.mesh_authority.keys()
-        authority = True
-    except NotAuthority:
-        authority = False
-    if authority:
+    if holds_authority(node):
         current = cert_path.exists() and ca_path.exists()
         if not current or _expired(certs.load_pem(cert_path.read_bytes()), now):
             _write(ca_path, certs.pem(node.authority_certificate()))
@@ -188,6 +205,9 @@ class SyncService:
         self._written_at = 0.0
         self._running = False
         self._client: ssl.SSLContext | None = None
+        self._contexts: tuple[ssl.SSLContext, ...] = ()
+        self._cert_expires = 0
+        self._authority = False
         self._static: set[str] = set()
         self.discovery: Discovery | None = None
         self.discovered: dict[str, _Discovered] = {}
@@ -211,6 +231,9 @@ class SyncService:
         discovery: DiscoverySettings | None = None,
     ) -> None:
         server, self._client = tls_contexts(self.node)
+        self._contexts = (server, self._client)
+        self._cert_expires = _expires_ms(certificates(self.node)[1])
+        self._authority = holds_authority(self.node)
         self._running = True
         await self.sync.start()
         if listen is not None:
@@ -287,6 +310,12 @@ class SyncService:
         while True:
             await asyncio.sleep(LOOK_INTERVAL)
             self.sync.changes.recheck()  # entries another process wrote here
+            try:
+                await self.node.store.refresh()  # … and membership changed by one
+                self._close_unadmitted()
+                await self._keep_certified()
+            except NodeError as exc:  # e.g. a failed renewal: again at the next look
+                _log.warning("keeping the mesh's certificates failed", error=str(exc))
             snapshot = self._snapshot()
             stale = time.monotonic() - self._written_at >= SNAPSHOT_MAX_AGE
             if snapshot != self._written or stale:
@@ -294,6 +323,35 @@ class SyncService:
                     await self._save(snapshot)
                 except NodeError as exc:  # a failed write: try again at the next look
                     _log.warning("saving the peer snapshot failed", error=str(exc))
+
+    def _close_unadmitted(self) -> None:
+        membership, now = self.node.membership, self.node.store.wall()
+        for peer in self.sync.peers:
+            key, close = peer.key, peer.close
+            if key is not None and close is not None and not membership.admits_peer(key, now):
+                close("no longer an admitted member of this mesh")
+
+    async def _keep_certified(self) -> None:
+        """The authority renews the grants about to end; a member takes the certificate of
+        its own renewed grant."""
+        if self._authority:
+            await self.node.mesh_authority.renew_due(
+                before_ms=RENEW_BEFORE_MS, lifetime_ms=DEFAULT_CERT_LIFETIME_MS
+            )
+            return
+        grant = self.node.membership.get(self.node.key.public)
+        if grant is None or grant.certificate is None:
+            return
+        if grant.cert_expires // 1000 <= self._cert_expires // 1000:  # X.509 counts seconds
+            return
+        pem = grant.certificate.encode()
+        certificate = certs.load_pem(pem)
+        key = certs.private_key(self.node.path / NODE_KEY_FILE)
+        for context in self._contexts:  # new connections present it; open ones go on
+            certs.load_chain(context, certificate, key)
+        _write(self.node.path / NODE_CERT_FILE, pem)
+        self._cert_expires = _expires_ms(certificate)
+        _log.info("took a renewed certificate", expires=certificate.not_valid_after_utc.isoformat())
 
     async def _save(self, snapshot: _Snapshot) -> None:
         at = self.node.store.wall()

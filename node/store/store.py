@@ -232,6 +232,16 @@ class Store:
             raise StoreError("the store is closed")
         return self._writer.submit(op)
 
+    async def refresh(self) -> None:
+        """Take in what other processes committed: a batch that writes nothing, whose start
+        reloads the in-memory state if the database changed.  ``StoreError`` if no write
+        transaction can be begun."""
+
+        async def nothing(txn: Txn) -> None:
+            return None
+
+        await self.run(nothing)
+
     def now(self) -> Hlc:
         """A fresh timestamp from this node's clock."""
         return self.clock.now(self.wall())
