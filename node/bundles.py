@@ -112,6 +112,11 @@ def _open_write(path: Path) -> IO[bytes]:
         raise BundleError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
+def _refuse_existing(out: Path) -> None:
+    if out.exists():
+        raise BundleError(f"{out} already exists")
+
+
 def _finish_file(f: IO[bytes], tmp: Path, out: Path) -> None:
     f.flush()
     os.fsync(f.fileno())
@@ -161,6 +166,7 @@ async def export_bundle(
 ) -> ExportReport:
     """Write a bundle of what this node holds (all of it, or what the frontier in ``since``
     lacks); with ``workspace``, every header but only that workspace's payloads."""
+    _refuse_existing(out)
     theirs = read_frontier(since, mesh) if since is not None else None
     replica = Replica(store, mesh)
     snap = await replica.snapshot()
@@ -262,15 +268,25 @@ async def _verify(
                                   f"({event.mesh.hex()}, this node's is {mesh.hex()})")  # fmt: skip
             header = event
         elif isinstance(event, Entry):
-            h = event.header
-            if h.writer == authority and h.kind == "member.add" and event.payload is not None:
-                added.add(decode_payload(h.kind, event.payload)["node"])
+            added |= _admits(event, authority)
         else:
             end = event  # the reader refuses anything after it, at the end of the file
     assert header is not None  # else the reader has refused the file
     assert end is not None
     _check_exporter(path, header.exporter, membership, added)
     return _Verified(header, end)
+
+
+def _admits(entry: Entry, authority: bytes | None) -> set[bytes]:
+    """The key a ``member.add`` of the authority admits (one with a bad payload admits
+    nothing: the receive path will reject it)."""
+    h = entry.header
+    if h.writer != authority or h.kind != "member.add" or entry.payload is None:
+        return set()
+    try:
+        return {decode_payload(h.kind, entry.payload)["node"]}
+    except ProtocolError:
+        return set()
 
 
 def _check_exporter(

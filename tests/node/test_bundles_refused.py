@@ -11,16 +11,18 @@ from pathlib import Path
 import pytest
 
 from node.bundles import BundleError
+from node.identity import AUTHORITY_KEY_FILE
 from node.node import Node
 from node.store import Store
 from protocol.bundle import BundleHeader, BundleReader, BundleWriter
+from protocol.clock import Hlc
 from protocol.entry import Entry, Header, payload_digest
 from protocol.messages import Frontier
-from protocol.signing import SigningKey
+from protocol.signing import SigningKey, seal
 from tests.node.bundlekit import caller, snapshot, write
 from tests.node.conftest import Wall
 from tests.node.helpers import ForeignWriter
-from tests.node.synckit import make_mesh
+from tests.node.synckit import events, make_mesh
 
 pytestmark = pytest.mark.asyncio
 
@@ -164,3 +166,32 @@ async def test_a_file_changed_between_verifying_and_applying_stores_nothing(
             await b.import_bundle(path)
         monkeypatch.undo()
         assert await snapshot(b) == before
+
+
+async def test_an_entry_the_receive_path_refuses_is_counted_not_stored(
+    tmp_path: Path, wall: Wall
+) -> None:
+    dirs = await pair(tmp_path, wall)
+    entries = entries_of(tmp_path / "good.bundle")
+    async with Node.open(dirs["A"], wall=wall) as a:
+        key, mesh, authority = a.key, a.info.mesh, a.membership.authority
+    seed = (dirs["A"] / AUTHORITY_KEY_FILE).read_bytes()
+    head = [e for e in entries if e.header.writer == authority][-1]
+    bad = seal(SigningKey(seed), mesh=mesh, epoch=head.header.epoch, seq=head.header.seq + 1,
+               prev=head.id, hlc=Hlc(wall(), 0), kind="member.add", payload=b"\x80")  # fmt: skip
+    at = entries.index(head) + 1
+    path = signed(key, mesh, [*entries[:at], bad, *entries[at:]], tmp_path / "odd.bundle")
+    async with Node.open(dirs["B"], wall=wall) as b:
+        report = await b.import_bundle(path)
+        assert report.rejected == 1
+        assert report.new + report.already_present == len(entries)
+        assert bad.id not in {e.id for e in await b.entries()}
+        (rejected,) = await events(b, "entry_rejected")
+        assert rejected.detail["source"] == f"bundle:{report.bundle_id}"
+
+
+async def test_export_refuses_to_overwrite_a_file(tmp_path: Path, wall: Wall) -> None:
+    dirs = await pair(tmp_path, wall)
+    async with Node.open(dirs["A"], wall=wall) as a:
+        with pytest.raises(BundleError, match="already exists"):
+            await a.export_bundle(tmp_path / "good.bundle")
