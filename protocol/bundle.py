@@ -128,7 +128,7 @@ class BundleHeader:
         if set(doc) != keys:
             raise RemoteProtocolError(f"must have exactly the fields {sorted(keys)}",
                                       field="header")  # fmt: skip
-        if doc["version"] != FORMAT_VERSION:
+        if doc["version"] != FORMAT_VERSION or type(doc["version"]) is not int:
             raise RemoteProtocolError(f"unknown bundle format {doc['version']!r}", field="version")
         since = None if doc["since"] is None else _frontier(doc["since"], "since")
         try:
