@@ -40,7 +40,7 @@ from node.node import Node
 if TYPE_CHECKING:
     from node.health import HealthEndpoint
     from node.mesh.join import JoinService
-    from node.mesh.service import SyncService
+    from node.mesh.service import DiscoverySettings, SyncService
 
 __all__ = ["add_parsers", "run_mcp", "run_serve"]
 
@@ -188,12 +188,15 @@ async def _serve(args: argparse.Namespace, config: NodeConfig, listen: Listen,
         peers = args.peers if args.peers is not None else config.mesh_peers
         discover = config.discovery if args.discovery is None else args.discovery == "on"
         service: SyncService | None = None
+        discovery: DiscoverySettings | None = None
         joins: JoinService | None = None
         if sync_listen is not None or peers:
             from node.mesh.service import DiscoverySettings, SyncService
 
             service = SyncService(node)
-            settings = DiscoverySettings(config.discovery_interfaces, config.discovery_max_peers)
+            if discover:
+                discovery = DiscoverySettings(config.discovery_interfaces,
+                                              config.discovery_max_peers)  # fmt: skip
         if args.join_listen is not None:
             from node.mesh.join import JoinService
 
@@ -202,7 +205,7 @@ async def _serve(args: argparse.Namespace, config: NodeConfig, listen: Listen,
             if joins is not None:
                 await joins.start(args.join_listen)
             if service is not None:
-                await service.start(sync_listen, peers, settings if discover else None)
+                await service.start(sync_listen, peers, discovery)
             health = config.health if args.health_listen is None else args.health_listen
             health = None if health == "off" else health
             await _serve_mcp(args, node, listen, tls, service, joins, health)
