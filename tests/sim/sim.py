@@ -39,12 +39,14 @@ the faults are what TCP would show a node, not datagrams:
 - **reset**: a connection is cut at once, both ends dropping their sessions.
 
 Authoring runs throughout on up nodes through the tools (``e_write`` creating and updating,
-``e_correct``, ``work_record``), as two principals, with each node's wall moved by the virtual
+``e_correct``, ``e_adjust``, ``work_record``, ``work_result``, ``work_forget``), as two
+principals, with each node's wall moved by the virtual
 clock (plus a small per-node skew).  At ``Size.span`` the network heals: partitions lifted,
 faults stopped, every node up.  The run goes on until it is quiet (no bytes in flight, every
 connection caught up), and then every node must hold the same logs (per-log head, a digest
 over every entry id, the same fork proofs) and, with every wall set to one instant, give the
-same ``e_timeline`` ``list``, ``find`` and ``changes`` answers to the same caller.
+same ``e_timeline`` ``list``, ``find`` and ``changes`` answers, the same ``work_episodes`` page
+and the same ``work_episode_chain`` from the caller's newest episode, to the same caller.
 
 A failing seed's message names it; ``MEMLANE_SIM_SEED=n pytest tests/sim`` runs just that one.
 """
@@ -520,6 +522,7 @@ class Sim:
         self.stats: Counter[str] = Counter()
         self.trace = hashlib.sha256()
         self.sr_ids: list[str] = []
+        self.episodes: dict[str, list[str]] = {p: [] for p in PRINCIPALS}  # ids, oldest first
         self.healed = False
         rng = self.rng
         self.loss = rng.choice((0.0, 0.002, 0.01, 0.03))
@@ -740,28 +743,50 @@ class Sim:
     # -- authoring ------------------------------------------------------------------------------
 
     async def author(self, sn: SimNode) -> None:
-        rng, node = self.rng, sn.node
-        caller = sn.callers[rng.choice(PRINCIPALS)]
-        word, pick = rng.choice(WORDS), rng.random()
-        k = self.stats["writes"]
+        who = self.rng.choice(PRINCIPALS)
         try:
-            if pick < 0.4 or not self.sr_ids:
-                args: dict[str, Any] = {"title": f"{word} {k}", "text": f"{word} note {k}",
-                                        "tags": [word]}  # fmt: skip
-                if rng.random() < 0.2:
-                    args["visibility"] = "private"
-                done = await node.e_write(caller, **args)
-                self.sr_ids.append(done["sr_id"])
-            elif pick < 0.7:
-                await node.e_write(caller, sr_id=rng.choice(self.sr_ids), text=f"{word} edit {k}")
-            elif pick < 0.85:
-                sr_id = rng.choice(self.sr_ids)
-                await node.e_correct(caller, sr_id=sr_id, reason="fix", text=f"{word} fixed {k}")
+            if self.rng.random() < 0.75 or not self.sr_ids:
+                done = await self.author_sr(sn, who)
             else:
-                await node.work_record(caller, summary=f"{word} work {k}", tags=[word])
+                done = await self.author_episode(sn, who)
             self.stats["writes"] += 1
-        except Refusal:
-            self.stats["writes refused"] += 1  # an SR not held here yet, or not this caller's
+            self.stats[f"writes {done}"] += 1
+        except Refusal:  # an SR or episode not held here yet, or not this caller's
+            self.stats["writes refused"] += 1
+
+    async def author_sr(self, sn: SimNode, who: str) -> str:
+        rng, node, caller = self.rng, sn.node, sn.callers[who]
+        word, pick, k = rng.choice(WORDS), rng.random(), self.stats["writes"]
+        if pick < 0.5 or not self.sr_ids:
+            args: dict[str, Any] = {"title": f"{word} {k}", "text": f"{word} note {k}",
+                                    "tags": [word]}  # fmt: skip
+            if rng.random() < 0.2:
+                args["visibility"] = "private"
+            done = await node.e_write(caller, **args)
+            self.sr_ids.append(done["sr_id"])
+            return "e_write new"
+        sr_id = rng.choice(self.sr_ids)
+        if pick < 0.75:
+            await node.e_write(caller, sr_id=sr_id, text=f"{word} edit {k}")
+            return "e_write update"
+        if pick < 0.9:
+            await node.e_correct(caller, sr_id=sr_id, reason="fix", text=f"{word} fixed {k}")
+            return "e_correct"
+        await node.e_adjust(caller, sr_id=sr_id, tags=[word, "adjusted"])
+        return "e_adjust"
+
+    async def author_episode(self, sn: SimNode, who: str) -> str:
+        rng, node, caller, mine = self.rng, sn.node, sn.callers[who], self.episodes[who]
+        word, pick, k = rng.choice(WORDS), rng.random(), self.stats["writes"]
+        if pick < 0.6 or not mine:
+            done = await node.work_record(caller, summary=f"{word} work {k}", tags=[word])
+            mine.append(done["id"])
+            return "work_record"
+        if pick < 0.9:
+            await node.work_result(caller, id=rng.choice(mine), status="done", task_result=0.5)
+            return "work_result"
+        await node.work_forget(caller, id=rng.choice(mine))
+        return "work_forget"
 
     # -- faults ---------------------------------------------------------------------------------
 
@@ -864,6 +889,11 @@ class Sim:
             out[f"{who} changes"] = await node.e_timeline(
                 caller, action="changes", since=since, page_size=100
             )
+            out[f"{who} episodes"] = await node.work_episodes(caller, page_size=100)
+            if self.episodes[who]:
+                out[f"{who} chain"] = await node.work_episode_chain(
+                    caller, id=self.episodes[who][-1], k=50
+                )
         return out
 
 

@@ -53,6 +53,13 @@ def test_the_seeds_meet_every_fault() -> None:
         "connections cut",
         "waits for credit",
         "writes",
+        "writes e_write new",
+        "writes e_write update",
+        "writes e_correct",
+        "writes e_adjust",
+        "writes work_record",
+        "writes work_result",
+        "writes work_forget",
     ):
         assert total[what] > 0, f"no {what} in {len(_seen)} seeds: {dict(total)}"
     # Entries arrived more than once (over new connections, relays, duplicate connections).
