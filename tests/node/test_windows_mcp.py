@@ -3,6 +3,7 @@ turn's context in ``_meta["memlane/turn"]`` to ``memlane mcp`` over stdio (a rea
 subprocess, a real data directory); a call with the person's window and no period arguments
 is filled and runs, a call whose window lies in the future is refused before dispatch with
 its row, and the rows are listed — by call_windows, on another node of the mesh, after sync.
+The same over streamable HTTP (``memlane serve``), where another principal sees none of them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from mcp.types import CallToolResult
 from node.node import Node, system_wall
 from protocol.timefmt import format_instant
 from tests.node.synckit import converged, make_mesh, syncing
-from tests.node.test_mcp import MEMLANE, TIMEOUT
+from tests.node.test_mcp import MEMLANE, TIMEOUT, make_site
+from tests.node.test_mcp_http import serve, session
 
 pytestmark = pytest.mark.asyncio
 HOUR = 3_600_000
@@ -102,3 +104,27 @@ async def test_turn_is_not_an_argument(tmp_path: Path) -> None:
     assert result.is_error
     assert decoded(result) == {"error": "e_timeline does not take turn: the turn's context "
                                         "travels in _meta under memlane/turn"}  # fmt: skip
+
+
+async def test_the_turns_context_over_streamable_http(tmp_path: Path) -> None:
+    site = make_site(tmp_path / "node")
+    served = serve(site, "--mcp-http", "127.0.0.1:0")
+    try:
+        now = time.time_ns() // 1_000_000 // 1000 * 1000
+        async with session(served.url, site.tokens["alice"]) as c:
+            past = turn("http-past", now, now - 2 * HOUR, now - HOUR)
+            filled = await c.call_tool("e_timeline", {"action": "list"}, meta=past)  # type: ignore[arg-type]
+            assert decoded(filled)["results"] == []
+            ahead = turn("http-ahead", now, now + HOUR, now + 2 * HOUR)
+            refused = await c.call_tool("e_timeline", {"action": "list"}, meta=ahead)  # type: ignore[arg-type]
+            assert decoded(refused)["error"] == "refused before dispatch: time-future"
+        async with session(served.url, site.tokens["bob"]) as c:
+            assert decoded(await c.call_tool("call_windows", {}))["rows"] == []
+        async with session(served.url, site.tokens["alice"]) as c:
+            rows = decoded(await c.call_tool("call_windows", {"latest": True}))["rows"]
+        assert [(r["toolCallId"], r["how"]) for r in rows] == [
+            ("http-past", "filled"), ("http-ahead", "refused"),
+        ]  # fmt: skip
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
