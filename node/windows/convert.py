@@ -16,7 +16,9 @@ from node.windows.spans import UNIT_MS, Span, ceil_to, lookback_range, spell_dur
 from node.windows.zones import date_of, midnights, read_wall, wall_of
 from protocol.timefmt import format_instant
 
-__all__ = ["Conversion", "Ctx", "convert_exact", "convert_for_tool", "convert_widened"]
+__all__ = [
+    "Conversion", "Ctx", "convert_exact", "convert_for_tool", "convert_widened", "write_bound",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

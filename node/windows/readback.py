@@ -19,7 +19,10 @@ from node.windows.spans import Span, lookback_range, parse_duration
 from node.windows.zones import midnights, read_wall, zone_named
 from protocol.timefmt import TimeFormatError, parse_date, parse_instant
 
-__all__ = ["form_zone", "is_missing", "read_back", "wall_gap_argument"]
+__all__ = [
+    "form_zone", "is_missing", "parse_day", "parse_wall", "read_back", "read_bound",
+    "wall_gap_argument",
+]  # fmt: skip
 
 _WALL = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?\Z", re.ASCII
