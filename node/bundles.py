@@ -170,7 +170,10 @@ async def export_bundle(
     theirs = read_frontier(since, mesh) if since is not None else None
     replica = Replica(store, mesh)
     snap = await replica.snapshot()
-    header = BundleHeader(mesh, key.public, wall(), snap.frontier, theirs, workspace)
+    try:
+        header = BundleHeader(mesh, key.public, wall(), snap.frontier, theirs, workspace)
+    except ProtocolError as exc:
+        raise BundleError(f"cannot export a bundle: {exc}") from exc
     writer = BundleWriter(key, header)
     spans = _authority_first(snap.frontier.lacking(theirs or Frontier()), store)
     tmp = out.with_name(out.name + ".partial")

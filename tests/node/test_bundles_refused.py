@@ -195,3 +195,6 @@ async def test_export_refuses_to_overwrite_a_file(tmp_path: Path, wall: Wall) ->
     async with Node.open(dirs["A"], wall=wall) as a:
         with pytest.raises(BundleError, match="already exists"):
             await a.export_bundle(tmp_path / "good.bundle")
+        with pytest.raises(BundleError, match="workspace: must be a workspace name"):
+            await a.export_bundle(tmp_path / "other.bundle", workspace="")
+        assert not (tmp_path / "other.bundle").exists()
