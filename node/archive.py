@@ -215,8 +215,14 @@ def _seal(plain: bytes, passphrase: bytes, manifest: dict[str, Any]) -> bytes:
 
 
 def _kdf(manifest: dict[str, Any]) -> Kdf:
+    """The manifest's Scrypt cost — bounded, since it is read before anything is verified
+    (at most 2**22 × 128 × r bytes: no archive can make a restore allocate without end)."""
     spec = manifest["kdf"]
-    return Kdf(int(spec["log_n"]), int(spec["r"]), int(spec["p"]))
+    kdf = Kdf(int(spec["log_n"]), int(spec["r"]), int(spec["p"]))
+    if spec.get("name") != "scrypt" or not (10 <= kdf.log_n <= 22 and 1 <= kdf.r <= 16
+                                            and 1 <= kdf.p <= 4):  # fmt: skip
+        raise ArchiveError(f"the archive's key derivation is not one memlane makes: {spec}")
+    return kdf
 
 
 def _write_tar(out: Path, manifest: dict[str, Any], files: dict[str, Path], sealed: bytes) -> int:

@@ -163,6 +163,9 @@ async def test_an_altered_archive_restores_nothing(tmp_path: Path, wall: Wall) -
         "manifest": (rewritten(archive, tmp_path / "m.archive",
                                {"manifest.json": json.dumps(manifest | {"created": 1}).encode()}),
                      "passphrase does not open this archive"),
+        "kdf": (rewritten(archive, tmp_path / "k.archive", {"manifest.json": json.dumps(
+            manifest | {"kdf": manifest["kdf"] | {"log_n": 40}}).encode()}),
+                "key derivation is not one memlane makes"),
         "truncated": (tmp_path / "t.archive", "not a readable memlane archive"),
         "garbage": (tmp_path / "g.archive", "not a readable memlane archive"),
     }  # fmt: skip
