@@ -65,6 +65,7 @@ PLAIN_FILES = ("config.toml", "ca.crt", "node.crt")
 _FORMAT = "memlane-archive"
 _VERSION = 1
 _MANIFEST, _SECRETS = "manifest.json", "secrets.enc"
+_MAX_SECRETS = 1 << 26  # bytes: the key files and every token row, with room to spare
 _TOKEN_COLUMNS = "hash, token_id, principal, workspace, scopes, created, expires, revoked"  # noqa: S105
 
 
@@ -285,7 +286,7 @@ def _unpack(archive: Path, stage: Path, passphrase: bytes) -> tuple[dict[str, An
                 raise ArchiveError("the archive holds other files than its manifest lists")
             for name in manifest["files"]:
                 _extract(tar, name, stage, manifest["files"][name])
-            sealed = _member(tar, _SECRETS).read()
+            sealed = _member(tar, _SECRETS).read(_MAX_SECRETS)
     except (OSError, tarfile.TarError, EOFError) as exc:
         raise ArchiveError(f"{archive} is not a readable memlane archive: {exc}") from exc
     return manifest, _open_secrets(sealed, passphrase, manifest)
@@ -342,7 +343,7 @@ def _open_secrets(sealed: bytes, passphrase: bytes, manifest: dict[str, Any]) ->
     except (KeyError, TypeError, ValueError) as exc:
         raise ArchiveError(f"the archive's manifest is malformed: {exc}") from exc
     try:
-        return decode_canonical(plain, what="secrets", max_bytes=1 << 26)
+        return decode_canonical(plain, what="secrets", max_bytes=_MAX_SECRETS)
     except ProtocolError as exc:
         raise ArchiveError(f"the archive's secrets are malformed: {exc}") from exc
 
