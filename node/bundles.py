@@ -20,8 +20,8 @@ from typing import IO, Any
 
 from node.errors import NodeError, StoreError
 from node.identity import node_id
-from node.mesh.membership import Membership
-from node.mesh.replica import Replica
+from node.members.membership import Membership
+from node.replica import Replica
 from node.store import Event, Report, Store, Txn
 from node.store.audit import audit
 from protocol.bundle import (

@@ -30,9 +30,13 @@ from node.identity import (
     node_id,
     random_bytes,
 )  # fmt: skip
-from node.mesh.authority import DEFAULT_CERT_LIFETIME_MS, DEFAULT_INVITE_LIFETIME_MS, MeshAuthority
-from node.mesh.invites import Redeemed
-from node.mesh.membership import ALL_WORKSPACES, Member, Membership
+from node.members.authority import (
+    DEFAULT_CERT_LIFETIME_MS,
+    DEFAULT_INVITE_LIFETIME_MS,
+    MeshAuthority,
+)
+from node.members.invites import Redeemed
+from node.members.membership import ALL_WORKSPACES, Member, Membership
 from node.store import Received, Report, Store, StoreOptions, Txn
 from node.tools import audit, episode_reads, episodes, srs, timeline, windows
 from node.tools.periods import declared_periods

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from node.cli.commands import Result, open_node
-from node.mesh import invites
-from node.mesh.membership import ALL_WORKSPACES, Member
+from node.members import invites
+from node.members.membership import ALL_WORKSPACES, Member
 from protocol.timefmt import format_instant
 
 __all__ = ["add_parsers", "parse_duration"]

@@ -1,7 +1,9 @@
-"""The mesh: membership from the authority's log, certificates and TLS, invites (DESIGN §6).
+"""The mesh at work (DESIGN §6): sync over mutual TLS, joining, discovery.
 
-``membership`` (who may write what; the receive path's admission rule), ``certs`` (the
-authority's CA, node certificates, TLS 1.3 contexts and the peer check), ``invites`` (signed,
-expiring, single-use invites and the authority's side of redeeming them), ``authority`` (the
-authority node's membership changes).  docs/mesh.md describes them.
+``sync`` (the listener and dialled peers), ``link`` (one connection's loop over
+``protocol.session``), ``peers`` (the peer table), ``service`` (sync as ``memlane serve`` runs
+it: certificates, renewal, the peer snapshot, discovery), ``discovery`` (zeroconf), ``join``
+(joining by invite).  Membership, certificates and invites are ``node.members``; what sync
+reads and writes of the store is ``node.replica``.  docs/mesh.md and docs/operations.md
+describe them.
 """

@@ -28,8 +28,8 @@ from node.address import Listen
 from node.errors import ConfigError, NodeError
 from node.identity import NODE_KEY_FILE, create_key
 from node.logging import get_logger
-from node.mesh import certs, invites
-from node.mesh.errors import InviteError, MeshError, PeerRefused
+from node.members import certs, invites
+from node.members.errors import InviteError, MeshError, PeerRefused
 from node.mesh.service import CA_FILE, NODE_CERT_FILE, certificates
 from node.node import Node, NodeInfo, Wall, system_wall
 from node.store import Store

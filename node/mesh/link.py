@@ -26,9 +26,9 @@ from typing import Any
 
 from node.errors import NodeError
 from node.identity import node_id
-from node.mesh.errors import MeshError
+from node.members.errors import MeshError
 from node.mesh.peers import DuplicateLink, Peer, PeerState, PeerTable
-from node.mesh.replica import Changes, FrontierSnapshot, Replica
+from node.replica import Changes, FrontierSnapshot, Replica
 from node.store import Event
 from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, LogId, decode_header
 from protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from node.identity import node_id
-from node.mesh.errors import MeshError
+from node.members.errors import MeshError
 
 __all__ = ["DuplicateLink", "Peer", "PeerState", "PeerTable", "TooManyConnections"]
 

@@ -45,10 +45,10 @@ from node.address import Listen
 from node.errors import NodeError
 from node.identity import NODE_KEY_FILE
 from node.logging import get_logger
-from node.mesh import certs
-from node.mesh.authority import DEFAULT_CERT_LIFETIME_MS
+from node.members import certs
+from node.members.authority import DEFAULT_CERT_LIFETIME_MS
+from node.members.errors import MeshError, NotAuthority
 from node.mesh.discovery import Discovery, Sighting
-from node.mesh.errors import MeshError, NotAuthority
 from node.mesh.peers import Peer, PeerTable
 from node.mesh.sync import Sync, SyncOptions
 from node.store import Store, Txn

@@ -25,7 +25,7 @@ from node.errors import NodeError
 from node.logging import get_logger
 from node.mesh.link import Link, LinkError, LinkHost, LinkOptions
 from node.mesh.peers import Peer, PeerTable, TooManyConnections
-from node.mesh.replica import Changes, Replica
+from node.replica import Changes, Replica
 from node.store import Store
 from protocol.messages import Error, ErrorCode
 from protocol.session import Session

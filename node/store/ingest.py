@@ -40,7 +40,7 @@ class Wait(Enum):
 
 
 class Admission(Protocol):
-    """The membership rule the receive path applies (``node.mesh.membership``)."""
+    """The membership rule the receive path applies (``node.members.membership``)."""
 
     authority: bytes | None
 

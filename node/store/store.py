@@ -118,7 +118,7 @@ class Store:
         self._clock_saved = Hlc(0, 0)
         self._data_version: int | None = None  # the database's, as the last batch began
         self.mesh: bytes | None = None
-        # The membership rule (node.mesh.membership); None admits every writer.
+        # The membership rule (node.members.membership); None admits every writer.
         self.membership: ingest.Admission | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------

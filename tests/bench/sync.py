@@ -42,7 +42,7 @@ from typing import Any
 
 from node.identity import DB_FILE, NODE_KEY_FILE
 from node.logging import configure_logging
-from node.mesh import certs
+from node.members import certs
 from node.mesh.link import LinkOptions
 from node.mesh.peers import PeerState
 from node.mesh.sync import PeerKey, Sync, SyncOptions

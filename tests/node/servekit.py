@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from node.mesh import certs
+from node.members import certs
 from node.mesh.service import CA_FILE, NODE_CERT_FILE
 from node.node import Node, system_wall
 from tests.node.synckit import make_mesh

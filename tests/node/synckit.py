@@ -16,9 +16,9 @@ from typing import TypeVar
 
 from node.identity import AUTHORITY_KEY_FILE, DB_FILE, NODE_KEY_FILE, random_bytes
 from node.mesh.link import LinkOptions
-from node.mesh.replica import Replica
 from node.mesh.sync import Sync, SyncOptions
 from node.node import Node
+from node.replica import Replica
 from node.store.reader import AuditRow
 from protocol.entry import Entry
 from protocol.frames import FrameReader, encode_frame

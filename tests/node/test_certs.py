@@ -22,8 +22,8 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from node.identity import NODE_KEY_FILE, node_id
-from node.mesh import certs
-from node.mesh.errors import MeshError, PeerRefused, UnknownMember
+from node.members import certs
+from node.members.errors import MeshError, PeerRefused, UnknownMember
 from node.node import Node, system_wall
 from tests.node.helpers import FAR_FUTURE_MS
 

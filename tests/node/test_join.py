@@ -11,7 +11,7 @@ import json
 import time
 from pathlib import Path
 
-from node.mesh import invites
+from node.members import invites
 from node.mesh.service import CA_FILE, NODE_CERT_FILE
 from node.node import Node
 from tests.node.servekit import memlane, poll, serve, stop

@@ -18,8 +18,8 @@ import pytest
 import pytest_asyncio
 
 from node.identity import AUTHORITY_KEY_FILE
-from node.mesh.errors import MeshError, NotAuthority, UnknownMember
-from node.mesh.membership import Cutoff, Membership
+from node.members.errors import MeshError, NotAuthority, UnknownMember
+from node.members.membership import Cutoff, Membership
 from node.node import Node
 from node.store import StoreOptions
 from node.store.reader import AuditRow

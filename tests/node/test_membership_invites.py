@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from node.identity import AUTHORITY_KEY_FILE
-from node.mesh import certs, invites
-from node.mesh.errors import InviteError, MeshError, NotAuthority
+from node.members import certs, invites
+from node.members.errors import InviteError, MeshError, NotAuthority
 from node.node import Node
 from protocol.signing import SigningKey
 from tests.node.helpers import counts

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from node.identity import AUTHORITY_KEY_FILE, node_id
-from node.mesh import invites
-from node.mesh.errors import InviteError
+from node.members import invites
+from node.members.errors import InviteError
 from node.node import Node, system_wall
 from protocol.signing import SigningKey
 from tests.node.helpers import ForeignWriter, admit

@@ -11,8 +11,8 @@ import datetime
 import json
 from pathlib import Path
 
-from node.mesh import certs
-from node.mesh.authority import DEFAULT_CERT_LIFETIME_MS
+from node.members import certs
+from node.members.authority import DEFAULT_CERT_LIFETIME_MS
 from node.mesh.service import NODE_CERT_FILE, RENEW_BEFORE_MS
 from node.node import Node, system_wall
 from tests.node.helpers import FAR_FUTURE_MS

@@ -20,7 +20,7 @@ import pytest
 
 from node.authority import Caller
 from node.identity import NODE_KEY_FILE
-from node.mesh import certs
+from node.members import certs
 from node.mesh.link import LinkOptions
 from node.mesh.peers import PeerState
 from node.mesh.sync import PeerKey, Sync, SyncOptions
@@ -238,7 +238,7 @@ async def test_two_nodes_dialling_each_other_keep_one_link(tmp_path: Path, wall:
 
 
 async def test_sync_runs_inside_mutual_tls(tmp_path: Path, wall: Wall) -> None:
-    """The TLS contexts of ``node.mesh.certs`` plug into ``listen``/``dial``; each side
+    """The TLS contexts of ``node.members.certs`` plug into ``listen``/``dial``; each side
     takes the peer's key from its certificate, and the hello must name that key."""
     dirs = await make_mesh(tmp_path, ["A", "B"], wall)
     async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:

@@ -73,8 +73,8 @@ from node.authority import Caller
 from node.errors import Refusal
 from node.identity import node_id, random_source
 from node.mesh.link import Outbox, Span
-from node.mesh.replica import FrontierSnapshot, Replica
 from node.node import Node
+from node.replica import FrontierSnapshot, Replica
 from node.store import StoreOptions
 from node.store.reader import Marks
 from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, LogId, decode_header

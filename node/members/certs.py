@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from node.identity import load_key, node_id, random_bytes
-from node.mesh.errors import MeshError, PeerRefused
+from node.members.errors import MeshError, PeerRefused
 
 __all__ = [
     "authority_certificate",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from node.identity import node_id
-from node.mesh.errors import MeshError, UnknownMember
+from node.members.errors import MeshError, UnknownMember
 from node.store.ingest import Wait
 from node.store.txn import Txn
 from node.store.views import Applied

@@ -27,9 +27,9 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from node.mesh.certs import node_certificate, raw_public
-from node.mesh.errors import InviteError
-from node.mesh.membership import grant_payload
+from node.members.certs import node_certificate, raw_public
+from node.members.errors import InviteError
+from node.members.membership import grant_payload
 from protocol.canonical import decode_canonical, encode_canonical
 from protocol.errors import ProtocolError
 from protocol.signing import SigningKey, verify_signature

@@ -17,9 +17,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from node.identity import load_key, node_id, random_bytes
-from node.mesh import certs, invites
-from node.mesh.errors import MeshError, NotAuthority, UnknownMember
-from node.mesh.membership import ALL_WORKSPACES, Member, Membership, grant_payload
+from node.members import certs, invites
+from node.members.errors import MeshError, NotAuthority, UnknownMember
+from node.members.membership import ALL_WORKSPACES, Member, Membership, grant_payload
 from node.store import Store, Txn
 from protocol.kinds import encode_payload
 from protocol.signing import SigningKey
