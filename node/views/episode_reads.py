@@ -10,8 +10,8 @@ A walk reads one range first: the start's caller's episodes up to the start, new
 ``episodes`` is clustered by ``(vault, caller, ts, ord)``, so that range is a few contiguous
 pages, and a caller's chain normally runs through it in order (each ``prev_id`` names the
 caller's newest episode known to the recording node).  When the chain leaves the range (another
-caller's episode, one recorded elsewhere, a chain longer than the range), the walk is read
-again as one recursive query, one keyed lookup a hop.  Either read is one statement, so the
+caller's episode, one recorded on another node, a ``prev_id`` naming a later episode), the walk
+is read again as one recursive query, one keyed lookup a hop.  Either read is one statement, so the
 answer is one committed state's, and the same either way.
 """
 
