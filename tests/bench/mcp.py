@@ -12,7 +12,11 @@ and on that one ``Node``:
   processes (``python -m tests.bench.mcp client …``) each hold their own streamable-HTTP
   connection, with the reader's bearer token on every request, and call
   ``e_timeline {"action": "list"}`` in a loop — once in the SDK's default era (it negotiates the
-  per-request protocol) and once in the initialize-handshake era (a session with an id).
+  per-request protocol) and once in the initialize-handshake era (a session with an id);
+- and once with **minimal clients**: the per-request era's wire exactly as the SDK client sends
+  it (the same headers and JSON-RPC body, one keep-alive HTTP/1.1 connection each), without
+  the SDK's own machinery — so the clients' CPU, which on a two-CPU machine competes with the
+  server's, is small, as it is when the agents run on other machines.
 
 Each round runs every side for the same wall time, in an order that alternates round by round;
 the clients wait for the parent's "go" between rounds, their connections open.  Every call's
@@ -53,7 +57,9 @@ ARGUMENTS: dict[str, Any] = {"action": "list"}  # the default page: 20 SRs, newe
 TARGET = 0.2  # HTTP calls/s ≥ 0.2 × in-process calls/s
 TOKEN_ENV = "MEMLANE_BENCH_MCP_TOKEN"  # the clients' token: never on a command line
 # The client's mode → how the table names it.
-MODES = {"auto": "per-request era", "legacy": "handshake era"}
+MODES = {"auto": "per-request era", "legacy": "handshake era",
+         "minimal": "per-request era, minimal clients"}  # fmt: skip
+_PER_REQUEST = "2026-07-28"  # the protocol version the minimal clients speak
 _READY_TIMEOUT_S = 120.0  # the clients' start-up: imports, connections, warm-up
 _LINE_LIMIT = 1 << 24  # a round's report is one JSON line of every latency
 _ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +73,7 @@ class Sizes:
     rounds: int = 3
     seconds: float = 5.0  # each side's wall time per round
     warmup: int = 20  # calls per client (and per task) before the first round
-    modes: tuple[str, ...] = ("auto", "legacy")
+    modes: tuple[str, ...] = ("auto", "legacy", "minimal")
     name: str = "mcp"
 
 
@@ -192,10 +198,87 @@ def _answer(result: Any) -> dict[str, Any]:
     return answer
 
 
+@dataclass(frozen=True, slots=True)
+class _Block:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    """What ``_answer`` reads of a tool result, as the SDK's result has it."""
+
+    is_error: bool
+    content: list[_Block]
+    structured_content: Any
+
+
+class _MinimalClient:
+    """The per-request era's wire and nothing else: each tool call one POST on a keep-alive
+    HTTP/1.1 connection, with the headers and JSON-RPC body the SDK client sends (captured
+    from it), the answer read by its Content-Length."""
+
+    protocol_version = _PER_REQUEST
+
+    def __init__(self, url: str, token: str) -> None:
+        host, _, rest = url.removeprefix("http://").partition("/")
+        self.host, self.path, self.token, self.next_id = host, "/" + rest, token, 0
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def __aenter__(self) -> _MinimalClient:
+        name, port = self.host.rsplit(":", 1)
+        self.reader, self.writer = await asyncio.open_connection(name, int(port))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> _Result:
+        """One call; on a connection the server closed while it idled (uvicorn's keep-alive
+        timeout, between rounds), once more on a new one, as an HTTP client library does."""
+        try:
+            return await self._call(name, arguments)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            await self.__aexit__()
+            await self.__aenter__()
+            return await self._call(name, arguments)
+
+    async def _call(self, name: str, arguments: dict[str, Any]) -> _Result:
+        assert self.reader is not None
+        assert self.writer is not None
+        self.next_id += 1
+        meta = {"io.modelcontextprotocol/protocolVersion": _PER_REQUEST,
+                "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
+        body = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
+                           "params": {"name": name, "arguments": arguments, "_meta": meta}},
+                          separators=(",", ":")).encode()  # fmt: skip
+        self.writer.write(
+            f"POST {self.path} HTTP/1.1\r\nHost: {self.host}\r\n"
+            f"Authorization: Bearer {self.token}\r\n"
+            "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+            f"MCP-Protocol-Version: {_PER_REQUEST}\r\nMcp-Method: tools/call\r\n"
+            f"Mcp-Name: {name}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
+        if not head.startswith("http/1.1 200"):
+            raise RuntimeError(f"HTTP answered {head.splitlines()[0]}")
+        length = int(head.split("content-length:", 1)[1].split("\r\n", 1)[0])
+        result = json.loads(await self.reader.readexactly(length))["result"]
+        return _Result(result["isError"], [_Block(b["text"]) for b in result["content"]],
+                       result.get("structuredContent"))  # fmt: skip
+
+
 @contextlib.asynccontextmanager
 async def _session(url: str, token: str, mode: str) -> AsyncIterator[Any]:
-    """One SDK client over streamable HTTP: its own HTTP connection, the bearer token on every
-    request."""
+    """One client over streamable HTTP: its own HTTP connection, the bearer token on every
+    request — the SDK's (in ``mode``), or a minimal one."""
+    if mode == "minimal":
+        async with _MinimalClient(url, token) as minimal:
+            yield minimal
+        return
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -419,8 +502,9 @@ def _notes(sizes: Sizes, report: Report, local: Side, sides: dict[str, Side],
         f"node.e_timeline(caller, ...) with the caller authenticated once; HTTP: every "
         f"request's bearer token checked, and again by the tool call",
         f"HTTP: http_server on 127.0.0.1 in this process's event loop (the same Node); "
-        f"{sizes.clients} SDK clients per era in {_processes(sizes)}, each client its own "
-        "connection; both eras' clients stay connected, one era calls at a time",
+        f"{sizes.clients} clients per era (the SDK's, or minimal ones) in {_processes(sizes)}, "
+        "each client its own connection; every era's clients stay connected, one era calls "
+        "at a time",
         f"{sizes.rounds} round(s) of {sizes.seconds:g} s a side, the order alternating; calls/s "
         "is the median round's (calls / seconds from the window's start to the last return); "
         "p50 and p99 over every call of every round; CPU a call = process CPU time (all "
