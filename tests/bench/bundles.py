@@ -29,7 +29,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +37,18 @@ from node.node import Node
 from protocol.bundle import BundleReader
 from protocol.entry import Entry
 from tests.bench import sync
-from tests.bench.common import Ratio, Result, Row, Stopwatch, progress, receive_batch, table
+from tests.bench.common import (
+    Checked,
+    Ratio,
+    Result,
+    Row,
+    Stopwatch,
+    progress,
+    receive_batch,
+    verdict,
+)
 
-__all__ = ["CHECKS", "RATIOS", "ROWS", "Report", "run"]
+__all__ = ["CHECKS", "RATIOS", "ROWS", "run"]
 
 EXPORT = "bundle export"
 IMPORT = "bundle import (verify, then apply)"
@@ -168,32 +176,12 @@ def _receive_main(node_dir: str, bundle: str) -> dict[str, Any]:
     return asyncio.run(go())
 
 
-@dataclass(slots=True)
-class Report:
-    """The rows and ratios (``common.render``) and, under them, the checks."""
-
-    result: Result
-    checks: list[tuple[str, str, str, str]]
-
-    def __str__(self) -> str:
-        from tests.bench.common import render
-
-        text = render(self.result)
-        head, sep, tail = text.partition("\npeak RSS of the run")
-        lines = table(["check", "value", "target", "verdict"], self.checks, right={1})
-        return head + "\n" + "\n".join(lines) + "\n" + sep + tail
-
-
-def _verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
-
-
 def _copy(cached: Path, name: str, work: Path) -> str:
     shutil.copytree(cached / name, work)
     return str(work)
 
 
-def _measure(workdir: Path, sizes: sync.Sizes) -> Report:
+def _measure(workdir: Path, sizes: sync.Sizes) -> Checked:
     cached, meta, built = sync.stores(sizes)
     quick = " — QUICK: a smoke run, the figures mean nothing" if sizes == sync.QUICK else ""
     title = (f"bundles — Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
@@ -219,7 +207,7 @@ def _report(
     received: dict[str, Any],
     meta: dict[str, Any],
     built: bool,
-) -> Report:
+) -> Checked:
     n = received["entries"]
     result = Result(title, ratios=list(RATIOS))
     result.rows += [
@@ -233,11 +221,11 @@ def _report(
     growth = f"≤ {RSS_GROWTH_LIMIT:g}×"
     checks = [
         (BYTES_PER_ENTRY, f"{exported['bytes'] / exported['entries']:,.0f}", "(info)", "(info)"),
-        (IMPORTED, f"{imported['new']:,}", f"= {n:,}", _verdict(imported["new"] == n)),
+        (IMPORTED, f"{imported['new']:,}", f"= {n:,}", verdict(imported["new"] == n)),
         (IMPORT_RSS, f"{imported['end']:,.0f} / {imported['quarter']:,.0f} MiB", growth,
-         _verdict(imported["end"] <= imported["quarter"] * RSS_GROWTH_LIMIT)),
+         verdict(imported["end"] <= imported["quarter"] * RSS_GROWTH_LIMIT)),
         (EXPORT_RSS, f"{exported['end']:,.0f} / {exported['quarter']:,.0f} MiB", growth,
-         _verdict(exported["end"] <= exported["quarter"] * RSS_GROWTH_LIMIT)),
+         verdict(exported["end"] <= exported["quarter"] * RSS_GROWTH_LIMIT)),
     ]  # fmt: skip
     how = "made by this run" if built else "reused from the cache"
     result.notes += [
@@ -247,10 +235,10 @@ def _report(
         f"peak RSS: export {exported['peak']:,.0f} MiB, import {imported['peak']:,.0f} MiB, "
         f"receive {received['peak']:,.0f} MiB (each its own process)",
     ]
-    return Report(result, checks)
+    return Checked(result, checks)
 
 
-def run(*, quick: bool, workdir: Path) -> Report:
+def run(*, quick: bool, workdir: Path) -> Checked:
     """Make (or reuse) the cached stores, then measure; ``quick`` is a smoke run."""
     configure_logging()
     started = time.perf_counter()

@@ -26,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "Bound",
+    "Checked",
     "Latency",
     "Ratio",
     "Result",
@@ -39,6 +40,7 @@ __all__ = [
     "render",
     "run_bench",
     "table",
+    "verdict",
 ]
 
 
@@ -271,6 +273,24 @@ def _latency_tables(result: Result) -> list[str]:
         ]
         out += ["", *table(["bound", "value", "target", "verdict"], checks, right={1})]
     return out
+
+
+@dataclass(slots=True)
+class Checked:
+    """A result (``render``) and, under its table, checks: (label, value, target, verdict)."""
+
+    result: Result
+    checks: list[tuple[str, str, str, str]]
+
+    def __str__(self) -> str:
+        text = render(self.result)
+        head, sep, tail = text.partition("\npeak RSS of the run")
+        lines = table(["check", "value", "target", "verdict"], self.checks, right={1})
+        return head + "\n" + "\n".join(lines) + "\n" + sep + tail
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
 
 
 def render(result: Result) -> str:

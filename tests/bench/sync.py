@@ -52,6 +52,7 @@ from protocol.entry import Entry
 from protocol.messages import MAX_BATCH_ENTRIES
 from protocol.signing import SigningKey, authentic_from
 from tests.bench.common import (
+    Checked,
     Ratio,
     Result,
     Row,
@@ -59,12 +60,12 @@ from tests.bench.common import (
     cached,
     progress,
     receive_batch,
-    table,
+    verdict,
 )
 from tests.node.helpers import ForeignWriter, sr_payload
 from tests.node.synckit import frontier_digest, make_mesh, until
 
-__all__ = ["CHECKS", "FULL", "QUICK", "RATIOS", "ROWS", "Report", "Sizes", "run"]
+__all__ = ["CHECKS", "FULL", "QUICK", "RATIOS", "ROWS", "Sizes", "run"]
 
 BUILD_VERSION = "sync-stores-1"
 
@@ -613,27 +614,7 @@ async def _round_bytes(work: Path, sizes: Sizes) -> tuple[float, int, int]:
 # -- the run -------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class Report:
-    """The rows and ratios (``common.render``) and, under them, the checks."""
-
-    result: Result
-    checks: list[tuple[str, str, str, str]]
-
-    def __str__(self) -> str:
-        from tests.bench.common import render
-
-        text = render(self.result)
-        head, sep, tail = text.partition("\npeak RSS of the run")
-        lines = table(["check", "value", "target", "verdict"], self.checks, right={1})
-        return head + "\n" + "\n".join(lines) + "\n" + sep + tail
-
-
-def _verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
-
-
-async def _measure(workdir: Path, sizes: Sizes) -> Report:
+async def _measure(workdir: Path, sizes: Sizes) -> Checked:
     cached, meta, built = stores(sizes)
     quick = " — QUICK: a smoke run, the figures mean nothing" if sizes == QUICK else ""
     title = (
@@ -680,12 +661,12 @@ async def _measure(workdir: Path, sizes: Sizes) -> Report:
     s_q, s_end = _rss_at(clean.sender["samples"], quarter), clean.sender["samples"][-1][1]
     checks = [
         (BYTES_PER_ENTRY, f"{wire / n:,.0f}", "(info)", "(info)"),
-        (ROUND_BYTES, f"{per_round:,.0f}", "≤ 1,024", _verdict(per_round <= 1024)),
-        (RESENT, f"{resent:,}", f"≤ {MAX_BATCH_ENTRIES:,}", _verdict(resent <= MAX_BATCH_ENTRIES)),
+        (ROUND_BYTES, f"{per_round:,.0f}", "≤ 1,024", verdict(per_round <= 1024)),
+        (RESENT, f"{resent:,}", f"≤ {MAX_BATCH_ENTRIES:,}", verdict(resent <= MAX_BATCH_ENTRIES)),
         (RECEIVER_RSS, f"{r_end:,.0f} / {r_q:,.0f} MiB", f"≤ {RSS_GROWTH_LIMIT:g}×",
-         _verdict(r_end <= r_q * RSS_GROWTH_LIMIT)),
+         verdict(r_end <= r_q * RSS_GROWTH_LIMIT)),
         (SENDER_RSS, f"{s_end:,.0f} / {s_q:,.0f} MiB", f"≤ {RSS_GROWTH_LIMIT:g}×",
-         _verdict(s_end <= s_q * RSS_GROWTH_LIMIT)),
+         verdict(s_end <= s_q * RSS_GROWTH_LIMIT)),
     ]  # fmt: skip
     how = "made by this run" if built else "reused from the cache"
     result.notes += [
@@ -703,10 +684,10 @@ async def _measure(workdir: Path, sizes: Sizes) -> Report:
         "raw pipelines: the rows the sync wrote, "
         + ("the same row counts as the synced receiver" if same else "ROW COUNTS DIFFER"),
     ]
-    return Report(result, checks)
+    return Checked(result, checks)
 
 
-def run(*, quick: bool, workdir: Path) -> Report:
+def run(*, quick: bool, workdir: Path) -> Checked:
     """Make (or reuse) the cached stores, then measure; ``quick`` is a smoke run."""
     configure_logging()
     return asyncio.run(_measure(workdir, QUICK if quick else FULL))
