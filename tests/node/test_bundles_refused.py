@@ -13,7 +13,6 @@ import pytest
 from node.bundles import BundleError
 from node.identity import AUTHORITY_KEY_FILE
 from node.node import Node
-from node.store import Store
 from protocol.bundle import BundleHeader, BundleReader, BundleWriter
 from protocol.clock import Hlc
 from protocol.entry import Entry, Header, payload_digest
@@ -146,7 +145,7 @@ async def test_not_a_bundle_and_a_missing_file_are_refused(tmp_path: Path, wall:
 
 
 async def test_a_file_changed_between_verifying_and_applying_stores_nothing(
-    tmp_path: Path, wall: Wall, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, wall: Wall
 ) -> None:
     dirs = await pair(tmp_path, wall)
     path = tmp_path / "good.bundle"
@@ -154,17 +153,16 @@ async def test_a_file_changed_between_verifying_and_applying_stores_nothing(
         await write(a, await caller(a), "four")
         await a.export_bundle(tmp_path / "newer.bundle")
     async with Node.open(dirs["B"], wall=wall) as b:
-        run = Store.run
 
-        def swap_then_run(store: Store, op: object) -> object:
-            path.write_bytes((tmp_path / "newer.bundle").read_bytes())  # after the first pass
-            return run(store, op)  # type: ignore[arg-type]
+        def swap_once_verified(phase: str, done: int, total: int) -> None:
+            if phase == "verify" and done == total:  # the first pass has read it all
+                swapped = tmp_path / "swapped.bundle"
+                swapped.write_bytes((tmp_path / "newer.bundle").read_bytes())
+                swapped.replace(path)  # a new file at the path; the open one reads on
 
-        monkeypatch.setattr(Store, "run", swap_then_run)
         before = await snapshot(b)
         with pytest.raises(BundleError, match="changed while it was being imported"):
-            await b.import_bundle(path)
-        monkeypatch.undo()
+            await b.import_bundle(path, progress=swap_once_verified)
         assert await snapshot(b) == before
 
 
