@@ -63,10 +63,12 @@ __all__ = [
     "PeerClosedWithError",
     "PeerFlooding",
     "PeerGone",
+    "PeerHolds",
     "PeerProtocolError",
     "PeerSilent",
     "PeerStalled",
     "Span",
+    "catch_up",
 ]
 
 _SPEAKING = (State.HELLO, State.DIGEST, State.FRONTIER, State.STREAMING, State.LIVE)
@@ -211,6 +213,54 @@ class Outbox:
         return taken
 
 
+async def catch_up(replica: Replica, snap: FrontierSnapshot, theirs: Frontier) -> Outbox:
+    """What the peer lacks of ``snap``: per log, from the seq after the peer's tip — from the
+    tip itself when the logs forked there, so the peer sees the fork."""
+    spans = []
+    for span in snap.frontier.lacking(theirs):
+        log_id = snap.log_ids[span.log]
+        first = span.first
+        if span.after is not None:
+            held = await replica.entry_id(log_id, first - 1)
+            if held is not None and held != span.after:
+                first -= 1
+        spans.append(Span(log_id, first, span.last))
+    return Outbox(spans)
+
+
+@dataclass(slots=True)
+class PeerHolds:
+    """What this side knows its peer holds, for live pushes: per log the highest seq, and
+    the store position up to which the store's changes have been worked out."""
+
+    seqs: dict[LogId, int] = field(default_factory=dict)
+    cursor: int = 0
+
+    def note(self, log: LogId, seq: int) -> None:
+        if seq > self.seqs.get(log, 0):
+            self.seqs[log] = seq
+
+    def round_done(self, snapshot: FrontierSnapshot, theirs: Frontier | None) -> None:
+        """A round ended: the peer holds (or was sent) every log to ``snapshot``, and its
+        own frontier ``theirs``."""
+        for tip in (*snapshot.frontier.tips, *(theirs.tips if theirs else ())):
+            self.note(tip.log, tip.seq)
+        self.cursor = max(self.cursor, snapshot.pos)
+
+    async def pushes(self, replica: Replica) -> Outbox:
+        """What the store gained past the cursor, per log from the seq the peer holds (taken
+        as held once it is in the outbox)."""
+        spans = []
+        for log in await replica.changed(gt=self.cursor):
+            key = (log.writer, log.epoch)
+            held = self.seqs.get(key, 0)
+            if log.head_seq > held:
+                spans.append(Span(log.log_id, held + 1, log.head_seq))
+                self.seqs[key] = log.head_seq
+            self.cursor = max(self.cursor, log.pos)
+        return Outbox(spans)
+
+
 @dataclass(slots=True)
 class _Round:
     snapshot: FrontierSnapshot
@@ -255,8 +305,7 @@ class Link:
         self._hello_deadline = self._loop.time() + host.options.hello_timeout
         self._round: _Round | None = None
         self._last_round = float("-inf")
-        self._known: dict[LogId, int] = {}  # per log, the seq the peer holds (for pushes)
-        self._cursor = 0  # store position up to which pushes have been worked out
+        self._holds = PeerHolds()
         self._push: Outbox | None = None
         self._forks_seen = 0
         self._proofs_sent: set[frozenset[bytes]] = set()
@@ -444,8 +493,7 @@ class Link:
                 h = decode_header(raw)
             except ProtocolError:
                 continue  # the store rejects it
-            if h.seq > self._known.get(h.log, 0):
-                self._known[h.log] = h.seq
+            self._holds.note(h.log, h.seq)
 
     async def _take_proof(self, first: bytes, second: bytes) -> None:
         inbound = self._inbound
@@ -535,21 +583,9 @@ class Link:
         if r.outbox is None:
             theirs = s.their_frontier
             assert theirs is not None
-            r.outbox = await self._catch_up(r.snapshot, theirs)
+            r.outbox = await catch_up(self.host.replica, r.snapshot, theirs)
             self.peer.lag_out = r.outbox.size
         await self._send_out(r.outbox, catch_up=True)
-
-    async def _catch_up(self, snap: FrontierSnapshot, theirs: Frontier) -> Outbox:
-        spans = []
-        for span in snap.frontier.lacking(theirs):
-            log_id = snap.log_ids[span.log]
-            first = span.first
-            if span.after is not None:
-                held = await self.host.replica.entry_id(log_id, first - 1)
-                if held is not None and held != span.after:
-                    first -= 1  # the logs forked there: send ours, so the peer sees the fork
-            spans.append(Span(log_id, first, span.last))
-        return Outbox(spans)
 
     async def _send_out(self, box: Outbox, *, catch_up: bool) -> None:
         """Send from ``box`` while credit lasts: ``Entries`` in catch-up, else ``Push``."""
@@ -585,10 +621,7 @@ class Link:
             return
         r.finished = True
         theirs = self.session.their_frontier
-        for tip in (*r.snapshot.frontier.tips, *(theirs.tips if theirs else ())):
-            if tip.seq > self._known.get(tip.log, 0):
-                self._known[tip.log] = tip.seq
-        self._cursor = max(self._cursor, r.snapshot.pos)
+        self._holds.round_done(r.snapshot, theirs)
         self._push = None
         if theirs is None:
             self.peer.lag_in = self.peer.lag_out = 0
@@ -599,17 +632,9 @@ class Link:
         """Live: push what the store gained since the last look, per log in seq order,
         from the seq the peer holds."""
         if self._push is None or self._push.exhausted:
-            if self.host.changes.marks.pos <= self._cursor:
+            if self.host.changes.marks.pos <= self._holds.cursor:
                 return
-            spans = []
-            for log in await self.host.replica.changed(gt=self._cursor):
-                key = (log.writer, log.epoch)
-                held = self._known.get(key, 0)
-                if log.head_seq > held:
-                    spans.append(Span(log.log_id, held + 1, log.head_seq))
-                    self._known[key] = log.head_seq
-                self._cursor = max(self._cursor, log.pos)
-            self._push = Outbox(spans)
+            self._push = await self._holds.pushes(self.host.replica)
         await self._send_out(self._push, catch_up=False)
 
     async def _gossip_forks(self) -> None:

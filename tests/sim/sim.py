@@ -72,12 +72,12 @@ from typing import Any
 from node.authority import Caller
 from node.errors import Refusal
 from node.identity import node_id, random_source
-from node.mesh.link import Outbox, Span
+from node.mesh.link import Outbox, PeerHolds, catch_up
 from node.node import Node
 from node.replica import FrontierSnapshot, Replica
 from node.store import StoreOptions
 from node.store.reader import Marks
-from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, LogId, decode_header
+from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, decode_header
 from protocol.errors import ProtocolError, RemoteProtocolError
 from protocol.frames import MAX_FRAME_BYTES
 from protocol.messages import (
@@ -87,7 +87,6 @@ from protocol.messages import (
     Entries,
     Error,
     ForkProof,
-    Frontier,
     FrontierDigest,
     Hello,
     Message,
@@ -298,8 +297,7 @@ class End:
         self.source: str | None = None
         self.round: _Round | None = None
         self.last_round = float("-inf")
-        self.known: dict[LogId, int] = {}
-        self.cursor = 0
+        self.holds = PeerHolds()
         self.push: Outbox | None = None
         self.forks_seen = 0
         self.proofs: set[frozenset[bytes]] = set()
@@ -358,8 +356,7 @@ class End:
         assert self.source is not None
         for raw, _ in items:
             h = decode_header(raw)
-            if h.seq > self.known.get(h.log, 0):
-                self.known[h.log] = h.seq
+            self.holds.note(h.log, h.seq)
         if self.host.doomed == "before":
             raise Crashed
         report = await self.host.replica.receive(items, source=self.source)
@@ -406,20 +403,8 @@ class End:
         if r.outbox is None:
             theirs = self.session.their_frontier
             assert theirs is not None
-            r.outbox = await self.catch_up(r.snapshot, theirs)
+            r.outbox = await catch_up(self.host.replica, r.snapshot, theirs)
         await self.send_out(r.outbox, catch_up=True)
-
-    async def catch_up(self, snap: FrontierSnapshot, theirs: Frontier) -> Outbox:
-        spans = []
-        for span in snap.frontier.lacking(theirs):
-            log_id = snap.log_ids[span.log]
-            first = span.first
-            if span.after is not None:
-                held = await self.host.replica.entry_id(log_id, first - 1)
-                if held is not None and held != span.after:
-                    first -= 1
-            spans.append(Span(log_id, first, span.last))
-        return Outbox(spans)
 
     async def send_out(self, box: Outbox, *, catch_up: bool) -> None:
         s = self.session
@@ -444,27 +429,15 @@ class End:
         if r is None or r.finished:
             return
         r.finished = True
-        theirs = self.session.their_frontier
-        for tip in (*r.snapshot.frontier.tips, *(theirs.tips if theirs else ())):
-            if tip.seq > self.known.get(tip.log, 0):
-                self.known[tip.log] = tip.seq
-        self.cursor = max(self.cursor, r.snapshot.pos)
+        self.holds.round_done(r.snapshot, self.session.their_frontier)
         self.push = None
 
     async def push_changes(self) -> None:
         if self.push is None or self.push.exhausted:
             marks = await self.host.marks()
-            if marks.pos <= self.cursor:
+            if marks.pos <= self.holds.cursor:
                 return
-            spans = []
-            for log in await self.host.replica.changed(gt=self.cursor):
-                key = (log.writer, log.epoch)
-                held = self.known.get(key, 0)
-                if log.head_seq > held:
-                    spans.append(Span(log.log_id, held + 1, log.head_seq))
-                    self.known[key] = log.head_seq
-                self.cursor = max(self.cursor, log.pos)
-            self.push = Outbox(spans)
+            self.push = await self.holds.pushes(self.host.replica)
         await self.send_out(self.push, catch_up=False)
 
     async def gossip_forks(self) -> None:
