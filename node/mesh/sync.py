@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -33,6 +34,9 @@ from protocol.session import Session
 __all__ = ["PeerKey", "Sync", "SyncOptions"]
 
 _log = get_logger("node.mesh.sync")
+
+Opener = Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+"""Opens one connection to a dialled peer (``asyncio.open_connection`` with its address)."""
 
 PeerKey = Callable[[ssl.SSLObject | None], bytes]
 """The verified node key of a connection's TLS peer (``certs.verified_peer``), or raises."""
@@ -140,7 +144,9 @@ class Sync:
         """Keep a connection to ``host``:``port``, reconnecting after every failure."""
         peer = self.peers.dialled(f"{host}:{port}")
         self._hung_up[peer] = asyncio.Event()
-        task = asyncio.create_task(self._dial(peer, host, port, ssl, server_hostname),
+        opener = functools.partial(asyncio.open_connection, host, port, ssl=ssl,
+                                   server_hostname=server_hostname)  # fmt: skip
+        task = asyncio.create_task(self._dial(peer, opener),
                                    name=f"memlane-sync-dial-{host}:{port}")  # fmt: skip
         self._dialers.add(task)
         task.add_done_callback(self._dialers.discard)
@@ -223,14 +229,7 @@ class Sync:
             async with asyncio.timeout(self.options.link.close_timeout):
                 await writer.wait_closed()
 
-    async def _dial(
-        self,
-        peer: Peer,
-        host: str,
-        port: int,
-        context: ssl.SSLContext | None,
-        server_hostname: str | None,
-    ) -> None:
+    async def _dial(self, peer: Peer, opener: Opener) -> None:
         opts = self.options
         delay = opts.backoff_initial
         stop = self._hung_up[peer]
@@ -238,7 +237,7 @@ class Sync:
             while not (self._closing or stop.is_set()):
                 rounds = peer.rounds
                 if peer.key is None or not self.peers.linked(peer.key, besides=peer):
-                    await self._connect(peer, host, port, context, server_hostname)
+                    await self._connect(peer, opener)
                 # else: the peer dialled here and that link is up; no second one
                 if peer.rounds > rounds:
                     delay = opts.backoff_initial  # it synced: the next failure starts afresh
@@ -252,19 +251,10 @@ class Sync:
             self._hung_up.pop(peer, None)
             self.peers.forget(peer)
 
-    async def _connect(
-        self,
-        peer: Peer,
-        host: str,
-        port: int,
-        context: ssl.SSLContext | None,
-        server_hostname: str | None,
-    ) -> None:
+    async def _connect(self, peer: Peer, opener: Opener) -> None:
         try:
             async with asyncio.timeout(self.options.connect_timeout):
-                reader, writer = await asyncio.open_connection(
-                    host, port, ssl=context, server_hostname=server_hostname
-                )
+                reader, writer = await opener()
         except (OSError, TimeoutError) as exc:
             self.peers.closed(peer, f"cannot connect: {exc or type(exc).__name__}")
             return
