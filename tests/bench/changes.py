@@ -49,12 +49,14 @@ from protocol.signing import SigningKey, seal
 from protocol.timefmt import format_instant, parse_instant
 from tests.bench import timeline
 from tests.bench.common import (
+    Check,
     Stopwatch,
     cache_root,
     peak_rss_mib,
     progress,
     receive_batch,
     table,
+    tail,
 )  # fmt: skip
 from tests.bench.timeline import DAY_MS, READER, WORKSPACE, Corpus
 
@@ -479,14 +481,6 @@ class Timed:
         return ordered[min(len(ordered) - 1, max(0, math.ceil(0.9 * len(ordered)) - 1))] * 1000
 
 
-@dataclass(frozen=True, slots=True)
-class Check:
-    label: str
-    value: str
-    target: str
-    verdict: str  # PASS | FAIL | (info)
-
-
 @dataclass(slots=True)
 class Report:
     """What this benchmark prints (its own table: ``common.Result`` has no room for
@@ -511,11 +505,7 @@ def render(report: Report) -> str:
     out = [report.title, ""]
     out += table(["measurement", "median ms", "p90 ms", "runs", "peak RSS", "note"], rows,
                   right={1, 2, 3, 4})  # fmt: skip
-    checks = [[c.label, c.value, c.target, c.verdict] for c in report.checks]
-    out += ["", *table(["check", "value", "target", "verdict"], checks, right={1})]
-    out += ["", f"peak RSS of the run: {peak_rss_mib():,.0f} MiB"]
-    out += [f"note: {n}" for n in report.notes]
-    return "\n".join(out)
+    return "\n".join(out + tail(report.checks, report.notes))
 
 
 @dataclass(slots=True)

@@ -26,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "Bound",
+    "Check",
     "Checked",
     "Latency",
     "Ratio",
@@ -40,6 +41,7 @@ __all__ = [
     "render",
     "run_bench",
     "table",
+    "tail",
     "verdict",
 ]
 
@@ -273,6 +275,24 @@ def _latency_tables(result: Result) -> list[str]:
         ]
         out += ["", *table(["bound", "value", "target", "verdict"], checks, right={1})]
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One check printed under a benchmark's table."""
+
+    label: str
+    value: str
+    target: str
+    verdict: str  # PASS | FAIL | (info)
+
+
+def tail(checks: Sequence[Check], notes: Sequence[str]) -> list[str]:
+    """The lines under a benchmark's own table: its checks, the run's peak RSS, its notes."""
+    rows = [[c.label, c.value, c.target, c.verdict] for c in checks]
+    out = ["", *table(["check", "value", "target", "verdict"], rows, right={1})]
+    out += ["", f"peak RSS of the run: {peak_rss_mib():,.0f} MiB"]
+    return out + [f"note: {n}" for n in notes]
 
 
 @dataclass(slots=True)

@@ -47,7 +47,7 @@ from node.authority import Caller
 from node.mcp.http import http_server
 from node.node import Node
 from tests.bench import changes
-from tests.bench.common import peak_rss_mib, progress, table
+from tests.bench.common import Check, peak_rss_mib, progress, table, tail
 from tests.bench.timeline import READER, WORKSPACE
 
 __all__ = ["FULL", "MODES", "QUICK", "Report", "Sizes", "labels", "run"]
@@ -144,14 +144,6 @@ class Side:
         return _quantile(self.latencies, q) * 1000
 
 
-@dataclass(frozen=True, slots=True)
-class Check:
-    label: str
-    value: str
-    target: str
-    verdict: str  # PASS | FAIL | (info)
-
-
 @dataclass(slots=True)
 class Report:
     """What this benchmark prints (its own table: rates with latency quantiles)."""
@@ -176,11 +168,7 @@ def render(report: Report) -> str:
     out = [report.title, ""]
     out += table(["measurement", "calls/s", "calls", "seconds", "p50 ms", "p99 ms", "peak RSS",
                   "note"], rows, right={1, 2, 3, 4, 5, 6})  # fmt: skip
-    checks = [[c.label, c.value, c.target, c.verdict] for c in report.checks]
-    out += ["", *table(["check", "value", "target", "verdict"], checks, right={1})]
-    out += ["", f"peak RSS of the run: {peak_rss_mib():,.0f} MiB"]
-    out += [f"note: {n}" for n in report.notes]
-    return "\n".join(out)
+    return "\n".join(out + tail(report.checks, report.notes))
 
 
 # -- the client processes ----------------------------------------------------------------------
