@@ -12,6 +12,7 @@ import pytest
 
 from node.errors import Refusal
 from node.node import Node
+from node.store.reader import AuditRow
 from protocol.clock import Hlc
 from protocol.entry import Entry
 from protocol.kinds import encode_payload
@@ -132,3 +133,17 @@ async def refused(node: Node, tool: str, caller: Any, /, **args: Any) -> str:
     assert await stored(node) == before
     assert str(info.value) == info.value.text
     return info.value.text
+
+
+async def events(node: Node, name: str) -> list[AuditRow]:
+    """The node's audit events named ``name``, in feed order."""
+    reader = node.store.reader
+    assert reader is not None
+    return [row for row in await reader.select_audit(limit=1_000_000) if row.event == name]
+
+
+async def pending(node: Node) -> set[bytes]:
+    """The ids of the entries waiting in the pending area."""
+    reader = node.store.reader
+    assert reader is not None
+    return {bytes(r[0]) for r in await reader.fetchall("SELECT id FROM pending")}

@@ -19,7 +19,6 @@ from node.mesh.link import LinkOptions
 from node.mesh.sync import Sync, SyncOptions
 from node.node import Node
 from node.replica import Replica
-from node.store.reader import AuditRow
 from protocol.entry import Entry
 from protocol.frames import FrameReader, encode_frame
 from protocol.messages import Hello, Message, decode_message, encode_message
@@ -117,12 +116,6 @@ async def converged(nodes: Sequence[Node], syncs: Sequence[Sync], *, within: flo
         return len({await frontier_digest(n) for n in nodes}) == 1
 
     await until(same, syncs, within=within)
-
-
-async def events(node: Node, name: str) -> list[AuditRow]:
-    reader = node.store.reader
-    assert reader is not None
-    return [row for row in await reader.select_audit(limit=1_000_000) if row.event == name]
 
 
 async def own_ids(node: Node) -> set[bytes]:

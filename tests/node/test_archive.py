@@ -22,8 +22,8 @@ from node.errors import Unauthenticated
 from node.node import Node
 from tests.node.bundlekit import answers, caller, write
 from tests.node.conftest import Wall
-from tests.node.helpers import admit
-from tests.node.synckit import converged, events, held, make_mesh, own_ids, syncing
+from tests.node.helpers import admit, events
+from tests.node.synckit import converged, held, make_mesh, own_ids, syncing
 
 pytestmark = pytest.mark.asyncio
 

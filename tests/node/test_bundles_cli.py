@@ -14,7 +14,8 @@ import pytest
 from node.node import Node
 from tests.node.bundlekit import caller, write
 from tests.node.conftest import Wall
-from tests.node.synckit import events, held, make_mesh
+from tests.node.helpers import events
+from tests.node.synckit import held, make_mesh
 from tests.node.test_cli import MEMLANE, ok, run
 
 

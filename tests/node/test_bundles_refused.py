@@ -20,8 +20,8 @@ from protocol.messages import Frontier
 from protocol.signing import SigningKey, seal
 from tests.node.bundlekit import caller, snapshot, write
 from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter
-from tests.node.synckit import events, make_mesh
+from tests.node.helpers import ForeignWriter, events
+from tests.node.synckit import make_mesh
 
 pytestmark = pytest.mark.asyncio
 

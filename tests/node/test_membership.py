@@ -22,24 +22,19 @@ from node.members.errors import MeshError, NotAuthority, UnknownMember
 from node.members.membership import Cutoff, Membership
 from node.node import Node
 from node.store import StoreOptions
-from node.store.reader import AuditRow
 from node.store.views import Applied
 from protocol.clock import Hlc
 from protocol.entry import Entry
 from protocol.kinds import encode_payload
-from tests.node.helpers import FAR_FUTURE_MS, ForeignWriter, admit, counts, sr_payload
-
-
-async def events(node: Node, name: str) -> list[AuditRow]:
-    reader = node.store.reader
-    assert reader is not None
-    return [row for row in await reader.select_audit(limit=100_000) if row.event == name]
-
-
-async def pending(node: Node) -> set[bytes]:
-    reader = node.store.reader
-    assert reader is not None
-    return {bytes(r[0]) for r in await reader.fetchall("SELECT id FROM pending")}
+from tests.node.helpers import (
+    FAR_FUTURE_MS,
+    ForeignWriter,
+    admit,
+    counts,
+    events,
+    pending,
+    sr_payload,
+)
 
 
 async def stored_ids(node: Node) -> set[bytes]:

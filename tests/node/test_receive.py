@@ -25,12 +25,19 @@ from hypothesis import strategies as st
 
 from node.node import Node
 from node.store import Received, StoreOptions
-from node.store.reader import AuditRow
 from protocol.canonical import encode_canonical
 from protocol.entry import MAX_PAYLOAD_BYTES, Entry, payload_digest
 from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, authenticate
-from tests.node.helpers import ForeignWriter, admit, counts, digest, sr_payload
+from tests.node.helpers import (
+    ForeignWriter,
+    admit,
+    counts,
+    digest,
+    events,
+    pending,
+    sr_payload,
+)
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -53,18 +60,6 @@ def replace_last(writer: ForeignWriter, entry: Entry) -> Entry:
     """Make ``entry`` the writer's newest, so the next entry links to it."""
     writer.entries[-1] = entry
     return entry
-
-
-async def events(node: Node, name: str) -> list[AuditRow]:
-    reader = node.store.reader
-    assert reader is not None
-    return [row for row in await reader.select_audit(limit=100_000) if row.event == name]
-
-
-async def pending(node: Node) -> set[bytes]:
-    reader = node.store.reader
-    assert reader is not None
-    return {bytes(r[0]) for r in await reader.fetchall("SELECT id FROM pending")}
 
 
 async def stored(node: Node) -> dict[bytes, tuple[int, bool, bool]]:

@@ -27,12 +27,11 @@ from node.mesh.sync import PeerKey, Sync, SyncOptions
 from node.node import Node
 from protocol.entry import Entry
 from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, sr_payload
+from tests.node.helpers import ForeignWriter, events, sr_payload
 from tests.node.synckit import (
     FAST,
     Relay,
     converged,
-    events,
     held,
     make_mesh,
     own_ids,

@@ -41,8 +41,8 @@ from protocol.messages import (
     Hello,
     Push,
 )
-from tests.node.helpers import ForeignWriter, admit, counts
-from tests.node.synckit import RawPeer, events, wire
+from tests.node.helpers import ForeignWriter, admit, counts, events
+from tests.node.synckit import RawPeer, wire
 
 pytestmark = pytest.mark.asyncio
 
