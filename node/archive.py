@@ -39,7 +39,14 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from node.errors import NodeError
-from node.identity import AUTHORITY_KEY_FILE, DB_FILE, NODE_KEY_FILE, node_id, random_bytes
+from node.identity import (
+    AUTHORITY_KEY_FILE,
+    DB_FILE,
+    NODE_KEY_FILE,
+    node_id,
+    random_bytes,
+    write_key,
+)
 from node.store import Store, StoreOptions, Txn
 from node.store.schema import SCHEMA_VERSION
 from node.views import default_views
@@ -348,24 +355,16 @@ def _open_secrets(sealed: bytes, passphrase: bytes, manifest: dict[str, Any]) ->
         raise ArchiveError(f"the archive's secrets are malformed: {exc}") from exc
 
 
-def _write_key(path: Path, seed: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(seed)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 async def _rebuild(
     stage: Path, manifest: dict[str, Any], secrets: Any, *, now: int, keep_tokens: bool
 ) -> tuple[str, str, str, int, int]:
     """Keys back in their files, tokens back in the store, a new epoch for each log this node
     writes, a new feed id — all without an audit event."""
     node_key, authority = SigningKey(secrets["node_key"]), secrets.get("authority_key")
-    _write_key(stage / NODE_KEY_FILE, secrets["node_key"])
+    write_key(stage / NODE_KEY_FILE, secrets["node_key"])
     logs = [(node_key.public, "epoch")]
     if authority is not None:
-        _write_key(stage / AUTHORITY_KEY_FILE, authority)
+        write_key(stage / AUTHORITY_KEY_FILE, authority)
         logs.append((SigningKey(authority).public, "authority_epoch"))
     store = await Store.open(stage / DB_FILE, wall=lambda: now, options=StoreOptions(),
                              views=default_views())  # fmt: skip

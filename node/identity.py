@@ -25,6 +25,7 @@ __all__ = [
     "node_id",
     "random_bytes",
     "random_source",
+    "write_key",
 ]
 
 NODE_KEY_FILE = "node.key"
@@ -60,7 +61,11 @@ def node_id(public: bytes) -> str:
 
 def create_key(path: Path) -> SigningKey:
     """Write a new key file (refusing to overwrite one) and return the key."""
-    seed = random_bytes(32)
+    return write_key(path, random_bytes(32))
+
+
+def write_key(path: Path, seed: bytes) -> SigningKey:
+    """Write the key file of ``seed`` (owner-only, synced; refusing to overwrite one)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError as exc:
