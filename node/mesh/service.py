@@ -133,11 +133,13 @@ def certificates(node: Node) -> tuple[x509.Certificate, x509.Certificate]:
     return ca, certificate
 
 
-def tls_contexts(node: Node) -> tuple[ssl.SSLContext, ssl.SSLContext]:
-    """(server, client) contexts presenting this node's certificate."""
+def tls_contexts(node: Node) -> tuple[ssl.SSLContext, ssl.SSLContext, x509.Certificate]:
+    """(server, client) contexts presenting this node's certificate, and the certificate."""
     ca, certificate = certificates(node)
     key = certs.private_key(node.path / NODE_KEY_FILE)
-    return certs.server_context(ca, certificate, key), certs.client_context(ca, certificate, key)
+    server, client = (certs.server_context(ca, certificate, key),
+                      certs.client_context(ca, certificate, key))  # fmt: skip
+    return server, client, certificate
 
 
 # -- the peer snapshot ------------------------------------------------------------------------
@@ -204,8 +206,8 @@ class SyncService:
         self._written: _Snapshot | None = None
         self._written_at = 0.0
         self._running = False
+        self._server: ssl.SSLContext | None = None
         self._client: ssl.SSLContext | None = None
-        self._contexts: tuple[ssl.SSLContext, ...] = ()
         self._cert_expires = 0
         self._authority = False
         self._static: set[str] = set()
@@ -230,15 +232,14 @@ class SyncService:
         peers: Sequence[Listen],
         discovery: DiscoverySettings | None = None,
     ) -> None:
-        server, self._client = tls_contexts(self.node)
-        self._contexts = (server, self._client)
-        self._cert_expires = _expires_ms(certificates(self.node)[1])
+        self._server, self._client, certificate = tls_contexts(self.node)
+        self._cert_expires = _expires_ms(certificate)
         self._authority = holds_authority(self.node)
         self._running = True
         await self.sync.start()
         if listen is not None:
             try:
-                self.address = await self.sync.listen(listen.host, listen.port, ssl=server)
+                self.address = await self.sync.listen(listen.host, listen.port, ssl=self._server)
             except OSError as exc:
                 raise OSError(
                     f"cannot listen for sync on {listen.host}:{listen.port}: {exc.strerror}"
@@ -340,14 +341,15 @@ class SyncService:
             )
             return
         grant = self.node.membership.get(self.node.key.public)
-        if grant is None or grant.certificate is None:
+        if grant is None or grant.certificate is None or self._server is None:
             return
         if grant.cert_expires // 1000 <= self._cert_expires // 1000:  # X.509 counts seconds
             return
         pem = grant.certificate.encode()
         certificate = certs.load_pem(pem)
         key = certs.private_key(self.node.path / NODE_KEY_FILE)
-        for context in self._contexts:  # new connections present it; open ones go on
+        for context in (self._server, self._client):  # new connections present it
+            assert context is not None
             certs.load_chain(context, certificate, key)
         _write(self.node.path / NODE_CERT_FILE, pem)
         self._cert_expires = _expires_ms(certificate)
