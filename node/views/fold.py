@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 import msgpack
@@ -78,25 +79,62 @@ class SrState:
     has_correction: bool = False
     has_adjustment: bool = False
     ingest_time: int | None = None
+    # ``canonical()``, once made: the view stores a state's encoding in two rows.
+    _blob: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def effective_lane_uuid(self) -> str:
         return self.lane_uuid or lane_uuid_of(self.workspace or "", self.lane)
 
     def to_doc(self) -> dict[str, Any]:
-        """The state as a plain map (for storage and digests), keys in canonical order."""
-        return {name: _plain(getattr(self, name)) for name in _DOC_ORDER}
+        """The state as a plain map (for storage and digests), keys in canonical order
+        (spelled out: this runs twice for every SR entry applied; a test holds the order)."""
+        return {
+            "content_time": self.content_time,
+            "conversational": self.conversational,
+            "created_time": self.created_time,
+            "exists": self.exists,
+            "has_adjustment": self.has_adjustment,
+            "has_correction": self.has_correction,
+            "ingest_time": self.ingest_time,
+            "lane": self.lane,
+            "lane_uuid": self.lane_uuid,
+            "links": list(self.links),
+            "owner": self.owner,
+            "private_fields": _sorted_map(self.private_fields),
+            "sr_id": self.sr_id,
+            "tags": list(self.tags),
+            "text": self.text,
+            "title": self.title,
+            "visibility": self.visibility,
+            "workspace": self.workspace,
+        }
 
     def compared(self) -> dict[str, Any]:
         """The fields ``changes`` compares, ``lane_uuid`` as readers see it, keys in
         canonical order."""
-        doc = {name: _plain(getattr(self, name)) for name in _COMPARED_ORDER}
-        doc["lane_uuid"] = self.effective_lane_uuid
-        return doc
+        return {
+            "content_time": self.content_time,
+            "conversational": self.conversational,
+            "has_adjustment": self.has_adjustment,
+            "has_correction": self.has_correction,
+            "lane": self.lane,
+            "lane_uuid": self.effective_lane_uuid,
+            "links": list(self.links),
+            "private_fields": _sorted_map(self.private_fields),
+            "tags": list(self.tags),
+            "text": self.text,
+            "title": self.title,
+            "visibility": self.visibility,
+        }
 
     def canonical(self) -> bytes:
-        """``encode_canonical(self.to_doc())``, without re-sorting what is already sorted."""
-        return _pack(self.to_doc())
+        """``encode_canonical(self.to_doc())``, without re-sorting what is already sorted
+        (made once per state: the state is frozen)."""
+        if self._blob is None:
+            object.__setattr__(self, "_blob", _pack(self.to_doc()))
+        assert self._blob is not None
+        return self._blob
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> SrState:
@@ -106,22 +144,24 @@ class SrState:
         return cls(**values)
 
 
-_DOC_ORDER = tuple(sorted(SrState.__slots__))
-_COMPARED_ORDER = tuple(sorted(COMPARED))
+_FIELDS = tuple(name for name in SrState.__slots__ if not name.startswith("_"))
+_values = attrgetter(*_FIELDS)
 
 
-def _plain(value: Any) -> Any:
-    kind = type(value)
-    if kind is tuple:
-        return list(value)
-    if kind is dict:
-        return dict(sorted(value.items()))
-    return value
+def _sorted_map(value: dict[str, str]) -> dict[str, str]:
+    return dict(sorted(value.items())) if len(value) > 1 else dict(value)
+
+
+def _replace(state: SrState, changes: dict[str, Any]) -> SrState:
+    # ``dataclasses.replace`` without its per-field bookkeeping (one per SR entry applied).
+    values = dict(zip(_FIELDS, _values(state), strict=True))
+    values.update(changes)
+    return SrState(**values)
 
 
 def _pack(doc: dict[str, Any]) -> bytes:
-    # Keys in canonical order and maps sorted by ``_plain``; states hold no floats, so plain
-    # packing is the canonical encoding (a test holds the two equal).
+    # Keys in canonical order and maps sorted by ``_sorted_map``; states hold no floats, so
+    # plain packing is the canonical encoding (a test holds the two equal).
     packed: bytes = msgpack.packb(doc, use_bin_type=True)
     return packed
 
@@ -159,7 +199,7 @@ def fold_entry(state: SrState, kind: str, wall: int, payload: dict[str, Any]) ->
     else:
         return state
     changes["ingest_time"] = wall
-    return replace(state, **changes)
+    return _replace(state, changes)
 
 
 def _taken(payload: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:

@@ -55,3 +55,21 @@ def test_stored_states_and_digests_are_canonical(state: SrState) -> None:
     doc.pop("private_fields")
     assert public == _sha(doc)
     assert links == _sha(linked)
+
+
+def test_state_maps_are_spelled_in_canonical_key_order() -> None:
+    state = SrState("s", private_fields={"b": "2", "a": "1"})
+    doc = state.to_doc()
+    assert list(doc) == sorted(name for name in SrState.__slots__ if not name.startswith("_"))
+    assert list(doc["private_fields"]) == ["a", "b"]
+    assert list(state.compared()) == sorted(
+        ("title", "text", "links", "conversational", "private_fields", "tags", "content_time",
+         "lane", "lane_uuid", "visibility", "has_correction", "has_adjustment")
+    )  # fmt: skip
+
+
+def test_a_states_encoding_is_made_once_and_not_compared() -> None:
+    state = SrState("s", title="t")
+    assert state.canonical() is state.canonical()
+    assert state == SrState("s", title="t")
+    assert SrState.from_doc(state.to_doc()) == state
