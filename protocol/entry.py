@@ -167,6 +167,11 @@ class Entry:
     def without_payload(self) -> Entry:
         return Entry(self.header, self.raw, self.id, None)
 
+    def with_payload(self, payload: bytes | None) -> Entry:
+        """The same header carrying ``payload``, not yet checked against it
+        (``check_payload`` does that; the receive path always does)."""
+        return Entry(self.header, self.raw, self.id, payload)
+
 
 def decode_header(raw: bytes) -> Header:
     """Strictly decode canonical header bytes; anything else raises ``RemoteProtocolError``."""

@@ -29,8 +29,8 @@ from node.identity import node_id
 from node.members.errors import MeshError
 from node.mesh.peers import DuplicateLink, Peer, PeerState, PeerTable
 from node.replica import Changes, FrontierSnapshot, Replica
-from node.store import Event
-from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, LogId, decode_header
+from node.store import Event, Received
+from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, Entry, LogId
 from protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from protocol.frames import MAX_FRAME_BYTES
 from protocol.messages import (
@@ -475,8 +475,7 @@ class Link:
         if not items:
             return
         assert self.source is not None  # the session lets entries in only after hello
-        self._note_held(items)
-        report = await self.host.replica.receive(items, source=self.source)
+        report = await self.host.replica.receive(self._note_held(items), source=self.source)
         self.peer.received += len(items)
         self.peer.lag_in = max(0, self.peer.lag_in - report.stored)
         self.host.table.touch()
@@ -486,14 +485,27 @@ class Link:
             grant = Credit(len(items), sum(map(entry_cost, items)))
             await self._write(self.session.send(grant))
 
-    def _note_held(self, items: tuple[WireEntry, ...]) -> None:
-        """The peer holds what it sends: never push those entries back to it."""
-        for raw, _ in items:
+    def _note_held(self, items: tuple[WireEntry, ...]) -> list[Received]:
+        """The peer holds what it sends: never push those entries back to it.  The batch
+        for the store, each header decoded once, here; an entry whose header does not
+        decode, or whose payload is not the one its header names, goes on as it came, and
+        the store rejects it as it would have."""
+        batch: list[Received] = []
+        for raw, payload in items:
             try:
-                h = decode_header(raw)
+                entry = Entry.decode(raw, None)
             except ProtocolError:
-                continue  # the store rejects it
-            self._holds.note(h.log, h.seq)
+                batch.append((raw, payload))
+                continue
+            self._holds.note(entry.header.log, entry.header.seq)
+            entry = entry.with_payload(payload)
+            try:
+                entry.check_payload()
+            except ProtocolError:
+                batch.append((raw, payload))
+                continue
+            batch.append(entry)
+        return batch
 
     async def _take_proof(self, first: bytes, second: bytes) -> None:
         inbound = self._inbound

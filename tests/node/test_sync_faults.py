@@ -196,6 +196,25 @@ async def test_entries_within_credit_are_stored_and_credit_comes_back(
     assert isinstance(await served.outcome(), PeerGone)
 
 
+async def test_entries_that_do_not_decode_are_rejected_as_a_receive_rejects_them(
+    served: Served, foreign: ForeignWriter
+) -> None:
+    """The link decodes each header once and hands the store the entries; one whose payload
+    is not its header's, or whose header does not decode, reaches the store as it came."""
+    good, other = foreign.run(2)
+    peer = await hello(served)
+    peer.say(*await peer.until(FrontierDigest))
+    peer.say(Push(((good.raw, good.payload), (other.raw, good.payload), (b"\x91", None))))
+    await peer.until(Credit, count=2)
+    assert len(await events(served.node, "sr_synced")) == 1
+    rejected = await events(served.node, "entry_rejected")
+    assert [(r.entry, r.detail["reason"]) for r in rejected] == [
+        (None, "payload: hash differs from payload_hash")
+    ]  # the second rejection is counted, not written (one per source and interval)
+    peer.close()
+    assert isinstance(await served.outcome(), PeerGone)
+
+
 async def test_a_flood_of_fork_proofs_is_cut_off(served: Served) -> None:
     before = await counts(served.node)
     peer = await hello(served)

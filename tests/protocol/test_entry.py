@@ -78,6 +78,14 @@ def test_entry_of_and_decode_agree() -> None:
     assert got.header.log == (KEY.public, EPOCH)
     assert got.without_payload() == Entry(ENTRY.header, ENTRY.raw, ENTRY.id, None)
     assert Entry.decode(ENTRY.raw, None).payload is None
+    assert Entry.decode(ENTRY.raw, None).with_payload(ENTRY.payload) == ENTRY
+
+
+def test_a_payload_attached_unchecked_is_checked_on_demand() -> None:
+    other = Entry.decode(ENTRY.raw, None).with_payload(b"\x80")
+    with pytest.raises(RemoteProtocolError) as caught:
+        other.check_payload()
+    assert caught.value.field == "payload"
 
 
 @pytest.mark.parametrize(
