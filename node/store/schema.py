@@ -307,6 +307,43 @@ CREATE UNIQUE INDEX episodes_by_id ON episodes (vault, id);
 CREATE INDEX episodes_by_vault ON episodes (vault, ts, ord);
 """
 
+# SR docs keyed by their ingest time (node/views/srs.py ``doc_key``), so the search index's
+# rowids run in time order: intersect reads its newest matches straight from the index.  And a
+# narrow row per readable SR (``sr_docs``, kept by the stats triggers) gives find the read rule
+# and length of each posting without a wide ``srs`` row per doc.  Views are rebuilt from the log.
+_SR_DOCS = """
+DELETE FROM srs;
+DELETE FROM sr_stats;
+INSERT INTO sr_fts (sr_fts) VALUES ('delete-all');
+CREATE TABLE sr_docs (
+    doc INTEGER PRIMARY KEY,
+    live INTEGER NOT NULL DEFAULT 1,
+    deleted INTEGER NOT NULL DEFAULT 0,
+    workspace TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    private INTEGER NOT NULL,
+    conversational INTEGER NOT NULL,
+    lane TEXT NOT NULL,
+    doclen INTEGER NOT NULL
+);
+CREATE TRIGGER sr_docs_insert AFTER INSERT ON srs WHEN NEW.live AND NOT NEW.deleted BEGIN
+    INSERT INTO sr_docs (doc, workspace, owner, private, conversational, lane, doclen)
+    VALUES (NEW.doc, NEW.workspace, NEW.owner, NEW.private, NEW.conversational, NEW.lane,
+            NEW.doclen);
+END;
+CREATE TRIGGER sr_docs_delete AFTER DELETE ON srs BEGIN
+    DELETE FROM sr_docs WHERE doc = OLD.doc;
+END;
+CREATE TRIGGER sr_docs_update AFTER UPDATE ON srs BEGIN
+    DELETE FROM sr_docs WHERE doc = OLD.doc;
+    INSERT INTO sr_docs (doc, workspace, owner, private, conversational, lane, doclen)
+    SELECT NEW.doc, NEW.workspace, NEW.owner, NEW.private, NEW.conversational, NEW.lane,
+           NEW.doclen
+    WHERE NEW.live AND NOT NEW.deleted;
+END;
+INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
+"""
+
 # Index i holds the script that takes a store from version i to version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _LOG,
@@ -315,6 +352,7 @@ MIGRATIONS: tuple[str, ...] = (
     _EPISODE_VIEW,
     _CALL_WINDOWS,
     _EPISODES_BY_CALLER,
+    _SR_DOCS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

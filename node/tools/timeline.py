@@ -49,8 +49,7 @@ async def e_timeline(
         answer["shed_terms"] = shed
     elif spec.action == "intersect":
         match, shed = await _shed(reader, caller, list(spec.match), spec.shed_idf_noise)
-        conditions = [a for m in match for a in _match_args(m)]
-        page = await tl.select_page(reader, q, extra=[_MATCHES] * len(match), extra_args=conditions)
+        page = await tl.intersect(reader, q, match)
         docs, more, answer["shed_terms"] = page.docs, page.has_more, shed
     elif spec.action == "traverse":
         docs, more = await _traverse(reader, caller, q, spec)
@@ -68,20 +67,6 @@ def window_field(args: Mapping[str, Any]) -> str:
     return (
         "content_time" if isinstance(order, str) and order.startswith("content") else "ingest_time"
     )
-
-
-# A tag is checked row by row (one primary-key probe) rather than listed whole first: the rows
-# are read in time order and the page is full long before a common tag's list would be.
-_MATCHES = (
-    "(EXISTS (SELECT 1 FROM sr_tags WHERE sr_tags.tag = ? AND sr_tags.sr_id = srs.sr_id) "
-    "OR srs.doc IN (SELECT rowid FROM sr_fts WHERE sr_fts MATCH ?))"
-)
-
-
-def _match_args(text: str) -> tuple[str, str]:
-    """A match string holds as a tag, or as its terms in title, text or tags."""
-    phrase = " ".join(terms(text))
-    return text, f'"{phrase}"' if phrase else '""'
 
 
 def _words(spec: TimelineSpec) -> list[str]:

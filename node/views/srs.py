@@ -26,7 +26,7 @@ from node.views.fold import SrState, digests, fold_all, fold_entry, order_key
 from protocol.canonical import decode_canonical
 from protocol.kinds import decode_payload
 
-__all__ = ["SrView", "state_blob", "terms", "token_count"]
+__all__ = ["DOC_SLOTS", "LAST_MS", "SrView", "state_blob", "terms", "token_count"]
 
 # Tokens as FTS5's unicode61 tokenizer cuts them: runs of letters and digits.
 _TOKEN = re.compile(r"[^\W_]+")
@@ -51,11 +51,28 @@ _FTS_OUT = (
     "INSERT INTO sr_fts (sr_fts, rowid, title, text, tags) "
     "SELECT 'delete', doc, title, text, tags_text FROM srs WHERE sr_id = ? AND live = 1"
 )
+# An SR's doc (the rowid of ``srs``, ``sr_docs`` and of its search row) is keyed by its ingest
+# time: the millisecond times ``DOC_SLOTS`` plus the next free slot of that millisecond, so
+# the search index lists docs in time order (``doc // DOC_SLOTS`` is the millisecond).  A new
+# ingest time moves the doc.  A millisecond whose slots are all taken (never in practice)
+# sends its overflow below zero, where readers that rely on the order look first.
+DOC_SLOTS = 1 << 21
+LAST_MS = (1 << 42) - 2  # the last millisecond a doc key holds (in the year 2109)
+_BUCKET = f"(max(0, min(coalesce(?11, 0), {LAST_MS})) * {DOC_SLOTS})"
+_NEW_DOC = (
+    f"(SELECT CASE WHEN last IS NULL THEN {_BUCKET} "  # noqa: S608 - numbers only
+    f"WHEN last + 1 < {_BUCKET} + {DOC_SLOTS} THEN last + 1 "
+    "ELSE min(0, (SELECT min(doc) FROM srs)) - 1 END FROM (SELECT "
+    f"(SELECT doc FROM srs WHERE doc >= {_BUCKET} AND doc < {_BUCKET} + {DOC_SLOTS} "
+    "ORDER BY doc DESC LIMIT 1) AS last))"
+)
 _CURRENT = (
-    "INSERT INTO srs (sr_id, live, workspace, owner, private, lane, conversational, title, "
-    "text, tags_text, ingest_time, content_time, created_time, state, doclen) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) "
-    "ON CONFLICT (sr_id) DO UPDATE SET live = ?2, workspace = ?3, owner = ?4, private = ?5, "
+    "INSERT INTO srs (doc, sr_id, live, workspace, owner, private, lane, conversational, "  # noqa: S608
+    "title, text, tags_text, ingest_time, content_time, created_time, state, doclen) "
+    f"VALUES ({_NEW_DOC}, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+    "?15) ON CONFLICT (sr_id) DO UPDATE SET "
+    "doc = CASE WHEN srs.ingest_time IS ?11 THEN srs.doc ELSE excluded.doc END, "
+    "live = ?2, workspace = ?3, owner = ?4, private = ?5, "
     "lane = ?6, conversational = ?7, title = ?8, text = ?9, tags_text = ?10, "
     "ingest_time = ?11, content_time = ?12, created_time = ?13, state = ?14, doclen = ?15"
 )

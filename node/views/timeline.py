@@ -18,7 +18,7 @@ import msgpack
 
 from node.authority import Caller
 from node.store import Reader
-from node.views.srs import terms
+from node.views.srs import DOC_SLOTS, LAST_MS, terms
 
 __all__ = [
     "FIND_KEEP",
@@ -27,6 +27,8 @@ __all__ = [
     "Page",
     "Query",
     "find",
+    "intersect",
+    "intersect_plain",
     "scope_stats",
     "select_page",
     "term_share",
@@ -120,6 +122,70 @@ async def select_page(
     return Page([_doc(r[0]) for r in rows[: q.page_size]], len(rows) > q.page_size)
 
 
+# A tag is checked row by row (one primary-key probe) rather than listed whole first: the rows
+# are read in time order and the page is full long before a common tag's list would be.
+_MATCHES = (
+    "(EXISTS (SELECT 1 FROM sr_tags WHERE sr_tags.tag = ? AND sr_tags.sr_id = srs.sr_id) "
+    "OR srs.doc IN (SELECT rowid FROM sr_fts WHERE sr_fts MATCH ?))"
+)
+
+
+async def intersect(reader: Reader, q: Query, match: Sequence[str]) -> Page:
+    """Readable SRs in the window holding every string of ``match`` as a tag, or as its terms
+    in title, text or tags (a phrase)."""
+    phrases = [" ".join(terms(m)) for m in match]
+    if await _by_index(reader, q, match, phrases):
+        return await _intersect_by_index(reader, q, phrases)
+    return await intersect_plain(reader, q, match)
+
+
+async def intersect_plain(reader: Reader, q: Query, match: Sequence[str]) -> Page:
+    """``intersect`` by the time index, each row tested for each string: what the search
+    index's own order answers alike, and the answer wherever it cannot."""
+    args = [a for m in match for a in (m, '"' + " ".join(terms(m)) + '"')]
+    return await select_page(reader, q, extra=[_MATCHES] * len(match), extra_args=args)
+
+
+async def _by_index(reader: Reader, q: Query, match: Sequence[str], phrases: list[str]) -> bool:
+    """Whether the search index alone answers, in its own (time) order: the order is by
+    ingest time; each string is plain ASCII with terms — its phrase then holds wherever it
+    is a tag (the tags are indexed too), so the phrase alone decides; the window fits the
+    doc keys; and no doc sits out of order (an overfull millisecond's, below zero)."""
+    return (
+        q.order_by.startswith("ingest_time")
+        and all(m.isascii() and p for m, p in zip(match, phrases, strict=True))
+        and all(t is None or 0 <= t <= LAST_MS for t in (q.start_ms, q.end_ms))
+        and not await reader.scalar("SELECT EXISTS (SELECT 1 FROM srs WHERE doc < 0)")
+    )
+
+
+async def _intersect_by_index(reader: Reader, q: Query, phrases: list[str]) -> Page:
+    """Read the matches newest (or oldest) first straight from the search index, whose rowids
+    are the docs' time keys, until the page is full.  Docs of one millisecond are in arrival
+    order, so the last millisecond reached is read whole and sorted by ``sr_id``."""
+    where, args = _filters(q)
+    desc = q.order_by.endswith("desc")
+    low = (q.start_ms or 0) * DOC_SLOTS
+    high = (LAST_MS + 1 if q.end_ms is None else q.end_ms) * DOC_SLOTS
+    query = " AND ".join(f'"{p}"' for p in phrases)
+    sql = (
+        "SELECT srs.state, srs.doc, srs.ingest_time, srs.sr_id FROM sr_fts "  # noqa: S608
+        "CROSS JOIN srs ON srs.doc = sr_fts.rowid WHERE sr_fts MATCH ? AND sr_fts.rowid >= ? "
+        f"AND sr_fts.rowid < ? AND {' AND '.join(where)} "
+        f"ORDER BY sr_fts.rowid {'DESC' if desc else 'ASC'} LIMIT ?"
+    )
+    wanted = q.page * q.page_size + 1
+    rows = await reader.fetchall(sql, (query, low, high, *args, wanted))
+    if len(rows) == wanted:  # the last millisecond reached, whole
+        last = rows[-1][1] // DOC_SLOTS
+        rows = [r for r in rows if r[1] // DOC_SLOTS != last] + await reader.fetchall(
+            sql, (query, last * DOC_SLOTS, (last + 1) * DOC_SLOTS, *args, -1)
+        )
+    rows.sort(key=lambda r: (-1 if r[2] is None else r[2], r[3]), reverse=desc)
+    chosen = rows[(q.page - 1) * q.page_size : wanted]
+    return Page([_doc(r[0]) for r in chosen[: q.page_size]], len(chosen) > q.page_size)
+
+
 def _doc(blob: bytes) -> Doc:
     """An SR's state as the SR view stored it.  The view wrote it canonically itself (it is
     not received from anyone), so a plain decode reads it: the canonical check, which re-sorts
@@ -174,7 +240,7 @@ async def find(reader: Reader, q: Query, words: Sequence[str]) -> tuple[list[Doc
     docs, length = await scope_stats(reader, q.caller)
     postings = await _postings(reader, q, wanted)
     scored = _scores(postings, docs, length / docs if docs else 1.0)
-    best = [doc for _, _, doc, _ in heapq.nsmallest(FIND_KEEP, (s for s in scored if s[3]))]
+    best = await _best(reader, [s for s in scored if s[2]])
     if not best:
         return [], False
     _, order = _order(q.order_by)
@@ -186,46 +252,67 @@ async def find(reader: Reader, q: Query, words: Sequence[str]) -> tuple[list[Doc
     return [_doc(r[0]) for r in rows[: q.page_size]], len(rows) > q.page_size
 
 
-# doc, term, frequency, doc length, sr_id, whether the doc passes the caller's filters
-Posting = tuple[int, str, int, int, str, int]
+# doc, term, frequency, doc length, whether the doc passes the caller's filters
+Posting = tuple[int, str, int, int, int]
 
 
 async def _postings(reader: Reader, q: Query, wanted: list[str]) -> list[Posting]:
     """A posting per (doc, term) for each readable SR holding any wanted term — all of them:
     document frequencies count what the caller can read, not what it filters; whether each
-    passes the filters comes along.  ``srs NOT INDEXED``: each doc is looked up by rowid."""
-    rule, params = q.caller.readable_srs()
+    passes the filters comes along.  Each doc is looked up in ``sr_docs`` (a narrow row per
+    readable SR), not in the wide ``srs``."""
+    rule, params = q.caller.readable_srs("srs")
     narrow, narrow_args = _narrowing(q)
     passes = " AND ".join(narrow) or "1"
     rows: list[Posting] = await reader.fetchall(
-        f"SELECT v.doc, v.term, count(*), srs.doclen, srs.sr_id, {passes} "  # noqa: S608
-        "FROM sr_vocab v JOIN srs NOT INDEXED ON srs.doc = v.doc "
+        f"SELECT v.doc, v.term, count(*), srs.doclen, {passes} "  # noqa: S608
+        "FROM sr_vocab v JOIN sr_docs srs ON srs.doc = v.doc "  # the rule's columns, narrow
         f"WHERE v.term IN ({','.join('?' * len(wanted))}) AND {rule} GROUP BY v.doc, v.term",
         (*narrow_args, *wanted, *params),
     )
     return rows
 
 
-Scored = tuple[float, str, int, int]  # -score, sr_id, doc, passes
+Scored = tuple[float, int, int]  # -score, doc, passes
 
 
 def _scores(postings: list[Posting], docs: int, avgdl: float) -> list[Scored]:
-    """(-score, sr_id, doc, passes) of each doc: ordered best first, ties by sr_id.  A doc's
-    score is the sum of its terms' parts in the order its postings came, as ``sum`` adds
-    them."""
+    """(-score, doc, passes) of each doc.  A doc's score is the sum of its terms' parts in
+    the order its postings came (by term), as ``sum`` adds them."""
     df = Counter(p[1] for p in postings)  # postings are unique per (doc, term)
     idf = {t: math.log(1 + (docs - n + 0.5) / (n + 0.5)) for t, n in df.items()}
     if len(df) == 1:  # one term: one posting per doc, whose part is the doc's score
         (weight,) = idf.values()
         return [
-            (-(weight * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * doclen / avgdl))), sr_id,
-             doc, passes)
-            for doc, _, tf, doclen, sr_id, passes in postings
+            (-(weight * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * doclen / avgdl))), doc,
+             passes)
+            for doc, _, tf, doclen, passes in postings
         ]  # fmt: skip
-    parts: dict[int, tuple[str, float, int, list[float]]] = {}
-    for doc, term, tf, doclen, sr_id, passes in postings:
+    parts: dict[int, tuple[float, int, list[float]]] = {}
+    for doc, term, tf, doclen, passes in postings:
         found = parts.get(doc)
         if found is None:
-            found = parts[doc] = (sr_id, _K1 * (1 - _B + _B * doclen / avgdl), passes, [])
-        found[3].append(idf[term] * tf * (_K1 + 1) / (tf + found[1]))
-    return [(-sum(terms), sr_id, doc, passes) for doc, (sr_id, _, passes, terms) in parts.items()]
+            found = parts[doc] = (_K1 * (1 - _B + _B * doclen / avgdl), passes, [])
+        found[2].append(idf[term] * tf * (_K1 + 1) / (tf + found[0]))
+    return [(-sum(terms), doc, passes) for doc, (_, passes, terms) in parts.items()]
+
+
+async def _best(reader: Reader, scored: list[Scored]) -> list[int]:
+    """The docs of the ``FIND_KEEP`` best, ties broken by ``sr_id`` (docs differ from node to
+    node; sr_ids do not).  Only the docs tied with the last one kept need their sr_id."""
+    if len(scored) <= FIND_KEEP:
+        return [doc for _, doc, _ in scored]
+    top = heapq.nsmallest(FIND_KEEP, scored)
+    cut = top[-1][0]
+    sure = [doc for score, doc, _ in top if score < cut]
+    tied = [doc for score, doc, _ in scored if score == cut]
+    if len(sure) + len(tied) == FIND_KEEP:
+        return sure + tied
+    named: list[Any] = []
+    for start in range(0, len(tied), 500):
+        chunk = tied[start : start + 500]
+        named += await reader.fetchall(
+            f"SELECT sr_id, doc FROM srs NOT INDEXED WHERE doc IN ({','.join('?' * len(chunk))})",  # noqa: S608
+            chunk,
+        )
+    return sure + [doc for _, doc in sorted(named)[: FIND_KEEP - len(sure)]]

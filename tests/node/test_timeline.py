@@ -8,6 +8,7 @@ entry with an older clock lands in the middle of an SR's history.
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -340,6 +341,25 @@ async def test_find_keeps_the_100_most_relevant_then_orders_by_time(
     assert again[0] == weak
     assert strong not in again
     assert len(again) == 100
+
+
+@pytest.mark.asyncio
+async def test_find_breaks_ties_at_the_100th_by_sr_id(
+    node: Node, foreign: ForeignWriter, make_caller: CallerFactory
+) -> None:
+    # 130 SRs score exactly alike; the 100 kept are those with the smallest sr_ids, not the
+    # first or last to arrive (docs follow ingest time; sr_ids do not).
+    alice = await make_caller("alice", "team", READ_WRITE)
+    ids = [f"0190a000-0000-7000-8000-{i:012d}" for i in range(130)]
+    random.Random(3).shuffle(ids)
+    entries = [foreign.next("sr.put", sr_payload(i, title="same", text="theta")) for i in ids]
+    entries.append(foreign.next("sr.put", sr_payload(ids[0][:-3] + "999", text="unrelated")))
+    assert (await node.receive(entries, source="peer")).stored == len(entries)
+    answer = await node.e_timeline(alice, action="find", query="theta", page_size=100,
+                                   order_by="ingest_time_asc")  # fmt: skip
+    found = [r["sr_id"] for r in answer["results"]]
+    assert sorted(found) == sorted(ids)[:100]
+    assert found == [i for i in ids if i in set(found)]  # then by time: arrival order here
 
 
 # -- shed_idf_noise ----------------------------------------------------------------------------

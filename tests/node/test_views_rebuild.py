@@ -19,6 +19,7 @@ import pytest
 
 from node.authority import Caller
 from node.node import Node
+from node.views.srs import DOC_SLOTS
 from protocol.clock import Hlc
 from protocol.entry import Entry
 from tests.node.conftest import Wall
@@ -28,7 +29,7 @@ MINUTE = 60_000
 HOUR = 60 * MINUTE
 READ_WRITE = ("read:workspace", "write:workspace")
 ADMIN = ("read:workspace", "write:workspace", "admin:workspace")
-VIEW_TABLES = ("sr_versions", "srs", "sr_tags", "sr_links", "sr_due", "sr_stats",
+VIEW_TABLES = ("sr_versions", "srs", "sr_docs", "sr_tags", "sr_links", "sr_due", "sr_stats",
                "episode_entries", "episodes", "episode_due")  # fmt: skip
 MEMLANE = Path(sys.executable).parent / "memlane"
 ORDERS = ("ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_time_asc")
@@ -43,15 +44,15 @@ async def caller(node: Node, principal: str, workspace: str, scopes: Sequence[st
 
 
 async def snapshot(node: Node) -> dict[str, list[tuple[Any, ...]]]:
-    """Every view table's rows (``srs`` without its ``doc`` numbering), and the search index
-    by SR rather than by ``doc``."""
+    """Every view table's rows (``srs`` and ``sr_docs`` with their ``doc`` numbering cut to
+    its millisecond), and the search index by SR rather than by ``doc``."""
     reader = node.store.reader
     assert reader is not None
     out: dict[str, list[tuple[Any, ...]]] = {}
     for table in VIEW_TABLES:
         columns = [r[1] for r in await reader.fetchall(f"PRAGMA table_info({table})")]
-        if table == "srs":
-            columns.remove("doc")
+        if table in ("srs", "sr_docs"):
+            columns[columns.index("doc")] = f"doc / {DOC_SLOTS}"
         listed = ", ".join(columns)
         out[table] = [
             tuple(r)
@@ -245,13 +246,18 @@ async def test_rebuild_changes_no_view_and_no_answer(node: Node, wall: Wall) -> 
     reader = node.store.reader
     assert reader is not None
     applied = await reader.scalar("SELECT count(*) FROM headers WHERE applied = 1")
-    docs = await reader.fetchall("SELECT sr_id, doc FROM srs ORDER BY sr_id")
+    docs = await reader.fetchall("SELECT doc FROM srs ORDER BY sr_id")
 
     assert await node.store.rebuild_views() == applied
     assert await snapshot(node) == before
     assert await answers(node, callers) == before_answers
-    # (The SR that came due after it arrived is numbered otherwise now.)
-    assert await reader.fetchall("SELECT sr_id, doc FROM srs ORDER BY sr_id") != docs
+    # Docs are keyed by ingest time, not by arrival: each in its millisecond's slots.
+    rows = await reader.fetchall("SELECT doc, ingest_time FROM srs WHERE live = 1")
+    assert rows
+    assert all(doc // DOC_SLOTS == ingest for doc, ingest in rows)
+    assert [r[0] // DOC_SLOTS for r in docs] == [
+        r[0] // DOC_SLOTS for r in await reader.fetchall("SELECT doc FROM srs ORDER BY sr_id")
+    ]
     # Twice is the same as once; and the rebuilt views still catch up when time comes.
     await node.store.rebuild_views()
     assert await snapshot(node) == before
