@@ -68,7 +68,10 @@ class Txn:
 
     def add(self, sql: str, row: Row) -> None:
         """Queue one row for ``sql``."""
-        self._buffer.setdefault(sql, []).append(row)
+        rows = self._buffer.get(sql)  # (setdefault would make a list per row queued)
+        if rows is None:
+            rows = self._buffer[sql] = []
+        rows.append(row)
         self._queued += 1
 
     def defer(self, fn: Deferred, *reserve: str) -> None:
@@ -87,12 +90,18 @@ class Txn:
     def put(self, sql: str, key: object, row: Row) -> None:
         """Queue ``row`` for ``sql``, replacing a row queued earlier under the same ``key``
         (for upserts where only the last value matters, such as a log's head)."""
-        keyed = self._keyed.setdefault(sql, {})
-        if key not in keyed:
-            keyed[key] = len(self._buffer.setdefault(sql, []))
-            self._buffer[sql].append(row)
+        keyed = self._keyed.get(sql)
+        if keyed is None:
+            keyed = self._keyed[sql] = {}
+        rows = self._buffer.get(sql)
+        if rows is None:
+            rows = self._buffer[sql] = []
+        at = keyed.get(key, -1)
+        if at < 0:
+            keyed[key] = len(rows)
+            rows.append(row)
         else:
-            self._buffer[sql][keyed[key]] = row
+            rows[at] = row
             self._replaced += 1
         self._queued += 1
 

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from operator import attrgetter
 from typing import Any
 
 import msgpack
@@ -144,22 +143,11 @@ class SrState:
         return cls(**values)
 
 
-_FIELDS = tuple(name for name in SrState.__slots__ if not name.startswith("_"))
-_values = attrgetter(*_FIELDS)
-
-
 def _sorted_map(value: dict[str, str]) -> dict[str, str]:
     return dict(sorted(value.items())) if len(value) > 1 else dict(value)
 
 
-def _replace(state: SrState, changes: dict[str, Any]) -> SrState:
-    # ``dataclasses.replace`` without its per-field bookkeeping (one per SR entry applied).
-    values = dict(zip(_FIELDS, _values(state), strict=True))
-    values.update(changes)
-    return SrState(**values)
-
-
-def _pack(doc: dict[str, Any]) -> bytes:
+def _pack(doc: Any) -> bytes:
     # Keys in canonical order and maps sorted by ``_sorted_map``; states hold no floats, so
     # plain packing is the canonical encoding (a test holds the two equal).
     packed: bytes = msgpack.packb(doc, use_bin_type=True)
@@ -199,7 +187,7 @@ def fold_entry(state: SrState, kind: str, wall: int, payload: dict[str, Any]) ->
     else:
         return state
     changes["ingest_time"] = wall
-    return _replace(state, changes)
+    return replace(state, **changes)
 
 
 def _taken(payload: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
@@ -218,9 +206,27 @@ def digests(state: SrState) -> tuple[bytes, bytes, bytes]:
     per reader, so compared apart)."""
     if not state.exists:
         return b"", b"", b""
-    doc = state.compared()
-    links = doc.pop("links")
-    full = hashlib.sha256(_pack(doc)).digest()
-    doc.pop("private_fields")
-    public = hashlib.sha256(_pack(doc)).digest()
-    return full, public, hashlib.sha256(_pack(links)).digest()
+    # The compared map without links, packed in three runs of its canonical key order —
+    # before ``private_fields``, it, after — and joined under a map header for ``full`` (11
+    # keys) and ``public`` (10), so the text is packed once.  A test holds both to
+    # encode_canonical of the whole map.
+    before = _pack({
+        "content_time": state.content_time,
+        "conversational": state.conversational,
+        "has_adjustment": state.has_adjustment,
+        "has_correction": state.has_correction,
+        "lane": state.lane,
+        "lane_uuid": state.effective_lane_uuid,
+    })[1:]  # fmt: skip
+    private = _pack({"private_fields": _sorted_map(state.private_fields)})[1:]
+    after = _pack({
+        "tags": state.tags, "text": state.text, "title": state.title,
+        "visibility": state.visibility,
+    })[1:]  # fmt: skip
+    full = hashlib.sha256(b"\x8b" + before + private + after).digest()
+    public = hashlib.sha256(b"\x8a" + before + after).digest()
+    links = hashlib.sha256(_pack(state.links)).digest() if state.links else _NO_LINKS
+    return full, public, links
+
+
+_NO_LINKS = hashlib.sha256(_pack([])).digest()
