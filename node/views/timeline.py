@@ -169,8 +169,8 @@ async def _intersect_by_index(reader: Reader, q: Query, phrases: list[str]) -> P
     high = (LAST_MS + 1 if q.end_ms is None else q.end_ms) * DOC_SLOTS
     query = " AND ".join(f'"{p}"' for p in phrases)
     sql = (
-        "SELECT srs.state, srs.doc, srs.ingest_time, srs.sr_id FROM sr_fts "  # noqa: S608
-        "CROSS JOIN srs ON srs.doc = sr_fts.rowid WHERE sr_fts MATCH ? AND sr_fts.rowid >= ? "
+        f"{_KEYED} sr_fts CROSS JOIN"
+        " srs ON srs.doc = sr_fts.rowid WHERE sr_fts MATCH ? AND sr_fts.rowid >= ? "
         f"AND sr_fts.rowid < ? AND {' AND '.join(where)} "
         f"ORDER BY sr_fts.rowid {'DESC' if desc else 'ASC'} LIMIT ?"
     )
@@ -181,9 +181,31 @@ async def _intersect_by_index(reader: Reader, q: Query, phrases: list[str]) -> P
         rows = [r for r in rows if r[1] // DOC_SLOTS != last] + await reader.fetchall(
             sql, (query, last * DOC_SLOTS, (last + 1) * DOC_SLOTS, *args, -1)
         )
-    rows.sort(key=lambda r: (-1 if r[2] is None else r[2], r[3]), reverse=desc)
-    chosen = rows[(q.page - 1) * q.page_size : wanted]
+    return _in_time_order(rows, q)
+
+
+# (state, doc, ingest_time, sr_id): what ordering by doc keys needs of each row
+Keyed = tuple[bytes, int, int | None, str]
+_KEYED = "SELECT srs.state, srs.doc, srs.ingest_time, srs.sr_id FROM "
+
+
+def _in_time_order(rows: list[Keyed], q: Query) -> Page:
+    """``q``'s page of ``rows``: every row up to the page's end in doc-key order, and all of
+    the last millisecond's — sorted by ingest time and ``sr_id`` as the time index orders."""
+    rows.sort(
+        key=lambda r: (-1 if r[2] is None else r[2], r[3]), reverse=q.order_by.endswith("desc")
+    )
+    chosen = rows[(q.page - 1) * q.page_size : q.page * q.page_size + 1]
     return Page([_doc(r[0]) for r in chosen[: q.page_size]], len(chosen) > q.page_size)
+
+
+def _through_last_ms(docs: list[int], wanted: int) -> list[int]:
+    """The first ``wanted`` of ``docs`` (in doc-key order) and the rest of the last one's
+    millisecond."""
+    if len(docs) <= wanted:
+        return docs
+    last = docs[wanted - 1] // DOC_SLOTS
+    return docs[:wanted] + [d for d in docs[wanted:] if d // DOC_SLOTS == last]
 
 
 def _doc(blob: bytes) -> Doc:
@@ -218,16 +240,20 @@ async def _readable_count(reader: Reader, caller: Caller) -> int:
 
 async def scope_stats(reader: Reader, caller: Caller) -> tuple[int, int]:
     """(documents, total length) over what ``caller`` can read — from ``sr_stats``."""
-    if not caller.has("read:workspace"):
-        return 0, 0
-    sql, args = "workspace = ?", [caller.workspace]
-    if not caller.is_admin:
-        sql, args = f"{sql} AND (private = 0 OR owner = ?)", [*args, caller.principal]
-    rows = await reader.fetchall(
-        f"SELECT coalesce(sum(docs), 0), coalesce(sum(length), 0) FROM sr_stats WHERE {sql}",  # noqa: S608
-        args,
-    )
+    sql, args = _stats(caller)
+    rows = await reader.fetchall(sql, args)
     return int(rows[0][0]), int(rows[0][1])
+
+
+def _stats(caller: Caller, *more: str) -> tuple[str, list[Any]]:
+    """The query of ``caller``'s scope statistics (each of ``more`` a column after them)."""
+    where, args = "workspace = ?", [caller.workspace]
+    if not caller.has("read:workspace"):
+        where, args = "0", []
+    elif not caller.is_admin:
+        where, args = f"{where} AND (private = 0 OR owner = ?)", [*args, caller.principal]
+    columns = ", ".join(("coalesce(sum(docs), 0)", "coalesce(sum(length), 0)", *more))
+    return f"SELECT {columns} FROM sr_stats WHERE {where}", args  # noqa: S608
 
 
 async def find(reader: Reader, q: Query, words: Sequence[str]) -> tuple[list[Doc], bool]:
@@ -237,12 +263,20 @@ async def find(reader: Reader, q: Query, words: Sequence[str]) -> tuple[list[Doc
     wanted = list(dict.fromkeys(t for w in words for t in terms(w)))
     if not wanted:
         return [], False
-    docs, length = await scope_stats(reader, q.caller)
-    postings = await _postings(reader, q, wanted)
+    (_, _, docs, length, _), *postings = await _postings(reader, q, wanted)
     scored = _scores(postings, docs, length / docs if docs else 1.0)
     best = await _best(reader, [s for s in scored if s[2]])
     if not best:
         return [], False
+    if q.order_by.startswith("ingest_time") and min(best) >= 0:  # doc keys in time order
+        keys = sorted(best, reverse=q.order_by.endswith("desc"))
+        chosen = _through_last_ms(keys, q.page * q.page_size + 1)
+        rows = await reader.fetchall(
+            f"{_KEYED} srs NOT INDEXED WHERE srs.doc IN ({','.join('?' * len(chosen))})",
+            chosen,
+        )
+        page = _in_time_order(rows, q)
+        return page.docs, page.has_more
     _, order = _order(q.order_by)
     rows = await reader.fetchall(
         f"SELECT srs.state FROM srs NOT INDEXED WHERE srs.doc IN ({','.join('?' * len(best))}) "  # noqa: S608
@@ -256,20 +290,25 @@ async def find(reader: Reader, q: Query, words: Sequence[str]) -> tuple[list[Doc
 Posting = tuple[int, str, int, int, int]
 
 
-async def _postings(reader: Reader, q: Query, wanted: list[str]) -> list[Posting]:
-    """A posting per (doc, term) for each readable SR holding any wanted term — all of them:
+async def _postings(reader: Reader, q: Query, wanted: list[str]) -> list[Any]:
+    """The caller's scope statistics as (None, None, documents, length, None), then a
+    posting per (doc, term) for each readable SR holding any wanted term — all of them:
     document frequencies count what the caller can read, not what it filters; whether each
     passes the filters comes along.  Each doc is looked up in ``sr_docs`` (a narrow row per
-    readable SR), not in the wide ``srs``."""
+    readable SR), not in the wide ``srs``.  One statement: a compound SELECT gives its parts'
+    rows in order."""
+    stats, stats_args = _stats(q.caller, "NULL")
     rule, params = q.caller.readable_srs("srs")
     narrow, narrow_args = _narrowing(q)
     passes = " AND ".join(narrow) or "1"
-    rows: list[Posting] = await reader.fetchall(
-        f"SELECT v.doc, v.term, count(*), srs.doclen, {passes} "  # noqa: S608
+    rows: list[Any] = await reader.fetchall(
+        f"SELECT NULL, NULL, * FROM ({stats}) UNION ALL "  # noqa: S608
+        f"SELECT v.doc, v.term, count(*), srs.doclen, {passes} "
         "FROM sr_vocab v JOIN sr_docs srs ON srs.doc = v.doc "  # the rule's columns, narrow
         f"WHERE v.term IN ({','.join('?' * len(wanted))}) AND {rule} GROUP BY v.doc, v.term",
-        (*narrow_args, *wanted, *params),
+        (*stats_args, *narrow_args, *wanted, *params),
     )
+    assert rows[0][0] is None, "the statistics come first"
     return rows
 
 

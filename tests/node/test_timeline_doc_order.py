@@ -1,7 +1,9 @@
-"""intersect read from the search index in time order gives exactly the answers of the plain
+"""Reads that order by doc keys (an SR's ingest millisecond, then arrival) answer exactly as
+the time index does.  intersect read from the search index gives the answers of the plain
 query: the same SRs, order, pages and ``has_more``, for every caller, window and order —
 over SRs that share a millisecond (whose docs are in arrival order, not ``sr_id`` order),
-that moved to a later millisecond, that are private, deleted or in another workspace.
+that moved to a later millisecond, that are private, deleted or in another workspace.  And
+find's pages in ingest order follow ``list``'s order.
 """
 
 from __future__ import annotations
@@ -123,3 +125,33 @@ async def test_intersect_falls_back_when_the_index_order_does_not_hold(
     fast, plain = await both(node, q, title.split()[:1])
     assert fast == plain
     assert sr_id in fast[0]
+
+
+@pytest.mark.asyncio
+async def test_find_pages_in_ingest_order_follow_the_time_index(
+    node: Node, wall: Wall, foreign: ForeignWriter, make_caller: CallerFactory
+) -> None:
+    rng = random.Random(8)
+    entries = corpus(foreign, wall.now - 60_000, rng)
+    await node.receive(entries, source="peer")
+    for caller in (
+        await make_caller("alice", "team", ("read:workspace",)),
+        await make_caller("root", "team", ("read:workspace", "admin:workspace")),
+    ):
+        for order in ORDERS:
+            everything = [
+                r["sr_id"]
+                for page in (1, 2, 3)
+                for r in (await node.e_timeline(caller, action="list", order_by=order,
+                                                page=page, page_size=100))["results"]
+            ]  # fmt: skip
+            assert len(everything) < 300
+            found: list[str] = []
+            for page in range(1, 20):
+                answer = await node.e_timeline(caller, action="find", query="fig", page=page,
+                                                page_size=7, order_by=order)  # fmt: skip
+                found += [r["sr_id"] for r in answer["results"]]
+                if not answer["has_more"]:
+                    break
+            assert len(found) > 30
+            assert found == [i for i in everything if i in set(found)]
