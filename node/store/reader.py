@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
 from node.errors import StoreError
+from node.store.txn import in_thread
 from protocol.canonical import decode_canonical
 
 __all__ = [
     "READ_CACHE",
     "AuditRow",
     "ChangedLog",
+    "Fetch",
     "LogRow",
     "Marks",
     "Reader",
@@ -94,6 +96,10 @@ class AuditRow:
     entry: bytes | None
     detail: dict[str, Any]
 
+
+T = TypeVar("T")
+Fetch = Callable[..., list[Any]]  # (sql, args=()) -> rows, on the reader's own thread
+
 # The reader's page cache: 16 MiB, not SQLite's 2 MiB, so that a search's postings, the narrow
 # rows they are checked against and the page's SR rows stay cached between questions.
 READ_CACHE = "PRAGMA cache_size=-16384"
@@ -120,6 +126,18 @@ class Reader:
         # close — each a wake-up of both threads).
         try:
             return list(await self._conn.execute_fetchall(sql, args))
+        except sqlite3.Error as exc:
+            raise StoreError(f"reading the store failed: {exc}") from exc
+
+    async def run(self, fn: Callable[[Fetch], T]) -> T:
+        """Run ``fn`` on the connection's thread, reading through the ``fetch`` it is given
+        (``fetchall``'s synchronous twin): reads that depend on one another in one hop."""
+
+        def call(db: sqlite3.Connection) -> T:
+            return fn(lambda sql, args=(): db.execute(sql, args).fetchall())
+
+        try:
+            return await in_thread(self._conn, call)
         except sqlite3.Error as exc:
             raise StoreError(f"reading the store failed: {exc}") from exc
 

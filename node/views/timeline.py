@@ -18,6 +18,7 @@ import msgpack
 
 from node.authority import Caller
 from node.store import Reader
+from node.store.reader import Fetch
 from node.views.srs import DOC_SLOTS, LAST_MS, terms
 
 __all__ = [
@@ -134,8 +135,10 @@ async def intersect(reader: Reader, q: Query, match: Sequence[str]) -> Page:
     """Readable SRs in the window holding every string of ``match`` as a tag, or as its terms
     in title, text or tags (a phrase)."""
     phrases = [" ".join(terms(m)) for m in match]
-    if await _by_index(reader, q, match, phrases):
-        return await _intersect_by_index(reader, q, phrases)
+    if _by_index(q, match, phrases):
+        page = await reader.run(lambda fetch: _intersect_by_index(fetch, q, phrases))
+        if page is not None:
+            return page
     return await intersect_plain(reader, q, match)
 
 
@@ -146,23 +149,25 @@ async def intersect_plain(reader: Reader, q: Query, match: Sequence[str]) -> Pag
     return await select_page(reader, q, extra=[_MATCHES] * len(match), extra_args=args)
 
 
-async def _by_index(reader: Reader, q: Query, match: Sequence[str], phrases: list[str]) -> bool:
-    """Whether the search index alone answers, in its own (time) order: the order is by
-    ingest time; each string is plain ASCII with terms — its phrase then holds wherever it
-    is a tag (the tags are indexed too), so the phrase alone decides; the window fits the
-    doc keys; and no doc sits out of order (an overfull millisecond's, below zero)."""
+def _by_index(q: Query, match: Sequence[str], phrases: list[str]) -> bool:
+    """Whether the search index can answer in its own (time) order: the order is by ingest
+    time; each string is plain ASCII with terms — its phrase then holds wherever it is a tag
+    (the tags are indexed too), so the phrase alone decides; and the window fits the doc
+    keys."""
     return (
         q.order_by.startswith("ingest_time")
         and all(m.isascii() and p for m, p in zip(match, phrases, strict=True))
         and all(t is None or 0 <= t <= LAST_MS for t in (q.start_ms, q.end_ms))
-        and not await reader.scalar("SELECT EXISTS (SELECT 1 FROM srs WHERE doc < 0)")
     )
 
 
-async def _intersect_by_index(reader: Reader, q: Query, phrases: list[str]) -> Page:
+def _intersect_by_index(fetch: Fetch, q: Query, phrases: list[str]) -> Page | None:
     """Read the matches newest (or oldest) first straight from the search index, whose rowids
     are the docs' time keys, until the page is full.  Docs of one millisecond are in arrival
-    order, so the last millisecond reached is read whole and sorted by ``sr_id``."""
+    order, so the last millisecond reached is read whole and sorted by ``sr_id``.  None if
+    some doc sits out of order (an overfull millisecond's, below zero)."""
+    if fetch("SELECT EXISTS (SELECT 1 FROM srs WHERE doc < 0)")[0][0]:
+        return None
     where, args = _filters(q)
     desc = q.order_by.endswith("desc")
     low = (q.start_ms or 0) * DOC_SLOTS
@@ -175,10 +180,10 @@ async def _intersect_by_index(reader: Reader, q: Query, phrases: list[str]) -> P
         f"ORDER BY sr_fts.rowid {'DESC' if desc else 'ASC'} LIMIT ?"
     )
     wanted = q.page * q.page_size + 1
-    rows = await reader.fetchall(sql, (query, low, high, *args, wanted))
+    rows = fetch(sql, (query, low, high, *args, wanted))
     if len(rows) == wanted:  # the last millisecond reached, whole
         last = rows[-1][1] // DOC_SLOTS
-        rows = [r for r in rows if r[1] // DOC_SLOTS != last] + await reader.fetchall(
+        rows = [r for r in rows if r[1] // DOC_SLOTS != last] + fetch(
             sql, (query, last * DOC_SLOTS, (last + 1) * DOC_SLOTS, *args, -1)
         )
     return _in_time_order(rows, q)
@@ -259,38 +264,42 @@ def _stats(caller: Caller, *more: str) -> tuple[str, list[Any]]:
 async def find(reader: Reader, q: Query, words: Sequence[str]) -> tuple[list[Doc], bool]:
     """BM25 over title, text and tags with the statistics of what ``q.caller`` can read;
     the ``FIND_KEEP`` best that pass the caller's filters, then ordered by ``q.order_by`` and
-    paged."""
+    paged.  One hop to the reader's thread: its reads depend on one another."""
     wanted = list(dict.fromkeys(t for w in words for t in terms(w)))
     if not wanted:
         return [], False
-    (_, _, docs, length, _), *postings = await _postings(reader, q, wanted)
+    page = await reader.run(lambda fetch: _find(fetch, q, wanted))
+    return page.docs, page.has_more
+
+
+def _find(fetch: Fetch, q: Query, wanted: list[str]) -> Page:
+    (_, _, docs, length, _), *postings = _postings(fetch, q, wanted)
     scored = _scores(postings, docs, length / docs if docs else 1.0)
-    best = await _best(reader, [s for s in scored if s[2]])
+    best = _best(fetch, [s for s in scored if s[2]])
     if not best:
-        return [], False
+        return Page([], False)
     if q.order_by.startswith("ingest_time") and min(best) >= 0:  # doc keys in time order
         keys = sorted(best, reverse=q.order_by.endswith("desc"))
         chosen = _through_last_ms(keys, q.page * q.page_size + 1)
-        rows = await reader.fetchall(
+        rows = fetch(
             f"{_KEYED} srs NOT INDEXED WHERE srs.doc IN ({','.join('?' * len(chosen))})",
             chosen,
         )
-        page = _in_time_order(rows, q)
-        return page.docs, page.has_more
+        return _in_time_order(rows, q)
     _, order = _order(q.order_by)
-    rows = await reader.fetchall(
+    rows = fetch(
         f"SELECT srs.state FROM srs NOT INDEXED WHERE srs.doc IN ({','.join('?' * len(best))}) "  # noqa: S608
         f"ORDER BY {order} LIMIT ? OFFSET ?",
         (*best, q.page_size + 1, (q.page - 1) * q.page_size),
     )
-    return [_doc(r[0]) for r in rows[: q.page_size]], len(rows) > q.page_size
+    return Page([_doc(r[0]) for r in rows[: q.page_size]], len(rows) > q.page_size)
 
 
 # doc, term, frequency, doc length, whether the doc passes the caller's filters
 Posting = tuple[int, str, int, int, int]
 
 
-async def _postings(reader: Reader, q: Query, wanted: list[str]) -> list[Any]:
+def _postings(fetch: Fetch, q: Query, wanted: list[str]) -> list[Any]:
     """The caller's scope statistics as (None, None, documents, length, None), then a
     posting per (doc, term) for each readable SR holding any wanted term — all of them:
     document frequencies count what the caller can read, not what it filters; whether each
@@ -301,7 +310,7 @@ async def _postings(reader: Reader, q: Query, wanted: list[str]) -> list[Any]:
     rule, params = q.caller.readable_srs("srs")
     narrow, narrow_args = _narrowing(q)
     passes = " AND ".join(narrow) or "1"
-    rows: list[Any] = await reader.fetchall(
+    rows = fetch(
         f"SELECT NULL, NULL, * FROM ({stats}) UNION ALL "  # noqa: S608
         f"SELECT v.doc, v.term, count(*), srs.doclen, {passes} "
         "FROM sr_vocab v JOIN sr_docs srs ON srs.doc = v.doc "  # the rule's columns, narrow
@@ -336,7 +345,7 @@ def _scores(postings: list[Posting], docs: int, avgdl: float) -> list[Scored]:
     return [(-sum(terms), doc, passes) for doc, (_, passes, terms) in parts.items()]
 
 
-async def _best(reader: Reader, scored: list[Scored]) -> list[int]:
+def _best(fetch: Fetch, scored: list[Scored]) -> list[int]:
     """The docs of the ``FIND_KEEP`` best, ties broken by ``sr_id`` (docs differ from node to
     node; sr_ids do not).  Only the docs tied with the last one kept need their sr_id."""
     if len(scored) <= FIND_KEEP:
@@ -350,7 +359,7 @@ async def _best(reader: Reader, scored: list[Scored]) -> list[int]:
     named: list[Any] = []
     for start in range(0, len(tied), 500):
         chunk = tied[start : start + 500]
-        named += await reader.fetchall(
+        named += fetch(
             f"SELECT sr_id, doc FROM srs NOT INDEXED WHERE doc IN ({','.join('?' * len(chunk))})",  # noqa: S608
             chunk,
         )
