@@ -132,6 +132,9 @@ class LinkOptions:
 
     window_entries: int = 1024  # credit granted: entries in flight towards this node
     window_bytes: int = 8 << 20  # … and bytes (at least one largest entry, §7)
+    # Entries sent in one batch: half the window, so the peer's window holds two — the next
+    # batch travels while the peer stores one, and a cut loses no more than the window.
+    batch_entries: int = 512
     read_chunk: int = 64 << 10
     hello_timeout: float = 10.0
     write_timeout: float = 30.0
@@ -143,6 +146,8 @@ class LinkOptions:
     def __post_init__(self) -> None:
         if not 0 < self.window_entries <= MAX_BATCH_ENTRIES * 64:
             raise ValueError("window_entries must be positive")
+        if not 0 < self.batch_entries <= MAX_BATCH_ENTRIES:
+            raise ValueError(f"batch_entries must be in [1, {MAX_BATCH_ENTRIES}]")
         if self.window_bytes < _LARGEST_ENTRY:
             raise ValueError(f"window_bytes must be at least {_LARGEST_ENTRY} (one entry)")
 
@@ -605,7 +610,7 @@ class Link:
         while self._may_send(catch_up):
             credit = s.credit
             # One batch is one frame: never read ahead more than a frame's worth.
-            limit = min(credit.entries, MAX_BATCH_ENTRIES)
+            limit = min(credit.entries, self.host.options.batch_entries)
             budget = min(credit.nbytes, MAX_FRAME_BYTES)
             items = await box.peek(self.host.replica, entries=limit, nbytes=budget)
             if not self._may_send(catch_up):

@@ -33,6 +33,7 @@ from protocol.entry import Entry
 from protocol.frames import MAX_FRAME_BYTES
 from protocol.messages import (
     Credit,
+    Entries,
     Error,
     ErrorCode,
     ForkProof,
@@ -47,10 +48,12 @@ from tests.node.synckit import RawPeer, wire
 pytestmark = pytest.mark.asyncio
 
 WINDOW = 4
+BATCH = 3
 PROOFS = 8
 OPTIONS = SyncOptions(
     link=LinkOptions(
         window_entries=WINDOW,
+        batch_entries=BATCH,
         hello_timeout=0.3,
         write_timeout=0.3,
         close_timeout=0.3,
@@ -192,6 +195,27 @@ async def test_entries_within_credit_are_stored_and_credit_comes_back(
     grants = await peer.until(Credit, count=2)
     assert (grants[0].entries, grants[1].entries) == (WINDOW, WINDOW)  # given back when stored
     assert len(await events(served.node, "sr_synced")) == WINDOW
+    peer.close()
+    assert isinstance(await served.outcome(), PeerGone)
+
+
+async def test_catch_up_goes_in_batches_of_batch_entries_within_credit(
+    served: Served, foreign: ForeignWriter
+) -> None:
+    """Batches of ``batch_entries``, as many as the peer's credit holds (its window holds
+    more than one), then a wait for credit."""
+    assert (await served.node.receive(foreign.run(7), source="test")).stored == 7
+    peer = served.peer()
+    await peer.connect(served.address)
+    peer.say(peer.hello, Credit(5, 1 << 31))
+    await peer.until(FrontierDigest)
+    peer.say(FrontierDigest(Frontier().digest()), Frontier())
+    await peer.until(Entries, count=2)
+    await asyncio.sleep(0.1)  # nothing more comes without credit
+    assert [len(m.entries) for m in peer.messages() if isinstance(m, Entries)] == [3, 2]
+    peer.say(Credit(3, 1 << 31))
+    batches = await peer.until(Entries, count=3)
+    assert [len(m.entries) for m in batches] == [3, 2, 3]
     peer.close()
     assert isinstance(await served.outcome(), PeerGone)
 
