@@ -151,14 +151,19 @@ async def intersect_plain(reader: Reader, q: Query, match: Sequence[str]) -> Pag
 
 def _by_index(q: Query, match: Sequence[str], phrases: list[str]) -> bool:
     """Whether the search index can answer in its own (time) order: the order is by ingest
-    time; each string is plain ASCII with terms — its phrase then holds wherever it is a tag
-    (the tags are indexed too), so the phrase alone decides; and the window fits the doc
-    keys."""
+    time, each string's phrase decides it, and the window fits the doc keys."""
     return (
         q.order_by.startswith("ingest_time")
-        and all(m.isascii() and p for m, p in zip(match, phrases, strict=True))
+        and all(_index_decides(m, p) for m, p in zip(match, phrases, strict=True))
         and all(t is None or 0 <= t <= LAST_MS for t in (q.start_ms, q.end_ms))
     )
+
+
+def _index_decides(text: str, phrase: str) -> bool:
+    """Whether ``text``'s terms alone decide if it holds: a plain ASCII string with terms
+    cuts into the same terms the index holds for it as a tag, so its phrase (and each of its
+    terms) holds wherever it is a tag — the tags are indexed too."""
+    return text.isascii() and bool(phrase)
 
 
 def _intersect_by_index(fetch: Fetch, q: Query, phrases: list[str]) -> Page | None:
@@ -228,7 +233,15 @@ async def term_share(reader: Reader, caller: Caller, text: str) -> float:
     if not total:
         return 0.0
     rule, params = caller.readable_srs()
-    match = " ".join(f'"{t}"' for t in terms(text)) or '""'
+    found = terms(text)
+    match = " ".join(f'"{t}"' for t in found) or '""'  # every term, anywhere
+    if _index_decides(text, " ".join(found)):  # the docs holding them, their narrow rows
+        count = await reader.scalar(
+            f"SELECT count(*) FROM sr_docs srs WHERE srs.doc IN "  # noqa: S608
+            f"(SELECT rowid FROM sr_fts WHERE sr_fts MATCH ?) AND {rule}",
+            (match, *params),
+        )
+        return int(count) / total
     count = await reader.scalar(
         f"SELECT count(*) FROM srs WHERE {rule} AND (srs.sr_id IN "  # noqa: S608
         "(SELECT sr_id FROM sr_tags WHERE tag = ?) OR srs.doc IN "

@@ -16,7 +16,7 @@ import pytest
 from node.authority import Caller
 from node.node import Node
 from node.views import timeline as tl
-from node.views.srs import DOC_SLOTS
+from node.views.srs import DOC_SLOTS, terms
 from protocol.clock import Hlc
 from tests.node.conftest import CallerFactory, Wall
 from tests.node.helpers import ForeignWriter, sr_payload
@@ -155,3 +155,29 @@ async def test_find_pages_in_ingest_order_follow_the_time_index(
                     break
             assert len(found) > 30
             assert found == [i for i in everything if i in set(found)]
+
+
+@pytest.mark.asyncio
+async def test_term_shares_count_what_the_caller_can_read(
+    node: Node, wall: Wall, foreign: ForeignWriter, make_caller: CallerFactory
+) -> None:
+    # shed_idf_noise's shares: counted from the search index and the narrow rows, they equal
+    # the definition — readable SRs holding the string as a tag or every one of its terms.
+    await node.receive(corpus(foreign, wall.now - 60_000, random.Random(4)), source="peer")
+    alice = await make_caller("alice", "team", ("read:workspace",))
+    listed = await node.e_timeline(alice, action="list", page_size=100)
+    await node.e_delete(await make_caller("root", "team", ("read:workspace", "admin:workspace")),
+                        sr_id=listed["results"][0]["sr_id"])  # fmt: skip
+    reader = node.store.reader
+    assert reader is not None
+    rule, params = alice.readable_srs()
+    total = await reader.scalar(f"SELECT count(*) FROM srs WHERE {rule}", params)
+    for text in ("red", "Red", "plum pear", "fig apple", "nothing", "!!"):
+        ands = " ".join(f'"{t}"' for t in terms(text)) or '""'
+        expected = await reader.scalar(
+            f"SELECT count(*) FROM srs WHERE {rule} AND (srs.sr_id IN (SELECT sr_id FROM "
+            "sr_tags WHERE tag = ?) OR srs.doc IN (SELECT rowid FROM sr_fts WHERE sr_fts "
+            "MATCH ?))",
+            (*params, text, ands),
+        )
+        assert await tl.term_share(reader, alice, text) == expected / total, text
