@@ -288,7 +288,7 @@ async def find(reader: Reader, q: Query, words: Sequence[str]) -> tuple[list[Doc
 def _find(fetch: Fetch, q: Query, wanted: list[str]) -> Page:
     (_, _, docs, length, _), *postings = _postings(fetch, q, wanted)
     scored = _scores(postings, docs, length / docs if docs else 1.0)
-    best = _best(fetch, [s for s in scored if s[2]])
+    best = _best(fetch, scored)
     if not best:
         return Page([], False)
     if q.order_by.startswith("ingest_time") and min(best) >= 0:  # doc keys in time order
@@ -334,39 +334,38 @@ def _postings(fetch: Fetch, q: Query, wanted: list[str]) -> list[Any]:
     return rows
 
 
-Scored = tuple[float, int, int]  # -score, doc, passes
+Scored = tuple[float, int]  # -score, doc
 
 
 def _scores(postings: list[Posting], docs: int, avgdl: float) -> list[Scored]:
-    """(-score, doc, passes) of each doc.  A doc's score is the sum of its terms' parts in
-    the order its postings came (by term), as ``sum`` adds them."""
+    """(-score, doc) of each doc that passes the caller's filters.  A doc's score is the sum
+    of its terms' parts in the order its postings came (by term), as ``sum`` adds them."""
     df = Counter(p[1] for p in postings)  # postings are unique per (doc, term)
     idf = {t: math.log(1 + (docs - n + 0.5) / (n + 0.5)) for t, n in df.items()}
     if len(df) == 1:  # one term: one posting per doc, whose part is the doc's score
         (weight,) = idf.values()
         return [
-            (-(weight * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * doclen / avgdl))), doc,
-             passes)
+            (-(weight * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * doclen / avgdl))), doc)
             for doc, _, tf, doclen, passes in postings
-        ]  # fmt: skip
+            if passes
+        ]
     parts: dict[int, tuple[float, int, list[float]]] = {}
     for doc, term, tf, doclen, passes in postings:
         found = parts.get(doc)
         if found is None:
             found = parts[doc] = (_K1 * (1 - _B + _B * doclen / avgdl), passes, [])
         found[2].append(idf[term] * tf * (_K1 + 1) / (tf + found[0]))
-    return [(-sum(terms), doc, passes) for doc, (_, passes, terms) in parts.items()]
+    return [(-sum(terms), doc) for doc, (_, passes, terms) in parts.items() if passes]
 
 
 def _best(fetch: Fetch, scored: list[Scored]) -> list[int]:
     """The docs of the ``FIND_KEEP`` best, ties broken by ``sr_id`` (docs differ from node to
     node; sr_ids do not).  Only the docs tied with the last one kept need their sr_id."""
     if len(scored) <= FIND_KEEP:
-        return [doc for _, doc, _ in scored]
-    top = heapq.nsmallest(FIND_KEEP, scored)
-    cut = top[-1][0]
-    sure = [doc for score, doc, _ in top if score < cut]
-    tied = [doc for score, doc, _ in scored if score == cut]
+        return [doc for _, doc in scored]
+    cut = heapq.nsmallest(FIND_KEEP, scored)[-1][0]
+    sure = [doc for score, doc in scored if score < cut]
+    tied = [doc for score, doc in scored if score == cut]
     if len(sure) + len(tied) == FIND_KEEP:
         return sure + tied
     named: list[Any] = []
