@@ -307,12 +307,15 @@ CREATE UNIQUE INDEX episodes_by_id ON episodes (vault, id);
 CREATE INDEX episodes_by_vault ON episodes (vault, ts, ord);
 """
 
-# SR docs keyed by their ingest time (node/views/srs.py ``doc_key``), so the search index's
-# rowids run in time order: intersect reads its newest matches straight from the index.  And a
-# narrow row per readable SR (``sr_docs``, kept by the stats triggers) gives find the read rule
-# and length of each posting without a wide ``srs`` row per doc.  Views are rebuilt from the log.
+# SR docs keyed by their ingest time (node/views/srs.py ``DOC_SLOTS``), so the search index's
+# rowids run in time order: intersect reads its newest matches straight from the index.  A
+# narrow row per readable SR (``sr_docs``, kept by triggers) gives find the read rule and
+# length of each posting without a wide ``srs`` row per doc.  ``srs`` keeps each SR as
+# e_timeline shows it (``shown``, node/views/shown.py) rather than its state (which
+# ``sr_versions`` holds).  Views are rebuilt from the log.
 _SR_DOCS = """
 DELETE FROM srs;
+ALTER TABLE srs RENAME COLUMN state TO shown;
 DELETE FROM sr_stats;
 INSERT INTO sr_fts (sr_fts) VALUES ('delete-all');
 CREATE TABLE sr_docs (

@@ -7,7 +7,6 @@ Argument checking and the refusal texts live in ``timeline_spec``; the queries i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -17,11 +16,9 @@ from node.store import Reader, Store
 from node.tools.changes import changes
 from node.tools.timeline_spec import Profile, TimelineSpec, parse_spec
 from node.views import timeline as tl
-from node.views.fold import SrState, lane_uuid_of
 from node.views.srs import terms
-from protocol.timefmt import format_instant
 
-__all__ = ["MIN_DENSE", "e_timeline", "render", "render_doc", "window_field"]
+__all__ = ["MIN_DENSE", "e_timeline", "window_field"]
 
 MIN_DENSE = 10  # shed_idf_noise acts only when the caller can read at least this many SRs
 
@@ -56,7 +53,7 @@ async def e_timeline(
     else:
         page = await tl.select_page(reader, q)
         docs, more = page.docs, page.has_more
-    answer |= {"results": [render_doc(d) for d in docs], "page": spec.page,
+    answer |= {"results": docs, "page": spec.page,
                "page_size": spec.page_size, "has_more": more}  # fmt: skip
     return answer
 
@@ -114,58 +111,3 @@ _LINKED = (
     "UNION SELECT src FROM sr_links WHERE dst = ?) AS linked "
     "CROSS JOIN srs ON srs.sr_id = linked.sr_id"
 )
-
-
-_DAY_MS = 86_400_000
-_HH_MM = [f"T{h:02d}:{m:02d}:" for h in range(24) for m in range(60)]
-_SS = [f"{s:02d}" for s in range(60)]
-_DATES: dict[int, str] = {}  # day since the epoch → YYYY-MM-DD
-_MAX_DATES = 65_536
-
-
-def _instant(ms: int | None) -> str | None:
-    """``format_instant(ms)`` (UTC), with the date spelled once per day: a page of results
-    spells three instants each."""
-    if ms is None:
-        return None
-    days = ms // _DAY_MS
-    date = _DATES.get(days)
-    if date is None:
-        if len(_DATES) >= _MAX_DATES:
-            _DATES.clear()
-        date = _DATES[days] = format_instant(days * _DAY_MS)[: -len("T00:00:00Z")]
-    rem = ms - days * _DAY_MS
-    secs = rem // 1000
-    frac = rem - secs * 1000
-    if frac:
-        return f"{date}{_HH_MM[secs // 60]}{_SS[secs % 60]}.{frac:03d}".rstrip("0") + "Z"
-    return f"{date}{_HH_MM[secs // 60]}{_SS[secs % 60]}Z"
-
-
-_lane_uuid = lru_cache(maxsize=1024)(lane_uuid_of)
-
-
-def render(state: SrState) -> dict[str, Any]:
-    """One result, as seeds/000 names its fields."""
-    return render_doc(state.to_doc())
-
-
-def render_doc(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """``render`` of a state as the SR view stores it (``SrState.to_doc``: every field),
-    without building the ``SrState``."""
-    lane, ingest, created = doc["lane"], doc["ingest_time"], doc["created_time"]
-    ingest_text = _instant(ingest)
-    return {
-        "sr_id": doc["sr_id"],
-        "title": doc["title"],
-        "text": doc["text"],
-        "lane": lane,
-        "lane_uuid": doc["lane_uuid"] or _lane_uuid(doc["workspace"] or "", lane),
-        "content_time": _instant(doc["content_time"]),
-        "ingest_time": ingest_text,
-        "created_time": ingest_text if created == ingest else _instant(created),
-        "tags": list(doc["tags"]),
-        "conversational": doc["conversational"],
-        "has_correction": doc["has_correction"],
-        "has_adjustment": doc["has_adjustment"],
-    }

@@ -23,6 +23,7 @@ from typing import Any
 from node.store.txn import Txn
 from node.store.views import Applied
 from node.views.fold import SrState, digests, fold_all, fold_entry, order_key
+from node.views.shown import shown_blob
 from protocol.canonical import decode_canonical
 from protocol.kinds import decode_payload
 
@@ -68,13 +69,13 @@ _NEW_DOC = (
 )
 _CURRENT = (
     "INSERT INTO srs (doc, sr_id, live, workspace, owner, private, lane, conversational, "  # noqa: S608
-    "title, text, tags_text, ingest_time, content_time, created_time, state, doclen) "
+    "title, text, tags_text, ingest_time, content_time, created_time, shown, doclen) "
     f"VALUES ({_NEW_DOC}, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
     "?15) ON CONFLICT (sr_id) DO UPDATE SET "
     "doc = CASE WHEN srs.ingest_time IS ?11 THEN srs.doc ELSE excluded.doc END, "
     "live = ?2, workspace = ?3, owner = ?4, private = ?5, "
     "lane = ?6, conversational = ?7, title = ?8, text = ?9, tags_text = ?10, "
-    "ingest_time = ?11, content_time = ?12, created_time = ?13, state = ?14, doclen = ?15"
+    "ingest_time = ?11, content_time = ?12, created_time = ?13, shown = ?14, doclen = ?15"
 )
 _FTS_IN = (
     "INSERT INTO sr_fts (rowid, title, text, tags) "
@@ -246,7 +247,7 @@ class SrView:
             int(state.visibility == "private"), state.lane, int(state.conversational),
             state.title, state.text, " ".join(tags), state.ingest_time,
             state.content_time if state.content_time is not None else state.created_time,
-            state.created_time, state_blob(state),
+            state.created_time, shown_blob(state) if live else b"",
             token_count(state.title) + token_count(state.text) + len(tags),
         ))  # fmt: skip
         txn.put(_FTS_IN, sr_id, (sr_id,))

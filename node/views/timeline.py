@@ -60,7 +60,7 @@ Doc = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Page:
-    docs: list[Doc]  # each SR's state as the SR view stores it (``SrState.to_doc``)
+    docs: list[Doc]  # each SR as e_timeline shows it (node/views/shown.py), as stored
     has_more: bool
 
 
@@ -116,7 +116,7 @@ async def select_page(
     args += extra_args
     _, order = _order(q.order_by)
     rows = await reader.fetchall(
-        f"SELECT srs.state FROM {source} WHERE {' AND '.join(where)} "  # noqa: S608 - no values
+        f"SELECT srs.shown FROM {source} WHERE {' AND '.join(where)} "  # noqa: S608 - no values
         f"ORDER BY {order} LIMIT ? OFFSET ?",
         (*source_args, *args, q.page_size + 1, (q.page - 1) * q.page_size),
     )
@@ -194,9 +194,9 @@ def _intersect_by_index(fetch: Fetch, q: Query, phrases: list[str]) -> Page | No
     return _in_time_order(rows, q)
 
 
-# (state, doc, ingest_time, sr_id): what ordering by doc keys needs of each row
+# (shown, doc, ingest_time, sr_id): what ordering by doc keys needs of each row
 Keyed = tuple[bytes, int, int | None, str]
-_KEYED = "SELECT srs.state, srs.doc, srs.ingest_time, srs.sr_id FROM "
+_KEYED = "SELECT srs.shown, srs.doc, srs.ingest_time, srs.sr_id FROM "
 
 
 def _in_time_order(rows: list[Keyed], q: Query) -> Page:
@@ -219,10 +219,8 @@ def _through_last_ms(docs: list[int], wanted: int) -> list[int]:
 
 
 def _doc(blob: bytes) -> Doc:
-    """An SR's state as the SR view stored it.  The view wrote it canonically itself (it is
-    not received from anyone), so a plain decode reads it: the canonical check, which re-sorts
-    and re-encodes each map, tripled the cost of a page of results; nor is it built into an
-    ``SrState`` only to be rendered."""
+    """An SR as e_timeline shows it, as the SR view stored it (``shown_blob``): written here,
+    never received, so a plain decode reads it."""
     doc: Doc = msgpack.unpackb(blob, raw=False)
     return doc
 
@@ -301,7 +299,7 @@ def _find(fetch: Fetch, q: Query, wanted: list[str]) -> Page:
         return _in_time_order(rows, q)
     _, order = _order(q.order_by)
     rows = fetch(
-        f"SELECT srs.state FROM srs NOT INDEXED WHERE srs.doc IN ({','.join('?' * len(best))}) "  # noqa: S608
+        f"SELECT srs.shown FROM srs NOT INDEXED WHERE srs.doc IN ({','.join('?' * len(best))}) "  # noqa: S608
         f"ORDER BY {order} LIMIT ? OFFSET ?",
         (*best, q.page_size + 1, (q.page - 1) * q.page_size),
     )

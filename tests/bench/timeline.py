@@ -289,24 +289,24 @@ def build(sizes: Sizes) -> tuple[Path, dict[str, Any], bool]:
 # -- the queries -----------------------------------------------------------------------------
 
 _RAW_LIST = (
-    "SELECT state FROM srs WHERE workspace = ? AND live = 1 "
+    "SELECT shown FROM srs WHERE workspace = ? AND live = 1 "
     "ORDER BY ingest_time DESC, sr_id DESC LIMIT 50"
 )
 _RAW_WINDOW = (
-    "SELECT state FROM srs WHERE workspace = ? AND live = 1 "
+    "SELECT shown FROM srs WHERE workspace = ? AND live = 1 "
     "AND ingest_time >= ? AND ingest_time < ? ORDER BY ingest_time DESC, sr_id DESC LIMIT 50"
 )
 _RAW_FIND = (
     "SELECT rowid, bm25(sr_fts) FROM sr_fts WHERE sr_fts MATCH ? ORDER BY bm25(sr_fts) LIMIT 50"
 )
 _RAW_INTERSECT = (
-    "SELECT state FROM srs WHERE workspace = ? AND live = 1 "
+    "SELECT shown FROM srs WHERE workspace = ? AND live = 1 "
     "AND EXISTS (SELECT 1 FROM sr_tags t WHERE t.tag = ? AND t.sr_id = srs.sr_id) "
     "AND EXISTS (SELECT 1 FROM sr_tags t WHERE t.tag = ? AND t.sr_id = srs.sr_id) "
     "ORDER BY ingest_time DESC, sr_id DESC LIMIT 50"
 )
 _RAW_TRAVERSE = (
-    "SELECT state FROM srs WHERE sr_id IN "
+    "SELECT shown FROM srs WHERE sr_id IN "
     "(SELECT dst FROM sr_links WHERE src = ? UNION SELECT src FROM sr_links WHERE dst = ?) "
     "ORDER BY ingest_time DESC, sr_id DESC LIMIT 50"
 )

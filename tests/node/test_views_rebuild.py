@@ -354,7 +354,7 @@ async def test_same_entries_same_answers_in_any_order_and_batching(
             reader = n.store.reader
             assert reader is not None
             states.append(await reader.fetchall(
-                "SELECT sr_id, live, deleted, state FROM srs ORDER BY sr_id"))  # fmt: skip
+                "SELECT sr_id, live, deleted, shown FROM srs ORDER BY sr_id"))  # fmt: skip
         assert got[0] == got[1] == got[2]
         assert states[0] == states[1] == states[2]
         # The answers say what the fold says (so agreement is not agreement on nothing).

@@ -1,14 +1,15 @@
-"""e_timeline's results are spelled by a fast path (``render_doc`` over the stored state, with
-dates spelled once per day); it agrees with the plain definitions everywhere."""
+"""e_timeline's results are spelled when the SR view writes an SR (``shown``, with dates
+spelled once per day); the spelling agrees with the plain definitions everywhere."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from node.tools import timeline
-from node.tools.timeline import _instant, render, render_doc
+from node.views import shown as module
 from node.views.fold import SrState, lane_uuid_of
+from node.views.shown import instant as _instant
+from node.views.shown import shown
 from protocol.clock import MAX_WALL_MS
 from protocol.timefmt import format_instant
 
@@ -27,9 +28,9 @@ def test_instant_at_the_edges() -> None:
 
 
 def test_the_date_cache_stays_bounded() -> None:
-    for day in range(timeline._MAX_DATES + 10):
+    for day in range(module._MAX_DATES + 10):
         assert _instant(day * 86_400_000 + 1) == format_instant(day * 86_400_000 + 1)
-    assert len(timeline._DATES) <= timeline._MAX_DATES
+    assert len(module._DATES) <= module._MAX_DATES
 
 
 @given(
@@ -41,7 +42,7 @@ def test_the_date_cache_stays_bounded() -> None:
     tags=st.lists(st.text(max_size=8), max_size=3),
     flags=st.tuples(st.booleans(), st.booleans(), st.booleans()),
 )
-def test_render_doc_is_render(
+def test_shown_spells_every_field(
     content: int | None,
     created: int,
     later: int,
@@ -56,9 +57,7 @@ def test_render_doc_is_render(
         lane=lane, lane_uuid=lane_uuid, conversational=flags[0], has_correction=flags[1],
         has_adjustment=flags[2], ingest_time=min(created + later, MAX_WALL_MS),
     )  # fmt: skip
-    rendered = render_doc(state.to_doc())
-    assert rendered == render(state)
-    assert rendered == {
+    assert shown(state) == {
         "sr_id": state.sr_id, "title": "t", "text": "x", "lane": lane,
         "lane_uuid": lane_uuid or lane_uuid_of("team", lane),
         "content_time": None if content is None else format_instant(content),
