@@ -42,9 +42,11 @@ from node.node import Node
 from node.store import StoreOptions
 from node.store.schema import MIGRATIONS, SCHEMA_VERSION
 from node.views.fold import lane_uuid_of
+from node.views.srs import DOC_SLOTS, token_count
 from protocol.clock import Hlc
 from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, seal
+from protocol.timefmt import format_instant
 from tests.bench.common import Ratio, Result, Row, Stopwatch, progress
 
 __all__ = [
@@ -166,9 +168,9 @@ _VERSION_INSERT = (
 )
 _NO_LINKS = hashlib.sha256(msgpack.packb([])).digest()
 _SRS_INSERT = (
-    "INSERT INTO srs (sr_id, live, workspace, owner, private, lane, conversational, title, "
-    "text, tags_text, ingest_time, content_time, created_time, state) "
-    "VALUES (?, 1, ?, ?, 0, 'default', 0, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO srs (doc, sr_id, live, workspace, owner, private, lane, conversational, "
+    "title, text, tags_text, ingest_time, content_time, created_time, shown, doclen) "
+    "VALUES (?, ?, 1, ?, ?, 0, 'default', 0, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _FTS_INSERT = (
     "INSERT INTO sr_fts (rowid, title, text, tags) "
@@ -203,6 +205,7 @@ class RawLog:
         self.mesh, self.epoch = os.urandom(16), os.urandom(8)
         self.seq, self.prev = 0, None
         self._lane_uuid = lane_uuid_of(WORKSPACE, "default")
+        self.slot, self.slot_wall = 0, -1  # the doc slot last taken in the millisecond slot_wall
         self.wall, self.counter = 0, 0
 
     def close(self) -> None:
@@ -260,8 +263,12 @@ class RawLog:
             versions.append((sr_id, order, self.seq, self.wall, state, WORKSPACE, principal,
                              full, public, _NO_LINKS))  # fmt: skip
             tags_text, wall = " ".join(fields["tags"]), self.wall
-            srs.append((sr_id, WORKSPACE, principal, fields["title"], fields["text"], tags_text,
-                        wall, wall, wall, state))  # fmt: skip
+            self.slot = self.slot + 1 if wall == self.slot_wall else 0
+            self.slot_wall = wall
+            words = token_count(fields["title"]) + token_count(fields["text"])
+            srs.append((wall * DOC_SLOTS + self.slot, sr_id, WORKSPACE, principal,
+                        fields["title"], fields["text"], tags_text, wall, wall, wall,
+                        self._shown(sr_id, fields), words + len(fields["tags"])))  # fmt: skip
             fts.append((sr_id,))
             tags += [(tag, sr_id) for tag in fields["tags"]]
             audits.append(("sr_written", self.wall, WORKSPACE, sr_id, principal, entry_id, None))
@@ -289,6 +296,16 @@ class RawLog:
         full = hashlib.sha256(msgpack.packb(compared, use_bin_type=True)).digest()
         del compared["private_fields"]
         return full, hashlib.sha256(msgpack.packb(compared, use_bin_type=True)).digest()
+
+    def _shown(self, sr_id: str, fields: dict[str, Any]) -> bytes:
+        """The SR as e_timeline shows it, as the SR view stores it (node.views.shown)."""
+        at = format_instant(self.wall)
+        return msgpack.packb({
+            "sr_id": sr_id, "title": fields["title"], "text": fields["text"], "lane": "default",
+            "lane_uuid": self._lane_uuid, "content_time": None, "ingest_time": at,
+            "created_time": at, "tags": fields["tags"], "conversational": False,
+            "has_correction": False, "has_adjustment": False,
+        }, use_bin_type=True)  # fmt: skip
 
     def _state(self, sr_id: str, principal: str, fields: dict[str, Any]) -> dict[str, Any]:
         """The SR's state after its creation, as the SR view stores it (sorted keys)."""
