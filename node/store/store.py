@@ -46,10 +46,11 @@ _REPLAY = (
     "SELECT h.pos, h.log_id, h.raw, p.data FROM headers h JOIN payloads p ON p.pos = h.pos "
     "WHERE h.pos > ? AND h.applied = 1 ORDER BY h.pos LIMIT 1000"
 )
+# Replayed rows start undeleted; only SRs with local deletions need their newest flag again.
 _DELETIONS_REAPPLY = (
     "UPDATE srs SET deleted = coalesce((SELECT d.deleted FROM deletions d "
     "WHERE d.sr_id = srs.sr_id ORDER BY d.hlc_wall DESC, d.hlc_counter DESC, d.pos DESC "
-    "LIMIT 1), 0)"
+    "LIMIT 1), 0) WHERE sr_id IN (SELECT sr_id FROM deletions)"
 )
 
 Wall = Callable[[], int]
