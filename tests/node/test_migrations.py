@@ -161,3 +161,48 @@ async def test_episodes_keep_their_rows_when_clustered_by_caller(tmp_path: Path)
         with pytest.raises(sqlite3.IntegrityError):
             await conn.execute(f"INSERT INTO episodes VALUES ({', '.join('?' * 23)})", other_caller)
     assert sorted(kept) == sorted(rows)
+
+
+LOG_TABLES = ("state", "logs", "headers", "payloads", "pending", "forks", "audit", "deletions",
+              "tokens")  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_a_version_6_store_answers_the_same_after_its_views_are_rebuilt(
+    tmp_path: Path, wall: Any
+) -> None:
+    """Version 7 keys SR docs by ingest time and stores results as shown: a store of version
+    6 (its log; its views in the old layout are dropped) is brought up by replaying its log,
+    and answers as the store it was made from."""
+    await Node.init(tmp_path / "node", wall=wall)
+    asks = [{"action": "list"}, {"action": "find", "query": "alpha"},
+            {"action": "intersect", "match": ["red", "blue"]}, {"action": "list", "page": 2,
+             "page_size": 3, "order_by": "content_time_asc"}]  # fmt: skip
+    async with Node.open(tmp_path / "node", wall=wall) as node:
+        issued = await node.create_token("alice", "team", ("read:workspace", "write:workspace"))
+        alice = await node.authenticate(issued.token)
+        for i in range(12):
+            wall.now += 1000
+            await node.e_write(alice, title=f"note {i} alpha" if i % 3 else f"note {i}",
+                               text="red blue" if i % 2 else "red",
+                               tags=["blue"] if i % 4 else [])  # fmt: skip
+        newest = (await node.e_timeline(alice, action="list"))["results"][0]["sr_id"]
+        await node.e_delete(alice, sr_id=newest)
+        before = [await node.e_timeline(alice, **ask) for ask in asks]
+    assert [len(b["results"]) for b in before] == [11, 7, 8, 3]
+    current = tmp_path / "node" / "memlane.db"
+    old = tmp_path / "v6.db"
+    async with aiosqlite.connect(old, isolation_level=None) as conn:
+        await migrate(conn, upto=6)
+        await conn.execute("ATTACH DATABASE ? AS cur", (str(current),))
+        for table in LOG_TABLES:
+            await conn.execute(f"DELETE FROM {table}")
+            await conn.execute(f"INSERT INTO {table} SELECT * FROM cur.{table}")
+        await conn.execute("DETACH DATABASE cur")
+    for leftover in tmp_path.joinpath("node").glob("memlane.db*"):
+        leftover.unlink()
+    old.rename(current)
+    assert await version(current) == 6
+    async with Node.open(tmp_path / "node", wall=wall) as node:
+        assert [await node.e_timeline(alice, **ask) for ask in asks] == before
+    assert await version(current) == SCHEMA_VERSION
