@@ -45,8 +45,9 @@ clock (plus a small per-node skew).  At ``Size.span`` the network heals: partiti
 faults stopped, every node up.  The run goes on until it is quiet (no bytes in flight, every
 connection caught up), and then every node must hold the same logs (per-log head, a digest
 over every entry id, the same fork proofs) and, with every wall set to one instant, give the
-same ``e_timeline`` ``list``, ``find`` and ``changes`` answers, the same ``work_episodes`` page
-and the same ``work_episode_chain`` from the caller's newest episode, to the same caller.
+same ``e_timeline`` ``list``, ``find``, ``intersect`` and ``changes`` answers, the same
+``work_episodes`` page and the same ``work_episode_chain`` from the caller's newest episode, to
+the same caller.
 
 A failing seed's message names it; ``MEMLANE_SIM_SEED=n pytest tests/sim`` runs just that one.
 """
@@ -858,6 +859,12 @@ class Sim:
             out[f"{who} list"] = await node.e_timeline(caller, action="list", page_size=100)
             out[f"{who} find"] = await node.e_timeline(
                 caller, action="find", query=WORDS[0], page_size=100
+            )
+            out[f"{who} intersect"] = await node.e_timeline(
+                caller, action="intersect", match=["note"], page_size=100
+            )
+            out[f"{who} intersect page"] = await node.e_timeline(
+                caller, action="intersect", match=["note"], page=2, page_size=2
             )
             out[f"{who} changes"] = await node.e_timeline(
                 caller, action="changes", since=since, page_size=100

@@ -1,7 +1,7 @@
 """The mesh converges under every simulated fault (``tests/sim/sim.py``): for each seed, five
 real nodes author throughout while the network delays, cuts, duplicates, partitions (both
 ways and one way) and crashes them; once healed and quiet, every node holds the same logs
-and answers ``e_timeline`` list, find and changes alike.
+and answers ``e_timeline`` list, find, intersect and changes alike.
 
 ``MEMLANE_SIM_SEED=n`` (or ``n,m,...``) runs only those seeds; ``make bench`` runs more.
 """
