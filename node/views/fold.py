@@ -112,20 +112,11 @@ class SrState:
     def compared(self) -> dict[str, Any]:
         """The fields ``changes`` compares, ``lane_uuid`` as readers see it, keys in
         canonical order."""
-        return {
-            "content_time": self.content_time,
-            "conversational": self.conversational,
-            "has_adjustment": self.has_adjustment,
-            "has_correction": self.has_correction,
-            "lane": self.lane,
-            "lane_uuid": self.effective_lane_uuid,
-            "links": list(self.links),
-            "private_fields": _sorted_map(self.private_fields),
-            "tags": list(self.tags),
-            "text": self.text,
-            "title": self.title,
-            "visibility": self.visibility,
-        }
+        doc = {name: getattr(self, name) for name in _COMPARED_ORDER}
+        doc.update(links=list(self.links), tags=list(self.tags),
+                   private_fields=_sorted_map(self.private_fields),
+                   lane_uuid=self.effective_lane_uuid)  # fmt: skip
+        return doc
 
     def canonical(self) -> bytes:
         """``encode_canonical(self.to_doc())``, without re-sorting what is already sorted
@@ -141,6 +132,9 @@ class SrState:
         for name in ("links", "tags"):
             values[name] = tuple(values.get(name) or ())
         return cls(**values)
+
+
+_COMPARED_ORDER = tuple(sorted(COMPARED))
 
 
 def _sorted_map(value: dict[str, str]) -> dict[str, str]:
