@@ -234,19 +234,19 @@ async def term_share(reader: Reader, caller: Caller, text: str) -> float:
     found = terms(text)
     match = " ".join(f'"{t}"' for t in found) or '""'  # every term, anywhere
     if _index_decides(text, " ".join(found)):  # the docs holding them, their narrow rows
-        count = await reader.scalar(
+        sql = (
             f"SELECT count(*) FROM sr_docs srs WHERE srs.doc IN "  # noqa: S608
-            f"(SELECT rowid FROM sr_fts WHERE sr_fts MATCH ?) AND {rule}",
-            (match, *params),
+            f"(SELECT rowid FROM sr_fts WHERE sr_fts MATCH ?) AND {rule}"
         )
-        return int(count) / total
-    count = await reader.scalar(
-        f"SELECT count(*) FROM srs WHERE {rule} AND (srs.sr_id IN "  # noqa: S608
-        "(SELECT sr_id FROM sr_tags WHERE tag = ?) OR srs.doc IN "
-        "(SELECT rowid FROM sr_fts WHERE sr_fts MATCH ?))",
-        (*params, text, match),
-    )
-    return int(count) / total
+        args: tuple[Any, ...] = (match, *params)
+    else:
+        sql = (
+            f"SELECT count(*) FROM srs WHERE {rule} AND (srs.sr_id IN "  # noqa: S608
+            "(SELECT sr_id FROM sr_tags WHERE tag = ?) OR srs.doc IN "
+            "(SELECT rowid FROM sr_fts WHERE sr_fts MATCH ?))"
+        )
+        args = (*params, text, match)
+    return int(await reader.scalar(sql, args)) / total
 
 
 async def _readable_count(reader: Reader, caller: Caller) -> int:
