@@ -90,14 +90,7 @@ class MeshAuthority:
         """Author ``member.add`` for ``key`` (also how a grant is changed or renewed)."""
         if cert_expires is None:
             cert_expires = self.store.wall() + DEFAULT_CERT_LIFETIME_MS
-        payload = grant_payload(key, workspaces, cert_expires, label)
-        data = encode_payload("member.add", payload)
-
-        async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
-            self._refuse_revoked(key)
-            return data, payload
-
-        await self._author("member.add", build)
+        await self._grant(key, grant_payload(key, workspaces, cert_expires, label))
         await self._release(key)
         return self._member(key)
 
@@ -140,9 +133,11 @@ class MeshAuthority:
         certificate = certs.node_certificate(
             self.keys()[1], self.mesh, key, issued=self.store.wall(), expires=expires
         )
-        payload = grant_payload(
-            key, member.workspaces, expires, member.label, certs.pem(certificate).decode()
-        )
+        pem = certs.pem(certificate).decode()
+        await self._grant(key, grant_payload(key, member.workspaces, expires, member.label, pem))
+
+    async def _grant(self, key: bytes, payload: dict[str, Any]) -> None:
+        """Author ``member.add`` with ``payload``, unless ``key`` was revoked meanwhile."""
         data = encode_payload("member.add", payload)
 
         async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
