@@ -36,6 +36,7 @@ from protocol.schema import (
 
 __all__ = [
     "KINDS",
+    "MAX_MENTION",
     "Kind",
     "decode_payload",
     "encode_payload",
@@ -97,12 +98,14 @@ _EPISODE_LATER = (
     _f("trust", Number(0.0, 1.0), null=True),
 )
 
+MAX_MENTION = 1000  # a window's mention: which of the turn's time mentions it answers
+
 _RANGE = Schema((_f("from", _instant_text, req=True), _f("to", _instant_text, req=True)))
 _PERSON = Schema((
     _f("from", _instant_text, req=True),
     _f("to", _instant_text, req=True),
     _f("source", Choice(("answered", "derived-from-reading", "control", "said")), req=True),
-    _f("mention", Integer(0, 1000)),
+    _f("mention", Integer(0, MAX_MENTION)),
 ))  # fmt: skip
 _REFUSALS = (
     "time-future", "time-past", "beyond-retention", "over-max-range", "multi-day", "dst-gap",

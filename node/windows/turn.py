@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 from node.windows.errors import WindowError
 from node.windows.spans import Span, lookback_range, parse_duration, parse_span
 from node.windows.zones import zone_named
+from protocol.kinds import MAX_MENTION
 from protocol.timefmt import TimeFormatError, parse_instant
 
 __all__ = ["META_KEY", "Turn", "Window", "parse_turn"]
@@ -24,7 +25,6 @@ __all__ = ["META_KEY", "Turn", "Window", "parse_turn"]
 META_KEY = "memlane/turn"
 MAX_ITEMS = 64
 MAX_QUOTE = 2000
-MAX_MENTION = 1000  # the call.window kind's bound (protocol/kinds.py)
 _KEYS = {"turn", "iteration", "toolCallId", "now", "zone", "windows", "open", "mentions", "quotes"}
 _WINDOW_KEYS = {"source", "mention", "quote", "range", "lookback", "zone", "answer"}
 _SOURCES = ("answered", "derived-from-reading", "control")
