@@ -12,7 +12,7 @@ import aiosqlite
 
 from node.errors import StoreError, StoreVersionError
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "refuse_newer"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SEARCH_TOKENIZER", "migrate", "refuse_newer"]
 
 _LOG = """
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -347,6 +347,23 @@ END;
 INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
 """
 
+# The search index's tokenizer: English (Porter) stems of unicode61's tokens, diacritics off.
+# Queries are cut and stemmed by the same tokenizer (node/views/query_terms.py), so a query's
+# terms are the terms the index holds.
+SEARCH_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+# The search index stems its terms (``certificate`` finds "certificates"): it is made again
+# with the stemming tokenizer, and the views are rebuilt from the log.
+_STEMMED = """
+DROP TABLE sr_vocab;
+DROP TABLE sr_fts;
+CREATE VIRTUAL TABLE sr_fts USING fts5 (title, text, tags, content='',
+    tokenize='porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE sr_vocab USING fts5vocab (sr_fts, instance);
+INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
+"""
+assert f"tokenize='{SEARCH_TOKENIZER}'" in _STEMMED, "queries are cut as the index cuts"
+
 # Index i holds the script that takes a store from version i to version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _LOG,
@@ -356,6 +373,7 @@ MIGRATIONS: tuple[str, ...] = (
     _CALL_WINDOWS,
     _EPISODES_BY_CALLER,
     _SR_DOCS,
+    _STEMMED,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

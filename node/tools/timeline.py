@@ -16,7 +16,7 @@ from node.store import Reader, Store
 from node.tools.changes import changes
 from node.tools.timeline_spec import Profile, TimelineSpec, parse_spec
 from node.views import timeline as tl
-from node.views.srs import terms
+from node.views.query_terms import query_terms
 
 __all__ = ["MIN_DENSE", "e_timeline", "window_field"]
 
@@ -41,9 +41,10 @@ async def e_timeline(
                  spec.lanes, spec.page, spec.page_size)  # fmt: skip
     answer: dict[str, Any] = {"action": spec.action}
     if spec.action == "find":
-        words, shed = await _shed(reader, caller, _words(spec), spec.shed_idf_noise)
-        docs, more = await tl.find(reader, q, words)
-        answer["shed_terms"] = shed
+        found = query_terms(spec.query or "")
+        words, shed = await _shed(reader, caller, [t.word for t in found], spec.shed_idf_noise)
+        page = await tl.find(reader, q, [t.term for t in found if t.word in words])
+        docs, more, answer["shed_terms"] = page.docs, page.has_more, shed
     elif spec.action == "intersect":
         match, shed = await _shed(reader, caller, list(spec.match), spec.shed_idf_noise)
         page = await tl.intersect(reader, q, match)
@@ -64,11 +65,6 @@ def window_field(args: Mapping[str, Any]) -> str:
     return (
         "content_time" if isinstance(order, str) and order.startswith("content") else "ingest_time"
     )
-
-
-def _words(spec: TimelineSpec) -> list[str]:
-    assert spec.query is not None
-    return list(dict.fromkeys(terms(spec.query)))
 
 
 async def _shed(

@@ -22,7 +22,6 @@ from node.store.reader import Fetch
 from node.views.srs import DOC_SLOTS, LAST_MS, terms
 
 __all__ = [
-    "FIND_KEEP",
     "NOISE_SHARE",
     "Doc",
     "Page",
@@ -35,7 +34,6 @@ __all__ = [
     "term_share",
 ]
 
-FIND_KEEP = 100  # find keeps the most relevant 100, then orders them by time
 NOISE_SHARE = 0.5  # shed_idf_noise: a term in more than half of what you can read is noise
 _K1, _B = 1.2, 0.75
 _COLUMNS = {"ingest_time": "srs.ingest_time", "content_time": "srs.content_time"}
@@ -209,15 +207,6 @@ def _in_time_order(rows: list[Keyed], q: Query) -> Page:
     return Page([_doc(r[0]) for r in chosen[: q.page_size]], len(chosen) > q.page_size)
 
 
-def _through_last_ms(docs: list[int], wanted: int) -> list[int]:
-    """The first ``wanted`` of ``docs`` (in doc-key order) and the rest of the last one's
-    millisecond."""
-    if len(docs) <= wanted:
-        return docs
-    last = docs[wanted - 1] // DOC_SLOTS
-    return docs[:wanted] + [d for d in docs[wanted:] if d // DOC_SLOTS == last]
-
-
 def _doc(blob: bytes) -> Doc:
     """An SR as e_timeline shows it, as the SR view stored it (``shown_blob``): written here,
     never received, so a plain decode reads it."""
@@ -272,38 +261,41 @@ def _stats(caller: Caller, *more: str) -> tuple[str, list[Any]]:
     return f"SELECT {columns} FROM sr_stats WHERE {where}", args  # noqa: S608
 
 
-async def find(reader: Reader, q: Query, words: Sequence[str]) -> tuple[list[Doc], bool]:
-    """BM25 over title, text and tags with the statistics of what ``q.caller`` can read;
-    the ``FIND_KEEP`` best that pass the caller's filters, then ordered by ``q.order_by`` and
-    paged.  One hop to the reader's thread: its reads depend on one another."""
-    wanted = list(dict.fromkeys(t for w in words for t in terms(w)))
+async def find(reader: Reader, q: Query, wanted: Sequence[str]) -> Page:
+    """BM25 over title, text and tags of the index's ``wanted`` terms, with the statistics of
+    what ``q.caller`` can read.  Relevance decides which SRs are on each page — page p holds
+    ranks (p−1)·size+1 … p·size of those that pass the caller's filters — and ``q.order_by``
+    orders them within it; each carries its ``score`` and ``rank``.  One hop to the reader's
+    thread: its reads depend on one another."""
     if not wanted:
-        return [], False
-    page = await reader.run(lambda fetch: _find(fetch, q, wanted))
-    return page.docs, page.has_more
+        return Page([], False)
+    return await reader.run(lambda fetch: _find(fetch, q, list(dict.fromkeys(wanted))))
 
 
 def _find(fetch: Fetch, q: Query, wanted: list[str]) -> Page:
     (_, _, docs, length, _), *postings = _postings(fetch, q, wanted)
     scored = _scores(postings, docs, length / docs if docs else 1.0)
-    best = _best(fetch, scored)
-    if not best:
+    ranked = _ranked(fetch, scored, q.page * q.page_size + 1)
+    first = (q.page - 1) * q.page_size
+    chosen = {doc: (first + i + 1, score)
+              for i, (score, _, doc) in enumerate(ranked[first : first + q.page_size])}  # fmt: skip
+    if not chosen:
         return Page([], False)
-    if q.order_by.startswith("ingest_time") and min(best) >= 0:  # doc keys in time order
-        keys = sorted(best, reverse=q.order_by.endswith("desc"))
-        chosen = _through_last_ms(keys, q.page * q.page_size + 1)
-        rows = fetch(
-            f"{_KEYED} srs NOT INDEXED WHERE srs.doc IN ({','.join('?' * len(chosen))})",
-            chosen,
-        )
-        return _in_time_order(rows, q)
-    _, order = _order(q.order_by)
+    field, _, way = q.order_by.rpartition("_")
     rows = fetch(
-        f"SELECT srs.shown FROM srs NOT INDEXED WHERE srs.doc IN ({','.join('?' * len(best))}) "  # noqa: S608
-        f"ORDER BY {order} LIMIT ? OFFSET ?",
-        (*best, q.page_size + 1, (q.page - 1) * q.page_size),
+        f"SELECT shown, doc, {field}, sr_id FROM srs NOT INDEXED "  # noqa: S608 - a column name
+        f"WHERE doc IN ({','.join('?' * len(chosen))})",
+        list(chosen),
     )
-    return Page([_doc(r[0]) for r in rows[: q.page_size]], len(rows) > q.page_size)
+    rows.sort(key=lambda r: (-1 if r[2] is None else r[2], r[3]), reverse=way == "desc")
+    found = [_doc(shown) | {"score": _shown_score(chosen[doc][1]), "rank": chosen[doc][0]}
+             for shown, doc, _, _ in rows]  # fmt: skip
+    return Page(found, len(ranked) > first + q.page_size)
+
+
+def _shown_score(score: float) -> float:
+    """A score as results show it: positive, to six places (the rank carries the order)."""
+    return round(-score, 6)
 
 
 # doc, term, frequency, doc length, whether the doc passes the caller's filters
@@ -356,21 +348,21 @@ def _scores(postings: list[Posting], docs: int, avgdl: float) -> list[Scored]:
     return [(-sum(terms), doc) for doc, (_, passes, terms) in parts.items() if passes]
 
 
-def _best(fetch: Fetch, scored: list[Scored]) -> list[int]:
-    """The docs of the ``FIND_KEEP`` best, ties broken by ``sr_id`` (docs differ from node to
-    node; sr_ids do not).  Only the docs tied with the last one kept need their sr_id."""
-    if len(scored) <= FIND_KEEP:
-        return [doc for _, doc in scored]
-    cut = heapq.nsmallest(FIND_KEEP, scored)[-1][0]
-    sure = [doc for score, doc in scored if score < cut]
-    tied = [doc for score, doc in scored if score == cut]
-    if len(sure) + len(tied) == FIND_KEEP:
-        return sure + tied
-    named: list[Any] = []
-    for start in range(0, len(tied), 500):
-        chunk = tied[start : start + 500]
-        named += fetch(
-            f"SELECT sr_id, doc FROM srs NOT INDEXED WHERE doc IN ({','.join('?' * len(chunk))})",  # noqa: S608
+Ranked = tuple[float, str, int]  # -score, sr_id, doc: in rank order when sorted
+
+
+def _ranked(fetch: Fetch, scored: list[Scored], wanted: int) -> list[Ranked]:
+    """The ``wanted`` best of ``scored`` in rank order: by score, ties by ``sr_id`` (docs
+    differ from node to node; sr_ids do not).  Only the candidates — those scoring at least
+    the ``wanted``-th best — are named."""
+    if len(scored) > wanted:
+        cut = heapq.nsmallest(wanted, scored)[-1][0]
+        scored = [s for s in scored if s[0] <= cut]
+    names: dict[int, str] = {}
+    for start in range(0, len(scored), 500):
+        chunk = [doc for _, doc in scored[start : start + 500]]
+        names.update(fetch(
+            f"SELECT doc, sr_id FROM srs NOT INDEXED WHERE doc IN ({','.join('?' * len(chunk))})",  # noqa: S608
             chunk,
-        )
-    return sure + [doc for _, doc in sorted(named)[: FIND_KEEP - len(sure)]]
+        ))  # fmt: skip
+    return sorted((score, names[doc], doc) for score, doc in scored)[:wanted]

@@ -295,6 +295,10 @@ async def test_writes_read_back_through_every_action(site):
 
         found = await ask(c, "e_timeline", action="find", query="postgres")
         assert sorted(ids(found["results"])) == sorted([a_id, b_id])
+        assert sorted(x["rank"] for x in found["results"]) == [1, 2]
+        assert all(x["score"] > 0 for x in found["results"])
+        stemmed = await ask(c, "e_timeline", action="find", query="dump")  # a holds "dumps"
+        assert ids(stemmed["results"]) == [a_id]
         both = await ask(c, "e_timeline", action="intersect", match=["db", "ops"])
         assert ids(both["results"]) == [a_id]
         linked = await ask(c, "e_timeline", action="traverse", sr_id=a_id)

@@ -16,7 +16,7 @@ import pytest
 from node.errors import StoreVersionError
 from node.node import Node
 from node.store import Store
-from node.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from node.store.schema import MIGRATIONS, SCHEMA_VERSION, SEARCH_TOKENIZER, migrate
 from node.views import default_views
 from protocol.clock import Hlc
 from tests.node.helpers import ForeignWriter
@@ -206,3 +206,52 @@ async def test_a_version_6_store_answers_the_same_after_its_views_are_rebuilt(
     async with Node.open(tmp_path / "node", wall=wall) as node:
         assert [await node.e_timeline(alice, **ask) for ask in asks] == before
     assert await version(current) == SCHEMA_VERSION
+
+
+@pytest.mark.asyncio
+async def test_a_version_7_store_gets_a_stemmed_search_index_from_its_log(
+    tmp_path: Path, wall: Any
+) -> None:
+    """Version 8 stems the search index: a version 7 store — its views whole, its index
+    unstemmed, so ``certificate`` does not find "certificates" — gets the index made again
+    from its log when opened, and answers as a store made at version 8."""
+    await Node.init(tmp_path / "node", wall=wall)
+    asks = [{"action": "find", "query": "certificate"}, {"action": "list"},
+            {"action": "find", "query": "renewing certificates"},
+            {"action": "intersect", "match": ["certificate"]}]  # fmt: skip
+    async with Node.open(tmp_path / "node", wall=wall) as node:
+        issued = await node.create_token("alice", "team", ("read:workspace", "write:workspace"))
+        alice = await node.authenticate(issued.token)
+        for text in ("Renewed the TLS certificates", "the certificate expires", "unrelated",
+                     "renew certificates before they expire"):  # fmt: skip
+            wall.now += 1000
+            await node.e_write(alice, title="note", text=text)
+        before = [await node.e_timeline(alice, **ask) for ask in asks]
+    assert [len(b["results"]) for b in before] == [3, 4, 3, 3]
+    current, old = tmp_path / "node" / "memlane.db", tmp_path / "v7.db"
+    async with aiosqlite.connect(old, isolation_level=None) as conn:
+        await migrate(conn, upto=7)
+        await conn.execute("ATTACH DATABASE ? AS cur", (str(current),))
+        for table in (*LOG_TABLES, "sr_versions", "srs", "sr_tags", "sr_links"):
+            await conn.execute(f"DELETE FROM {table}")
+            await conn.execute(f"INSERT INTO {table} SELECT * FROM cur.{table}")
+        await conn.execute("DETACH DATABASE cur")
+        await conn.execute(
+            "INSERT INTO sr_fts (rowid, title, text, tags) "
+            "SELECT doc, title, text, tags_text FROM srs WHERE live = 1"
+        )
+        await conn.execute("DELETE FROM state WHERE key = 'views_stale'")
+        matches = "SELECT count(*) FROM sr_fts WHERE sr_fts MATCH ?"
+        assert [(await (await conn.execute(matches, (w,))).fetchone() or [0])[0]
+                for w in ("certificate", "certificates")] == [1, 2]  # fmt: skip
+    for leftover in tmp_path.joinpath("node").glob("memlane.db*"):
+        leftover.unlink()
+    old.rename(current)
+    async with Node.open(tmp_path / "node", wall=wall) as node:
+        assert [await node.e_timeline(alice, **ask) for ask in asks] == before
+    assert await version(current) == SCHEMA_VERSION == 8
+    async with aiosqlite.connect(current) as conn:
+        sql = await (await conn.execute("SELECT sql FROM sqlite_master WHERE name = 'sr_fts'")
+                     ).fetchone()  # fmt: skip
+    assert sql is not None
+    assert f"tokenize='{SEARCH_TOKENIZER}'" in sql[0]

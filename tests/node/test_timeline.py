@@ -286,16 +286,20 @@ async def test_find_ranks_then_orders_by_time(corpus: Corpus) -> None:
     answer = await corpus.ask(action="find", query="zephyr")
     assert answer["action"] == "find"
     assert answer["shed_terms"] == []
+    assert [r["rank"] for r in answer["results"]] == [2, 1]
+    assert answer["results"][1]["score"] > answer["results"][0]["score"] > 0
+    # Relevance decides which SRs are on a page: the most relevant is page 1's.
     page1 = await corpus.ask(action="find", query="zephyr", page_size=1)
     page2 = await corpus.ask(action="find", query="zephyr", page_size=1, page=2)
-    assert corpus.index(page1["results"]) == [4]
+    assert corpus.index(page1["results"]) == [1]
     assert page1["has_more"] is True
-    assert corpus.index(page2["results"]) == [1]
+    assert corpus.index(page2["results"]) == [4]
     assert page2["has_more"] is False
+    assert [r["rank"] for r in page1["results"] + page2["results"]] == [1, 2]
 
 
 @pytest.mark.asyncio
-async def test_find_keeps_the_100_most_relevant_then_orders_by_time(
+async def test_find_pages_by_relevance_then_orders_each_page_by_time(
     node: Node, wall: Wall, make_caller: CallerFactory
 ) -> None:
     alice = await make_caller("alice", "team", READ_WRITE)
@@ -316,31 +320,37 @@ async def test_find_keeps_the_100_most_relevant_then_orders_by_time(
         await node.e_write(alice, title="other", text="unrelated")
     wall.now += MINUTE
 
-    async def ids(**args: Any) -> list[str]:
-        answer = await node.e_timeline(alice, action="find", query="zeta", page_size=100, **args)
-        assert answer["has_more"] is False
+    async def page(number: int = 1, size: int = 100, **args: Any) -> dict[str, Any]:
+        return await node.e_timeline(alice, action="find", query="zeta", page=number,
+                                     page_size=size, **args)  # fmt: skip
+
+    def ids(answer: dict[str, Any]) -> list[str]:
         return [r["sr_id"] for r in answer["results"]]
 
-    by_content = await ids(order_by="content_time_desc")
-    assert len(by_content) == 100
-    assert set(by_content) == {strong, *plain}  # the least relevant is left out ...
+    first = await page(order_by="content_time_desc")
+    assert first["has_more"] is True
+    by_content = ids(first)
+    assert set(by_content) == {strong, *plain}  # the least relevant is on the next page ...
     assert by_content[-1] == strong  # ... and the most relevant is placed by time: the oldest
-    assert (await ids())[0] == strong  # the newest written
-    assert await ids(order_by="content_time_asc") == by_content[::-1]
-    # Paging covers the same 100, exactly once.
-    pages = []
-    for page in (1, 2, 3):
-        answer = await node.e_timeline(alice, action="find", query="zeta", page=page,
-                                       page_size=40, order_by="content_time_desc")  # fmt: skip
-        pages += [r["sr_id"] for r in answer["results"]]
-        assert answer["has_more"] is (page < 3)
-    assert pages == by_content
-    # Once the most relevant is deleted here, the least relevant is among the 100 again.
+    assert first["results"][-1]["rank"] == 1
+    assert sorted(r["rank"] for r in first["results"]) == list(range(1, 101))
+    assert ids(await page())[0] == strong  # the newest written
+    assert ids(await page(order_by="content_time_asc")) == by_content[::-1]
+    last = await page(2)
+    assert (ids(last), last["results"][0]["rank"], last["has_more"]) == ([weak], 101, False)
+    assert (await page(3))["results"] == []
+    # Pages of 40 hold ranks 1–40, 41–80 and 81–101, each in time order.
+    pages = [await page(n, 40, order_by="content_time_desc") for n in (1, 2, 3)]
+    assert [a["has_more"] for a in pages] == [True, True, False]
+    ranks = [sorted(r["rank"] for r in a["results"]) for a in pages]
+    assert ranks == [list(range(1, 41)), list(range(41, 81)), list(range(81, 102))]
+    assert ids(pages[0])[-1] == strong
+    assert ids(pages[2])[0] == weak  # content time 2030: the newest of its page
+    # Once the most relevant is deleted here, the least relevant is among the first 100.
     await node.e_delete(alice, sr_id=strong)
-    again = await ids(order_by="content_time_desc")
-    assert again[0] == weak
-    assert strong not in again
-    assert len(again) == 100
+    again = await page(order_by="content_time_desc")
+    assert (ids(again)[0], again["has_more"], len(again["results"])) == (weak, False, 100)
+    assert strong not in ids(again)
 
 
 @pytest.mark.asyncio
@@ -360,6 +370,10 @@ async def test_find_breaks_ties_at_the_100th_by_sr_id(
     found = [r["sr_id"] for r in answer["results"]]
     assert sorted(found) == sorted(ids)[:100]
     assert found == [i for i in ids if i in set(found)]  # then by time: arrival order here
+    ranks = {r["sr_id"]: r["rank"] for r in answer["results"]}
+    assert [ranks[i] for i in sorted(found)] == list(range(1, 101))  # ties ranked by sr_id
+    assert len({r["score"] for r in answer["results"]}) == 1
+    assert answer["has_more"] is True
 
 
 # -- shed_idf_noise ----------------------------------------------------------------------------
