@@ -1,14 +1,18 @@
-"""``python -m tests.bench [--quick] [--dir DIR] [NAME ...]``: run the benchmark modules.
+"""``python -m tests.bench [--quick] [--dir DIR] [--locomo DIR] [NAME ...]``: run the
+benchmark modules.
 
-Every module of this package with a ``run`` function is a benchmark (today: ``ingest``);
-NAMEs select those whose name contains one of them.  ``--quick`` is a small smoke run whose
-figures mean nothing.  Each prints one table on stdout; progress goes to stderr.
+Every module of this package with a ``run`` function is a benchmark (``ingest``, ``timeline``,
+``quality``, …); NAMEs select those whose name contains one of them.  ``--quick`` is a small
+smoke run whose figures mean nothing.  Each prints one table on stdout; progress goes to
+stderr.  A benchmark whose result has a non-zero ``exit_status`` (its data is missing, say)
+makes the run exit with it, after the others ran.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import pkgutil
 import sys
 import tempfile
@@ -49,7 +53,21 @@ def _parser() -> argparse.ArgumentParser:
         help="where to put the databases (default: a temporary directory; "
         "put it on the disk you mean to measure)",
     )
+    parser.add_argument(
+        "--locomo",
+        type=Path,
+        default=None,
+        help="the LoCoMo conversations for quality (default: $MEMLANE_LOCOMO, else "
+        "shared/data/locomo-dev beside the repository)",
+    )
     return parser
+
+
+def _extras(run: Benchmark, args: argparse.Namespace) -> dict[str, object]:
+    """The optional flags ``run`` takes by keyword (so benchmarks that take none keep their
+    ``run(*, quick, workdir)``)."""
+    taken = inspect.signature(run).parameters
+    return {name: getattr(args, name) for name in ("locomo",) if name in taken}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -67,17 +85,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    status = 0
     for name, run in chosen.items():
         if args.dir is not None:
             args.dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f"memlane-bench-{name}-", dir=args.dir) as tmp:
-            result = run(quick=args.quick, workdir=Path(tmp))
+            result = run(quick=args.quick, workdir=Path(tmp), **_extras(run, args))
         # A benchmark whose table does not fit ``Result`` returns an object that renders
         # itself (``str``).
         text = render(result) if isinstance(result, Result) else str(result)
         print(text, flush=True)
         print(flush=True)
-    return 0
+        status = status or int(getattr(result, "exit_status", 0))
+    return status
 
 
 if __name__ == "__main__":
