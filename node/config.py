@@ -28,7 +28,18 @@
   with zeroconf and dial the nodes of the same mesh found the same way;
 - ``[discovery] interfaces`` (``[]``: every interface): the addresses zeroconf uses, e.g.
   ``["127.0.0.1"]``;
-- ``[discovery] max_peers`` (``16``): at most this many discovered nodes are dialled at once.
+- ``[discovery] max_peers`` (``16``): at most this many discovered nodes are dialled at once;
+- ``[search] embedder`` (``"none"``): the semantic leg of ``e_timeline find`` — ``"none"``,
+  ``"wordllama"`` (a 256-d model whose weights ship in the ``memlane[semantic]`` wheel, loaded
+  with no network) or ``"endpoint"`` (an OpenAI-compatible ``/v1/embeddings`` server);
+- ``[search] url`` and ``model`` (required for ``endpoint``): the server's base URL
+  (``http://`` or ``https://``; ``/v1/embeddings`` is added) and the model it is asked for;
+- ``[search] key_file`` (unset): an absolute path (``~`` expands) to a readable file whose
+  content, stripped, is sent as ``Authorization: Bearer …``;
+- ``[search] timeout`` (``"10s"``, at most ``"10m"``): the bound on one request to the endpoint;
+- ``[search] batch`` (``32``, 1–256): at most this many texts per request;
+- ``[search] fusion_weight`` (``0.5``, 0–1): the vector leg's weight in the reciprocal-rank
+  fusion with BM25 (docs/search.md).
 
 The file is ``config.toml`` in the data directory unless ``--config FILE`` (or
 ``MEMLANE_CONFIG``) names another.  Environment variables override the file and flags
@@ -40,25 +51,35 @@ is reported at once (``InvalidConfig.problems``); ``memlane config check`` lists
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import SplitResult, urlsplit
 
 from node.address import DEFAULT_LISTEN, Listen, parse_listen
 from node.errors import ConfigError
 from node.tools.timeline_spec import MAX_PAGE_SIZE, ORDERS, Profile
 from node.windows.zones import zone_named
 
-__all__ = ["CONFIG_FILE", "ENVIRONMENT", "InvalidConfig", "NodeConfig", "parse_duration_ms"]
+__all__ = [
+    "CONFIG_FILE",
+    "EMBEDDERS",
+    "ENVIRONMENT",
+    "InvalidConfig",
+    "NodeConfig",
+    "SearchConfig",
+    "parse_duration_ms",
+]
 
 CONFIG_FILE = "config.toml"
 DEFAULT_HEALTH = "127.0.0.1:8766"
 _MCP_HTTP, _HEALTH = parse_listen(DEFAULT_LISTEN), parse_listen(DEFAULT_HEALTH)
 _KEYS = {"max_clock_skew", "synchronous", "pending_limit", "zone", "profiles", "tools", "mesh",
-         "serve", "discovery", "retention"}  # fmt: skip
+         "serve", "discovery", "retention", "search"}  # fmt: skip
 # environment variable → (table, key, how its text becomes the value)
 ENVIRONMENT: dict[str, tuple[str, str, Any]] = {
     "MEMLANE_MCP_HTTP": ("serve", "mcp_http", str),
@@ -89,6 +110,25 @@ def parse_duration_ms(text: str) -> int:
     return int(m[1]) * _UNIT_MS[m[2]]
 
 
+EMBEDDERS = ("none", "wordllama", "endpoint")
+_SEARCH_KEYS = {"embedder", "url", "model", "key_file", "timeout", "batch", "fusion_weight"}
+_MAX_BATCH = 256
+_MAX_TIMEOUT_MS = 10 * 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class SearchConfig:
+    """``[search]``: which embedder the semantic leg of find uses, and its bounds."""
+
+    embedder: str = "none"
+    url: str | None = None
+    model: str | None = None
+    key_file: Path | None = None
+    timeout_ms: int = 10_000
+    batch: int = 32
+    fusion_weight: float = 0.5
+
+
 @dataclass(frozen=True, slots=True)
 class NodeConfig:
     max_clock_skew_ms: int = 5 * 60_000
@@ -105,6 +145,7 @@ class NodeConfig:
     discovery: bool = True
     discovery_interfaces: tuple[str, ...] = ()
     discovery_max_peers: int = 16
+    search: SearchConfig = SearchConfig()
 
     @classmethod
     def load(
@@ -152,6 +193,7 @@ class NodeConfig:
         values["mesh_listen"], values["mesh_peers"] = _mesh(raw.get("mesh", {}), problems)
         values.update(_serve(raw.get("serve", {}), problems))
         values.update(_discovery(raw.get("discovery", {}), problems))
+        values["search"] = _search(raw.get("search", {}), problems)
         if problems:
             raise InvalidConfig(where, problems)
         return cls(**values)
@@ -285,3 +327,84 @@ def _is_ip(text: Any) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _search(raw: Any, problems: list[str]) -> SearchConfig:
+    if not isinstance(raw, dict) or set(raw) - _SEARCH_KEYS:
+        problems.append(f"search may set only {', '.join(sorted(_SEARCH_KEYS))}")
+        return SearchConfig()
+    before = len(problems)
+    embedder = raw.get("embedder", "none")
+    if embedder not in EMBEDDERS:
+        problems.append(f"search.embedder must be one of {', '.join(EMBEDDERS)}")
+    values = {"embedder": embedder, **_search_endpoint(raw, embedder, problems)}
+    values.update(_search_bounds(raw, problems))
+    return SearchConfig(**values) if len(problems) == before else SearchConfig()
+
+
+def _search_endpoint(raw: dict[str, Any], embedder: Any, problems: list[str]) -> dict[str, Any]:
+    url, model, key_file = raw.get("url"), raw.get("model"), raw.get("key_file")
+    if embedder == "endpoint" and url is None:
+        problems.append('search.url is required when search.embedder is "endpoint"')
+    elif url is not None:
+        _check_url(url, problems)
+    if embedder == "endpoint" and model is None:
+        problems.append('search.model is required when search.embedder is "endpoint"')
+    elif model is not None and (not isinstance(model, str) or not model.strip()):
+        problems.append("search.model must be a model name")
+    path = _key_file(key_file, problems) if key_file is not None else None
+    return {"url": url, "model": model, "key_file": path}
+
+
+def _check_url(url: Any, problems: list[str]) -> None:
+    parts = _url_parts(url)
+    if parts is None:
+        problems.append(f"search.url: {url!r} is not an http:// or https:// URL")
+    elif parts.username is not None or parts.password is not None:
+        problems.append("search.url must not hold credentials (use search.key_file)")
+    elif parts.query or parts.fragment or parts.path.rstrip("/").endswith("/v1"):
+        problems.append(f"search.url: {url!r} must be the server's base URL, without /v1 "
+                        "(/v1/embeddings is added), a query or a fragment")  # fmt: skip
+
+
+def _url_parts(url: Any) -> SplitResult | None:
+    if not isinstance(url, str):
+        return None
+    try:
+        parts = urlsplit(url)
+        if parts.scheme in ("http", "https") and parts.hostname and parts.port != 0:
+            return parts  # (.port raises ValueError for a port that is not a number)
+    except ValueError:
+        pass
+    return None
+
+
+def _key_file(value: Any, problems: list[str]) -> Path | None:
+    path = Path(value).expanduser() if isinstance(value, str) and value else None
+    if path is None or not path.is_absolute():
+        problems.append("search.key_file must be an absolute path")
+        return None
+    if not path.is_file() or not os.access(path, os.R_OK):
+        problems.append(f"search.key_file: {str(path)!r} is not a readable file")
+        return None
+    return path
+
+
+def _search_bounds(raw: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    try:
+        if "timeout" in raw:
+            out["timeout_ms"] = parse_duration_ms(raw["timeout"])
+            if out["timeout_ms"] > _MAX_TIMEOUT_MS:
+                problems.append("search.timeout must be at most 10m")
+    except ConfigError as exc:
+        problems.append(f"search.timeout: {exc}")
+    batch = raw.get("batch", 32)
+    if type(batch) is not int or not 1 <= batch <= _MAX_BATCH:
+        problems.append(f"search.batch must be an integer from 1 to {_MAX_BATCH}")
+    out["batch"] = batch
+    weight = raw.get("fusion_weight", 0.5)
+    if type(weight) not in (int, float) or not 0 <= weight <= 1:  # bool is not a weight
+        problems.append("search.fusion_weight must be a number from 0 to 1")
+    out["fusion_weight"] = float(weight) if type(weight) in (int, float) else 0.5
+    return out

@@ -1,7 +1,7 @@
 """The node's typed error tree.
 
 ``NodeError`` is the root.  Tool refusals carry the exact text a caller sees (``Refusal``);
-store and configuration problems carry a hint for the operator.  Foreign exceptions
+store, configuration and embedder problems carry a hint for the operator.  Foreign exceptions
 (``sqlite3``, ``msgpack``, ``cryptography``) are translated once, where they are raised.
 """
 
@@ -12,6 +12,8 @@ from typing import Any
 __all__ = [
     "AuthError",
     "ConfigError",
+    "EmbedderError",
+    "EmbedderUnavailable",
     "EntryRejected",
     "Forbidden",
     "NodeError",
@@ -41,6 +43,15 @@ class StoreError(NodeError):
 
 class StoreVersionError(StoreError):
     """The store was written by a newer memlane."""
+
+
+class EmbedderError(NodeError):
+    """The semantic leg of search could not embed (docs/search.md)."""
+
+
+class EmbedderUnavailable(EmbedderError):
+    """The embedder is missing, down, refused, timed out or answered what is not embeddings;
+    the message says which and, where one helps, what to do about it."""
 
 
 class EntryRejected(NodeError):

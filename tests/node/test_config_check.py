@@ -1,6 +1,7 @@
-"""The configuration (node/config.py, docs/operations.md §Configure): ``[serve]`` and
-``[discovery]``, the ``MEMLANE_*`` overrides, ``--config FILE``, and ``memlane config check``
-reporting every problem at once; ``memlane serve`` with a bad configuration starts nothing."""
+"""The configuration (node/config.py, docs/operations.md §Configure): ``[serve]``,
+``[discovery]`` and ``[search]``, the ``MEMLANE_*`` overrides, ``--config FILE``, and
+``memlane config check`` reporting every problem at once; ``memlane serve`` with a bad
+configuration starts nothing."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import subprocess
 import pytest
 
 from node.address import Listen
-from node.config import InvalidConfig, NodeConfig
+from node.config import InvalidConfig, NodeConfig, SearchConfig
 from tests.node.servekit import memlane, peers, serve, setup, stop
 from tests.node.test_mcp import MEMLANE, TIMEOUT
 
@@ -23,6 +24,9 @@ health = "nowhere"
 enabled = "yes"
 interfaces = ["eth0"]
 max_peers = 0
+[search]
+embedder = "endpoint"
+batch = 0
 """
 BAD_PROBLEMS = [
     "synchronous must be OFF, NORMAL, FULL or EXTRA",
@@ -31,6 +35,9 @@ BAD_PROBLEMS = [
     "discovery.enabled must be true or false (on or off)",
     "discovery.interfaces must be a list of IP addresses",
     "discovery.max_peers must be an integer from 1 to 256",
+    'search.url is required when search.embedder is "endpoint"',
+    'search.model is required when search.embedder is "endpoint"',
+    "search.batch must be an integer from 1 to 256",
 ]
 
 
@@ -47,6 +54,19 @@ def test_the_serving_keys_and_their_defaults():
     assert (config.mcp_http, config.health) == (Listen("0.0.0.0", 9000), None)
     assert (config.discovery, config.discovery_interfaces, config.discovery_max_peers) == (
         False, ("127.0.0.1",), 4)  # fmt: skip
+
+
+def test_the_search_keys_and_their_defaults():
+    assert NodeConfig.from_mapping({}).search == SearchConfig(
+        embedder="none", url=None, model=None, key_file=None, timeout_ms=10_000, batch=32,
+        fusion_weight=0.5)  # fmt: skip
+    config = NodeConfig.from_mapping({"search": {
+        "embedder": "endpoint", "url": "https://embed.example", "model": "bge-m3",
+        "timeout": "30s", "batch": 256, "fusion_weight": 0}})  # fmt: skip
+    assert config.search == SearchConfig("endpoint", "https://embed.example", "bge-m3", None,
+                                         30_000, 256, 0.0)  # fmt: skip
+    assert NodeConfig.from_mapping({"search": {"embedder": "wordllama"}}).search.embedder == (
+        "wordllama")  # fmt: skip
 
 
 def test_every_problem_is_reported_at_once():
