@@ -71,14 +71,15 @@ async def _shed(
     reader: Reader, caller: Caller, items: list[str], enabled: bool
 ) -> tuple[list[str], list[str]]:
     """Drop the items held by more than ``NOISE_SHARE`` of what the caller can read, when it
-    can read at least ``MIN_DENSE`` SRs; the rarest item is always kept."""
+    can read at least ``MIN_DENSE`` SRs; the rarest item some SR holds is always kept."""
     if not enabled or len(items) < 2:
         return items, []
     docs, _ = await tl.scope_stats(reader, caller)
     if docs < MIN_DENSE:
         return items, []
     shares = {item: await tl.term_share(reader, caller, item) for item in items}
-    rarest = min(items, key=lambda i: (shares[i], i))
+    held = [i for i in items if shares[i] > 0] or items  # an item nothing holds finds nothing
+    rarest = min(held, key=lambda i: (shares[i], i))
     kept = [i for i in items if i == rarest or shares[i] <= tl.NOISE_SHARE]
     return kept, [i for i in items if i not in kept]
 

@@ -425,6 +425,24 @@ async def test_shed_keeps_the_rarest_term(corpus: Corpus) -> None:
     answer = await corpus.ask(action="find", query="memo alpha", page_size=100)
     assert answer["shed_terms"] == ["memo"]
     assert len(answer["results"]) == 8
+    # The rarest kept is the rarest some SR holds: a word nothing holds would find nothing.
+    answer = await corpus.ask(action="find", query="memo alpha quux", page_size=100)
+    assert answer["shed_terms"] == ["memo"]
+    assert len(answer["results"]) == 8
+
+
+@pytest.mark.asyncio
+async def test_find_leaves_stop_words_out_of_the_query(corpus: Corpus) -> None:
+    # "zephyr" alone finds 4 and 1; the question's function words change nothing, even with
+    # shed_idf_noise off (they are not terms at all) — and shed_terms does not name them.
+    alone = await corpus.ask(action="find", query="zephyr", shed_idf_noise=False)
+    asked = await corpus.ask(action="find", query="What did they do with the zephyr?",
+                             shed_idf_noise=False)  # fmt: skip
+    assert asked["results"] == alone["results"]
+    assert corpus.index(asked["results"]) == [4, 1]
+    assert (await corpus.ask(action="find", query="what is the zephyr"))["shed_terms"] == []
+    # A query of nothing but stop words keeps them: "the" is in the text of SR 0.
+    assert 0 in await corpus.found(action="find", query="the")
 
 
 # -- intersect ---------------------------------------------------------------------------------
