@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
@@ -48,6 +48,9 @@ from protocol.entry import Entry
 from protocol.kinds import encode_payload
 from protocol.messages import Frontier
 from protocol.signing import SigningKey
+
+if TYPE_CHECKING:
+    from node.search.index import VectorIndex
 
 __all__ = ["Node", "NodeInfo", "system_wall"]
 
@@ -99,6 +102,7 @@ class Node:
         self.config = config
         self.author = Author(store, key, info.mesh, info.epoch)
         self.membership = membership
+        self.vectors: VectorIndex | None = None  # the semantic leg's index, when configured
         self.declare_periods()
         self.mesh_authority = MeshAuthority(store, membership, info.mesh,
                                             path / AUTHORITY_KEY_FILE, key.public)  # fmt: skip
@@ -156,9 +160,11 @@ class Node:
         wall: Wall = system_wall,
         options: StoreOptions | None = None,
         config: NodeConfig | None = None,
+        embed: bool = True,
     ) -> AsyncIterator[Node]:
         """The node in ``path``, configured by ``config`` (default: the data directory's
-        ``config.toml``)."""
+        ``config.toml``).  With an embedder configured, ``embed`` embeds what waits in the
+        background (docs/search.md); without, find's vector leg uses what is embedded."""
         path = _data_dir(path)
         if not (path / DB_FILE).exists():
             raise NotInitialised(f"no node in {path} (run `memlane init --data {path}`)")
@@ -171,7 +177,9 @@ class Node:
             info = await _load_info(store, key)
             store.mesh = info.mesh
             store.membership = membership
-            yield cls(path, store, key, info, config, membership)
+            node = cls(path, store, key, info, config, membership)
+            async with _vector_index(store, config, embed=embed) as node.vectors:
+                yield node
         finally:
             await store.close()
 
@@ -227,7 +235,8 @@ class Node:
         zone, profiles = self.windows.zone, self.config.profiles
 
         async def run(sent: Mapping[str, Any]) -> dict[str, Any]:
-            return await timeline.e_timeline(self.store, caller, sent, profiles, zone)
+            return await timeline.e_timeline(self.store, caller, sent, profiles, zone,
+                                             self.vectors)  # fmt: skip
 
         def check(sent: Mapping[str, Any]) -> object:
             return parse_spec(sent, profiles, zone)
@@ -374,6 +383,29 @@ class Node:
             async for stored in reader.iter_entries(log.log_id):
                 out.append(Entry.decode(stored.raw, stored.payload))
         return out
+
+
+@asynccontextmanager
+async def _vector_index(
+    store: Store, config: NodeConfig, *, embed: bool
+) -> AsyncIterator[VectorIndex | None]:
+    """The configured embedder's index, open while the node is; with none, no index is kept
+    (a stored one is dropped)."""
+    from node.search.index import VectorIndex, forget_index  # numpy loads only when needed
+
+    if config.search.embedder == "none":
+        await forget_index(store)
+        yield None
+        return
+    from node.search.embedders import make_embedder
+
+    index = VectorIndex(store, make_embedder(config.search), batch=config.search.batch,
+                        weight=config.search.fusion_weight)  # fmt: skip
+    try:
+        await index.open(work=embed)
+        yield index
+    finally:
+        await index.aclose()
 
 
 async def _init_state(store: Store, key: SigningKey, authority: SigningKey) -> NodeInfo:

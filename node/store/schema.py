@@ -364,6 +364,33 @@ INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
 """
 assert f"tokenize='{SEARCH_TOKENIZER}'" in _STEMMED, "queries are cut as the index cuts"
 
+# The vector index of the semantic leg (node/search/index.py): derived from the SR view, never
+# in the log or a bundle, rebuilt when the embedder's model changes.  ``sr_vector_model``
+# names the model the vectors are of (no row: no embedder, and nothing is queued);
+# ``sr_vectors`` holds each SR's vector (int8, round(127 · unit vector)) with the digest of the
+# text it was made from and the doc it was made for; ``sr_embed_queue`` lists the docs whose
+# SR was written or moved since — kept by triggers while a model is named.
+_VECTORS = """
+CREATE TABLE sr_vector_model (model TEXT NOT NULL);
+CREATE TABLE sr_vectors (
+    sr_id TEXT PRIMARY KEY,
+    doc INTEGER NOT NULL,
+    digest BLOB NOT NULL,
+    vec BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE sr_embed_queue (doc INTEGER PRIMARY KEY);
+CREATE TRIGGER srs_embed_insert AFTER INSERT ON srs
+WHEN NEW.live AND EXISTS (SELECT 1 FROM sr_vector_model) BEGIN
+    INSERT OR IGNORE INTO sr_embed_queue (doc) VALUES (NEW.doc);
+END;
+CREATE TRIGGER srs_embed_update AFTER UPDATE ON srs
+WHEN NEW.live AND (NOT OLD.live OR NEW.doc != OLD.doc OR NEW.title IS NOT OLD.title
+    OR NEW.text IS NOT OLD.text OR NEW.tags_text IS NOT OLD.tags_text)
+    AND EXISTS (SELECT 1 FROM sr_vector_model) BEGIN
+    INSERT OR IGNORE INTO sr_embed_queue (doc) VALUES (NEW.doc);
+END;
+"""
+
 # Index i holds the script that takes a store from version i to version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _LOG,
@@ -374,6 +401,7 @@ MIGRATIONS: tuple[str, ...] = (
     _EPISODES_BY_CALLER,
     _SR_DOCS,
     _STEMMED,
+    _VECTORS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -6,21 +6,26 @@ Argument checking and the refusal texts live in ``timeline_spec``; the queries i
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from node.authority import Caller
-from node.errors import Refusal
+from node.errors import EmbedderError, Refusal
 from node.store import Reader, Store
 from node.tools.changes import changes
 from node.tools.timeline_spec import Profile, TimelineSpec, parse_spec
 from node.views import timeline as tl
 from node.views.query_terms import query_terms
 
-__all__ = ["MIN_DENSE", "e_timeline", "window_field"]
+if TYPE_CHECKING:  # numpy and the embedders load only where an embedder is configured
+    from node.search.index import VectorIndex
+
+__all__ = ["MIN_DENSE", "QUERY_TIMEOUT", "e_timeline", "window_field"]
 
 MIN_DENSE = 10  # shed_idf_noise acts only when the caller can read at least this many SRs
+QUERY_TIMEOUT = 2.0  # seconds find waits for its query's vector before BM25 answers alone
 
 
 async def e_timeline(
@@ -29,6 +34,7 @@ async def e_timeline(
     args: Mapping[str, Any],
     profiles: Mapping[str, Profile],
     zone: ZoneInfo | None = None,
+    vectors: VectorIndex | None = None,
 ) -> dict[str, Any]:
     spec = parse_spec(args, profiles, zone)
     caller.require("read:workspace")
@@ -43,8 +49,11 @@ async def e_timeline(
     if spec.action == "find":
         found = query_terms(spec.query or "")
         words, shed = await _shed(reader, caller, [t.word for t in found], spec.shed_idf_noise)
-        page = await tl.find(reader, q, [t.term for t in found if t.word in words])
+        semantic, said = await _semantic(vectors, spec.query or "")
+        page = await tl.find(reader, q, [t.term for t in found if t.word in words], semantic)
         docs, more, answer["shed_terms"] = page.docs, page.has_more, shed
+        if page.pending is not None:
+            answer |= said | {"semantic_pending": page.pending}
     elif spec.action == "intersect":
         match, shed = await _shed(reader, caller, list(spec.match), spec.shed_idf_noise)
         page = await tl.intersect(reader, q, match)
@@ -57,6 +66,24 @@ async def e_timeline(
     answer |= {"results": docs, "page": spec.page,
                "page_size": spec.page_size, "has_more": more}  # fmt: skip
     return answer
+
+
+async def _semantic(
+    vectors: VectorIndex | None, text: str
+) -> tuple[tl.Semantic | None, dict[str, Any]]:
+    """The vector leg of a find, and what the answer says of it: whether it ranked this
+    answer, and if not, why — an embedder that is down or slower than ``QUERY_TIMEOUT``
+    leaves the answer to BM25, it never holds the answer up."""
+    if vectors is None:
+        return None, {}
+    try:
+        async with asyncio.timeout(QUERY_TIMEOUT):
+            query = await vectors.query(text)
+    except (EmbedderError, TimeoutError) as exc:
+        vectors.fallbacks += 1
+        why = str(exc) or f"the embedder took longer than {QUERY_TIMEOUT:g} s"
+        return tl.Semantic(None, vectors.weight), {"semantic_used": False, "semantic_error": why}
+    return tl.Semantic(vectors.nearest(query), vectors.weight), {"semantic_used": True}
 
 
 def window_field(args: Mapping[str, Any]) -> str:

@@ -7,12 +7,13 @@ ranks or pages, so rows the caller cannot read change nothing it sees.  Orders b
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
 
@@ -22,10 +23,14 @@ from node.store.reader import Fetch
 from node.views.srs import DOC_SLOTS, LAST_MS, terms
 
 __all__ = [
+    "FUSION_K",
     "NOISE_SHARE",
+    "VECTOR_DEPTH",
     "Doc",
+    "Neighbour",
     "Page",
     "Query",
+    "Semantic",
     "find",
     "intersect",
     "intersect_plain",
@@ -60,6 +65,7 @@ Doc = dict[str, Any]
 class Page:
     docs: list[Doc]  # each SR as e_timeline shows it (node/views/shown.py), as stored
     has_more: bool
+    pending: int | None = None  # find with a vector leg: readable SRs not yet embedded
 
 
 def _order(order_by: str, table: str = "srs") -> tuple[str, str]:
@@ -261,26 +267,57 @@ def _stats(caller: Caller, *more: str) -> tuple[str, list[Any]]:
     return f"SELECT {columns} FROM sr_stats WHERE {where}", args  # noqa: S608
 
 
-async def find(reader: Reader, q: Query, wanted: Sequence[str]) -> Page:
+class Neighbour(Protocol):
+    """A held vector near the query (node/search/held.py): its similarity, SR and doc."""
+
+    @property
+    def sim(self) -> int: ...
+    @property
+    def sr_id(self) -> str: ...
+    @property
+    def doc(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Semantic:
+    """The vector leg of a find: the held vectors nearest its query, and their weight."""
+
+    nearest: Callable[[int], Sequence[Neighbour]] | None  # the n nearest, ties at the cut
+    weight: float  # included; None: the query has no vector (BM25 ranks alone)
+
+
+async def find(
+    reader: Reader, q: Query, wanted: Sequence[str], semantic: Semantic | None = None
+) -> Page:
     """BM25 over title, text and tags of the index's ``wanted`` terms, with the statistics of
-    what ``q.caller`` can read.  Relevance decides which SRs are on each page — page p holds
-    ranks (p−1)·size+1 … p·size of those that pass the caller's filters — and ``q.order_by``
-    orders them within it; each carries its ``score`` and ``rank``.  One hop to the reader's
-    thread: its reads depend on one another."""
-    if not wanted:
-        return Page([], False)
-    return await reader.run(lambda fetch: _find(fetch, q, list(dict.fromkeys(wanted))))
+    what ``q.caller`` can read — fused with the vector leg's ranks when ``semantic`` is given.
+    Relevance decides which SRs are on each page — page p holds ranks (p−1)·size+1 …
+    p·size of those that pass the caller's filters — and ``q.order_by`` orders them within
+    it; each carries its ``score`` and ``rank``.  One hop to the reader's thread: its reads
+    depend on one another."""
+    terms_ = list(dict.fromkeys(wanted))
+    if not terms_ and (semantic is None or semantic.nearest is None):
+        return Page([], False, None if semantic is None else await _pending_of(reader, q))
+    return await reader.run(lambda fetch: _find(fetch, q, terms_, semantic))
 
 
-def _find(fetch: Fetch, q: Query, wanted: list[str]) -> Page:
-    (_, _, docs, length, _), *postings = _postings(fetch, q, wanted)
-    scored = _scores(postings, docs, length / docs if docs else 1.0)
-    ranked = _ranked(fetch, scored, q.page * q.page_size + 1)
+def _find(fetch: Fetch, q: Query, wanted: list[str], semantic: Semantic | None) -> Page:
+    scored: list[Scored] = []
+    if wanted:
+        (_, _, docs, length, _), *postings = _postings(fetch, q, wanted)
+        scored = _scores(postings, docs, length / docs if docs else 1.0)
+    need = q.page * q.page_size + 1
+    if semantic is None or semantic.nearest is None:
+        ranked = _ranked(fetch, scored, need)
+    else:
+        near = _vector_leg(fetch, q, semantic.nearest)
+        ranked = _fused(fetch, scored, near, need, semantic.weight)
     first = (q.page - 1) * q.page_size
     chosen = {doc: (first + i + 1, score)
               for i, (score, _, doc) in enumerate(ranked[first : first + q.page_size])}  # fmt: skip
+    pending = None if semantic is None else _pending(fetch, q)
     if not chosen:
-        return Page([], False)
+        return Page([], False, pending)
     field, _, way = q.order_by.rpartition("_")
     rows = fetch(
         f"SELECT shown, doc, {field}, sr_id FROM srs NOT INDEXED "  # noqa: S608 - a column name
@@ -290,7 +327,7 @@ def _find(fetch: Fetch, q: Query, wanted: list[str]) -> Page:
     rows.sort(key=lambda r: (-1 if r[2] is None else r[2], r[3]), reverse=way == "desc")
     found = [_doc(shown) | {"score": _shown_score(chosen[doc][1]), "rank": chosen[doc][0]}
              for shown, doc, _, _ in rows]  # fmt: skip
-    return Page(found, len(ranked) > first + q.page_size)
+    return Page(found, len(ranked) > first + q.page_size, pending)
 
 
 def _shown_score(score: float) -> float:
@@ -366,3 +403,92 @@ def _ranked(fetch: Fetch, scored: list[Scored], wanted: int) -> list[Ranked]:
             chunk,
         ))  # fmt: skip
     return sorted((score, names[doc], doc) for score, doc in scored)[:wanted]
+
+
+# -- the vector leg (docs/search.md §The vector index and fusion) -------------------------------
+
+VECTOR_DEPTH = 100  # the vector leg's ranks that count: its 100 nearest readable SRs
+FUSION_K = 60  # reciprocal rank fusion's constant: a leg's rank r counts 1 / (60 + r)
+
+
+def _vector_leg(
+    fetch: Fetch, q: Query, nearest: Callable[[int], Sequence[Neighbour]]
+) -> list[tuple[int, Neighbour]]:
+    """(rank, neighbour) of the ``VECTOR_DEPTH`` nearest SRs that the caller can read and its
+    filters pass, ties at the cut included: the held vectors are asked for more until that
+    many pass (or none are left), so what the caller cannot read never takes a place.  An SR
+    queued for embedding (written since its vector was made) is left to BM25."""
+    count = VECTOR_DEPTH
+    while True:
+        found = nearest(count)
+        passing = _passing(fetch, q, found)
+        kept = [n for n in found if (n.doc, n.sr_id) in passing]
+        if len(kept) >= VECTOR_DEPTH or len(found) < count:
+            break
+        count *= 4
+    if len(kept) > VECTOR_DEPTH:
+        cut = kept[VECTOR_DEPTH - 1].sim
+        kept = [n for n in kept if n.sim >= cut]
+    ranks, better = [], 0  # competition ranks: ties share theirs
+    for i, n in enumerate(kept):
+        better = i if i == 0 or n.sim != kept[i - 1].sim else better
+        ranks.append((better + 1, n))
+    return ranks
+
+
+def _passing(fetch: Fetch, q: Query, found: Sequence[Neighbour]) -> set[tuple[int, str]]:
+    """(doc, sr_id) of the SRs of ``found`` the caller can read, its filters pass, and whose
+    vector is of their current text (not queued)."""
+    rule, params = q.caller.readable_srs("srs")
+    narrow, narrow_args = _narrowing(q)
+    passes = " AND ".join([rule, *narrow])
+    out: set[tuple[int, str]] = set()
+    for start in range(0, len(found), 500):
+        docs = [n.doc for n in found[start : start + 500]]
+        out.update(fetch(
+            "SELECT srs.doc, s.sr_id FROM sr_docs srs JOIN srs s ON s.doc = srs.doc "  # noqa: S608
+            f"WHERE srs.doc IN ({','.join('?' * len(docs))}) AND {passes} "
+            "AND srs.doc NOT IN (SELECT doc FROM sr_embed_queue)",
+            (*docs, *params, *narrow_args),
+        ))  # fmt: skip
+    return out
+
+
+def _fused(
+    fetch: Fetch,
+    scored: list[Scored],
+    near: list[tuple[int, Neighbour]],
+    wanted: int,
+    weight: float,
+) -> list[Ranked]:
+    """The ``wanted`` best by weighted reciprocal rank fusion: (1 − weight) / (60 + BM25 rank)
+    + weight / (60 + vector rank), a leg counting only where it ranks the SR; ranks are
+    competition ranks (ties share theirs), the fused order's ties go by ``sr_id``.  An SR the
+    vector leg does not rank scores by its BM25 rank alone, so beyond the BM25 best
+    ``wanted`` + |near| none can reach the ``wanted`` best."""
+    best = _ranked(fetch, scored, wanted + len(near))
+    order = sorted(s for s, _ in scored)
+    near_docs = {n.doc for _, n in near}
+    bm25 = {doc: s for s, doc in scored if doc in near_docs} | {doc: s for s, _, doc in best}
+    names = {doc: sr_id for _, sr_id, doc in best} | {n.doc: n.sr_id for _, n in near}
+    fused = dict.fromkeys(names, 0.0)
+    for doc, s in bm25.items():
+        fused[doc] += (1 - weight) / (FUSION_K + 1 + bisect.bisect_left(order, s))
+    for rank, n in near:
+        fused[n.doc] += weight / (FUSION_K + rank)
+    return sorted((-f, names[doc], doc) for doc, f in fused.items())[:wanted]
+
+
+async def _pending_of(reader: Reader, q: Query) -> int:
+    return await reader.run(lambda fetch: _pending(fetch, q))
+
+
+def _pending(fetch: Fetch, q: Query) -> int:
+    """How many SRs the caller can read wait to be embedded."""
+    rule, params = q.caller.readable_srs("srs")
+    rows = fetch(
+        "SELECT count(*) FROM sr_embed_queue e JOIN sr_docs srs ON srs.doc = e.doc "  # noqa: S608
+        f"WHERE {rule}",
+        params,
+    )
+    return int(rows[0][0])
