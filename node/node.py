@@ -399,8 +399,9 @@ async def _vector_index(
         return
     from node.search.embedders import make_embedder
 
-    index = VectorIndex(store, make_embedder(config.search), batch=config.search.batch,
-                        weight=config.search.fusion_weight)  # fmt: skip
+    search = config.search
+    index = VectorIndex(store, make_embedder(search), batch=search.batch,
+                        weight=search.fusion_weight, timeout=search.timeout_ms / 1000)  # fmt: skip
     try:
         await index.open(work=embed)
         yield index

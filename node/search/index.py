@@ -73,10 +73,13 @@ async def _forgetting(txn: Txn) -> None:
 class VectorIndex:
     """The index of one embedder's model over one store, and its background worker."""
 
-    def __init__(self, store: Store, embedder: Embedder, *, batch: int, weight: float) -> None:
+    def __init__(
+        self, store: Store, embedder: Embedder, *, batch: int, weight: float, timeout: float
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.batch = batch
+        self.timeout = timeout  # seconds an embedder may take ([search] timeout)
         self.weight = weight  # the vector leg's weight in the fusion ([search] fusion_weight)
         self.fallbacks = 0  # finds answered by BM25 alone because the query had no vector
         self.held: Held | None = None

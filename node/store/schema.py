@@ -381,13 +381,13 @@ CREATE TABLE sr_vectors (
 CREATE TABLE sr_embed_queue (doc INTEGER PRIMARY KEY);
 CREATE TRIGGER srs_embed_insert AFTER INSERT ON srs
 WHEN NEW.live AND EXISTS (SELECT 1 FROM sr_vector_model) BEGIN
-    INSERT OR IGNORE INTO sr_embed_queue (doc) VALUES (NEW.doc);
+    INSERT INTO sr_embed_queue (doc) VALUES (NEW.doc) ON CONFLICT DO NOTHING;
 END;
 CREATE TRIGGER srs_embed_update AFTER UPDATE ON srs
 WHEN NEW.live AND (NOT OLD.live OR NEW.doc != OLD.doc OR NEW.title IS NOT OLD.title
     OR NEW.text IS NOT OLD.text OR NEW.tags_text IS NOT OLD.tags_text)
     AND EXISTS (SELECT 1 FROM sr_vector_model) BEGIN
-    INSERT OR IGNORE INTO sr_embed_queue (doc) VALUES (NEW.doc);
+    INSERT INTO sr_embed_queue (doc) VALUES (NEW.doc) ON CONFLICT DO NOTHING;
 END;
 """
 

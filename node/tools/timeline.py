@@ -72,16 +72,17 @@ async def _semantic(
     vectors: VectorIndex | None, text: str
 ) -> tuple[tl.Semantic | None, dict[str, Any]]:
     """The vector leg of a find, and what the answer says of it: whether it ranked this
-    answer, and if not, why — an embedder that is down or slower than ``QUERY_TIMEOUT``
-    leaves the answer to BM25, it never holds the answer up."""
+    answer, and if not, why — an embedder that is down, or slower than ``QUERY_TIMEOUT``
+    (or ``[search] timeout``, if shorter), leaves the answer to BM25; it never holds it up."""
     if vectors is None:
         return None, {}
+    wait = min(QUERY_TIMEOUT, vectors.timeout)
     try:
-        async with asyncio.timeout(QUERY_TIMEOUT):
+        async with asyncio.timeout(wait):
             query = await vectors.query(text)
     except (EmbedderError, TimeoutError) as exc:
         vectors.fallbacks += 1
-        why = str(exc) or f"the embedder took longer than {QUERY_TIMEOUT:g} s"
+        why = str(exc) or f"the embedder took longer than {wait:g} s"
         return tl.Semantic(None, vectors.weight), {"semantic_used": False, "semantic_error": why}
     return tl.Semantic(vectors.nearest(query), vectors.weight), {"semantic_used": True}
 

@@ -9,10 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
-import shutil
 import socket
-import subprocess
 import sys
 import time
 import tomllib
@@ -34,6 +31,7 @@ from node.search import (
 )
 from node.search.embedders import _PAD_BUDGET, _padded_chunks
 from tests.node.embedserver import EmbedServer, reference_model
+from tests.node.offline import offline_or_skip, run_offline
 
 TEXTS = [
     "The cat sat on the warm mat by the fire.",
@@ -139,31 +137,9 @@ print(json.dumps({"interfaces": sorted(name for _, name in socket.if_nameindex()
 """
 
 
-def _no_network_or_skip() -> None:
-    """Skip (with the reason) where no network namespace can be made — but never in CI,
-    where this check must run."""
-    reason = None
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        reason = "unshare or ip (util-linux, iproute2) is not installed"
-    else:
-        tried = subprocess.run(["unshare", "-n", "true"], capture_output=True, text=True,
-                               timeout=30, check=False)  # fmt: skip
-        if tried.returncode != 0:
-            reason = f"unshare -n is not permitted here: {tried.stderr.strip()}"
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the offline check: {reason}")
-        print(f"skipped: {reason}")
-        pytest.skip(reason)
-
-
 def test_wordllama_loads_and_embeds_with_no_network():
-    _no_network_or_skip()
-    script = 'ip link set lo up && exec "$0" -c "$1" "$2"'
-    done = subprocess.run(
-        ["unshare", "-n", "sh", "-c", script, sys.executable, CHILD, json.dumps(TEXTS)],
-        capture_output=True, text=True, timeout=60, check=False, cwd=REPO,
-    )  # fmt: skip
+    offline_or_skip()
+    done = run_offline("-c", CHILD, json.dumps(TEXTS), cwd=REPO)
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)
     assert shown["interfaces"] == ["lo"]  # a namespace with loopback alone: nowhere to go
