@@ -282,8 +282,10 @@ class Neighbour(Protocol):
 class Semantic:
     """The vector leg of a find: the held vectors nearest its query, and their weight."""
 
-    nearest: Callable[[int], Sequence[Neighbour]] | None  # the n nearest, ties at the cut
-    weight: float  # included; None: the query has no vector (BM25 ranks alone)
+    # the n nearest held vectors, ties at the cut included; None: the query has no vector,
+    # so BM25 ranks alone (and the answer still counts what waits to be embedded)
+    nearest: Callable[[int], Sequence[Neighbour]] | None
+    weight: float
 
 
 async def find(
@@ -296,8 +298,6 @@ async def find(
     it; each carries its ``score`` and ``rank``.  One hop to the reader's thread: its reads
     depend on one another."""
     terms_ = list(dict.fromkeys(wanted))
-    if not terms_ and (semantic is None or semantic.nearest is None):
-        return Page([], False, None if semantic is None else await _pending_of(reader, q))
     return await reader.run(lambda fetch: _find(fetch, q, terms_, semantic))
 
 
@@ -477,10 +477,6 @@ def _fused(
     for rank, n in near:
         fused[n.doc] += weight / (FUSION_K + rank)
     return sorted((-f, names[doc], doc) for doc, f in fused.items())[:wanted]
-
-
-async def _pending_of(reader: Reader, q: Query) -> int:
-    return await reader.run(lambda fetch: _pending(fetch, q))
 
 
 def _pending(fetch: Fetch, q: Query) -> int:
