@@ -42,8 +42,14 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
     return NodeConfig.load(args.data, args.config, os.environ)
 
 
-def open_node(args: argparse.Namespace) -> AbstractAsyncContextManager[Node]:
-    return Node.open(args.data, config=load_config(args))
+def open_node(
+    args: argparse.Namespace, *, embed: bool = False
+) -> AbstractAsyncContextManager[Node]:
+    """The node in ``--data``.  A one-shot command does not start the vector index's worker
+    (``embed``): the worker would load the model and embed a batch only to be cancelled as the
+    command ends — and the process would wait for that batch.  ``memlane serve`` and
+    ``memlane mcp`` embed in the background; ``memlane search rebuild`` in the foreground."""
+    return Node.open(args.data, config=load_config(args), embed=embed)
 
 
 async def config_check(args: argparse.Namespace) -> Result:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from node.cli import bundles, commands, mesh, serving, tools
+from node.cli import bundles, commands, mesh, search, serving, tools
 from node.errors import NodeError
 from node.logging import configure_logging
 
@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     serving.add_parsers(sub, _common, _with_token)
     mesh.add_parsers(sub, _common)
     bundles.add_parsers(sub, _common)
+    search.add_parsers(sub, _common)
     return parser
 
 
