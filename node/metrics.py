@@ -3,10 +3,11 @@ the Prometheus text format (version 0.0.4).
 
 Gauges are read when scraped: entries held, logs, entries waiting in the pending area, fork
 proofs, the audit feed's newest ``seq``, open connections, discovered nodes and each peer's
-lag.  Counters count since this process started (Prometheus expects counters to reset with a
-restart): entries rejected, fork and clock-skew events (read from the audit feed past the
-``seq`` it had at start, so each scrape reads only what is new), and entries received from
-and sent to each peer, whose rates are the sync rates.
+lag, and with an embedder configured, the vector index's vectors and queue.  Counters count
+since this process started (Prometheus expects counters to reset with a restart): entries
+rejected, fork and clock-skew events (read from the audit feed past the ``seq`` it had at
+start, so each scrape reads only what is new), entries received from and sent to each peer,
+whose rates are the sync rates, and finds answered by BM25 alone for want of a query vector.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ _HELP = {
     "memlane_peer_received_entries_total": ("counter", "entries received from a peer"),
     "memlane_peer_sent_entries_total": ("counter", "entries sent to a peer"),
     "memlane_peer_rounds_total": ("counter", "sync rounds completed with a peer"),
+    "memlane_search_vectors": ("gauge", "SRs with a vector in the semantic leg's index"),
+    "memlane_search_queued": ("gauge", "SRs waiting to be embedded"),
+    "memlane_search_fallbacks_total": ("counter", "finds ranked by BM25 alone: no query vector"),
 }
 
 
@@ -97,7 +101,19 @@ class Metrics:
             Sample("memlane_audit_seq", newest),
         ]  # fmt: skip
         counters = [Sample(name, value) for name, value in self._counts.items()]
-        return [*gauges, *counters, *self._sync()]
+        return [*gauges, *counters, *await self._search(), *self._sync()]
+
+    async def _search(self) -> list[Sample]:
+        """The vector index's samples; none without an embedder (there is no index)."""
+        vectors = self.node.vectors
+        if vectors is None:
+            return []
+        status = await vectors.status()
+        return [
+            Sample("memlane_search_vectors", status.vectors),
+            Sample("memlane_search_queued", status.queued),
+            Sample("memlane_search_fallbacks_total", vectors.fallbacks),
+        ]
 
     def _sync(self) -> Iterator[Sample]:
         service = self.service

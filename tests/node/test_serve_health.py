@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from node.metrics import Sample, render
+from node.config import NodeConfig, SearchConfig
+from node.metrics import Metrics, Sample, render
 from node.node import Node
+from tests.node.bundlekit import caller, write
 from tests.node.servekit import memlane, poll, serve, setup, stop
 from tests.node.test_sync_crash import write_own
 
@@ -180,3 +182,46 @@ def test_the_prometheus_text():
     )
     with pytest.raises(KeyError):
         render([Sample("memlane_unknown", 1)])
+
+
+def _search_samples(samples: list[Sample]) -> dict[str, int]:
+    return {s.name: s.value for s in samples if s.name.startswith("memlane_search_")}
+
+
+@pytest.mark.asyncio
+async def test_the_vector_index_metrics(tmp_path):
+    data = tmp_path / "node"
+    await Node.init(data)
+    async with Node.open(data) as node:  # no embedder: no index, no samples of it
+        await write(node, await caller(node), "gateway rollout", "disk alarms")
+        assert _search_samples(await Metrics(node).collect()) == {}
+    wordllama = NodeConfig(search=SearchConfig(embedder="wordllama"))
+    async with Node.open(data, config=wordllama, embed=False) as node:
+        metrics = Metrics(node)
+        assert _search_samples(await metrics.collect()) == {
+            "memlane_search_vectors": 0, "memlane_search_queued": 2,
+            "memlane_search_fallbacks_total": 0}  # fmt: skip
+        assert node.vectors is not None
+        while await node.vectors.step():
+            pass
+        samples = await metrics.collect()
+        assert _search_samples(samples) == {
+            "memlane_search_vectors": 2, "memlane_search_queued": 0,
+            "memlane_search_fallbacks_total": 0}  # fmt: skip
+        text = render(samples)
+        for name, kind in (("vectors", "gauge"), ("queued", "gauge"),
+                           ("fallbacks_total", "counter")):  # fmt: skip
+            assert f"# TYPE memlane_search_{name} {kind}\n" in text
+            assert f"# HELP memlane_search_{name} " in text
+    with socket.socket() as closed:  # an endpoint that is down: each find falls back to BM25
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    down = NodeConfig(search=SearchConfig(embedder="endpoint", url=url, model="m"))
+    async with Node.open(data, config=down, embed=False) as node:
+        who = await caller(node)
+        for _ in range(2):
+            found = await node.e_timeline(who, action="find", query="gateway")
+            assert found["semantic_used"] is False
+        assert _search_samples(await Metrics(node).collect()) == {
+            "memlane_search_vectors": 0, "memlane_search_queued": 2,
+            "memlane_search_fallbacks_total": 2}  # fmt: skip
