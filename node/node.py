@@ -202,13 +202,20 @@ class Node:
     # -- write tools ---------------------------------------------------------------------------
 
     async def e_write(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return await srs.e_write(self.author, caller, args)
+        return self._written(await srs.e_write(self.author, caller, args))
 
     async def e_correct(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return await srs.e_correct(self.author, caller, args)
+        return self._written(await srs.e_correct(self.author, caller, args))
 
     async def e_adjust(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return await srs.e_adjust(self.author, caller, args)
+        return self._written(await srs.e_adjust(self.author, caller, args))
+
+    def _written(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """An SR was written: the vector index's worker looks at its queue now, not at its
+        next poll."""
+        if self.vectors is not None:
+            self.vectors.wake()
+        return answer
 
     async def e_delete(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await srs.e_delete(self.author, caller, args)
@@ -275,7 +282,10 @@ class Node:
 
     async def receive(self, entries: Sequence[Received], *, source: str) -> Report:
         """Append entries from elsewhere (see ``Store.receive``)."""
-        return await self.store.receive(entries, source=source)
+        report = await self.store.receive(entries, source=source)
+        if self.vectors is not None:
+            self.vectors.wake()
+        return report
 
     # -- bundles and the archive (docs/bundles.md, docs/operations.md §Backups) ------------------
 
@@ -390,11 +400,12 @@ async def _vector_index(
     store: Store, config: NodeConfig, *, embed: bool
 ) -> AsyncIterator[VectorIndex | None]:
     """The configured embedder's index, open while the node is; with none, no index is kept
-    (a stored one is dropped)."""
+    (a stored one is dropped, where ``embed`` says the node is the one that embeds)."""
     from node.search.index import VectorIndex, forget_index  # numpy loads only when needed
 
     if config.search.embedder == "none":
-        await forget_index(store)
+        if embed:  # (a one-shot command under another configuration leaves it alone)
+            await forget_index(store)
         yield None
         return
     from node.search.embedders import make_embedder

@@ -49,16 +49,19 @@ async def search_status(args: argparse.Namespace) -> Result:
     async with open_node(args, embed=False) as node:
         srs = await _live_srs(node)
         if node.vectors is None:
-            data = {"embedder": "none", "model": None, "vectors": 0, "queued": 0, "srs": srs,
-                    "last_error": None}  # fmt: skip
+            data = {"embedder": "none", "model": None, "stored": None, "vectors": 0,
+                    "queued": 0, "srs": srs, "last_error": None}  # fmt: skip
             return Result(data, f"embedder: none: find ranks by BM25 alone\nSRs: {srs:,}")
         status = await node.vectors.status()
     data = {"embedder": node.config.search.embedder, "model": status.model,
-            "vectors": status.vectors, "queued": status.queued, "srs": srs,
-            "last_error": status.last_error}  # fmt: skip
+            "stored": status.stored, "vectors": status.vectors, "queued": status.queued,
+            "srs": srs, "last_error": status.last_error}  # fmt: skip
     lines = [f"embedder: {data['embedder']} ({status.model})",
              f"vectors: {status.vectors:,} of {srs:,} SRs",
              f"queued: {status.queued:,} waiting to be embedded"]  # fmt: skip
+    if status.stored != status.model:
+        lines.append(f"stored: an index of {status.stored or 'no model'}, made anew by "
+                     "memlane serve or memlane search rebuild")  # fmt: skip
     if status.last_error:
         lines.append(f"last error: {status.last_error}")
     return Result(data, "\n".join(lines))

@@ -52,7 +52,8 @@ def _digest(text: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class IndexStatus:
-    model: str
+    model: str  # the configured embedder's
+    stored: str | None  # the stored index's (another until serve or rebuild makes it anew)
     vectors: int  # SRs with a vector
     queued: int  # docs waiting to be embedded
     last_error: str | None
@@ -83,6 +84,7 @@ class VectorIndex:
         self.weight = weight  # the vector leg's weight in the fusion ([search] fusion_weight)
         self.fallbacks = 0  # finds answered by BM25 alone because the query had no vector
         self.held: Held | None = None
+        self.stored: str | None = embedder.model  # the model the stored index is of
         self.last_error: str | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -91,11 +93,16 @@ class VectorIndex:
     # -- opening and closing -----------------------------------------------------------------
 
     async def open(self, *, work: bool = True) -> None:
-        """Take up the stored index (or make it anew under this model); with ``work``, start
-        embedding what is queued in the background."""
+        """Take up the stored index; with ``work``, start embedding what is queued in the
+        background.  An index of another model is made anew only with ``work`` (``memlane
+        serve``, ``memlane mcp``): a one-shot command under another configuration leaves it
+        alone, and its finds rank by BM25, saying why."""
         reader = self.store.reader
         assert reader is not None
         stored = await reader.scalar("SELECT model FROM sr_vector_model")
+        if stored not in (None, self.embedder.model) and not work:
+            self.stored = stored
+            return
         if stored != self.embedder.model:
             await self.store.run(self._restart)
         rows = await reader.fetchall("SELECT sr_id, doc, vec FROM sr_vectors")
@@ -105,6 +112,7 @@ class VectorIndex:
             self._task = asyncio.create_task(self._work(), name="vector-index")
 
     async def _restart(self, txn: Txn) -> None:
+        self.stored = self.embedder.model
         await _forgetting(txn)
         txn.add("INSERT INTO sr_vector_model (model) VALUES (?)", (self.embedder.model,))
         txn.add("INSERT INTO sr_embed_queue (doc) SELECT doc FROM srs WHERE live = 1", ())
@@ -126,7 +134,13 @@ class VectorIndex:
     # -- what find asks --------------------------------------------------------------------
 
     async def query(self, text: str) -> Quantised:
-        """The query's vector; ``EmbedderError`` when it cannot be had."""
+        """The query's vector; ``EmbedderError`` when it cannot be had, or the index is not
+        of this embedder's model."""
+        if self.stored != self.embedder.model:
+            raise EmbedderError(
+                f"the vector index is of {self.stored or 'no model'}, not "
+                f"{self.embedder.model}: memlane serve or memlane search rebuild makes it anew"
+            )
         vector: Quantised = quantise(await self.embedder.embed([text]))[0]
         return vector
 
@@ -140,10 +154,11 @@ class VectorIndex:
         vectors, queued = (await reader.fetchall(
             "SELECT (SELECT count(*) FROM sr_vectors), (SELECT count(*) FROM sr_embed_queue)"
         ))[0]  # fmt: skip
-        return IndexStatus(self.embedder.model, int(vectors), int(queued), self.last_error)
+        return IndexStatus(self.embedder.model, self.stored, int(vectors), int(queued),
+                           self.last_error)  # fmt: skip
 
     def wake(self) -> None:
-        """Look at the queue now (an SR was written here)."""
+        """Look at the queue now (SRs were written or received here)."""
         self._idle.clear()
         self._wake.set()
 

@@ -59,8 +59,8 @@ async def test_without_an_embedder_status_says_bm25_and_rebuild_is_refused(data)
     assert ok(run("search", "status", "--data", path)) == (
         "embedder: none: find ranks by BM25 alone\nSRs: 3\n"
     )
-    assert status(path) == {"embedder": "none", "model": None, "vectors": 0, "queued": 0,
-                            "srs": 3, "last_error": None}  # fmt: skip
+    assert status(path) == {"embedder": "none", "model": None, "stored": None, "vectors": 0,
+                            "queued": 0, "srs": 3, "last_error": None}  # fmt: skip
     err = fails(run("search", "rebuild", "--data", path))
     assert "no embedder is configured" in err
     assert '[search] embedder = "wordllama"' in err
@@ -76,8 +76,8 @@ async def test_status_shows_the_queue_and_rebuild_embeds_every_sr(data):
     path, token = data
     configure(path, 'embedder = "wordllama"')
     # Opening under a model queues every SR; status opens the node without the worker.
-    assert status(path) == {"embedder": "wordllama", "model": WORDLLAMA, "vectors": 0,
-                            "queued": 3, "srs": 3, "last_error": None}  # fmt: skip
+    assert status(path) == {"embedder": "wordllama", "model": WORDLLAMA, "stored": WORDLLAMA,
+                            "vectors": 0, "queued": 3, "srs": 3, "last_error": None}  # fmt: skip
     assert ok(run("search", "status", "--data", path)) == (
         f"embedder: wordllama ({WORDLLAMA})\nvectors: 0 of 3 SRs\n"
         "queued: 3 waiting to be embedded\n"
@@ -127,5 +127,6 @@ async def test_rebuild_against_an_endpoint_that_is_down_fails_clearly(data):
     refused = run("search", "rebuild", "--data", path, "--json")
     assert refused.returncode == 1
     assert "is unreachable" in json.loads(refused.stderr)["error"]
-    assert status(path) == {"embedder": "endpoint", "model": f"endpoint:m@127.0.0.1:{port}",
-                            "vectors": 0, "queued": 3, "srs": 3, "last_error": None}  # fmt: skip
+    tag = f"endpoint:m@127.0.0.1:{port}"
+    assert status(path) == {"embedder": "endpoint", "model": tag, "stored": tag, "vectors": 0,
+                            "queued": 3, "srs": 3, "last_error": None}  # fmt: skip

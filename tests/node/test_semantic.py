@@ -32,6 +32,7 @@ from tests.node.offline import offline_or_skip, run_offline
 
 REPO = Path(__file__).resolve().parents[2]
 WORDLLAMA = {"search": {"embedder": "wordllama"}}
+WORDLLAMA_TAG = "wordllama:l2_supercat_256@0.4.0.post1"
 TEXTS = {
     "kitten": "My kitten sleeps all day on the sofa",
     "replica": "Postgres replica lag during the nightly backup",
@@ -135,16 +136,27 @@ async def test_another_model_rebuilds_the_index_and_none_drops_it(
         await embed_all(node)
         by_wordllama = await node.e_timeline(alice, action="find", query="cat napping")
     served = {"search": {"embedder": "endpoint", "url": endpoint.url, "model": "l2_supercat"}}
-    async with opened(path, wall, served, embed=False) as node:
+    async with opened(path, wall, served, embed=False) as node:  # a one-shot command's open
         assert node.vectors is not None
         status = await node.vectors.status()
         assert status.model.startswith("endpoint:l2_supercat@127.0.0.1:")
-        assert (status.vectors, status.queued) == (0, 5)  # dropped, every SR queued again
-        assert (await node.e_timeline(alice, action="find", query="cat napping"))["results"] == []
-        await embed_all(node)
+        assert (status.stored, status.vectors) == (WORDLLAMA_TAG, 5)  # left alone
+        asked = await node.e_timeline(alice, action="find", query="cat napping")
+        assert (asked["results"], asked["semantic_used"]) == ([], False)
+        assert "memlane search rebuild" in asked["semantic_error"]
+    async with opened(path, wall, served) as node:  # the node that embeds: made anew
+        assert node.vectors is not None
+        status = await node.vectors.status()
+        assert status.stored == status.model
+        assert status.vectors < 5  # dropped, every SR queued again (embedding has begun)
+        await settle(node)
         # The endpoint serves wordllama's vectors: the rebuilt index answers as the first.
         assert await node.e_timeline(alice, action="find", query="cat napping") == by_wordllama
         assert endpoint.received, "the endpoint was asked"
+    async with opened(path, wall, {}, embed=False) as node:  # no embedder, one-shot: kept
+        reader = node.store.reader
+        assert reader is not None
+        assert await reader.scalar("SELECT count(*) FROM sr_vectors") == 5
     async with opened(path, wall, {}) as node:
         assert node.vectors is None
         reader = node.store.reader
