@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +11,7 @@ import pytest_asyncio
 from node.authority import Caller
 from node.config import ENVIRONMENT
 from node.node import Node
+from tests.node.embedserver import EmbedServer, reference_model
 from tests.node.helpers import ForeignWriter, admit
 
 
@@ -74,3 +75,19 @@ async def foreign(node: Node) -> ForeignWriter:
     writer = ForeignWriter(node.info.mesh)
     await admit(node, writer)
     return writer
+
+
+@pytest.fixture(scope="module")
+def _embed_server() -> Iterator[EmbedServer]:
+    server = EmbedServer(reference_model())
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def embed_server(_embed_server: EmbedServer) -> Iterator[EmbedServer]:
+    """A real OpenAI-compatible embeddings server on loopback (tests/node/embedserver.py),
+    reset before and after each test (which releases a hanging answer)."""
+    _embed_server.reset()
+    yield _embed_server
+    _embed_server.reset()

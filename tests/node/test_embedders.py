@@ -13,7 +13,6 @@ import socket
 import sys
 import time
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from node.search import (
     unit_rows,
 )
 from node.search.embedders import _PAD_BUDGET, _padded_chunks
-from tests.node.embedserver import EmbedServer, reference_model
+from tests.node.embedserver import EmbedServer
 from tests.node.offline import offline_or_skip, run_offline
 
 TEXTS = [
@@ -153,56 +152,42 @@ def test_wordllama_loads_and_embeds_with_no_network():
 # the endpoint embedder against a real server
 
 
-@pytest.fixture(scope="module")
-def _running() -> Iterator[EmbedServer]:
-    server = EmbedServer(reference_model())
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def server(_running: EmbedServer) -> Iterator[EmbedServer]:
-    _running.reset()
-    yield _running
-    _running.reset()  # (releases a hanging answer)
-
-
-def _endpoint(server: EmbedServer, **options: Any) -> EndpointEmbedder:
-    return EndpointEmbedder(server.url, "l2_supercat", **options)
+def _endpoint(embed_server: EmbedServer, **options: Any) -> EndpointEmbedder:
+    return EndpointEmbedder(embed_server.url, "l2_supercat", **options)
 
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("delimit", ["length", "chunked", "close"])
-async def test_the_endpoint_answers_wordllamas_vectors(server, delimit):
-    server.delimit = delimit
-    endpoint = _endpoint(server, batch=2)
-    port = server.url.rsplit(":", 1)[1]
+async def test_the_endpoint_answers_wordllamas_vectors(embed_server, delimit):
+    embed_server.delimit = delimit
+    endpoint = _endpoint(embed_server, batch=2)
+    port = embed_server.url.rsplit(":", 1)[1]
     assert (endpoint.model, endpoint.dim) == (f"endpoint:l2_supercat@127.0.0.1:{port}", None)
     vectors = await endpoint.embed([TEXTS[0], "  ", *TEXTS[1:]])
     assert (vectors.shape, vectors.dtype, endpoint.dim) == ((5, 256), np.float32, 256)
     own = await WordLlamaEmbedder().embed(TEXTS)
     np.testing.assert_allclose(vectors[[0, 2, 3, 4]], own, atol=1e-6)
     assert not vectors[1].any()  # the blank text was not sent
-    sent = [r["body"] for r in server.received]
+    sent = [r["body"] for r in embed_server.received]
     assert sent == [{"model": "l2_supercat", "input": TEXTS[:2]},
                     {"model": "l2_supercat", "input": TEXTS[2:]}]  # fmt: skip
-    assert server.received[0]["authorization"] is None
+    assert embed_server.received[0]["authorization"] is None
     await endpoint.aclose()
 
 
 @pytest.mark.asyncio
-async def test_the_key_files_bearer_token_is_sent(server, tmp_path):
-    server.key = "mlk-test-0123"
+async def test_the_key_files_bearer_token_is_sent(embed_server, tmp_path):
+    embed_server.key = "mlk-test-0123"
     (tmp_path / "key").write_text("  mlk-test-0123\n")
-    vectors = await _endpoint(server, key_file=tmp_path / "key").embed(TEXTS[:1])
+    vectors = await _endpoint(embed_server, key_file=tmp_path / "key").embed(TEXTS[:1])
     assert vectors.shape == (1, 256)
-    assert server.received[-1]["authorization"] == "Bearer mlk-test-0123"
+    assert embed_server.received[-1]["authorization"] == "Bearer mlk-test-0123"
     (tmp_path / "wrong").write_text("mlk-wrong-9999\n")
     with pytest.raises(EmbedderUnavailable, match=r"HTTP 401\): check search.key_file") as raised:
-        await _endpoint(server, key_file=tmp_path / "wrong").embed(TEXTS[:1])
+        await _endpoint(embed_server, key_file=tmp_path / "wrong").embed(TEXTS[:1])
     assert "mlk-wrong-9999" not in str(raised.value)
     with pytest.raises(EmbedderUnavailable, match=r"it wants a key: set search\.key_file"):
-        await _endpoint(server).embed(TEXTS[:1])
+        await _endpoint(embed_server).embed(TEXTS[:1])
 
 
 def test_a_key_file_that_is_missing_empty_or_not_one_token_is_a_config_error(tmp_path):
@@ -228,13 +213,13 @@ async def test_a_down_endpoint_fails_fast():
 
 
 @pytest.mark.asyncio
-async def test_a_slow_endpoint_fails_within_its_timeout(server):
-    server.hang = True
+async def test_a_slow_endpoint_fails_within_its_timeout(embed_server):
+    embed_server.hang = True
     started = time.monotonic()
     with pytest.raises(EmbedderUnavailable, match=r"did not answer within 0.3 s"):
-        await _endpoint(server, timeout=0.3).embed(TEXTS[:1])
+        await _endpoint(embed_server, timeout=0.3).embed(TEXTS[:1])
     assert 0.25 <= time.monotonic() - started < 2.0  # (a loop timer may fire a tick early)
-    assert len(server.received) == 1  # it was asked, and never answered in time
+    assert len(embed_server.received) == 1  # it was asked, and never answered in time
 
 
 def _drop_one(answer: dict[str, Any]) -> dict[str, Any]:
@@ -275,41 +260,41 @@ MALFORMED = [
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(("how", "what", "said"), MALFORMED)
-async def test_a_malformed_answer_is_refused(server, how, what, said):
-    setattr(server, how, what)
+async def test_a_malformed_answer_is_refused(embed_server, how, what, said):
+    setattr(embed_server, how, what)
     with pytest.raises(EmbedderUnavailable, match=said):
-        await _endpoint(server).embed(TEXTS[:2])
+        await _endpoint(embed_server).embed(TEXTS[:2])
 
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("delimit", ["length", "chunked", "close"])
-async def test_an_answer_too_big_is_refused(server, delimit):
-    server.delimit = delimit
+async def test_an_answer_too_big_is_refused(embed_server, delimit):
+    embed_server.delimit = delimit
     with pytest.raises(EmbedderUnavailable, match="answered more than 4096 bytes"):
-        await _endpoint(server, max_response=4096).embed(TEXTS[:2])
-    vectors = await _endpoint(server, max_response=16384).embed(TEXTS[:1])  # ~6 kB passes
+        await _endpoint(embed_server, max_response=4096).embed(TEXTS[:2])
+    vectors = await _endpoint(embed_server, max_response=16384).embed(TEXTS[:1])  # ~6 kB passes
     assert vectors.shape == (1, 256)
 
 
 @pytest.mark.asyncio
-async def test_an_error_status_says_what_the_server_said(server):
-    server.status, server.raw = 404, b'{"error": "model \\"l2_supercat\\" not found"}'
+async def test_an_error_status_says_what_the_server_said(embed_server):
+    embed_server.status, embed_server.raw = 404, b'{"error": "model \\"l2_supercat\\" not found"}'
     with pytest.raises(EmbedderUnavailable, match=r'HTTP 404 Not Found: model "l2_supercat"'):
-        await _endpoint(server).embed(TEXTS[:1])
+        await _endpoint(embed_server).embed(TEXTS[:1])
 
 
 @pytest.mark.asyncio
-async def test_vectors_that_change_length_are_refused(server):
-    endpoint = _endpoint(server)
+async def test_vectors_that_change_length_are_refused(embed_server):
+    endpoint = _endpoint(embed_server)
     await endpoint.embed(TEXTS[:1])
-    server.tamper = _short_row
+    embed_server.tamper = _short_row
     with pytest.raises(EmbedderUnavailable, match="100-d vectors where it had answered 256-d"):
         await endpoint.embed(TEXTS[:1])
 
 
 @pytest.mark.asyncio
-async def test_a_path_prefix_is_kept(server):
-    endpoint = EndpointEmbedder(server.url + "/prefix/", "l2_supercat")
+async def test_a_path_prefix_is_kept(embed_server):
+    endpoint = EndpointEmbedder(embed_server.url + "/prefix/", "l2_supercat")
     with pytest.raises(EmbedderUnavailable, match="HTTP 404"):  # /prefix/v1/embeddings
         await endpoint.embed(TEXTS[:1])
 
@@ -318,27 +303,27 @@ async def test_a_path_prefix_is_kept(server):
 
 
 @pytest.mark.asyncio
-async def test_make_embedder_follows_search(server, tmp_path):
+async def test_make_embedder_follows_search(embed_server, tmp_path):
     assert isinstance(make_embedder(NodeConfig.from_mapping({}).search), NoEmbedder)
     assert isinstance(make_embedder(SearchConfig(embedder="wordllama")), WordLlamaEmbedder)
-    server.key = "k-1"
+    embed_server.key = "k-1"
     (tmp_path / "key").write_text("k-1\n")
     config = NodeConfig.from_mapping(tomllib.loads(f"""
         [search]
         embedder = "endpoint"
-        url = "{server.url}"
+        url = "{embed_server.url}"
         model = "l2_supercat"
         key_file = "{tmp_path / "key"}"
         timeout = "2s"
         batch = 1
         fusion_weight = 1
     """))  # fmt: skip
-    assert config.search == SearchConfig("endpoint", server.url, "l2_supercat",
+    assert config.search == SearchConfig("endpoint", embed_server.url, "l2_supercat",
                                          tmp_path / "key", 2000, 1, 1.0)  # fmt: skip
     endpoint = make_embedder(config.search)
-    assert endpoint.model == f"endpoint:l2_supercat@{server.url.removeprefix('http://')}"
+    assert endpoint.model == f"endpoint:l2_supercat@{embed_server.url.removeprefix('http://')}"
     assert (await endpoint.embed(TEXTS[:2])).shape == (2, 256)
-    assert [r["body"]["input"] for r in server.received] == [TEXTS[:1], TEXTS[1:2]]
+    assert [r["body"]["input"] for r in embed_server.received] == [TEXTS[:1], TEXTS[1:2]]
 
 
 @pytest.mark.asyncio

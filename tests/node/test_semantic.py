@@ -15,7 +15,7 @@ import json
 import random
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from node.config import NodeConfig
 from node.node import Node
 from protocol.clock import Hlc
 from tests.node.conftest import Wall
-from tests.node.embedserver import EmbedServer, reference_model
+from tests.node.embedserver import EmbedServer
 from tests.node.helpers import ForeignWriter, admit, sr_payload
 from tests.node.offline import offline_or_skip, run_offline
 
@@ -124,7 +124,7 @@ async def test_the_vector_leg_follows_embedding_deletion_and_correction(
 
 @pytest.mark.asyncio
 async def test_another_model_rebuilds_the_index_and_none_drops_it(
-    tmp_path: Path, wall: Wall, endpoint: EmbedServer
+    tmp_path: Path, wall: Wall, embed_server: EmbedServer
 ) -> None:
     path = tmp_path / "n"
     async with opened(path, wall, WORDLLAMA, embed=False) as node:
@@ -135,7 +135,7 @@ async def test_another_model_rebuilds_the_index_and_none_drops_it(
             await node.e_write(alice, text=text)
         await embed_all(node)
         by_wordllama = await node.e_timeline(alice, action="find", query="cat napping")
-    served = {"search": {"embedder": "endpoint", "url": endpoint.url, "model": "l2_supercat"}}
+    served = {"search": {"embedder": "endpoint", "url": embed_server.url, "model": "l2_supercat"}}
     async with opened(path, wall, served, embed=False) as node:  # a one-shot command's open
         assert node.vectors is not None
         status = await node.vectors.status()
@@ -152,7 +152,7 @@ async def test_another_model_rebuilds_the_index_and_none_drops_it(
         await settle(node)
         # The endpoint serves wordllama's vectors: the rebuilt index answers as the first.
         assert await node.e_timeline(alice, action="find", query="cat napping") == by_wordllama
-        assert endpoint.received, "the endpoint was asked"
+        assert embed_server.received, "the endpoint was asked"
     async with opened(path, wall, {}, embed=False) as node:  # no embedder, one-shot: kept
         reader = node.store.reader
         assert reader is not None
@@ -259,25 +259,11 @@ async def test_two_nodes_with_the_same_entries_answer_alike(tmp_path: Path, wall
     assert all(a["semantic_pending"] == 0 for a in got[0])
 
 
-@pytest.fixture(scope="module")
-def _server() -> Iterator[EmbedServer]:
-    server = EmbedServer(reference_model())
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def endpoint(_server: EmbedServer) -> Iterator[EmbedServer]:
-    _server.reset()
-    yield _server
-    _server.reset()
-
-
 @pytest.mark.asyncio
 async def test_find_answers_from_bm25_when_the_endpoint_is_slow_or_down(
-    tmp_path: Path, wall: Wall, endpoint: EmbedServer
+    tmp_path: Path, wall: Wall, embed_server: EmbedServer
 ) -> None:
-    served = {"search": {"embedder": "endpoint", "url": endpoint.url, "model": "l2_supercat",
+    served = {"search": {"embedder": "endpoint", "url": embed_server.url, "model": "l2_supercat",
                          "timeout": "1s"}}  # fmt: skip
     async with opened(tmp_path / "n", wall, served, embed=False) as node:
         alice = await node.authenticate((await node.create_token("alice", "team",
@@ -290,7 +276,7 @@ async def test_find_answers_from_bm25_when_the_endpoint_is_slow_or_down(
         fused = await node.e_timeline(alice, action="find", query="replica backup")
         assert fused["semantic_used"] is True
         assert len(fused["results"]) == 5
-        endpoint.hang = True  # slow: the query's vector does not come within the timeout
+        embed_server.hang = True  # slow: the query's vector does not come within the timeout
         started = time.monotonic()
         slow = await node.e_timeline(alice, action="find", query="replica backup")
         assert time.monotonic() - started < 2.0
@@ -298,7 +284,7 @@ async def test_find_answers_from_bm25_when_the_endpoint_is_slow_or_down(
         assert "1 s" in slow["semantic_error"]
         assert [r["text"] for r in slow["results"]] == [TEXTS["replica"]]  # BM25's answer
         assert node.vectors.fallbacks == 1
-        endpoint.reset()
+        embed_server.reset()
     gone = {"search": served["search"] | {"url": _closed_port_url()}}  # (another endpoint:
     async with opened(tmp_path / "n", wall, gone, embed=False) as node:  # its index is anew)
         assert node.vectors is not None
