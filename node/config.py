@@ -38,7 +38,7 @@
   content, stripped, is sent as ``Authorization: Bearer …``;
 - ``[search] timeout`` (``"10s"``, at most ``"10m"``): the bound on one request to the endpoint;
 - ``[search] batch`` (``32``, 1–256): at most this many texts per request;
-- ``[search] fusion_weight`` (``0.5``, 0–1): the vector leg's weight in the reciprocal-rank
+- ``[search] fusion_weight`` (``0.25``, 0–1): the vector leg's weight in the reciprocal-rank
   fusion with BM25 (docs/search.md).
 
 The file is ``config.toml`` in the data directory unless ``--config FILE`` (or
@@ -126,7 +126,7 @@ class SearchConfig:
     key_file: Path | None = None
     timeout_ms: int = 10_000
     batch: int = 32
-    fusion_weight: float = 0.5
+    fusion_weight: float = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,8 +403,8 @@ def _search_bounds(raw: dict[str, Any], problems: list[str]) -> dict[str, Any]:
     if type(batch) is not int or not 1 <= batch <= _MAX_BATCH:
         problems.append(f"search.batch must be an integer from 1 to {_MAX_BATCH}")
     out["batch"] = batch
-    weight = raw.get("fusion_weight", 0.5)
+    weight = raw.get("fusion_weight", 0.25)
     if type(weight) not in (int, float) or not 0 <= weight <= 1:  # bool is not a weight
         problems.append("search.fusion_weight must be a number from 0 to 1")
-    out["fusion_weight"] = float(weight) if type(weight) in (int, float) else 0.5
+    out["fusion_weight"] = float(weight) if type(weight) in (int, float) else 0.25
     return out

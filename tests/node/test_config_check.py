@@ -59,7 +59,7 @@ def test_the_serving_keys_and_their_defaults():
 def test_the_search_keys_and_their_defaults():
     assert NodeConfig.from_mapping({}).search == SearchConfig(
         embedder="none", url=None, model=None, key_file=None, timeout_ms=10_000, batch=32,
-        fusion_weight=0.5)  # fmt: skip
+        fusion_weight=0.25)  # fmt: skip
     config = NodeConfig.from_mapping({"search": {
         "embedder": "endpoint", "url": "https://embed.example", "model": "bge-m3",
         "timeout": "30s", "batch": 256, "fusion_weight": 0}})  # fmt: skip
