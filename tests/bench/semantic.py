@@ -7,8 +7,9 @@ lists, received through memlane's real receive path and then embedded once with 
 under ``.bench-cache/`` like the timeline benchmark's, keyed by a version string holding the
 schema and the embedder's model tag.  Both sides are timed on the same open node, through the
 tool layer: with the vector leg as configured, and with ``node.vectors`` set to ``None``
-around the call — what find does with no embedder configured.  (Opening the store without an
-embedder instead would drop its index.)  The two alternate run by run so a change in the
+around the call — what find does with no embedder configured — so both share one process,
+store handle and page cache (and a node opened on the store with no embedder, as the one that
+embeds, would drop its index).  The two alternate run by run so a change in the
 machine's load falls on both.  Nothing here asserts on speed; the targets are printed, not
 enforced.
 """
