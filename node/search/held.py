@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from node.search.embedders import Vectors
 
-__all__ = ["QUANT", "Held", "Near", "Quantised", "quantise"]
+__all__ = ["QUANT", "Held", "Near", "Quantised", "Scored", "quantise"]
 
 QUANT = 127
 Quantised = npt.NDArray[np.int8]
@@ -63,29 +63,49 @@ class Held:
             self._docs[row] = doc
             self._mat[row] = vec
 
-    def _grow(self, size: int) -> None:
+    def _grow(self, size: int, *, exactly: bool = False) -> None:
         if size <= len(self._docs):
             return
-        capacity = max(size, 2 * len(self._docs), 1024)
+        capacity = size if exactly else max(size, 2 * len(self._docs), 1024)
         docs = np.full(capacity, -1, dtype=np.int64)
         docs[: len(self._docs)] = self._docs
         mat = np.zeros((capacity, self.dim), dtype=np.float32)
         mat[: len(self._mat)] = self._mat
         self._docs, self._mat = docs, mat
 
-    def nearest(self, query: Quantised, count: int) -> list[Near]:
-        """The ``count`` most similar held vectors and every one tied with the last, most
-        similar first, ties by ``sr_id``."""
+    def reserve(self, rows: int) -> None:
+        """Room for ``rows`` vectors at once (the index's own, when it opens)."""
+        with self._lock:
+            self._grow(rows, exactly=True)
+
+    def scored(self, query: Quantised) -> Scored:
+        """Every held vector's similarity to ``query``, computed once: the nearest of them can
+        then be asked for again and again (the vector leg asks for more until enough pass)."""
         with self._lock:
             n = len(self._sr_ids)
-            if not n or count <= 0:
-                return []
             sims = self._mat[:n] @ query.astype(np.float32)
-            picked = _top(sims, count)
-            return sorted(
-                (Near(int(sims[i]), self._sr_ids[i], int(self._docs[i])) for i in picked),
-                key=lambda near: (-near.sim, near.sr_id),
-            )
+            return Scored(sims, self._sr_ids, self._docs)
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A query's similarities to the held vectors, with the rows' SRs and docs as they were.
+    Rows only ever grow, so the first ``len(sims)`` of ``sr_ids`` and ``docs`` stay theirs."""
+
+    sims: npt.NDArray[np.float32]
+    sr_ids: list[str]
+    docs: npt.NDArray[np.int64]
+
+    def nearest(self, count: int) -> list[Near]:
+        """The ``count`` most similar and every one tied with the last, most similar first,
+        ties by ``sr_id``."""
+        if not len(self.sims) or count <= 0:
+            return []
+        picked = _top(self.sims, count)
+        return sorted(
+            (Near(int(self.sims[i]), self.sr_ids[i], int(self.docs[i])) for i in picked),
+            key=lambda near: (-near.sim, near.sr_id),
+        )
 
 
 def _top(sims: npt.NDArray[np.float32], count: int) -> npt.NDArray[np.intp]:

@@ -23,7 +23,7 @@ import numpy as np
 from node.errors import EmbedderError
 from node.logging import get_logger
 from node.search.embedders import Embedder
-from node.search.held import Held, Near, Quantised, quantise
+from node.search.held import Held, Near, Quantised, Scored, quantise
 from node.store import Store
 from node.store.txn import Txn
 
@@ -107,7 +107,7 @@ class VectorIndex:
             await self.store.run(self._restart)
         rows = await reader.fetchall("SELECT sr_id, doc, vec FROM sr_vectors")
         for sr_id, doc, vec in rows:
-            self._hold(sr_id, doc, np.frombuffer(vec, dtype=np.int8))
+            self._hold(sr_id, doc, np.frombuffer(vec, dtype=np.int8), room=len(rows))
         if work:
             self._task = asyncio.create_task(self._work(), name="vector-index")
 
@@ -145,8 +145,12 @@ class VectorIndex:
         return vector
 
     def nearest(self, query: Quantised) -> Callable[[int], list[Near]]:
+        """The held vectors nearest ``query``, ``count`` at a time; the similarities are
+        computed on the first call (on the reader's thread), once."""
         held = self.held
-        return (lambda count: []) if held is None else (lambda count: held.nearest(query, count))
+        if held is None:
+            return lambda count: []
+        return _Nearest(held, query)
 
     async def status(self) -> IndexStatus:
         reader = self.store.reader
@@ -248,7 +252,21 @@ class VectorIndex:
             txn.add("DELETE FROM sr_embed_queue WHERE doc = ?", (doc,))
         return taken
 
-    def _hold(self, sr_id: str, doc: int, vec: Quantised) -> None:
+    def _hold(self, sr_id: str, doc: int, vec: Quantised, room: int = 0) -> None:
         if self.held is None or self.held.dim != len(vec):
             self.held = Held(len(vec))
+            self.held.reserve(room)
         self.held.put(sr_id, doc, vec)
+
+
+class _Nearest:
+    """``VectorIndex.nearest``'s answer: a query's similarities, scored when first asked."""
+
+    def __init__(self, held: Held, query: Quantised) -> None:
+        self._held, self._query = held, query
+        self._scored: Scored | None = None
+
+    def __call__(self, count: int) -> list[Near]:
+        if self._scored is None:
+            self._scored = self._held.scored(self._query)
+        return self._scored.nearest(count)

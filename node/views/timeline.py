@@ -467,23 +467,30 @@ def _fused(
     vector leg does not rank scores by its BM25 rank alone, so beyond the BM25 best
     ``wanted`` + |near| none can reach the ``wanted`` best."""
     best = _ranked(fetch, scored, wanted + len(near))
-    order = sorted(s for s, _ in scored)
     near_docs = {n.doc for _, n in near}
     bm25 = {doc: s for s, doc in scored if doc in near_docs} | {doc: s for s, _, doc in best}
     names = {doc: sr_id for _, sr_id, doc in best} | {n.doc: n.sr_id for _, n in near}
     fused = dict.fromkeys(names, 0.0)
-    for doc, s in bm25.items():
-        fused[doc] += (1 - weight) / (FUSION_K + 1 + bisect.bisect_left(order, s))
+    for doc, rank in _competition_ranks(scored, bm25).items():
+        fused[doc] += (1 - weight) / (FUSION_K + rank)
     for rank, n in near:
         fused[n.doc] += weight / (FUSION_K + rank)
     return sorted((-f, names[doc], doc) for doc, f in fused.items())[:wanted]
 
 
+def _competition_ranks(scored: list[Scored], of: dict[int, float]) -> dict[int, int]:
+    """The BM25 rank of each doc of ``of`` (doc → its -score): 1 + how many score higher.
+    Only the scores above the lowest asked about are sorted."""
+    worst = max(of.values(), default=0.0)
+    order = sorted(s for s, _ in scored if s <= worst)
+    return {doc: 1 + bisect.bisect_left(order, s) for doc, s in of.items()}
+
+
 def _pending(fetch: Fetch, q: Query) -> int:
     """How many SRs the caller can read wait to be embedded."""
     rule, params = q.caller.readable_srs("srs")
-    rows = fetch(
-        "SELECT count(*) FROM sr_embed_queue e JOIN sr_docs srs ON srs.doc = e.doc "  # noqa: S608
+    rows = fetch(  # the queue leads (CROSS JOIN): it is short, what the caller reads is not
+        "SELECT count(*) FROM sr_embed_queue e CROSS JOIN sr_docs srs ON srs.doc = e.doc "  # noqa: S608
         f"WHERE {rule}",
         params,
     )

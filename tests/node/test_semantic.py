@@ -20,10 +20,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from node.config import NodeConfig
 from node.node import Node
+from node.search.embedders import WordLlamaEmbedder
 from protocol.clock import Hlc
 from tests.node.conftest import Wall
 from tests.node.embedserver import EmbedServer
@@ -337,3 +339,47 @@ def test_the_embedded_model_finds_with_the_network_cut(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"used": True, "pending": 0, "best": TEXTS["kitten"],
                                        "results": 5}  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_fused_ranks_and_scores_match_a_reference(tmp_path: Path, wall: Wall) -> None:
+    """The fusion against its definition: BM25 ranks from a node holding the same entries
+    with no embedder, vector ranks from wordllama's own vectors as stored (round(127 · v)),
+    competition ranks, (1 − w)/(60 + BM25 rank) + w/(60 + vector rank), ties by sr_id."""
+    rng = random.Random(3)
+    words = ("cat", "kitten", "dog", "park", "postgres", "backup", "budget", "invoice", "tls")
+    texts = [" ".join(rng.choices(words, k=rng.randint(2, 6))) for _ in range(30)]
+    texts += texts[:3]  # exact copies: ties in both legs
+    sr_ids = [f"0190c000-0000-7000-8000-{n:012d}" for n in range(len(texts))]
+    got = {}
+    for name, search in (("fused", {"search": {"embedder": "wordllama",
+                                               "fusion_weight": 0.3}}), ("bm25", {})):  # fmt: skip
+        async with opened(tmp_path / name, wall, search, embed=False) as node:
+            writer = ForeignWriter(node.info.mesh, wall=BASE)
+            await admit(node, writer)
+            entries = [writer.next("sr.put", sr_payload(sr_ids[n], text=t), hlc=Hlc(BASE + n, 0))
+                       for n, t in enumerate(texts)]  # fmt: skip
+            await node.receive(entries, source="peer")
+            if node.vectors is not None:
+                await embed_all(node)
+            alice = await node.authenticate(
+                (await node.create_token("alice", "team", ("read:workspace",))).token
+            )
+            got[name] = {q: (await node.e_timeline(alice, action="find", query=q,
+                                                   page_size=100))["results"]
+                         for q in ("cat in the park", "invoice budget", "tls")}  # fmt: skip
+    vectors = await WordLlamaEmbedder().embed(texts)
+    stored = np.clip(np.rint(vectors * 127), -127, 127).astype(np.int8).astype(np.int64)
+    for query, fused in got["fused"].items():
+        bm25 = {r["sr_id"]: r["score"] for r in got["bm25"][query]}
+        q = np.clip(np.rint((await WordLlamaEmbedder().embed([query]))[0] * 127), -127, 127)
+        sims = dict(zip(sr_ids, (stored @ q.astype(np.int64)).tolist(), strict=True))
+        score = dict.fromkeys(sr_ids, 0.0)
+        for sr_id in sr_ids:
+            if sr_id in bm25:
+                score[sr_id] += 0.7 / (60 + 1 + sum(s > bm25[sr_id] for s in bm25.values()))
+            score[sr_id] += 0.3 / (60 + 1 + sum(s > sims[sr_id] for s in sims.values()))
+        expected = sorted(sr_ids, key=lambda s: (-score[s], s))
+        ranked = sorted(fused, key=lambda r: r["rank"])
+        assert [r["sr_id"] for r in ranked] == expected, query
+        assert [r["score"] for r in ranked] == [round(score[s], 6) for s in expected], query
