@@ -136,10 +136,10 @@ class VectorIndex:
     async def query(self, text: str) -> Quantised:
         """The query's vector; ``EmbedderError`` when it cannot be had, or the index is not
         of this embedder's model."""
-        if self.stored != self.embedder.model:
+        if self.stored != self.embedder.model:  # (the tags may name endpoints: not told)
             raise EmbedderError(
-                f"the vector index is of {self.stored or 'no model'}, not "
-                f"{self.embedder.model}: memlane serve or memlane search rebuild makes it anew"
+                "the vector index is of another model than the one configured: memlane "
+                "serve or memlane search rebuild makes it anew"
             )
         vector: Quantised = quantise(await self.embedder.embed([text]))[0]
         return vector

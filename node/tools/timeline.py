@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from node.authority import Caller
-from node.errors import EmbedderError, Refusal
+from node.errors import EmbedderError, EmbedderUnavailable, Refusal
+from node.logging import get_logger
 from node.store import Reader, Store
 from node.tools.changes import changes
 from node.tools.timeline_spec import Profile, TimelineSpec, parse_spec
@@ -26,6 +27,8 @@ __all__ = ["MIN_DENSE", "QUERY_TIMEOUT", "e_timeline", "window_field"]
 
 MIN_DENSE = 10  # shed_idf_noise acts only when the caller can read at least this many SRs
 QUERY_TIMEOUT = 2.0  # seconds find waits for its query's vector before BM25 answers alone
+
+log = get_logger(__name__)
 
 
 async def e_timeline(
@@ -82,9 +85,20 @@ async def _semantic(
             query = await vectors.query(text)
     except (EmbedderError, TimeoutError) as exc:
         vectors.fallbacks += 1
-        why = str(exc) or f"the embedder took longer than {wait:g} s"
-        return tl.Semantic(None, vectors.weight), {"semantic_used": False, "semantic_error": why}
+        log.warning("semantic_fallback", error=str(exc) or "timeout", waited_s=wait)
+        return tl.Semantic(None, vectors.weight), {"semantic_used": False,
+                                                   "semantic_error": _why(exc, wait)}  # fmt: skip
     return tl.Semantic(vectors.nearest(query), vectors.weight), {"semantic_used": True}
+
+
+def _why(exc: Exception, wait: float) -> str:
+    """What the answer says of a fallback: the embedder's own failure only by its kind (its
+    text may name an endpoint the agent has no business knowing; the node's log has it)."""
+    if isinstance(exc, TimeoutError):
+        return f"the embedder took longer than {wait:g} s"
+    if isinstance(exc, EmbedderUnavailable):
+        return "the embedder is unavailable (the node's log says why)"
+    return str(exc)
 
 
 def window_field(args: Mapping[str, Any]) -> str:

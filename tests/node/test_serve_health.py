@@ -217,7 +217,7 @@ async def test_the_vector_index_metrics(tmp_path):
         closed.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{closed.getsockname()[1]}"
     down = NodeConfig(search=SearchConfig(embedder="endpoint", url=url, model="m"))
-    async with Node.open(data, config=down, embed=False) as node:
+    async with Node.open(data, config=down) as node:  # the node that embeds: made anew
         who = await caller(node)
         for _ in range(2):
             found = await node.e_timeline(who, action="find", query="gateway")
