@@ -62,6 +62,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from node.address import DEFAULT_LISTEN, Listen, parse_listen
 from node.errors import ConfigError
+from node.search.settings import EMBEDDERS, SearchConfig
 from node.tools.timeline_spec import MAX_PAGE_SIZE, ORDERS, Profile
 from node.windows.zones import zone_named
 
@@ -110,23 +111,9 @@ def parse_duration_ms(text: str) -> int:
     return int(m[1]) * _UNIT_MS[m[2]]
 
 
-EMBEDDERS = ("none", "wordllama", "endpoint")
 _SEARCH_KEYS = {"embedder", "url", "model", "key_file", "timeout", "batch", "fusion_weight"}
 _MAX_BATCH = 256
 _MAX_TIMEOUT_MS = 10 * 60_000
-
-
-@dataclass(frozen=True, slots=True)
-class SearchConfig:
-    """``[search]``: which embedder the semantic leg of find uses, and its bounds."""
-
-    embedder: str = "none"
-    url: str | None = None
-    model: str | None = None
-    key_file: Path | None = None
-    timeout_ms: int = 10_000
-    batch: int = 32
-    fusion_weight: float = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +132,7 @@ class NodeConfig:
     discovery: bool = True
     discovery_interfaces: tuple[str, ...] = ()
     discovery_max_peers: int = 16
-    search: SearchConfig = SearchConfig()
+    search: SearchConfig = field(default_factory=SearchConfig)
 
     @classmethod
     def load(

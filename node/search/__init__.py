@@ -1,24 +1,3 @@
-"""Search beyond BM25: the embedders of the semantic leg of ``e_timeline find``
-(docs/search.md)."""
-
-from node.search.embedders import (
-    MAX_RESPONSE,
-    Embedder,
-    EndpointEmbedder,
-    NoEmbedder,
-    Vectors,
-    WordLlamaEmbedder,
-    make_embedder,
-    unit_rows,
-)
-
-__all__ = [
-    "MAX_RESPONSE",
-    "Embedder",
-    "EndpointEmbedder",
-    "NoEmbedder",
-    "Vectors",
-    "WordLlamaEmbedder",
-    "make_embedder",
-    "unit_rows",
-]
+"""Search beyond BM25: the embedders of the semantic leg of ``e_timeline find``, the vector
+index and its vectors in memory (docs/search.md).  Nothing is imported here: the embedders load
+numpy, which a node without one never needs."""

@@ -21,10 +21,10 @@ from urllib.parse import SplitResult, urlsplit
 import numpy as np
 import numpy.typing as npt
 
-from node.config import SearchConfig
 from node.errors import ConfigError, EmbedderError, EmbedderUnavailable
 from node.logging import get_logger
 from node.search import http1
+from node.search.settings import SearchConfig
 
 __all__ = [
     "MAX_RESPONSE",

@@ -21,14 +21,15 @@ import pytest
 
 from node.config import InvalidConfig, NodeConfig, SearchConfig
 from node.errors import ConfigError, EmbedderError, EmbedderUnavailable
-from node.search import (
+from node.search.embedders import (
+    _PAD_BUDGET,
     EndpointEmbedder,
     NoEmbedder,
     WordLlamaEmbedder,
+    _padded_chunks,
     make_embedder,
     unit_rows,
 )
-from node.search.embedders import _PAD_BUDGET, _padded_chunks
 from tests.node.embedserver import EmbedServer
 from tests.node.offline import offline_or_skip, run_offline
 
@@ -122,7 +123,7 @@ def test_runs_for_the_model_are_bounded_by_their_padded_size():
 
 CHILD = """
 import asyncio, hashlib, json, logging, socket, sys
-from node.search import WordLlamaEmbedder
+from node.search.embedders import WordLlamaEmbedder
 
 async def main():
     embedder = WordLlamaEmbedder()
