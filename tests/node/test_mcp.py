@@ -355,6 +355,10 @@ async def test_writes_read_back_through_every_action(site):
         assert ids(chain["chain"], "id") == [e3["id"], e2["id"]]
         assert chain["chain"][1]["prev_id"] is None
 
+        renewed = await ask(c, "e_write", title="renewed", text="the TLS certificates of db-2")
+        stemmed = await ask(c, "e_timeline", action="find", query="certificate")
+        assert ids(stemmed["results"]) == [renewed["sr_id"]]
+
 
 @pytest.mark.asyncio
 async def test_refusals_arrive_with_their_exact_text(site):
