@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cryptography import x509
 
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["Node", "NodeInfo", "system_wall"]
 
 Wall = Callable[[], int]
+T = TypeVar("T")
 _FAR_FUTURE_MS = 253_402_300_799_999
 
 
@@ -210,9 +211,9 @@ class Node:
     async def e_adjust(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return self._written(await srs.e_adjust(self.author, caller, args))
 
-    def _written(self, answer: dict[str, Any]) -> dict[str, Any]:
-        """An SR was written: the vector index's worker looks at its queue now, not at its
-        next poll."""
+    def _written(self, answer: T) -> T:
+        """SRs were written or received: the vector index's worker looks at its queue now,
+        not at its next poll."""
         if self.vectors is not None:
             self.vectors.wake()
         return answer
@@ -282,10 +283,7 @@ class Node:
 
     async def receive(self, entries: Sequence[Received], *, source: str) -> Report:
         """Append entries from elsewhere (see ``Store.receive``)."""
-        report = await self.store.receive(entries, source=source)
-        if self.vectors is not None:
-            self.vectors.wake()
-        return report
+        return self._written(await self.store.receive(entries, source=source))
 
     # -- bundles and the archive (docs/bundles.md, docs/operations.md §Backups) ------------------
 
@@ -401,14 +399,16 @@ async def _vector_index(
 ) -> AsyncIterator[VectorIndex | None]:
     """The configured embedder's index, open while the node is; with none, no index is kept
     (a stored one is dropped, where ``embed`` says the node is the one that embeds)."""
-    from node.search.index import VectorIndex, forget_index  # numpy loads only when needed
-
+    # numpy and the embedders load only where an index is kept or dropped
     if config.search.embedder == "none":
         if embed:  # (a one-shot command under another configuration leaves it alone)
+            from node.search.index import forget_index
+
             await forget_index(store)
         yield None
         return
     from node.search.embedders import make_embedder
+    from node.search.index import VectorIndex
 
     search = config.search
     index = VectorIndex(store, make_embedder(search), batch=search.batch,
