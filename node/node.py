@@ -37,6 +37,7 @@ from node.members.authority import (
 )
 from node.members.invites import Redeemed
 from node.members.membership import ALL_WORKSPACES, Member, Membership
+from node.search.tables import forget_index
 from node.store import Received, Report, Store, StoreOptions, Txn
 from node.tools import audit, episode_reads, episodes, srs, timeline, windows
 from node.tools.periods import declared_periods
@@ -399,15 +400,12 @@ async def _vector_index(
 ) -> AsyncIterator[VectorIndex | None]:
     """The configured embedder's index, open while the node is; with none, no index is kept
     (a stored one is dropped, where ``embed`` says the node is the one that embeds)."""
-    # numpy and the embedders load only where an index is kept or dropped
     if config.search.embedder == "none":
         if embed:  # (a one-shot command under another configuration leaves it alone)
-            from node.search.index import forget_index
-
             await forget_index(store)
         yield None
         return
-    from node.search.embedders import make_embedder
+    from node.search.embedders import make_embedder  # numpy loads only where one is kept
     from node.search.index import VectorIndex
 
     search = config.search

@@ -24,10 +24,11 @@ from node.errors import EmbedderError
 from node.logging import get_logger
 from node.search.embedders import Embedder
 from node.search.held import Held, Near, Quantised, Scored, quantise
+from node.search.tables import forgetting
 from node.store import Store
 from node.store.txn import Txn
 
-__all__ = ["IndexStatus", "VectorIndex", "embedded_text", "forget_index"]
+__all__ = ["IndexStatus", "VectorIndex", "embedded_text"]
 
 log = get_logger(__name__)
 
@@ -38,7 +39,6 @@ _QUEUED = (
     "SELECT q.doc, s.sr_id, s.title, s.text, s.tags_text FROM sr_embed_queue q "
     "LEFT JOIN srs s ON s.doc = q.doc AND s.live = 1 ORDER BY q.doc DESC LIMIT ?"
 )
-_FORGET = ("DELETE FROM sr_vectors", "DELETE FROM sr_embed_queue", "DELETE FROM sr_vector_model")
 
 
 def embedded_text(title: str, text: str, tags_text: str) -> str:
@@ -57,18 +57,6 @@ class IndexStatus:
     vectors: int  # SRs with a vector
     queued: int  # docs waiting to be embedded
     last_error: str | None
-
-
-async def forget_index(store: Store) -> None:
-    """No embedder: drop the index and stop queueing (``sr_vector_model`` empty)."""
-    assert store.reader is not None
-    if await store.reader.scalar("SELECT count(*) FROM sr_vector_model"):
-        await store.run(_forgetting)
-
-
-async def _forgetting(txn: Txn) -> None:
-    for sql in _FORGET:
-        txn.add(sql, ())
 
 
 class VectorIndex:
@@ -113,7 +101,7 @@ class VectorIndex:
 
     async def _restart(self, txn: Txn) -> None:
         self.stored = self.embedder.model
-        await _forgetting(txn)
+        forgetting(txn)
         txn.add("INSERT INTO sr_vector_model (model) VALUES (?)", (self.embedder.model,))
         txn.add("INSERT INTO sr_embed_queue (doc) SELECT doc FROM srs WHERE live = 1", ())
 
