@@ -38,6 +38,7 @@ from protocol.bundle import BundleReader
 from protocol.entry import Entry
 from tests.bench import sync
 from tests.bench.common import (
+    SMOKE,
     Checked,
     Ratio,
     Result,
@@ -183,7 +184,7 @@ def _copy(cached: Path, name: str, work: Path) -> str:
 
 def _measure(workdir: Path, sizes: sync.Sizes) -> Checked:
     cached, meta, built = sync.stores(sizes)
-    quick = " — QUICK: a smoke run, the figures mean nothing" if sizes == sync.QUICK else ""
+    quick = SMOKE if sizes == sync.QUICK else ""
     title = (f"bundles — Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
              f"{os.cpu_count()} CPUs, synchronous=FULL, WAL{quick}")  # fmt: skip
     bundle = workdir / "all.bundle"

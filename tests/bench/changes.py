@@ -49,6 +49,7 @@ from protocol.signing import SigningKey, seal
 from protocol.timefmt import format_instant, parse_instant
 from tests.bench import timeline
 from tests.bench.common import (
+    SMOKE,
     Check,
     Stopwatch,
     cache_root,
@@ -654,7 +655,7 @@ def run(*, quick: bool, workdir: Path) -> Report:
     """Make (or reuse) the two cached stores, then time the pages and the brute force."""
     del workdir  # the stores are cached outside the run's temporary directory
     sizes = QUICK if quick else FULL
-    smoke = " — QUICK: a smoke run, the figures mean nothing" if quick else ""
+    smoke = SMOKE if quick else ""
     report = Report(
         f"changes — {sizes.changed:,} SRs changed in one day, stores of {sizes.small:,} and "
         f"{sizes.large:,} SRs, page_size {PAGE_SIZE}, Python {platform.python_version()}, "

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "SMOKE",
     "Bound",
     "Check",
     "Checked",
@@ -35,6 +36,7 @@ __all__ = [
     "Stopwatch",
     "cache_root",
     "cached",
+    "cached_at",
     "peak_rss_mib",
     "progress",
     "receive_batch",
@@ -44,6 +46,18 @@ __all__ = [
     "tail",
     "verdict",
 ]
+
+
+SMOKE = " — QUICK: a smoke run, the figures mean nothing"  # a title's mark of a --quick run
+
+
+def cached_at(path: Path, built: bool) -> tuple[str, Path]:
+    """How a cached store came to be, and the folder it lies in (relative to here when
+    under it), for a benchmark's notes."""
+    where = path.parent
+    if where.is_relative_to(Path.cwd()):
+        where = where.relative_to(Path.cwd())
+    return ("built by this run" if built else "reused from the cache"), where
 
 
 def peak_rss_mib() -> float:

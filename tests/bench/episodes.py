@@ -37,10 +37,12 @@ from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, seal
 from protocol.timefmt import parse_instant
 from tests.bench.common import (
+    SMOKE,
     Bound,
     Latency,
     Result,
     cached,
+    cached_at,
     peak_rss_mib,
     progress,
     receive_batch,
@@ -492,7 +494,7 @@ def run(*, quick: bool, workdir: Path) -> Result:
     del workdir  # the store is cached outside the run's temporary directory
     sizes = QUICK if quick else FULL
     path, meta, built = build(sizes)
-    smoke = " — QUICK: a smoke run, the figures mean nothing" if quick else ""
+    smoke = SMOKE if quick else ""
     result = Result(
         f"episodes — {sizes.episodes:,} episodes of {sizes.callers:,} callers, Python "
         f"{platform.python_version()}, SQLite {sqlite3.sqlite_version}, {os.cpu_count()} "
@@ -501,10 +503,7 @@ def run(*, quick: bool, workdir: Path) -> Result:
     )
     warm_s = _warm(path)
     compared = asyncio.run(_measure(path, meta, sizes, result))
-    how = "built by this run" if built else "reused from the cache"
-    where = path.parent
-    if where.is_relative_to(Path.cwd()):
-        where = where.relative_to(Path.cwd())
+    how, where = cached_at(path, built)
     kinds = meta["kinds"]
     result.notes += [
         f"store {how} ({where}, {meta['db_mib']:,.0f} MiB): {kinds.get('episode.record', 0):,} "

@@ -47,7 +47,7 @@ from protocol.clock import Hlc
 from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, seal
 from protocol.timefmt import format_instant
-from tests.bench.common import Ratio, Result, Row, Stopwatch, progress
+from tests.bench.common import SMOKE, Ratio, Result, Row, Stopwatch, progress
 
 __all__ = [
     "FULL",
@@ -526,7 +526,7 @@ async def _receive(result: Result, workdir: Path, sizes: Sizes) -> None:
 
 
 async def _measure(workdir: Path, sizes: Sizes) -> Result:
-    quick = " — QUICK: a smoke run, the figures mean nothing" if sizes == QUICK else ""
+    quick = SMOKE if sizes == QUICK else ""
     title = (
         f"ingest — Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
         f"eventsourcing {version('eventsourcing')}, {os.cpu_count()} CPUs, "

@@ -47,7 +47,7 @@ from node.authority import Caller
 from node.mcp.http import http_server
 from node.node import Node
 from tests.bench import changes
-from tests.bench.common import Check, peak_rss_mib, progress, table, tail
+from tests.bench.common import SMOKE, Check, peak_rss_mib, progress, table, tail
 from tests.bench.timeline import READER, WORKSPACE
 
 __all__ = ["FULL", "MODES", "QUICK", "Report", "Sizes", "labels", "run"]
@@ -518,7 +518,7 @@ def run(*, quick: bool, workdir: Path) -> Report:
     """Make (or reuse) the cached store, then time the calls on both sides."""
     del workdir  # the store is cached outside the run's temporary directory
     sizes = QUICK if quick else FULL
-    smoke = " — QUICK: a smoke run, the figures mean nothing" if quick else ""
+    smoke = SMOKE if quick else ""
     report = Report(
         f"mcp — {TOOL} list over streamable HTTP vs in-process, {sizes.store.small:,} SRs, "
         f"{sizes.clients} concurrent clients, Python {platform.python_version()}, SQLite "

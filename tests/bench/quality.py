@@ -36,7 +36,7 @@ from node.authority import Caller
 from node.config import CONFIG_FILE
 from node.errors import NodeError
 from node.node import Node
-from tests.bench.common import Check, progress, table, tail, verdict
+from tests.bench.common import SMOKE, Check, progress, table, tail, verdict
 
 __all__ = [
     "CATEGORIES",
@@ -513,7 +513,7 @@ def run(*, quick: bool, workdir: Path, locomo: Path | None = None) -> Report | M
         conversations = _quick(conversations)
     questions = [q for c in conversations for q in c.questions]
     turns, plural = sum(len(c.turns) for c in conversations), "s" * (len(conversations) > 1)
-    smoke = " — QUICK: a smoke run, the figures mean nothing" if quick else ""
+    smoke = SMOKE if quick else ""
     report = Report(
         f"quality — e_timeline find beside raw FTS5 bm25() on LoCoMo ({directory}): "
         f"{len(conversations)} conversation{plural}, {turns:,} turns, {len(questions)} "

@@ -45,11 +45,13 @@ from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, seal
 from protocol.timefmt import parse_instant
 from tests.bench.common import (
+    SMOKE,
     Bound,
     Latency,
     Result,
     Stopwatch,
     cached,
+    cached_at,
     peak_rss_mib,
     progress,
     receive_batch,
@@ -571,7 +573,7 @@ def run(*, quick: bool, workdir: Path) -> Result:
     del workdir  # the store is cached outside the run's temporary directory
     sizes = QUICK if quick else FULL
     path, meta, built = build(sizes)
-    smoke = " — QUICK: a smoke run, the figures mean nothing" if quick else ""
+    smoke = SMOKE if quick else ""
     result = Result(
         f"semantic — find with the vector leg beside BM25 alone, {sizes.srs:,} SRs, Python "
         f"{platform.python_version()}, SQLite {sqlite3.sqlite_version}, {os.cpu_count()} "
@@ -580,10 +582,7 @@ def run(*, quick: bool, workdir: Path) -> Result:
         baseline="BM25",
     )
     asyncio.run(_measure(path, meta, sizes, result))
-    how = "built by this run" if built else "reused from the cache"
-    where = path.parent
-    if where.is_relative_to(Path.cwd()):
-        where = where.relative_to(Path.cwd())
+    how, where = cached_at(path, built)
     result.notes[:0] = [
         f"store {how} ({where}): {meta['srs']:,} SRs received in {meta['receive_s']:,.0f} s, "
         f"embedded in {meta['embed_s']:,.1f} s ({meta['vectors'] / meta['embed_s']:,.0f} SRs/s, "

@@ -52,6 +52,7 @@ from protocol.entry import Entry
 from protocol.messages import MAX_BATCH_ENTRIES
 from protocol.signing import SigningKey, authentic_from
 from tests.bench.common import (
+    SMOKE,
     Checked,
     Ratio,
     Result,
@@ -616,7 +617,7 @@ async def _round_bytes(work: Path, sizes: Sizes) -> tuple[float, int, int]:
 
 async def _measure(workdir: Path, sizes: Sizes) -> Checked:
     cached, meta, built = stores(sizes)
-    quick = " — QUICK: a smoke run, the figures mean nothing" if sizes == QUICK else ""
+    quick = SMOKE if sizes == QUICK else ""
     title = (
         f"sync — Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
         f"{ssl.OPENSSL_VERSION}, {os.cpu_count()} CPUs, TLS 1.3 on loopback, "

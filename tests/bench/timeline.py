@@ -34,10 +34,12 @@ from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, seal
 from protocol.timefmt import format_instant, parse_instant
 from tests.bench.common import (
+    SMOKE,
     Bound,
     Latency,
     Result,
     cached,
+    cached_at,
     peak_rss_mib,
     progress,
     receive_batch,
@@ -437,17 +439,14 @@ def run(*, quick: bool, workdir: Path) -> Result:
     del workdir  # the store is cached outside the run's temporary directory
     sizes = QUICK if quick else FULL
     path, meta, built = build(sizes)
-    smoke = " — QUICK: a smoke run, the figures mean nothing" if quick else ""
+    smoke = SMOKE if quick else ""
     result = Result(
         f"timeline — {sizes.srs:,} SRs, Python {platform.python_version()}, "
         f"SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs{smoke}",
         bounds=list(BOUNDS),
     )
     asyncio.run(_measure(path, meta, sizes, result))
-    how = "built by this run" if built else "reused from the cache"
-    where = path.parent
-    if where.is_relative_to(Path.cwd()):
-        where = where.relative_to(Path.cwd())
+    how, where = cached_at(path, built)
     result.notes += [
         f"store {how} ({where}): {meta['srs']:,} SRs received in batches of "
         f"{sizes.batch:,} in {meta['build_s']:,.0f} s (sealing {meta['seal_s']:,.0f} s, "
