@@ -23,7 +23,7 @@ from node.identity import node_id
 from node.members.membership import Membership
 from node.replica import Replica
 from node.store import Event, Report, Store, Txn
-from node.store.audit import audit
+from node.store.audit import audit, bundle_subjects
 from protocol.bundle import (
     BundleEnd,
     BundleEvent,
@@ -333,12 +333,14 @@ class _Applier:
     def __init__(self, store: Store, txn: Txn, source: str) -> None:
         self.store, self.txn, self.source = store, txn, source
         self.total = Report()
+        self.key = os.urandom(16)  # names what it brought, by subject, for the feed
         self._writing: asyncio.Future[None] | None = None
 
     async def add(self, batch: list[Entry]) -> None:
         await self.settle()
         report = await self.store.receive_in(self.txn, batch, source=self.source, event=None)
         _add(self.total, report)
+        bundle_subjects(self.txn, self.key, report.subjects)
         self._writing = asyncio.ensure_future(self.txn.flush())
 
     async def settle(self) -> None:
@@ -368,7 +370,7 @@ async def _apply(
                           total.stored, total.duplicate, total.filled, total.rejected,
                           total.pending)  # fmt: skip
     at = max(store.clock.last.wall, store.wall())
-    audit(txn, Event.BUNDLE_IMPORTED, at, detail=result.detail())
+    audit(txn, Event.BUNDLE_IMPORTED, at, detail=result.detail() | {"subjects": applier.key})
     return result
 
 

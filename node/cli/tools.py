@@ -144,9 +144,17 @@ def _changes(answer: dict[str, Any]) -> str:
 
 
 def _audit(answer: dict[str, Any]) -> str:
-    rows = [f"#{e['seq']:<6} {e['event']:<18} {e['at']:<24}  {e['subject'] or ''}".rstrip()
+    rows = [f"#{e['seq']:<6} {e['event']:<18} {e['at']:<24}  {_about(e)}".rstrip()
             for e in answer["events"]]  # fmt: skip
     return "\n".join([*rows, f"feed {answer['feed_id']}, covered to seq {answer['covered_seq']}"])
+
+
+def _about(event: dict[str, Any]) -> str:
+    """An event's subject; for a bundle import, what it brought the caller."""
+    if event["event"] != "bundle_imported":
+        return str(event["subject"] or "")
+    d = event["detail"]
+    return f"{d['entries']} entries: {d['srs']} SRs, {d['episodes']} episodes"
 
 
 def _episode_line(e: dict[str, Any]) -> str:

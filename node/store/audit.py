@@ -7,13 +7,21 @@ Every event is a row of ``audit`` written in the same transaction as what it rec
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from node.store.txn import Txn
 from protocol.canonical import encode_canonical
 
-__all__ = ["AUDIT_INSERT", "AUDIT_INSERT_AT_POS", "Event", "RejectionLimiter", "audit"]
+__all__ = [
+    "AUDIT_INSERT",
+    "AUDIT_INSERT_AT_POS",
+    "Event",
+    "RejectionLimiter",
+    "audit",
+    "bundle_subjects",
+]
 
 AUDIT_INSERT = (
     "INSERT INTO audit (event, at, workspace, subject, principal, entry, detail) "
@@ -61,6 +69,19 @@ def audit(
         txn.add(AUDIT_INSERT_AT_POS, row)
     else:
         txn.add(AUDIT_INSERT, (event.value, at, workspace, subject, principal, entry, blob))
+
+
+_SUBJECTS_ADD = (
+    "INSERT INTO bundle_subjects (import_key, subject, entries) VALUES (?, ?, ?) "
+    "ON CONFLICT (import_key, subject) DO UPDATE SET entries = entries + excluded.entries"
+)
+
+
+def bundle_subjects(txn: Txn, key: bytes, subjects: Mapping[str, int]) -> None:
+    """Queue what part of a bundle import brought, by subject (``bundle_subjects``); the
+    import's ``bundle_imported`` event names ``key``."""
+    for subject, entries in subjects.items():
+        txn.add(_SUBJECTS_ADD, (key, subject, entries))
 
 
 @dataclass(slots=True)

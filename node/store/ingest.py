@@ -17,6 +17,7 @@ For each log the batch touches (docs/entries.md §Receiving):
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -109,6 +110,14 @@ class Report:
     rejected: int = 0
     forks: int = 0
     stored_ids: list[bytes] = field(default_factory=list)
+    # The entries with content stored or filled in, by the SR or episode they are about: what
+    # a bundle brought each reader (node/tools/audit.py).
+    subjects: Counter[str] = field(default_factory=Counter)
+
+    def brought(self, payload: dict[str, Any] | None) -> None:
+        subject = _subject(payload)
+        if subject is not None:
+            self.subjects[subject] += 1
 
 
 @dataclass(slots=True)
@@ -241,6 +250,7 @@ class Ingest:
         await self.store.append_attached(self.txn, head, entry, cand.payload)
         self.report.stored += 1
         self.report.stored_ids.append(entry.id)
+        self.report.brought(cand.payload)
         if cand.from_pending:
             self.txn.add("DELETE FROM pending WHERE id = ?", (entry.id,))
         if not within:
@@ -289,6 +299,7 @@ class Ingest:
         if has_payload or cand.entry.payload is None:
             return
         self.report.filled += 1
+        self.report.brought(cand.payload)
         self.txn.add("INSERT INTO payloads (pos, data) VALUES (?, ?)", (pos, cand.entry.payload))
         if cand.payload is not None and not head.hides(cand.entry.header.seq):
             self.txn.add("UPDATE headers SET applied = 1 WHERE pos = ?", (pos,))

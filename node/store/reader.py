@@ -227,6 +227,13 @@ class Reader:
         )
         return Marks(int(rows[0][0]), int(rows[0][1]))
 
+    async def select_bundle_subjects(self, key: bytes) -> dict[str, int]:
+        """What the bundle import ``key`` names brought: entries with content, by subject."""
+        rows = await self.fetchall(
+            "SELECT subject, entries FROM bundle_subjects WHERE import_key = ?", (key,)
+        )
+        return {r[0]: int(r[1]) for r in rows}
+
     async def select_audit(self, *, gt: int = 0, limit: int = 100) -> list[AuditRow]:
         rows = await self.fetchall(
             "SELECT seq, event, at, workspace, subject, principal, entry, detail FROM audit "

@@ -391,6 +391,19 @@ WHEN NEW.live AND (NOT OLD.live OR NEW.doc != OLD.doc OR NEW.title IS NOT OLD.ti
 END;
 """
 
+# What each bundle import brought (node/store/audit.py): per import — the key its
+# ``bundle_imported`` event's detail names — the entries with content it stored or filled in,
+# by the SR or episode they are about, so the feed shows every reader its own part of one
+# event (docs/tools/e_audit.md).
+_BUNDLE_SUBJECTS = """
+CREATE TABLE bundle_subjects (
+    import_key BLOB NOT NULL,
+    subject TEXT NOT NULL,
+    entries INTEGER NOT NULL,
+    PRIMARY KEY (import_key, subject)
+) WITHOUT ROWID;
+"""
+
 # Index i holds the script that takes a store from version i to version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _LOG,
@@ -402,6 +415,7 @@ MIGRATIONS: tuple[str, ...] = (
     _SR_DOCS,
     _STEMMED,
     _VECTORS,
+    _BUNDLE_SUBJECTS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -3,7 +3,9 @@
 ``e_audit(action="list", since_seq=N, limit=L)`` answers the events with ``seq > N`` in seq
 order, at most ``L`` of them, each with its ``seq``.  Events about an SR or an episode the
 caller cannot read are left out; events about the node itself (rejections, forks, clock skew,
-peers, bundle imports) are shown to the workspace's admins only.  The answer carries the feed's
+peers) are shown to the workspace's admins only.  A bundle import is one event, shown to each
+caller who may read something it brought, with counts of only that (``_brought``).  The
+answer carries the feed's
 ``feed_id`` (it changes when the node is restored from an archive: start again from 0) and
 ``covered_seq``, the highest seq the answer accounts for — pass it back as ``since_seq``.
 Seq values are node-wide positions, so gaps show that other events exist, never which.
@@ -16,7 +18,7 @@ from typing import Any
 
 from node.authority import Caller
 from node.errors import Refusal
-from node.store import AuditRow, Reader
+from node.store import AuditRow, Event, Reader
 from node.tools.args import check_names, integer
 from protocol.timefmt import format_instant
 
@@ -49,8 +51,8 @@ async def e_audit(
         rows = [r for r in await reader.select_audit(gt=cursor, limit=_CHUNK) if r.seq <= top]
         if not rows:
             break
-        for row in await _visible(reader, caller, rows):
-            events.append(_render(row, caller))
+        for row, detail in await _visible(reader, caller, rows):
+            events.append(_render(row, detail))
             if len(events) == limit:
                 break
         cursor = rows[-1].seq
@@ -58,27 +60,63 @@ async def e_audit(
     return {"feed_id": feed_id, "events": events, "covered_seq": covered}
 
 
-async def _visible(reader: Reader, caller: Caller, rows: list[AuditRow]) -> list[AuditRow]:
-    subjects = sorted({r.subject for r in rows if r.subject})
-    # An SR's readers by its newest version — also one whose time has not yet come — so an
-    # event is judged the same however long it waits, and a consumer never passes it by.
-    srs = await _lookup(reader, _SR_READERS, subjects)
-    episodes = await _lookup(reader, _EPISODE_READERS, subjects, caller.workspace)
+async def _visible(
+    reader: Reader, caller: Caller, rows: list[AuditRow]
+) -> list[tuple[AuditRow, dict[str, Any] | None]]:
+    """The rows shown to ``caller``, each with the detail it is shown."""
+    srs, episodes = await _readable(reader, caller, {r.subject for r in rows if r.subject})
+    shown: list[tuple[AuditRow, dict[str, Any] | None]] = []
+    for row in rows:
+        if row.event == Event.BUNDLE_IMPORTED:
+            part = await _brought(reader, caller, row)
+            if part is not None:
+                shown.append((row, part))
+        elif _shown(row, caller, srs | episodes):
+            shown.append((row, _detail(row, caller)))
+    return shown
 
-    def shown(row: AuditRow) -> bool:
-        if row.workspace is not None and row.workspace != caller.workspace:
-            return False
-        if not row.subject:
-            return caller.is_admin
-        if row.subject in srs:
-            workspace, owner, private = srs[row.subject]
-            return caller.may_read_sr(workspace, owner, bool(private))
-        if row.subject in episodes:
-            vault, who, _ = episodes[row.subject]
-            return vault == caller.workspace and (who == caller.principal or caller.is_admin)
+
+def _shown(row: AuditRow, caller: Caller, readable: set[str]) -> bool:
+    if row.workspace is not None and row.workspace != caller.workspace:
         return False
+    return row.subject in readable if row.subject else caller.is_admin
 
-    return [r for r in rows if shown(r)]
+
+async def _readable(
+    reader: Reader, caller: Caller, subjects: set[str]
+) -> tuple[set[str], set[str]]:
+    """Of ``subjects``, the SRs and the episodes ``caller`` may read.  An SR's readers are
+    judged by its newest version — also one whose time has not yet come — so an event is judged
+    the same however long it waits, and a consumer never passes it by."""
+    ids = sorted(subjects)
+    srs = await _lookup(reader, _SR_READERS, ids)
+    episodes = await _lookup(reader, _EPISODE_READERS, [i for i in ids if i not in srs],
+                             caller.workspace)  # fmt: skip
+    return (
+        {i for i, (workspace, owner, private) in srs.items()
+         if caller.may_read_sr(workspace, owner, bool(private))},
+        {i for i, (vault, who, _) in episodes.items()
+         if vault == caller.workspace and (who == caller.principal or caller.is_admin)},
+    )  # fmt: skip
+
+
+async def _brought(reader: Reader, caller: Caller, row: AuditRow) -> dict[str, int] | None:
+    """A bundle import as ``caller`` sees it: the entries with content it brought that the
+    caller may read, and their SRs and episodes; None when it brought the caller nothing."""
+    key = row.detail.get("subjects")
+    brought = await reader.select_bundle_subjects(key) if isinstance(key, bytes) else {}
+    srs, episodes = await _readable(reader, caller, set(brought))
+    entries = sum(brought[s] for s in srs | episodes)
+    if not entries:
+        return None
+    return {"entries": entries, "srs": len(srs), "episodes": len(episodes)}
+
+
+def _detail(row: AuditRow, caller: Caller) -> dict[str, Any] | None:
+    """An event's own detail, for admins (bytes as hex)."""
+    if not caller.is_admin or not row.detail:
+        return None
+    return {k: (v.hex() if isinstance(v, bytes) else v) for k, v in row.detail.items()}
 
 
 async def _lookup(
@@ -93,7 +131,7 @@ async def _lookup(
     return found
 
 
-def _render(row: AuditRow, caller: Caller) -> dict[str, Any]:
+def _render(row: AuditRow, detail: dict[str, Any] | None) -> dict[str, Any]:
     event: dict[str, Any] = {
         "seq": row.seq,
         "event": row.event,
@@ -101,7 +139,6 @@ def _render(row: AuditRow, caller: Caller) -> dict[str, Any]:
         "subject": row.subject,
         "entry_id": row.entry.hex() if row.entry else None,
     }
-    if caller.is_admin and row.detail:
-        event["detail"] = {k: (v.hex() if isinstance(v, bytes) else v)
-                           for k, v in row.detail.items()}  # fmt: skip
+    if detail:
+        event["detail"] = detail
     return event

@@ -395,10 +395,11 @@ CATALOG: tuple[ToolSpec, ...] = (
             'This node\'s catch-up feed: e_audit(action="list", since_seq=N) answers, under '
             "events, the events with seq > N in seq order (at most limit), each with its seq — "
             "sr_written, sr_synced (an entry arrived from a peer), sr_deleted, sr_undeleted, "
-            "episode_forgotten, bundle_imported. Events about SRs or episodes you cannot read "
-            "are left out. Pass back covered_seq as the next since_seq; fewer than limit events "
-            "means you are caught up. When feed_id changes (the node was restored from its "
-            "archive), start again from since_seq 0."
+            "episode_forgotten, bundle_imported (one event per bundle import, its detail "
+            "counting the entries, SRs and episodes it brought that you can read). Events about "
+            "SRs or episodes you cannot read are left out. Pass back covered_seq as the next "
+            "since_seq; fewer than limit events means you are caught up. When feed_id changes "
+            "(the node was restored from its archive), start again from since_seq 0."
         ),
         _AUDIT,
         _READ,

@@ -39,12 +39,14 @@ async def test_a_bundle_carries_a_node_to_another_that_never_met_it(
         assert (report.payloads_filled, report.rejected, report.pending) == (0, 0, 0)
         assert report.bundle_id == exported.bundle_id
         (event,) = await events(b, "bundle_imported")
-        assert event.detail == report.detail() | {"exporter": a.info.node_id}
+        assert event.detail == report.detail() | {"subjects": event.detail["subjects"]}
+        assert report.exporter == a.info.node_id
         assert await events(b, "sr_synced") == []
         assert (await b.verify()).ok
         feed = await b.e_audit(await caller(b), action="list", since_seq=0)
         shown = [e for e in feed["events"] if e["event"] == "bundle_imported"]
-        assert [e["detail"]["new"] for e in shown] == [report.new]  # an admin sees the counts
+        # what the caller reads of it: three SRs of its own, the writer's twelve of team
+        assert [e["detail"] for e in shown] == [{"entries": 15, "srs": 15, "episodes": 0}]
 
 
 async def test_an_incremental_bundle_carries_only_what_the_importer_lacks(
@@ -111,6 +113,9 @@ async def test_importing_twice_adds_nothing_and_still_reports(tmp_path: Path, wa
         assert await held(b) == rows
         imported = await events(b, "bundle_imported")
         assert [e.detail["new"] for e in imported] == [first.new, 0]
+        feed = await b.e_audit(await caller(b), action="list", since_seq=0)
+        shown = [e["detail"] for e in feed["events"] if e["event"] == "bundle_imported"]
+        assert shown == [{"entries": 3, "srs": 3, "episodes": 0}]  # the second brought nothing
         assert [e.detail["bundle"] for e in imported] == [exported.bundle_id] * 2
         assert await events(b, "sr_synced") == []
 

@@ -16,11 +16,13 @@ intersect, traverse and changes — and ``e_audit`` must list the same events on
 are set aside (their one documented exception): the same subjects, entry ids and times.
 Every entry is sealed by a foreign writer, so X, Y and Z hold the very same visible entries.
 The entries arrive in rounds, as over a mesh, shortly after they were written: on X each
-round's hidden entries come first, many written after that round's corpus entries.  Then the
-shared wall clock stops, so every question is asked at the same moment on every node.
+round's hidden entries come first, many written after that round's corpus entries.  The last
+two rounds come as bundles — hidden and visible entries in one import, and an import whose
+corpus entries come without their content, filled in by the next.  Then the shared wall clock
+stops, so every question is asked at the same moment on every node.
 
-The last tests inject leaks into the read rule, the search statistics, shedding and the audit
-filter, and show that the same comparisons catch them.
+The last tests show that the comparisons tell the nodes apart for callers who read the
+difference, and that they catch a leak injected into what a bundle import shows.
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ from hypothesis import strategies as st
 from node.authority import Caller
 from node.errors import NodeError
 from node.node import Node
+from node.tools import audit as audit_tool
+from protocol.bundle import BundleHeader, BundleWriter
 from protocol.clock import Hlc
+from protocol.messages import Frontier
 from protocol.timefmt import format_instant
 from tests.node.conftest import Wall
 from tests.node.helpers import ForeignWriter, admit
@@ -280,19 +285,41 @@ async def _build(root: Path, stack: AsyncExitStack) -> Mesh:
               offset=3 * MINUTE, span=span)  # fmt: skip
     # Rounds of a mesh, each delivered a minute after its newest entry was written.  On X the
     # hidden entries of a round arrive first, many of them written after the round's corpus
-    # entries: a node clock that followed them would show in the corpus events' times.
-    for ra, rb, rm in zip(_rounds(a, 8), _rounds(b, 8), _rounds(m, 8), strict=True):
+    # entries: a node clock that followed them would show in the corpus events' times.  The
+    # last two rounds come by bundle: one bundle each, then one whose corpus entries come
+    # without their content and a second that fills it in.
+    rounds = list(zip(_rounds(a, 8), _rounds(b, 8), _rounds(m, 8), strict=True))
+    for i, (ra, rb, rm) in enumerate(rounds):
         wall.now = max(e.header.hlc.wall for e in (*ra, *rb, *rm)) + MINUTE
         for name, batches in (("X", (rb, rm, ra)), ("Y", (ra,)), ("Z", (rm, ra))):
-            for batch in batches:
-                report = await mesh.nodes[name].receive(batch, source="peer-1")
-                assert report.stored == len(batch), report
+            node = mesh.nodes[name]
+            if i < 6:
+                for batch in batches:
+                    report = await node.receive(batch, source="peer-1")
+                    assert report.stored == len(batch), report
+                continue
+            held = [e for batch in batches for e in batch]
+            if i == 7:
+                bare = [e.without_payload() if e in ra else e for e in held]
+                await _import(node, writers[0], root / f"{name}{i}-bare.bundle", bare)
+                held = ra
+            await _import(node, writers[0], root / f"{name}{i}.bundle", held)
     wall.now = NOW
     for name, node in mesh.nodes.items():
         for who, (workspace, scopes) in ROLES.items():
             issued = await node.create_token(who, workspace, scopes)
             mesh.callers[name, who] = await node.authenticate(issued.token)
     return mesh
+
+
+async def _import(node: Node, exporter: ForeignWriter, path: Path, entries: list[Any]) -> None:
+    """Import ``entries`` as a bundle that ``exporter``, a member, cut."""
+    header = BundleHeader(exporter.mesh, exporter.key.public, BASE, Frontier())
+    writer = BundleWriter(exporter.key, header)
+    data = b"".join([writer.start(), *map(writer.entry, entries), writer.finish()])
+    await asyncio.to_thread(path.write_bytes, data)
+    report = await node.import_bundle(path)
+    assert report.rejected == report.pending == 0, report
 
 
 @pytest.fixture(scope="module")
@@ -632,3 +659,22 @@ def test_a_reader_of_the_hidden_rows_tells_the_nodes_apart(mesh: Mesh) -> None:
     assert _without_seq(eve[0][1]) != _without_seq(eve[1][1])
     root = _feed(mesh, "X", "root", 100), _feed(mesh, "Y", "root", 100)
     assert _without_seq(root[0][1]) != _without_seq(root[1][1])
+
+
+def test_the_bundle_imports_compared_are_there_and_a_leak_in_them_shows(
+    mesh: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bob's feed holds the imports that brought him corpus entries (not the one that brought
+    him only headers), and counting what an import brought without the read rule is told
+    apart by the same comparison."""
+    shown = [e for e in _whole_feed(mesh, "X", "bob") if e["event"] == "bundle_imported"]
+    assert [e["detail"]["entries"] > 0 for e in shown] == [True, True]
+    assert len([e for e in _whole_feed(mesh, "X", "root") if e["event"] == "bundle_imported"]) == 3
+
+    async def everything(reader: Any, caller: Caller, row: Any) -> dict[str, int] | None:
+        brought = await reader.select_bundle_subjects(row.detail["subjects"])
+        return {"entries": sum(brought.values()), "srs": 0, "episodes": 0} if brought else None
+
+    monkeypatch.setattr(audit_tool, "_brought", everything)
+    feed = {"action": "list", "since_seq": 0, "limit": 1000}
+    assert mesh.run(mesh.differences("e_audit", feed, [("X", "Y", ("bob",))]))
