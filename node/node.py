@@ -41,7 +41,6 @@ from node.search.tables import forget_index
 from node.store import Received, Report, Store, StoreOptions, Txn
 from node.tools import audit, episode_reads, episodes, srs, timeline, windows
 from node.tools.periods import declared_periods
-from node.tools.timeline_spec import parse_spec
 from node.verify import VerifyReport, verify_log
 from node.views import default_views
 from node.windows.zones import zone_named
@@ -243,12 +242,12 @@ class Node:
         filed, and the call may be filled or refused before dispatch."""
         zone, profiles = self.windows.zone, self.config.profiles
 
-        async def run(sent: Mapping[str, Any]) -> dict[str, Any]:
+        async def run(sent: Mapping[str, Any], now: int | None) -> dict[str, Any]:
             return await timeline.e_timeline(self.store, caller, sent, profiles, zone,
-                                             self.vectors)  # fmt: skip
+                                             self.vectors, now)  # fmt: skip
 
-        def check(sent: Mapping[str, Any]) -> object:
-            return parse_spec(sent, profiles, zone)
+        async def check(sent: Mapping[str, Any], now: int) -> object:
+            return await timeline.checked_spec(self.store, caller, sent, profiles, zone, now)
 
         return await self.windows.call(caller, "e_timeline", args, turn, run=run, check=check,
                                        trim_field=timeline.window_field)  # fmt: skip

@@ -7,8 +7,10 @@ dates in the node's zone (a bare end date includes that whole day), else as inst
 exclusive end (a date beside an instant: no form reads the call, so its row is ``unread``);
 ``changes`` reads ``since``/``as_of`` as ``[since + 1 ms, as_of + 1 ms)`` (a bare date is
 midnight UTC); ``find`` takes no window.  An omitted ``end_date``/``as_of`` reads as now, an
-omitted ``start_date`` as 1970-01-01T00:00:00Z.  Facts: ``direction: past`` and the node's
-``retention`` when its config sets one.
+omitted ``start_date`` as 1970-01-01T00:00:00Z — and e_timeline, run at the turn's now,
+closes its open ends at the same instants (``timeline_spec.closed_at``), so it runs with the
+window the row records.  Facts: ``direction: past`` and the node's ``retention`` when its
+config sets one.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """e_timeline (seeds/000): list, find, intersect and traverse over what the caller can read.
 
 Argument checking and the refusal texts live in ``timeline_spec``; the queries in
-``node.views.timeline``; ``changes`` is answered by ``node.tools.changes``.
+``node.views.timeline``; ``changes`` is answered by ``node.tools.changes``.  ``checked_spec``
+raises every refusal of the tool's own before it reads anything, so the window guard can
+check a call before it files its row (docs/time-windows.md, decision 5).
 """
 
 from __future__ import annotations
@@ -16,14 +18,21 @@ from node.errors import EmbedderError, EmbedderUnavailable, Refusal
 from node.logging import get_logger
 from node.store import Reader, Store
 from node.tools.changes import changes
-from node.tools.timeline_spec import Profile, TimelineSpec, parse_spec
+from node.tools.timeline_spec import (
+    SINCE_BEFORE_AS_OF,
+    Profile,
+    TimelineSpec,
+    closed_at,
+    invalid,
+    parse_spec,
+)
 from node.views import timeline as tl
 from node.views.query_terms import query_terms
 
 if TYPE_CHECKING:  # numpy and the embedders load only where an embedder is configured
     from node.search.index import VectorIndex
 
-__all__ = ["MIN_DENSE", "QUERY_TIMEOUT", "e_timeline", "window_field"]
+__all__ = ["MIN_DENSE", "QUERY_TIMEOUT", "checked_spec", "e_timeline", "window_field"]
 
 MIN_DENSE = 10  # shed_idf_noise acts only when the caller can read at least this many SRs
 QUERY_TIMEOUT = 2.0  # seconds find waits for its query's vector before BM25 answers alone
@@ -38,9 +47,10 @@ async def e_timeline(
     profiles: Mapping[str, Profile],
     zone: ZoneInfo | None = None,
     vectors: VectorIndex | None = None,
+    now: int | None = None,
 ) -> dict[str, Any]:
-    spec = parse_spec(args, profiles, zone)
-    caller.require("read:workspace")
+    """``now``: the turn's clock the call runs at (None: the node's; see ``closed_at``)."""
+    spec = await checked_spec(store, caller, args, profiles, zone, now)
     if spec.action == "changes":
         return await changes(store, caller, spec)
     await store.catch_up_views()
@@ -62,13 +72,51 @@ async def e_timeline(
         page = await tl.intersect(reader, q, match)
         docs, more, answer["shed_terms"] = page.docs, page.has_more, shed
     elif spec.action == "traverse":
-        docs, more = await _traverse(reader, caller, q, spec)
+        docs, more = await _traverse(reader, q, str(spec.sr_id))
     else:
         page = await tl.select_page(reader, q)
         docs, more = page.docs, page.has_more
     answer |= {"results": docs, "page": spec.page,
                "page_size": spec.page_size, "has_more": more}  # fmt: skip
     return answer
+
+
+async def checked_spec(
+    store: Store,
+    caller: Caller,
+    args: Mapping[str, Any],
+    profiles: Mapping[str, Profile],
+    zone: ZoneInfo | None = None,
+    now: int | None = None,
+) -> TimelineSpec:
+    """The spec the call runs with, or the tool's own refusal: its arguments, the read scope,
+    a ``since`` not before the moment ``changes`` reads to, and a ``traverse`` anchor the
+    caller cannot read — answered exactly like an unknown one."""
+    spec = closed_at(parse_spec(args, profiles, zone), now)
+    caller.require("read:workspace")
+    if spec.action == "changes":
+        _check_since(spec, store.now_ms())
+    elif spec.action == "traverse":
+        await store.catch_up_views()  # an anchor whose time has just come is known
+        assert store.reader is not None
+        await _check_anchor(store.reader, caller, str(spec.sr_id))
+    return spec
+
+
+def _check_since(spec: TimelineSpec, moment: int) -> None:
+    as_of = moment if spec.as_of_ms is None else spec.as_of_ms
+    if spec.since_ms is not None and spec.since_ms >= as_of:
+        raise Refusal(SINCE_BEFORE_AS_OF)
+
+
+async def _check_anchor(reader: Reader, caller: Caller, anchor: str) -> None:
+    rule, params = caller.readable_srs()
+    found = await reader.scalar(
+        f"SELECT count(*) FROM srs WHERE srs.sr_id = ? AND {rule}",  # noqa: S608
+        (anchor, *params),
+    )
+    if not found:
+        raise invalid(f"unknown sr_id: {anchor}")
 
 
 async def _semantic(
@@ -126,18 +174,9 @@ async def _shed(
     return kept, [i for i in items if i not in kept]
 
 
-async def _traverse(
-    reader: Reader, caller: Caller, q: tl.Query, spec: TimelineSpec
-) -> tuple[list[tl.Doc], bool]:
-    """SRs linked from the anchor or linking to it (depth 1), that the caller can read."""
-    anchor = spec.sr_id
-    rule, params = caller.readable_srs()
-    found = await reader.scalar(
-        f"SELECT count(*) FROM srs WHERE srs.sr_id = ? AND {rule}",  # noqa: S608
-        (anchor, *params),
-    )
-    if not found:
-        raise Refusal(f"Invalid timeline spec: unknown sr_id: {anchor}")
+async def _traverse(reader: Reader, q: tl.Query, anchor: str) -> tuple[list[tl.Doc], bool]:
+    """SRs linked from the (checked) anchor or linking to it (depth 1), that the caller can
+    read."""
     page = await tl.select_page(reader, q, extra=["srs.sr_id != ?"], extra_args=[anchor],
                                 source=_LINKED, source_args=[anchor] * 2)  # fmt: skip
     return page.docs, page.has_more

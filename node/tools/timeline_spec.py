@@ -9,13 +9,15 @@ which checks run (docs/tools/e_timeline.md §Refusals):
 5. every other value.
 
 An argument equal to its documented default counts as not sent (MCP clients send defaults).
+A call run at the turn's clock (the window guard's) has its open ends closed at it by
+``closed_at``, as the tool's period declares them (``node.tools.periods``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -29,8 +31,11 @@ __all__ = [
     "MAX_PAGE",
     "MAX_PAGE_SIZE",
     "ORDERS",
+    "SINCE_BEFORE_AS_OF",
     "Profile",
     "TimelineSpec",
+    "closed_at",
+    "invalid",
     "parse_spec",
 ]
 
@@ -55,6 +60,7 @@ _CHANGES_TAKES = frozenset({"action", "since", "as_of", "page", "page_size"})
 _BARE_DATE = re.compile(r"\d{4}-\d{2}-\d{2}\Z", re.ASCII)
 _DAY_MS = 86_400_000
 
+SINCE_BEFORE_AS_OF = "'since' must be before 'as_of'"
 PAGE_NEEDS_AS_OF = (
     "a page after the first needs as_of: pass back the as_of page 1 returned, "
     "so every page reads the same window"
@@ -132,7 +138,7 @@ def _changes(sent: dict[str, Any]) -> TimelineSpec:
     since = _moment(sent, "since", optional_parse=True)
     as_of = _moment(sent, "as_of", optional_parse=True)
     if since is not None and as_of is not None and since >= as_of:
-        raise Refusal("'since' must be before 'as_of'")
+        raise Refusal(SINCE_BEFORE_AS_OF)
     since = _moment(sent, "since")
     as_of = _moment(sent, "as_of")
     page = _page(sent)
@@ -168,6 +174,21 @@ def _reading(
         lanes=profile.lanes if profile else (),
         sent=frozenset(sent),
     )
+
+
+def closed_at(spec: TimelineSpec, now: int | None) -> TimelineSpec:
+    """The spec as run at ``now`` (the turn's clock; None: the node's, as sent), its open ends
+    closed where the period declaration reads them (docs/time-windows.md, decision 13): an
+    omitted ``as_of`` is now; a window with one end sent gets the other — ``end_date`` now
+    inclusive, ``start_date`` 1970-01-01.  A call that sends no window keeps none."""
+    if now is None or spec.action == "find":
+        return spec
+    if spec.action == "changes":
+        return spec if spec.as_of_ms is not None else replace(spec, as_of_ms=now)
+    if spec.start_ms is None and spec.end_ms is None:
+        return spec
+    start = 0 if spec.start_ms is None else spec.start_ms
+    return replace(spec, start_ms=start, end_ms=now + 1 if spec.end_ms is None else spec.end_ms)
 
 
 # -- values ----------------------------------------------------------------------------------

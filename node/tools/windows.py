@@ -9,11 +9,17 @@ A call that carries the turn's context gets one CallWindowRow before dispatch, f
 2. the caller's read scope;
 3. the decision (``node.windows.decide``) over the forms of the call's action — no forms, no
    row: the call runs as sent;
-4. the arguments the tool would run with (sent, plus a fill's values) are checked by the tool
-   (its own refusal wins; nothing filed);
+4. the arguments the tool would run with (sent, plus a fill's values) are checked by the tool,
+   at the turn's clock, with everything it reads to refuse (its own refusal wins; nothing
+   filed);
 5. the row is filed; a ``refused`` row answers ``{"error": "refused before dispatch: <code>",
    "call_window": <row>}`` and the tool does not run; otherwise the tool runs with the filled
-   values, and a widened fill to a tool that filters keeps only the results in ``asked``.
+   values at the turn's clock — its open ends close at the turn's now, as the row's do, so it
+   runs with the window the row records — and a widened fill to a tool that filters keeps
+   only the results in ``asked``.
+
+A call that files no row (no context, or an action without forms) runs as sent, at the node's
+clock.
 """
 
 from __future__ import annotations
@@ -46,8 +52,10 @@ __all__ = [
 
 MAX_PAGE_SIZE = 200
 DEFAULT_PAGE_SIZE = 50
-Run = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
-Check = Callable[[Mapping[str, Any]], object]
+# A tool's run and its check: the arguments, and the clock the call runs at (the turn's now;
+# None: the node's).  The check raises the tool's own refusals, reading what it must.
+Run = Callable[[Mapping[str, Any], int | None], Awaitable[dict[str, Any]]]
+Check = Callable[[Mapping[str, Any], int], Awaitable[object]]
 
 
 class RefusedBeforeDispatch(Refusal):
@@ -91,18 +99,26 @@ class WindowGuard:
             return raw
         return parse_turn(raw, clock=self.author.store.wall(), zone=self.zone.key)
 
-    def decision(
-        self, caller: Caller, tool: str, args: Mapping[str, Any], raw: Any
-    ) -> Decision | None:
-        period = self.periods.get(tool)
-        if raw is None or period is None:
+    def turn_for(self, caller: Caller, tool: str, raw: Any) -> Turn | None:
+        """The turn's context of a call to a tool with period forms, checked (steps 1–2);
+        None when there is none."""
+        if raw is None or tool not in self.periods:
             return None
         turn = self.turn_of(raw)
         caller.require("read:workspace")
+        return turn
+
+    def decision(self, tool: str, args: Mapping[str, Any], turn: Turn) -> Decision | None:
+        """Step 3: the decision over the forms of the call's action; None without forms."""
+        period = self.periods[tool]
         forms = period.forms_for(args.get("action"))
         if not forms:
             return None
         return decide(Call(tool, args, forms, period.facts, turn, self.zone))
+
+    def _file(self, caller: Caller, row: dict[str, Any]) -> Awaitable[object]:
+        payload = {"workspace": caller.workspace, "principal": caller.principal, "row": row}
+        return self.author.write("call.window", (encode("call.window", payload), payload))
 
     async def call(
         self,
@@ -116,19 +132,19 @@ class WindowGuard:
         trim_field: Callable[[Mapping[str, Any]], str] = lambda _: "ingest_time",
     ) -> dict[str, Any]:
         """Run one call of ``tool`` as its window says (the module's steps 1–5)."""
-        found = self.decision(caller, tool, args, raw)
-        if found is None:
-            return await run(args)
+        turn = self.turn_for(caller, tool, raw)
+        found = None if turn is None else self.decision(tool, args, turn)
+        if turn is None or found is None:
+            return await run(args, None)
         run_args = {**args, **found.values} if found.values else dict(args)
-        check(run_args)
+        await check(run_args, turn.now)
         row = found.row.wire()
-        payload = {"workspace": caller.workspace, "principal": caller.principal, "row": row}
-        filing = self.author.write("call.window", (encode("call.window", payload), payload))
+        filing = self._file(caller, row)
         if found.row.how == "refused":
             await filing
             raise RefusedBeforeDispatch(row)
         try:
-            answer = await run(run_args)
+            answer = await run(run_args, turn.now)
         finally:
             await filing
         return (

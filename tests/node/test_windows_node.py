@@ -93,18 +93,21 @@ async def test_a_refused_call_never_reaches_the_tool(node, make_caller):
     alice = await make_caller()
     ran: list[Any] = []
 
-    async def run(args: Any) -> dict[str, Any]:
-        ran.append(args)
+    async def run(args: Any, now: int | None) -> dict[str, Any]:
+        ran.append((args, now))
         return {}
+
+    async def check(args: Any, now: int) -> None:
+        pass
 
     guard, listing = node.windows, {"action": "list"}
     refusing = context(windows=[answered(T)])
     with pytest.raises(RefusedBeforeDispatch):
-        await guard.call(alice, "e_timeline", listing, refusing, run=run, check=lambda a: a)
+        await guard.call(alice, "e_timeline", listing, refusing, run=run, check=check)
     assert ran == []
     filling = context(windows=[answered(M)])
-    await guard.call(alice, "e_timeline", listing, filling, run=run, check=lambda a: a)
-    assert ran == [{"action": "list", "start_date": M["from"], "end_date": M["to"]}]
+    await guard.call(alice, "e_timeline", listing, filling, run=run, check=check)
+    assert ran == [({"action": "list", "start_date": M["from"], "end_date": M["to"]}, NOW)]
 
 
 async def test_list_with_only_start_date_reads_to_now(node, make_caller, three):
