@@ -29,6 +29,7 @@ from node.errors import Refusal
 from node.logging import get_logger
 from node.node import Node
 from node.tools.catalog import CATALOG, ToolSpec, by_name
+from node.tools.windows import turn_argument
 from node.windows.turn import META_KEY
 
 __all__ = [
@@ -134,8 +135,7 @@ class _Tools:
         arguments = params.arguments or {}
         turn = _turn(params) if spec.name in self.node.windows.periods else {}
         if "turn" in arguments and spec.name in self.node.windows.periods:
-            return _refused(f"{spec.name} does not take turn: the turn's context travels in "
-                            f"_meta under {META_KEY}")  # fmt: skip
+            return _refused(turn_argument(spec.name).text)
         try:
             caller = await self.caller_of(ctx)
             return tool_result(await method(caller, **arguments, **turn))

@@ -19,7 +19,7 @@ from node.views.episode_reads import Filters, Scope, page, walk
 __all__ = ["CONCISE", "FORMATS", "work_episode_chain", "work_episodes"]
 
 FORMATS = ("concise", "detailed")
-_VERBOSITY = {"terse": "concise", "full": "detailed"}
+_VERBOSITY = {"full": "detailed", "terse": "concise"}  # seeds/002 lists full, terse
 # Concise keeps these, and of them drops the empty ones (null, "" or []) but the first four.
 CONCISE = ("id", "ts", "status", "eligibility", "episode_type", "tool", "task_result",
            "verdict_at", "error_code", "summary", "tags", "prev_id")  # fmt: skip

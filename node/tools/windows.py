@@ -35,10 +35,11 @@ from node.authority import Caller
 from node.errors import Refusal
 from node.store import Reader
 from node.tools.args import check_names, encode, integer, text
+from node.tools.timeline_spec import invalid
 from node.windows.decide import Call, Decision, decide
 from node.windows.forms import Period
 from node.windows.spans import Span
-from node.windows.turn import Turn, parse_turn
+from node.windows.turn import META_KEY, Turn, parse_turn
 from protocol.timefmt import TimeFormatError, parse_time
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "WindowGuard",
     "call_windows",
     "trim_results",
+    "turn_argument",
 ]
 
 MAX_PAGE_SIZE = 200
@@ -67,6 +69,16 @@ class RefusedBeforeDispatch(Refusal):
 
     def answer(self) -> dict[str, Any]:
         return {"error": self.text, "call_window": self.row}
+
+
+def turn_argument(tool: str) -> Refusal:
+    """A call that sends ``turn`` among its arguments (the turn's context is no argument),
+    worded as the tool words an argument it does not take: e_timeline's every refusal but
+    the seed's six is ``Invalid timeline spec: …`` (seeds/000)."""
+    where = f"the turn's context travels in _meta under {META_KEY}"
+    if tool == "e_timeline":
+        return invalid(f"unknown argument turn ({where})")
+    return Refusal(f"{tool} does not take turn: {where}")
 
 
 def _in(value: Any, asked: Span) -> bool:

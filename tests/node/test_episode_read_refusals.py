@@ -20,7 +20,7 @@ ID_TEXT = "invalid id: must be a string of 1 to 256 characters"
 K_TEXT = "invalid k: must be an integer from 1 to 200"
 FLAG_TEXT = "invalid any_caller: must be true or false"
 FORMAT_TEXT = "invalid response_format: must be one of concise, detailed"
-VERBOSITY_TEXT = "invalid verbosity: must be one of terse, full"
+VERBOSITY_TEXT = "invalid verbosity: must be one of full, terse"  # seeds/002's order
 DISAGREE = "response_format and verbosity disagree; send response_format alone"
 SHARED_BAD: list[tuple[dict[str, Any], str]] = [
     ({"any_caller": "yes"}, FLAG_TEXT), ({"any_caller": 1}, FLAG_TEXT),

@@ -102,8 +102,10 @@ async def test_turn_is_not_an_argument(tmp_path: Path) -> None:
     async with client(dirs["A"], await token(dirs["A"])) as c:
         result = await c.call_tool("e_timeline", {"action": "list", "turn": {"turn": 1}})
     assert result.is_error
-    assert decoded(result) == {"error": "e_timeline does not take turn: the turn's context "
-                                        "travels in _meta under memlane/turn"}  # fmt: skip
+    assert decoded(result) == {
+        "error": "Invalid timeline spec: unknown argument turn (the turn's context travels in "
+        "_meta under memlane/turn)"
+    }
 
 
 async def test_the_turns_context_over_streamable_http(tmp_path: Path) -> None:
