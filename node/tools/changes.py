@@ -48,4 +48,6 @@ def _render(c: Change) -> dict[str, Any]:
                            "changed_at": format_instant(c.changed_at)}  # fmt: skip
     if c.change == "updated":
         out |= {"hidden_change": True} if c.hidden_change else {"fields": list(c.fields)}
-    return out | {"lane": c.lane, "lane_uuid": c.lane_uuid}
+    return out | {"lane": c.lane, "lane_uuid": c.lane_uuid,
+                  "has_correction": c.has_correction,
+                  "has_adjustment": c.has_adjustment}  # fmt: skip

@@ -91,8 +91,13 @@ class Change:
     changed_at: int
     fields: tuple[str, ...] = ()
     hidden_change: bool = False
+    # The SR at as_of, as the other actions' results show it (seeds/000): its lane and its
+    # sticky correction / adjustment flags.  A deleted SR's are those of its fold at as_of —
+    # deletion is local and leaves the fold alone, so nodes with the same entries agree.
     lane: str = ""
     lane_uuid: str = ""
+    has_correction: bool = False
+    has_adjustment: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,21 +247,28 @@ async def describe(
     for changed_at, sr_id, change in found:
         before, after = states[sr_id]
         assert after is not None
-        lane = (after.lane, after.effective_lane_uuid)
+        shown = _shown_at_as_of(after)
         if change in ("new", "deleted", "undeleted"):
-            out.append(Change(sr_id, change, changed_at, lane=lane[0], lane_uuid=lane[1]))
+            out.append(Change(sr_id, change, changed_at, **shown))
             continue
         assert before is not None
         fields = _changed_fields(caller, before, after, linked)
         if fields:
-            out.append(Change(sr_id, "updated", changed_at, tuple(fields), lane=lane[0],
-                              lane_uuid=lane[1]))  # fmt: skip
+            out.append(Change(sr_id, "updated", changed_at, tuple(fields), **shown))
         else:
             # Nothing the caller can see changed, so something it cannot see did: a private
             # field, or a link to an SR it cannot read.
-            out.append(Change(sr_id, "updated", changed_at, hidden_change=True, lane=lane[0],
-                              lane_uuid=lane[1]))  # fmt: skip
+            out.append(Change(sr_id, "updated", changed_at, hidden_change=True, **shown))
     return out
+
+
+def _shown_at_as_of(state: SrState) -> dict[str, Any]:
+    """What every change reports of its SR at as_of.  The flags are fields of the state the caller
+    reads (in the public projection ``changes`` compares), so they show nothing of rows the
+    caller cannot read."""
+    return {"lane": state.lane, "lane_uuid": state.effective_lane_uuid,
+            "has_correction": state.has_correction,
+            "has_adjustment": state.has_adjustment}  # fmt: skip
 
 
 async def _states(reader: Reader, sr_ids: list[str], since: int, as_of: int) -> _Both:

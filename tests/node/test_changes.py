@@ -171,7 +171,10 @@ class Story:
         """The answer's changes in the table's terms, each change checked for its shape."""
         out = []
         for c in answer["changes"]:
-            keys = {"sr_id", "change", "changed_at", "lane", "lane_uuid"}
+            keys = {"sr_id", "change", "changed_at", "lane", "lane_uuid", "has_correction",
+                    "has_adjustment"}  # fmt: skip
+            assert isinstance(c["has_correction"], bool), c
+            assert isinstance(c["has_adjustment"], bool), c
             detail: Any = None
             if c["change"] == "updated":
                 if "hidden_change" in c:
@@ -547,6 +550,59 @@ async def test_lane_and_lane_uuid_are_the_srs_at_as_of(story: Story) -> None:
     (c,) = (await story.ask("alice", 6, 8))["changes"]
     assert (c["lane"], c["lane_uuid"]) == ("ops", "01890000-0000-7000-8000-00000000abcd")
     assert c["fields"] == ["lane_uuid"]
+
+
+def flags(answer: dict[str, Any], story: Story) -> dict[str, tuple[str, bool, bool]]:
+    """Each entry's change and its (has_correction, has_adjustment), by label."""
+    return {story.label(c["sr_id"]): (c["change"], c["has_correction"], c["has_adjustment"])
+            for c in answer["changes"]}  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_correction_and_adjustment_flags_are_the_srs_at_as_of(story: Story) -> None:
+    """seeds/000: changes' entries flag has_correction / has_adjustment like the other actions'
+    results — the SR's sticky flags at as_of, whatever the window saw happen."""
+    await story.play(
+        write(1, "alice", "corrected", title="C"),
+        write(1, "alice", "adjusted", title="A"),
+        write(1, "alice", "plain", title="P"),
+        write(1, "alice", "later", title="L"),
+        write(1, "bob", "private", title="V", private_fields={"k": "1"}),
+        write(1, "alice", "gone", title="G"),
+        correct(2, "alice", "gone", text="fixed before the window"),
+        correct(5, "alice", "corrected", text="fixed"),
+        adjust(5, "alice", "adjusted", tags=["t"]),
+        put(5, "alice", "plain", title="P2"),
+        put(5, "alice", "later", title="L2"),
+        correct(5, "bob", "private", private_fields={"k": "2"}),
+        delete(6, "alice", "gone"),
+        correct(12, "alice", "later", text="fixed after as_of"),
+        adjust(12, "alice", "plain", lane="ops"),
+    )
+    expected = {
+        "corrected": ("updated", True, False),
+        "adjusted": ("updated", False, True),
+        "plain": ("updated", False, False),
+        "later": ("updated", False, False),  # corrected at 12: not yet at as_of
+        "private": ("updated", True, False),
+        "gone": ("deleted", True, False),  # the fold's flags at as_of; deletion is local
+    }
+    for who in ("alice", "carol", "root"):
+        assert flags(await story.ask(who, 3, 10), story) == expected, who
+    # Before the window's changes: the same SRs, new, flagged as they were then.
+    assert flags(await story.ask("alice", 0, 4), story) == {
+        "corrected": ("new", False, False), "adjusted": ("new", False, False),
+        "plain": ("new", False, False), "later": ("new", False, False),
+        "private": ("new", False, False), "gone": ("new", True, False),
+    }  # fmt: skip
+    # Up to now, the flags are those list shows of the same SRs.
+    now = flags(await story.ask("carol", 3), story)
+    assert now["later"] == ("updated", True, False)
+    assert now["plain"] == ("updated", False, True)
+    listed = await story.node.e_timeline(story.callers["carol"], action="list", page_size=100)
+    shown = {story.label(r["sr_id"]): (r["has_correction"], r["has_adjustment"])
+             for r in listed["results"]}  # fmt: skip
+    assert {k: v[1:] for k, v in now.items() if k != "gone"} == shown
 
 
 # -- paging --------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ must equal the difference of two projected folds computed here from the operatio
   ``changed_at`` is the newest of those), classified as DESIGN §4.3 and ``_classify`` say:
   unreadable at as_of → omitted; unreadable at since → new (unless deleted at as_of); the
   deletion flag differs → deleted / undeleted; deleted at both → omitted; the projected states
-  differ → updated with those fields; only the unprojected ones differ → hidden_change.
+  differ → updated with those fields; only the unprojected ones differ → hidden_change;
+- each change names the SR's lane, lane_uuid, has_correction and has_adjustment at as_of.
 """
 
 from __future__ import annotations
@@ -200,7 +201,8 @@ class Model:
                 change, detail = "updated", "hidden"
             else:
                 continue
-            out.append((max(touched), sr_id, change, detail, b["lane"], b["lane_uuid"]))
+            out.append((max(touched), sr_id, change, detail, b["lane"], b["lane_uuid"],
+                        b["has_correction"], b["has_adjustment"]))  # fmt: skip
         out.sort(key=lambda c: (-c[0], c[1]))
         return out
 
@@ -212,7 +214,8 @@ def answered(answer: dict[str, Any]) -> list[tuple[Any, ...]]:
         if c["change"] == "updated":
             detail = "hidden" if c.get("hidden_change") else c["fields"]
         out.append((parse_instant(c["changed_at"]).ms, c["sr_id"], c["change"], detail,
-                    c["lane"], c["lane_uuid"]))  # fmt: skip
+                    c["lane"], c["lane_uuid"], c["has_correction"],
+                    c["has_adjustment"]))  # fmt: skip
     return out
 
 
