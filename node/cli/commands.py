@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from node.address import parse_listen
-from node.cli.tools import ToolCommand, arguments
+from node.cli.tools import ToolCommand, arguments, show_written
 from node.config import InvalidConfig, NodeConfig
 from node.errors import ConfigError, Refusal
 from node.mesh.join import join
@@ -131,7 +131,7 @@ async def put(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         caller = await node.authenticate(token_from_args(args))
         result = await node.e_write(caller, **{k: v for k, v in fields.items() if v is not None})
-    return Result(result, f"{result['sr_id']}  entry {result['entry_id'][:16]}")
+    return Result(result, show_written(result))
 
 
 async def log_verify(args: argparse.Namespace) -> Result:

@@ -15,7 +15,7 @@ from typing import Any
 from node.errors import Refusal
 from protocol.timefmt import format_instant
 
-__all__ = ["COMMANDS", "Opt", "ToolCommand", "add_parsers", "arguments"]
+__all__ = ["COMMANDS", "Opt", "ToolCommand", "add_parsers", "arguments", "show_written"]
 
 Show = Callable[[dict[str, Any]], str]
 
@@ -113,7 +113,8 @@ def add_parsers(
 # -- how answers read on a terminal -----------------------------------------------------------
 
 
-def _written(answer: dict[str, Any]) -> str:
+def show_written(answer: dict[str, Any]) -> str:
+    """An SR write's line: the SR's id, the entry written and its ingest time."""
     return f"{answer['sr_id']}  entry {answer['entry_id'][:16]}  at {answer['ingest_time']}"
 
 
@@ -208,6 +209,7 @@ _META = (
     Opt("lane"), Opt("lane_uuid"), Opt("visibility", help="workspace or private"),
 )  # fmt: skip
 _PAGING = (Opt("page", "int"), Opt("page_size", "int"))
+_SHED = Opt("shed_idf_noise", "bool", "true (default) or false")
 _WINDOW = (
     Opt("start_date", help="from this instant or date"),
     Opt("end_date", help="before this instant or date"),
@@ -230,18 +232,18 @@ def _timeline(action: str, help_: str, *opts: Opt, show: Show = _results) -> Too
 
 COMMANDS: tuple[ToolCommand, ...] = (
     ToolCommand(("write",), "e_write", "create an SR, or update one by --sr-id",
-                (Opt("sr_id", help="update this SR"), *_CONTENT, *_META), _written),
+                (Opt("sr_id", help="update this SR"), *_CONTENT, *_META), show_written),
     ToolCommand(("correct",), "e_correct", "correct an SR's content, with a reason",
-                (_SR_ID, Opt("reason"), *_CONTENT), _written),
+                (_SR_ID, Opt("reason"), *_CONTENT), show_written),
     ToolCommand(("adjust",), "e_adjust", "change an SR's tags, lane, time or visibility",
-                (_SR_ID, *_META), _written),
+                (_SR_ID, *_META), show_written),
     ToolCommand(("delete",), "e_delete", "hide an SR on this node", (_SR_ID,), _deleted),
     ToolCommand(("undelete",), "e_undelete", "show a deleted SR again", (_SR_ID,), _deleted),
     _timeline("list", "SRs in time order", *_WINDOW),
     _timeline("find", "SRs matching a query, by relevance", Opt("query", "positional"),
-              Opt("shed_idf_noise", "bool", "true (default) or false"), *_WINDOW),
+              _SHED, *_WINDOW),
     _timeline("intersect", "SRs carrying every match (a tag or its terms)",
-              Opt("match", "list", "a tag or term (repeat)"), *_WINDOW),
+              Opt("match", "list", "a tag or term (repeat)"), _SHED, *_WINDOW),
     _timeline("traverse", "SRs linked to or from an SR", _SR_ID, *_WINDOW),
     _timeline("changes", "what changed between two moments",
               Opt("since", help="ISO-8601 instant or YYYY-MM-DD"),

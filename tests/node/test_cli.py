@@ -19,6 +19,7 @@ import pytest
 
 from node.identity import node_id
 from protocol.signing import SigningKey
+from protocol.timefmt import format_instant
 
 MEMLANE = Path(sys.executable).parent / "memlane"
 UNAUTHENTICATED = "unauthenticated: a valid token is required"
@@ -189,15 +190,19 @@ def test_token_create_refusals(data):
 # -- put -----------------------------------------------------------------------------------------
 
 
-def test_put_prints_the_sr_id(data):
+def test_put_prints_the_sr_id_entry_and_ingest_time(data):
     token = make_token(data)
     out = ok(run("put", "--data", data, "--token", token, "--title", "Deploy", "--tag", "ops",
                  "--tag", "deploy", "--text", "body"))  # fmt: skip
-    sr_id = out.split()[0]
+    # The line write, correct and adjust print (docs/cli.md): the id, the entry, its time.
+    sr_id, entry, at = out.removesuffix("\n").split("  ")
     assert uuid.UUID(sr_id).version == 7
+    assert len(entry.removeprefix("entry ")) == 16
     with database(data) as db:
         rows = db.execute("SELECT sr_id, workspace, owner FROM srs WHERE live = 1").fetchall()
         written = db.execute("SELECT subject FROM audit WHERE event = 'sr_written'").fetchall()
+        (ingest_ms,) = db.execute("SELECT ingest_time FROM srs").fetchone()
+    assert at == f"at {format_instant(ingest_ms)}"
     assert rows == [(sr_id, "team", "alice")]
     assert written == [(sr_id,)]
 

@@ -154,6 +154,8 @@ def test_timeline_every_action_and_changes_paging(cli):
     assert [r["sr_id"] for r in every["results"]] == ids[::-1]  # the best, in time order
     even = cli.json("timeline", "intersect", "--match", "even")
     assert {r["sr_id"] for r in even["results"]} == {ids[0], ids[2], ids[4]}
+    unshed = cli.json("timeline", "intersect", "--match", "even", "--shed-idf-noise", "false")
+    assert unshed["results"] == even["results"]
     near = cli.json("timeline", "traverse", linked)
     assert {r["sr_id"] for r in near["results"]} == {ids[0], ids[1]}
 
