@@ -227,10 +227,15 @@ class Reader:
         )
         return Marks(int(rows[0][0]), int(rows[0][1]))
 
-    async def select_bundle_subjects(self, key: bytes) -> dict[str, int]:
-        """What the bundle import ``key`` names brought: entries with content, by subject."""
+    async def select_bundle_subjects(
+        self, key: bytes, *, after: str = "", limit: int = 1000
+    ) -> dict[str, int]:
+        """What the bundle import ``key`` names brought — entries with content, by subject —
+        for the first ``limit`` subjects after ``after``."""
         rows = await self.fetchall(
-            "SELECT subject, entries FROM bundle_subjects WHERE import_key = ?", (key,)
+            "SELECT subject, entries FROM bundle_subjects WHERE import_key = ? AND subject > ? "
+            "ORDER BY subject LIMIT ?",
+            (key, after, limit),
         )
         return {r[0]: int(r[1]) for r in rows}
 

@@ -102,14 +102,20 @@ async def _readable(
 
 async def _brought(reader: Reader, caller: Caller, row: AuditRow) -> dict[str, int] | None:
     """A bundle import as ``caller`` sees it: the entries with content it brought that the
-    caller may read, and their SRs and episodes; None when it brought the caller nothing."""
-    key = row.detail.get("subjects")
-    brought = await reader.select_bundle_subjects(key) if isinstance(key, bytes) else {}
-    srs, episodes = await _readable(reader, caller, set(brought))
-    entries = sum(brought[s] for s in srs | episodes)
-    if not entries:
-        return None
-    return {"entries": entries, "srs": len(srs), "episodes": len(episodes)}
+    caller may read, and their SRs and episodes; None when it brought the caller nothing.
+    Read a chunk of subjects at a time, so an import of millions holds no more."""
+    key, after = row.detail.get("subjects"), ""
+    counts = {"entries": 0, "srs": 0, "episodes": 0}
+    while isinstance(key, bytes):
+        brought = await reader.select_bundle_subjects(key, after=after, limit=_CHUNK)
+        if not brought:
+            break
+        srs, episodes = await _readable(reader, caller, set(brought))
+        counts["entries"] += sum(brought[s] for s in srs | episodes)
+        counts["srs"] += len(srs)
+        counts["episodes"] += len(episodes)
+        after = max(brought)
+    return counts if counts["entries"] else None
 
 
 def _detail(row: AuditRow, caller: Caller) -> dict[str, Any] | None:

@@ -63,7 +63,9 @@ BYTES_PER_ENTRY = "bundle bytes per entry"
 IMPORT_RSS = "import RSS, end / quarter of the bundle"
 EXPORT_RSS = "export RSS, end / quarter of the bundle"
 IMPORTED = "entries the import stored"
-CHECKS = (BYTES_PER_ENTRY, IMPORTED, IMPORT_RSS, EXPORT_RSS)
+FEED = "a reader's feed page holding the import"
+CHECKS = (BYTES_PER_ENTRY, IMPORTED, FEED, IMPORT_RSS, EXPORT_RSS)
+FEED_LIMIT_S = 2.0
 RSS_GROWTH_LIMIT = 1.10
 _BATCH = 1_000
 
@@ -143,11 +145,24 @@ def _import_main(node_dir: str, bundle: str) -> dict[str, Any]:
         async with Node.open(node_dir) as node:
             with _Sampler(lambda: seen["import"]) as sizes, Stopwatch() as sw:
                 report = await node.import_bundle(bundle, progress=progress_of)
+            feed, shown = await _feed(node)
         return {"seconds": sw.seconds, "new": report.new, "quarter": sizes.at(0.25),
-                "end": sizes.samples[-1][1], "peak": _peak_mib()}  # fmt: skip
+                "end": sizes.samples[-1][1], "peak": _peak_mib(), "feed": feed,
+                "shown": shown}  # fmt: skip
 
     configure_logging()
     return asyncio.run(go())
+
+
+async def _feed(node: Node) -> tuple[float, int]:
+    """How long a reader of the workspace waits for the feed page that holds the import, and
+    how many entries it is shown the import brought."""
+    issued = await node.create_token("reader", sync.WORKSPACE, ("read:workspace",))
+    reader = await node.authenticate(issued.token)
+    with Stopwatch() as sw:
+        page = await node.e_audit(reader, action="list", since_seq=0)
+    (event,) = [e for e in page["events"] if e["event"] == "bundle_imported"]
+    return sw.seconds, int(event["detail"]["entries"])
 
 
 def _entries(bundle: Path) -> list[tuple[bytes, bytes | None]]:
@@ -223,6 +238,8 @@ def _report(
     checks = [
         (BYTES_PER_ENTRY, f"{exported['bytes'] / exported['entries']:,.0f}", "(info)", "(info)"),
         (IMPORTED, f"{imported['new']:,}", f"= {n:,}", verdict(imported["new"] == n)),
+        (FEED, f"{imported['feed']:.2f} s", f"≤ {FEED_LIMIT_S:g} s",
+         verdict(imported["shown"] == n and imported["feed"] <= FEED_LIMIT_S)),
         (IMPORT_RSS, f"{imported['end']:,.0f} / {imported['quarter']:,.0f} MiB", growth,
          verdict(imported["end"] <= imported["quarter"] * RSS_GROWTH_LIMIT)),
         (EXPORT_RSS, f"{exported['end']:,.0f} / {exported['quarter']:,.0f} MiB", growth,

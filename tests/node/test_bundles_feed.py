@@ -15,6 +15,7 @@ from node.authority import Caller
 from node.node import Node
 from tests.node.bundlekit import write
 from tests.node.conftest import Wall
+from tests.node.helpers import ForeignWriter
 from tests.node.synckit import make_mesh
 
 pytestmark = pytest.mark.asyncio
@@ -128,3 +129,15 @@ async def test_an_sr_made_private_later_takes_its_import_out_of_a_readers_feed(
         assert [e["detail"] for e in await imports(b, await who(b, "alice", "team", READ))] == (
             seen((1, 1, 0))
         )
+
+
+async def test_an_import_of_many_srs_is_counted_whole(tmp_path: Path, wall: Wall) -> None:
+    """The feed reads what an import brought a chunk of subjects at a time: every chunk counts."""
+    writer = ForeignWriter(b"")
+    dirs = await make_mesh(tmp_path, ["A", "B"], wall, [writer])
+    async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
+        await a.receive(writer.run(1234), source="test")
+        await a.export_bundle(tmp_path / "a.bundle")
+        await b.import_bundle(tmp_path / "a.bundle")
+        bob = await who(b, "bob", "team", READ)
+        assert [e["detail"] for e in await imports(b, bob)] == seen((1234, 1234, 0))
