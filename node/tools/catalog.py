@@ -12,6 +12,11 @@ answers with the documented refusal texts — a transport must pass arguments th
 and never validate them against these schemas first (an out-of-range ``k`` must reach
 ``work_episode_chain`` and come back as ``invalid k: must be an integer from 1 to 200``).
 No schema forbids unknown properties, for the same reason.
+
+Every field has one type.  A payload field that may be null is not declared nullable here: an
+argument sent as null counts as not sent (``args.present``), so null is never a value to offer —
+and a list of types (``["string", "null"]``) is what strict checkers warn of and clients that
+take one type per field cannot read.
 """
 
 from __future__ import annotations
@@ -177,15 +182,13 @@ def _field(kind: str, name: str, description: str | None = None) -> dict[str, An
         schema = {"type": "number", "minimum": t.lo, "maximum": t.hi}
     else:  # pragma: no cover - every field a tool takes is one of the above
         raise TypeError(f"{kind}.{name}: no JSON Schema for {type(t).__name__}")
-    if spec.nullable:
-        schema["type"] = [schema["type"], "null"]
     return schema | ({"description": description} if description else {})
 
 
 def _time(kind: str, name: str, description: str) -> dict[str, Any]:
     """A time field: milliseconds in the payload, text at the tool (``args.optional_time``)."""
-    nullable = KINDS[kind].schema.by_name[name].nullable
-    return {"type": ["string", "null"] if nullable else "string", "description": description}
+    assert name in KINDS[kind].schema.by_name
+    return {"type": "string", "description": description}
 
 
 # -- e_timeline (seeds/000 "Arguments") ------------------------------------------------------

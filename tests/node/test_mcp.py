@@ -211,6 +211,24 @@ def test_the_catalog_names_every_tool_and_the_method_that_answers_it():
         assert not spec.hints.open_world
 
 
+def _type_arrays(schema: Any, where: str = "") -> list[str]:
+    """Where in ``schema`` a ``type`` is a list (``["string", "null"]``)."""
+    if isinstance(schema, dict):
+        found = [where] if isinstance(schema.get("type"), list) else []
+        return found + [p for k, v in schema.items() for p in _type_arrays(v, f"{where}/{k}")]
+    if isinstance(schema, list):
+        return [p for i, v in enumerate(schema) for p in _type_arrays(v, f"{where}/{i}")]
+    return []
+
+
+def test_no_schema_gives_a_field_a_list_of_types():
+    """One type per field: clients that take one (and MCP Inspector's strict check) read every
+    schema; null counts as not sent, so no argument needs to admit it."""
+    assert _type_arrays({"type": ["string", "null"], "x": [{"type": ["a"]}]}) == ["", "/x/0"]
+    for spec in CATALOG:
+        assert _type_arrays(dict(spec.input_schema)) == [], spec.name
+
+
 # -- over stdio ----------------------------------------------------------------------------------
 
 
@@ -261,6 +279,7 @@ async def test_the_tools_listed_are_the_seeds(site, tmp_path):
         True, False, False,
     )  # fmt: skip
     for tool in tools.values():
+        assert _type_arrays(tool.model_dump(mode="json", by_alias=True)) == [], tool.name
         assert tool.annotations is not None
         assert tool.description
         assert tool.annotations.read_only_hint == (tool.name in READS), tool.name
