@@ -2,7 +2,10 @@
 
 Every HTTP request must carry ``Authorization: Bearer <token>`` naming a valid token; a
 missing, unknown, expired or revoked one is answered ``401`` with one and the same body, before
-anything else is read.  The token is checked again by each tool call (``node.mcp.server``).
+anything else is read.  The challenge says only what the client already knows (RFC 6750 §3.1):
+no bearer credentials get ``Bearer realm="memlane"``, a bearer token that is not valid adds
+``error="invalid_token"`` — so a client reports a bad token instead of starting an
+authorization flow.  The token is checked again by each tool call (``node.mcp.server``).
 A session opened with one token answers only to that token (the SDK compares the credential
 of every request with the one that opened the session).
 
@@ -37,7 +40,8 @@ __all__ = ["MCP_PATH", "BearerGate", "Endpoint", "http_app", "http_server"]
 
 MCP_PATH = "/mcp"
 _UNAUTHORIZED = json.dumps({"error": Unauthenticated().text}).encode()
-_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="memlane"'}
+_REALM = 'Bearer realm="memlane"'
+_INVALID_TOKEN = f'{_REALM}, error="invalid_token"'
 _GRACE_SECONDS = 5  # open streams get this long to finish when the server stops
 
 
@@ -52,11 +56,13 @@ class BearerGate:
         if scope["type"] != "http":  # lifespan; uvicorn runs without websockets
             await self.app(scope, receive, send)
             return
-        token = bearer_token(Headers(scope=scope))
+        headers = Headers(scope=scope)
+        token = bearer_token(headers)
         try:
             caller = await self.node.authenticate(token)
         except Unauthenticated:
-            response = Response(_UNAUTHORIZED, 401, _CHALLENGE, "application/json")
+            challenge = {"WWW-Authenticate": _challenge(headers)}
+            response = Response(_UNAUTHORIZED, 401, challenge, "application/json")
             await response(scope, receive, send)
             return
         assert token is not None
@@ -68,6 +74,13 @@ class BearerGate:
         scope["user"] = AuthenticatedUser(access)
         scope[CALLER_KEY] = caller  # the tool call uses it rather than looking the token up again
         await self.app(scope, receive, send)
+
+
+def _challenge(headers: Headers) -> str:
+    """RFC 6750 §3.1: no error code for a request without bearer credentials (no header,
+    another scheme), ``invalid_token`` for a bearer token that is not valid (empty too)."""
+    scheme = headers.get("authorization", "").partition(" ")[0]
+    return _INVALID_TOKEN if scheme.lower() == "bearer" else _REALM
 
 
 def http_app(node: Node, host: str) -> BearerGate:

@@ -1,8 +1,9 @@
 """The MCP surface over streamable HTTP (DESIGN §8): ``memlane serve`` in a real subprocess on
 loopback, driven by the SDK's client with a bearer token — in the per-request era and in the
 initialize-handshake era — and by raw HTTP for what must never get in: every bad token gets the
-same 401.  Workspaces stay apart; plain HTTP off loopback is refused; TLS off loopback serves;
-SIGTERM stops it with the store closed."""
+same 401, its challenge saying only whether a bearer token was sent.  Workspaces stay apart;
+plain HTTP off loopback is refused; TLS off loopback serves; SIGTERM stops it with the store
+closed."""
 
 from __future__ import annotations
 
@@ -184,10 +185,18 @@ async def test_every_bad_token_gets_the_same_401(served, site):
             "Authorization": f"bearer {token}"} | ACCEPT)  # fmt: skip
     assert good.status_code == 200  # the scheme's case does not matter
 
-    seen = {(r.status_code, r.content, r.headers["content-type"], r.headers["www-authenticate"])
-            for r in answers.values()}  # fmt: skip
-    assert seen == {(401, json.dumps({"error": UNAUTHENTICATED}).encode(), "application/json",
-                     'Bearer realm="memlane"')}  # fmt: skip
+    seen = {(r.status_code, r.content, r.headers["content-type"]) for r in answers.values()}
+    assert seen == {(401, json.dumps({"error": UNAUTHENTICATED}).encode(), "application/json")}
+    # RFC 6750 §3.1: a request without bearer credentials gets the bare challenge; a bearer
+    # token that is not valid gets invalid_token, so a client reports a bad token rather
+    # than starting an authorization flow.
+    sent_none = {"none", "other scheme", "bare token", "GET", "elsewhere"}
+    challenges = {name: r.headers["www-authenticate"] for name, r in answers.items()}
+    assert challenges == {
+        name: 'Bearer realm="memlane"' if name in sent_none
+        else 'Bearer realm="memlane", error="invalid_token"'
+        for name in answers
+    }  # fmt: skip
 
 
 @pytest.mark.asyncio
