@@ -1,5 +1,5 @@
 """``memlane``: argument parsing and dispatch.  Exit codes: 0 ok, 1 refused or invalid input,
-2 usage.  Every command takes ``--data DIR`` and ``--json``."""
+2 usage, 141 stdout's reader closed it.  Every command takes ``--data DIR`` and ``--json``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from node.errors import NodeError
 from node.logging import configure_logging
 
 __all__ = ["default_data_dir", "main"]
+
+_SIGPIPE_STATUS = 141  # 128 + SIGPIPE, as a shell reports a tool the signal ended
 
 
 def default_data_dir() -> Path:
@@ -101,6 +103,23 @@ def _with_token(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The reader of stdout closed it (``memlane … | head``): end quietly, with the status a
+    shell reports for a tool ended by SIGPIPE (128 + 13).  stdout then points at /dev/null, so
+    the interpreter's last flush has nothing to fail on (the recipe of the Python docs,
+    library/signal.html, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return _SIGPIPE_STATUS
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging("WARNING")
     if getattr(args, "run", None) is not None:  # a long-running command (``serving``)
@@ -119,7 +138,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _emit(args: argparse.Namespace, data: Any, text: str, *, stream: Any = None) -> None:
     out = stream or sys.stdout
-    if args.json:
-        print(json.dumps(data, indent=2, sort_keys=True), file=out)
-    else:
-        print(text, file=out)
+    shown = json.dumps(data, indent=2, sort_keys=True) if args.json else text
+    print(shown, file=out, flush=True)  # a closed pipe raises here, inside main

@@ -15,8 +15,8 @@ Both stop cleanly on SIGTERM or SIGINT: serving ends (discovery says goodbye, sy
 every link, then MCP and health stop), then the store is closed.  Exit codes as for every
 command: 0 ok, 1 refused or invalid input (a bad token or configuration, no node, a port in
 use, a member node without its certificate), 2 usage (including plain HTTP off loopback
-without ``--insecure-no-tls``).  The MCP SDK is loaded only by these two commands, so the
-others start quickly.
+without ``--insecure-no-tls``), 141 once stdout's reader has closed it.  The MCP SDK is
+loaded only by these two commands, so the others start quickly.
 """
 
 from __future__ import annotations
@@ -138,6 +138,8 @@ def run_mcp(args: argparse.Namespace) -> int:
         asyncio.run(_mcp(args.data, load_config(args), token_from_args(args)))
     except Unauthenticated as exc:
         return _fail(args, f"{exc.text} (pass --token, MEMLANE_TOKEN or --token-file)", 1)
+    except BrokenPipeError:  # the client closed stdout: main's quiet exit
+        raise
     except (NodeError, OSError) as exc:  # no node in --data, an unreadable --token-file
         return _fail(args, str(exc), 1)
     return 0
@@ -176,6 +178,8 @@ def run_serve(args: argparse.Namespace) -> int:
             "--insecure-no-tls to accept that"), 2)  # fmt: skip
     try:
         asyncio.run(_serve(args, config, listen, tls))
+    except BrokenPipeError:  # stdout's reader went away: main's quiet exit
+        raise
     except (NodeError, OSError) as exc:  # no node, a port in use, a certificate that won't load
         return _fail(args, str(exc), 1)
     return 0
