@@ -17,7 +17,6 @@ from node.node import Node
 
 __all__ = ["add_parsers"]
 
-AddArgs = Callable[[argparse.ArgumentParser], None]
 _EXPORT_HELP = "write a bundle file of this node's entries, for a node that cannot sync"
 _FRONTIER_HELP = "write this node's frontier, for an exporter to cut an incremental bundle"
 _IMPORT_HELP = "verify a bundle file whole, then apply it in one transaction"
@@ -28,25 +27,25 @@ _RESTORE_HELP = (
 )
 
 
-def add_parsers(sub: Any, common: AddArgs) -> None:
+def add_parsers(sub: Any) -> None:
     """Register ``bundle export|frontier|import`` and ``archive create|restore``."""
     bundle = sub.add_parser("bundle", help="bundle files: entries between nodes that never meet")
     bsub = bundle.add_subparsers(dest="action", required=True)
-    export = _command(bsub, "export", _EXPORT_HELP, common, bundle_export)
+    export = _command(bsub, "export", _EXPORT_HELP, bundle_export)
     export.add_argument("out", type=Path, metavar="OUT", help="the bundle file to write")
     export.add_argument("--since-frontier", type=Path, metavar="FILE", dest="since",
                         help="only what the node that wrote this frontier file lacks")  # fmt: skip
     export.add_argument("--workspace", metavar="W",
                         help="every header, but only this workspace's payloads")  # fmt: skip
-    frontier = _command(bsub, "frontier", _FRONTIER_HELP, common, bundle_frontier)
+    frontier = _command(bsub, "frontier", _FRONTIER_HELP, bundle_frontier)
     frontier.add_argument("out", type=Path, metavar="OUT", help="the frontier file to write")
-    imported = _command(bsub, "import", _IMPORT_HELP, common, bundle_import)
+    imported = _command(bsub, "import", _IMPORT_HELP, bundle_import)
     imported.add_argument("file", type=Path, metavar="FILE", help="the bundle file")
     archive = sub.add_parser("archive", help="back a node up and restore it")
     asub = archive.add_subparsers(dest="action", required=True)
-    create = _command(asub, "create", _CREATE_HELP, common, archive_create)
+    create = _command(asub, "create", _CREATE_HELP, archive_create)
     create.add_argument("out", type=Path, metavar="OUT", help="the archive file to write")
-    restore = _command(asub, "restore", _RESTORE_HELP, common, archive_restore)
+    restore = _command(asub, "restore", _RESTORE_HELP, archive_restore)
     restore.add_argument("archive", type=Path, metavar="IN", help="the archive file")
     restore.add_argument("--keep-tokens", action="store_true",
                          help="keep the restored tokens valid (default: revoke them)")  # fmt: skip
@@ -56,10 +55,9 @@ def add_parsers(sub: Any, common: AddArgs) -> None:
 
 
 def _command(
-    sub: Any, name: str, text: str, common: AddArgs, handler: Callable[..., Any]
+    sub: Any, name: str, text: str, handler: Callable[..., Any]
 ) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = sub.add_parser(name, help=text, description=text)
-    common(parser)
     parser.set_defaults(handler=handler)
     return parser
 

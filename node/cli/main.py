@@ -1,5 +1,6 @@
 """``memlane``: argument parsing and dispatch.  Exit codes: 0 ok, 1 refused or invalid input,
-2 usage, 141 stdout's reader closed it.  Every command takes ``--data DIR`` and ``--json``."""
+2 usage, 141 stdout's reader closed it.  Every command takes the global options (``--data``,
+``--config``, ``--json``, ``--token``, ``--token-file``) before or after any of its words."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Sequence
+from argparse import SUPPRESS
+from collections.abc import Iterator, Sequence
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -28,26 +31,12 @@ def default_data_dir() -> Path:
     return Path(base) / "memlane"
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", type=Path, default=default_data_dir(), help="the node's data dir")
-    p.add_argument("--json", action="store_true", help="print JSON for scripts")
-    config = os.environ.get("MEMLANE_CONFIG")
-    p.add_argument("--config", type=Path, metavar="FILE", default=Path(config) if config else None,
-                   help="the configuration file (or MEMLANE_CONFIG; default: config.toml in "
-                        "--data)")  # fmt: skip
-
-
-def _token_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--token", help="bearer token (or MEMLANE_TOKEN, or --token-file)")
-    p.add_argument("--token-file", type=Path, help="read the token from this file")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memlane", description="a memlane node")
+    parser.add_argument("--version", action="version", version=f"memlane {version('memlane')}")
     sub = parser.add_subparsers(dest="command", required=True)
     init = sub.add_parser("init", help="create a node and a new mesh in --data, or a node "
                                        "that joins a mesh (--join, --authority)")  # fmt: skip
-    _common(init)
     init.add_argument(
         "--join",
         metavar="INVITE",
@@ -61,18 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     token = sub.add_parser("token", help="issue, list and revoke bearer tokens")
     tsub = token.add_subparsers(dest="action", required=True)
     create = tsub.add_parser("create", help="issue a token (printed once)")
-    _common(create)
     create.add_argument("--principal", required=True)
     create.add_argument("--workspace", required=True)
     create.add_argument("--scope", action="append", required=True, dest="scopes")
     create.add_argument("--expires", help="an ISO-8601 instant or YYYY-MM-DD (midnight UTC)")
-    _common(tsub.add_parser("list", help="list tokens (never their secrets)"))
+    tsub.add_parser("list", help="list tokens (never their secrets)")
     revoke = tsub.add_parser("revoke", help="revoke a token by its id")
-    _common(revoke)
     revoke.add_argument("token_id")
     put = sub.add_parser("put", help="author an SR")
-    _common(put)
-    _token_args(put)
     put.add_argument("--title")
     put.add_argument("--text")
     put.add_argument("--tag", action="append", dest="tags")
@@ -81,25 +66,64 @@ def build_parser() -> argparse.ArgumentParser:
     put.add_argument("--content-time", dest="content_time")
     views = sub.add_parser("views", help="the views derived from the log")
     vsub = views.add_subparsers(dest="action", required=True)
-    _common(vsub.add_parser("rebuild", help="empty every view and replay the log into it"))
+    vsub.add_parser("rebuild", help="empty every view and replay the log into it")
     config = sub.add_parser("config", help="the node's configuration")
     csub = config.add_subparsers(dest="action", required=True)
-    _common(csub.add_parser("check", help="validate the configuration (file and MEMLANE_* "
-                                          "variables), reporting every problem"))  # fmt: skip
+    csub.add_parser("check", help="validate the configuration (file and MEMLANE_* variables), "
+                                  "reporting every problem")  # fmt: skip
     log = sub.add_parser("log", help="the log")
     lsub = log.add_subparsers(dest="action", required=True)
-    _common(lsub.add_parser("verify", help="re-check every chain, signature and payload hash"))
-    tools.add_parsers(sub, _with_token, commands.tool)
-    serving.add_parsers(sub, _common, _with_token)
-    mesh.add_parsers(sub, _common)
-    bundles.add_parsers(sub, _common)
-    search.add_parsers(sub, _common)
+    lsub.add_parser("verify", help="re-check every chain, signature and payload hash")
+    tools.add_parsers(sub, commands.tool)
+    serving.add_parsers(sub)
+    mesh.add_parsers(sub)
+    bundles.add_parsers(sub)
+    search.add_parsers(sub)
+    for each in _tree(parser):
+        _add_globals(each)
     return parser
 
 
-def _with_token(p: argparse.ArgumentParser) -> None:
-    _common(p)
-    _token_args(p)
+def _tree(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """The parser and every subcommand's, each once (an alias shares its command's)."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                yield from _tree(child)
+
+
+def _add_globals(parser: argparse.ArgumentParser) -> None:
+    """The options every command takes, on every level of the command path, so they may stand
+    before or after any command word.  Unset unless given (``SUPPRESS``): a subcommand's
+    parser would otherwise overwrite, with its default, a value given before its word; the
+    defaults are filled in once parsing is done (``_fill_globals``)."""
+    group = parser.add_argument_group("global options (before or after any command word)")
+    group.add_argument("--data", type=Path, metavar="DIR", default=SUPPRESS,
+                       help="the node's data directory (default: MEMLANE_DATA, else "
+                            "$XDG_DATA_HOME/memlane)")  # fmt: skip
+    group.add_argument("--config", type=Path, metavar="FILE", default=SUPPRESS,
+                       help="the configuration file (default: MEMLANE_CONFIG, else config.toml "
+                            "in --data)")  # fmt: skip
+    group.add_argument("--json", action="store_true", default=SUPPRESS,
+                       help="print JSON for scripts")  # fmt: skip
+    group.add_argument("--token", metavar="TOKEN", default=SUPPRESS,
+                       help="the bearer token of a command that acts as a principal (or "
+                            "MEMLANE_TOKEN, or --token-file)")  # fmt: skip
+    group.add_argument("--token-file", type=Path, metavar="FILE", default=SUPPRESS,
+                       help="read the token from this file's first line")  # fmt: skip
+
+
+def _fill_globals(args: argparse.Namespace) -> None:
+    """The defaults of the global options not given."""
+    if not hasattr(args, "data"):
+        args.data = default_data_dir()
+    if not hasattr(args, "config"):
+        config = os.environ.get("MEMLANE_CONFIG")
+        args.config = Path(config) if config else None
+    for name, default in (("json", False), ("token", None), ("token_file", None)):
+        if not hasattr(args, name):
+            setattr(args, name, default)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -121,6 +145,7 @@ def _reader_gone() -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    _fill_globals(args)
     configure_logging("WARNING")
     if getattr(args, "run", None) is not None:  # a long-running command (``serving``)
         code: int = args.run(args)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Callable
 from typing import Any
 
 from node.cli.commands import Result, open_node
@@ -15,7 +14,6 @@ from protocol.timefmt import format_instant
 
 __all__ = ["add_parsers", "parse_duration"]
 
-AddArgs = Callable[[argparse.ArgumentParser], None]
 _DURATION = re.compile(r"([1-9][0-9]{0,8})([smhdw])\Z")
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _INVITE_HELP = "print a signed invite to this mesh, valid once and for a while"
@@ -35,15 +33,13 @@ def parse_duration(text: str) -> int:
     return int(match.group(1)) * _UNIT_MS[match.group(2)]
 
 
-def add_parsers(sub: Any, common: AddArgs) -> None:
-    """Register ``mesh invite``, ``mesh members`` and ``mesh revoke``; ``common`` adds the
-    options every command takes."""
+def add_parsers(sub: Any) -> None:
+    """Register ``mesh invite``, ``mesh members``, ``mesh revoke`` and ``peers``."""
     mesh = sub.add_parser("mesh", help="the mesh: invites, members, revocation")
     msub = mesh.add_subparsers(dest="action", required=True)
     invite = msub.add_parser("invite", help=_INVITE_HELP, description=_INVITE_HELP + (
         ". The joiner redeems it with the authority node, which admits its key and "
         "issues its certificate."))  # fmt: skip
-    common(invite)
     invite.add_argument("--workspaces", nargs="+", metavar="W", default=[ALL_WORKSPACES],
                         help="the workspaces the joiner may write (default: *, all)")  # fmt: skip
     invite.add_argument("--expires", type=parse_duration, default="24h", metavar="DURATION",
@@ -51,16 +47,13 @@ def add_parsers(sub: Any, common: AddArgs) -> None:
     invite.add_argument("--label", help="a name for the joiner, kept with its membership")
     invite.set_defaults(handler=mesh_invite)
     members = msub.add_parser("members", help=_MEMBERS_HELP, description=_MEMBERS_HELP)
-    common(members)
     members.set_defaults(handler=mesh_members)
     revoke = msub.add_parser("revoke", help=_REVOKE_HELP, description=_REVOKE_HELP)
-    common(revoke)
     revoke.add_argument("node", metavar="NODE_ID", help="the member's node id (or key in hex)")
     revoke.set_defaults(handler=mesh_revoke)
     peers = sub.add_parser("peers", help=_PEERS_HELP, description=_PEERS_HELP + (
         ". Read from the snapshot the serving node saves every few seconds and when it "
         "stops."))  # fmt: skip
-    common(peers)
     peers.set_defaults(handler=peers_list)
 
 

@@ -23,7 +23,6 @@ if TYPE_CHECKING:  # numpy and the embedders load only where an embedder is conf
 
 __all__ = ["add_parsers"]
 
-AddArgs = Callable[[argparse.ArgumentParser], None]
 Progress = Callable[[int, int], None]
 _STATUS_HELP = "what the vector index holds: embedder and model, vectors, what waits"
 _REBUILD_HELP = "drop the vector index and embed every SR again now, in the foreground"
@@ -34,14 +33,13 @@ _NO_EMBEDDER = (
 _PROBE = "memlane search rebuild"  # embedded once before anything is dropped
 
 
-def add_parsers(sub: Any, common: AddArgs) -> None:
+def add_parsers(sub: Any) -> None:
     """Register ``search status`` and ``search rebuild``."""
     search = sub.add_parser("search", help="the vector index of find's semantic leg")
     ssub = search.add_subparsers(dest="action", required=True)
     for name, text, handler in (("status", _STATUS_HELP, search_status),
                                 ("rebuild", _REBUILD_HELP, search_rebuild)):  # fmt: skip
         parser = ssub.add_parser(name, help=text, description=text)
-        common(parser)
         parser.set_defaults(handler=handler)
 
 

@@ -26,7 +26,7 @@ import asyncio
 import json
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,22 +44,18 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parsers", "run_mcp", "run_serve"]
 
-AddArgs = Callable[[argparse.ArgumentParser], None]
 _MCP_HELP = "serve MCP over stdin/stdout, acting as one token's principal"
 _SERVE_HELP = "run the node: MCP over streamable HTTP, a bearer token on every request"
 
 
-def add_parsers(sub: Any, common: AddArgs, with_token: AddArgs) -> None:
-    """Register ``mcp`` and ``serve`` on the ``memlane`` subcommands; ``common`` adds the
-    options every command takes, ``with_token`` those and the token's."""
+def add_parsers(sub: Any) -> None:
+    """Register ``mcp`` and ``serve`` on the ``memlane`` subcommands."""
     mcp = sub.add_parser("mcp", help=_MCP_HELP, description=_MCP_HELP + (
         ". stdout carries the protocol; logs go to stderr. A token that is invalid at start-up "
         "exits 1; one revoked later is refused call by call."))  # fmt: skip
-    with_token(mcp)
     mcp.set_defaults(run=run_mcp)
     serve = sub.add_parser("serve", help=_SERVE_HELP, description=_SERVE_HELP + (
         ". Prints the endpoint's URL once listening. Off loopback, TLS is required."))  # fmt: skip
-    common(serve)
     serve.add_argument("--mcp-http", metavar="HOST:PORT", type=_listen,
                        help=f"where to serve MCP (default: [serve] mcp_http, else "
                             f"{DEFAULT_LISTEN}; port 0 picks one; IPv6 as [::1]:8765)")  # fmt: skip

@@ -88,11 +88,8 @@ def _add(parser: argparse.ArgumentParser, opt: Opt) -> None:
         parser.add_argument(flag, type=_TYPES[opt.kind], **common)
 
 
-def add_parsers(
-    sub: Any, setup: Callable[[argparse.ArgumentParser], None], run: Callable[..., Any]
-) -> None:
-    """Register every tool command under ``sub``; ``setup`` adds the common flags and
-    ``run(command, args)`` runs one."""
+def add_parsers(sub: Any, run: Callable[..., Any]) -> None:
+    """Register every tool command under ``sub``; ``run(command, args)`` runs one."""
     groups: dict[str, Any] = {}
     for command in COMMANDS:
         parent = sub
@@ -104,7 +101,6 @@ def add_parsers(
             parent = groups[head]
         about = f"{command.help} (the {command.tool} tool)"
         parser = parent.add_parser(command.path[-1], help=command.help, description=about)
-        setup(parser)
         for opt in command.opts:
             _add(parser, opt)
         parser.set_defaults(handler=lambda a, c=command: run(c, a))
