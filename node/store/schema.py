@@ -404,6 +404,13 @@ CREATE TABLE bundle_subjects (
 ) WITHOUT ROWID;
 """
 
+# Every SR version names the node that wrote it (``node_id`` in its state, node/views/fold.py)
+# and every result its writers (``caller``, ``node_id``, node/views/shown.py): the views are
+# rebuilt from the log, whose headers name each entry's writer.
+_SR_WRITERS = """
+INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
+"""
+
 # Index i holds the script that takes a store from version i to version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _LOG,
@@ -416,6 +423,7 @@ MIGRATIONS: tuple[str, ...] = (
     _STEMMED,
     _VECTORS,
     _BUNDLE_SUBJECTS,
+    _SR_WRITERS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

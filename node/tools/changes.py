@@ -50,4 +50,5 @@ def _render(c: Change) -> dict[str, Any]:
         out |= {"hidden_change": True} if c.hidden_change else {"fields": list(c.fields)}
     return out | {"lane": c.lane, "lane_uuid": c.lane_uuid,
                   "has_correction": c.has_correction,
-                  "has_adjustment": c.has_adjustment}  # fmt: skip
+                  "has_adjustment": c.has_adjustment,
+                  "caller": c.caller, "node_id": c.node_id}  # fmt: skip

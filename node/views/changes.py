@@ -91,13 +91,16 @@ class Change:
     changed_at: int
     fields: tuple[str, ...] = ()
     hidden_change: bool = False
-    # The SR at as_of, as the other actions' results show it (seeds/000): its lane and its
-    # sticky correction / adjustment flags.  A deleted SR's are those of its fold at as_of —
-    # deletion is local and leaves the fold alone, so nodes with the same entries agree.
+    # The SR at as_of, as the other actions' results show it (seeds/000): its lane, its
+    # sticky correction / adjustment flags, its owner and the node that wrote its version at
+    # as_of.  A deleted SR's are those of its fold at as_of — deletion is local and leaves the
+    # fold alone, so nodes with the same entries agree.
     lane: str = ""
     lane_uuid: str = ""
     has_correction: bool = False
     has_adjustment: bool = False
+    caller: str | None = None
+    node_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +271,8 @@ def _shown_at_as_of(state: SrState) -> dict[str, Any]:
     caller cannot read."""
     return {"lane": state.lane, "lane_uuid": state.effective_lane_uuid,
             "has_correction": state.has_correction,
-            "has_adjustment": state.has_adjustment}  # fmt: skip
+            "has_adjustment": state.has_adjustment,
+            "caller": state.owner, "node_id": state.node_id}  # fmt: skip
 
 
 async def _states(reader: Reader, sr_ids: list[str], since: int, as_of: int) -> _Both:

@@ -6,12 +6,15 @@ adjustment flags are sticky.
 | field | set at creation by | changed later by |
 | --- | --- | --- |
 | sr_id, workspace, owner, created_time | the creating sr.put | never |
+| ingest_time, node_id | every entry folded in | every entry folded in |
 | title, text, links, conversational, private_fields | sr.put | sr.put, sr.correct |
 | tags | sr.put | sr.put, sr.adjust |
 | content_time, lane, lane_uuid, visibility | sr.put | sr.adjust |
 
 An entry naming another workspace than the SR's is ignored (a node may not move an SR).  An
 SR exists once its creating entry is folded in; entries ordered before it still set fields.
+``ingest_time`` and ``node_id`` are the wall clock and the node id of the writer of the last
+entry folded in (the node that authored it, whichever node holds it).
 """
 
 from __future__ import annotations
@@ -26,9 +29,13 @@ import msgpack
 
 from protocol.clock import Hlc
 
-__all__ = ["COMPARED", "SrState", "digests", "fold_all", "fold_entry", "lane_uuid_of", "order_key"]
+__all__ = [
+    "COMPARED", "FoldItem", "SrState", "digests", "fold_all", "fold_entry", "lane_uuid_of",
+    "order_key",
+]  # fmt: skip
 
-# The state ``changes`` compares (DESIGN §4.2): every field but ingest_time and created_time.
+# The state ``changes`` compares (DESIGN §4.2): every field but ingest_time, created_time and
+# node_id (who wrote the newest entry is not a change of the SR).
 COMPARED = (
     "title", "text", "links", "conversational", "private_fields", "tags", "content_time",
     "lane", "lane_uuid", "visibility", "has_correction", "has_adjustment",
@@ -78,6 +85,7 @@ class SrState:
     has_correction: bool = False
     has_adjustment: bool = False
     ingest_time: int | None = None
+    node_id: str | None = None  # the writer of the entry ``ingest_time`` is from
     # ``canonical()``, once made: the view stores a state's encoding in two rows.
     _blob: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -99,6 +107,7 @@ class SrState:
             "lane": self.lane,
             "lane_uuid": self.lane_uuid,
             "links": list(self.links),
+            "node_id": self.node_id,
             "owner": self.owner,
             "private_fields": _sorted_map(self.private_fields),
             "sr_id": self.sr_id,
@@ -148,24 +157,30 @@ def _pack(doc: Any) -> bytes:
     return packed
 
 
-def fold_all(sr_id: str, entries: list[tuple[str, int, dict[str, Any]]]) -> list[SrState]:
-    """The state after each of ``entries`` ((kind, wall, payload), in fold order).
+FoldItem = tuple[str, int, dict[str, Any], str]  # kind, wall, payload, writer's node id
+
+
+def fold_all(sr_id: str, entries: list[FoldItem]) -> list[SrState]:
+    """The state after each of ``entries`` ((kind, wall, payload, node id), in fold order).
 
     The SR's workspace is its creating entry's, so entries naming another are skipped even
     when they are ordered before the creation.
     """
-    create = next((p for k, _, p in entries if k == "sr.put" and p.get("create")), None)
+    create = next((p for k, _, p, _ in entries if k == "sr.put" and p.get("create")), None)
     workspace = create["workspace"] if create else None
     state, states = SrState(sr_id), []
-    for kind, wall, payload in entries:
+    for kind, wall, payload, writer in entries:
         if workspace is None or payload.get("workspace") == workspace:
-            state = fold_entry(state, kind, wall, payload)
+            state = fold_entry(state, kind, wall, payload, writer)
         states.append(state)
     return states
 
 
-def fold_entry(state: SrState, kind: str, wall: int, payload: dict[str, Any]) -> SrState:
-    """``state`` with one more entry of the SR applied (entries arrive in fold order)."""
+def fold_entry(
+    state: SrState, kind: str, wall: int, payload: dict[str, Any], writer: str
+) -> SrState:
+    """``state`` with one more entry of the SR applied (entries arrive in fold order);
+    ``writer`` is the node id of the entry's writer."""
     if state.exists and payload.get("workspace") != state.workspace:
         return state  # an entry cannot move an SR to another workspace
     if kind == "sr.put" and payload.get("create") and not state.exists:
@@ -181,6 +196,7 @@ def fold_entry(state: SrState, kind: str, wall: int, payload: dict[str, Any]) ->
     else:
         return state
     changes["ingest_time"] = wall
+    changes["node_id"] = writer
     return replace(state, **changes)
 
 

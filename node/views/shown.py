@@ -41,7 +41,9 @@ def instant(ms: int | None) -> str | None:
 
 
 def shown(state: SrState) -> dict[str, Any]:
-    """One result, as seeds/000 names its fields."""
+    """One result, as seeds/000 names its fields, then who wrote it: ``caller``, the
+    principal that created it (its owner, as an episode's ``caller`` is the principal that
+    recorded it), and ``node_id``, the node that wrote its current version."""
     ingest = instant(state.ingest_time)
     return {
         "sr_id": state.sr_id,
@@ -57,6 +59,8 @@ def shown(state: SrState) -> dict[str, Any]:
         "conversational": state.conversational,
         "has_correction": state.has_correction,
         "has_adjustment": state.has_adjustment,
+        "caller": state.owner,
+        "node_id": state.node_id,
     }  # fmt: skip
 
 

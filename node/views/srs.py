@@ -18,8 +18,10 @@ import re
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
+from node.identity import node_id
 from node.store.txn import Txn
 from node.store.views import Applied
 from node.views.fold import SrState, digests, fold_all, fold_entry, order_key
@@ -90,6 +92,8 @@ _HIDE = (
 )
 _DUE = "INSERT OR IGNORE INTO sr_due (wall, sr_id) VALUES (?, ?)"
 _CACHE = 4096
+# The node id of a writer's key: an SR entry's writer is one of a mesh's few nodes.
+_writer_id = lru_cache(maxsize=256)(node_id)
 
 
 def state_blob(state: SrState) -> bytes:
@@ -141,7 +145,8 @@ class SrView:
         latest = await self._latest_of(txn, sr_id, fresh=item.fresh)
         if latest is None or (ord_ > latest[0] and (latest[1].exists or not _creates(item))):
             prev = latest[1] if latest else SrState(sr_id)
-            state = fold_entry(prev, item.kind, item.hlc.wall, item.payload)
+            writer = _writer_id(item.writer)
+            state = fold_entry(prev, item.kind, item.hlc.wall, item.payload, writer)
             txn.add(_VERSION, _version_row(sr_id, ord_, item.pos, item.hlc.wall, state))
             self._remember(sr_id, ord_, state)
             self._show(txn, sr_id, item.hlc.wall, state)
@@ -203,18 +208,20 @@ class SrView:
         """Fold every version of the SR again (an entry landed before others, or a create
         arrived after entries it precedes, or a log was hidden)."""
         rows = await txn.fetchall(
-            "SELECT v.ord, v.pos, v.wall, h.kind, p.data FROM sr_versions v "
+            "SELECT v.ord, v.pos, v.wall, h.kind, p.data, l.writer FROM sr_versions v "
             "JOIN headers h ON h.pos = v.pos JOIN payloads p ON p.pos = v.pos "
-            "WHERE v.sr_id = ? ORDER BY v.ord",
+            "JOIN logs l ON l.log_id = h.log_id WHERE v.sr_id = ? ORDER BY v.ord",
             (sr_id,),
         )
-        entries = [(bytes(o), pos, wall, kind, decode_payload(kind, bytes(data)))
-                   for o, pos, wall, kind, data in rows]  # fmt: skip
+        entries = [(bytes(o), pos, wall, kind, decode_payload(kind, bytes(data)),
+                    _writer_id(bytes(writer)))
+                   for o, pos, wall, kind, data, writer in rows]  # fmt: skip
         if item is not None:
-            entries.append((ord_, item.pos, item.hlc.wall, item.kind, item.payload))
+            entries.append((ord_, item.pos, item.hlc.wall, item.kind, item.payload,
+                            _writer_id(item.writer)))  # fmt: skip
             entries.sort(key=lambda e: e[0])
-        states = fold_all(sr_id, [(k, w, p) for _, _, w, k, p in entries])
-        for (o, pos, wall, _, _), state in zip(entries, states, strict=True):
+        states = fold_all(sr_id, [(k, w, p, n) for _, _, w, k, p, n in entries])
+        for (o, pos, wall, _, _, _), state in zip(entries, states, strict=True):
             txn.add(_VERSION, _version_row(sr_id, o, pos, wall, state))
         await self._show_latest(txn, sr_id, entries, states)
 

@@ -37,6 +37,7 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate
 
 from node.authority import Caller
+from node.identity import node_id
 from node.ids import uuid7
 from node.node import Node
 from node.store import StoreOptions
@@ -268,7 +269,8 @@ class RawLog:
             words = token_count(fields["title"]) + token_count(fields["text"])
             srs.append((wall * DOC_SLOTS + self.slot, sr_id, WORKSPACE, principal,
                         fields["title"], fields["text"], tags_text, wall, wall, wall,
-                        self._shown(sr_id, fields), words + len(fields["tags"])))  # fmt: skip
+                        self._shown(sr_id, principal, fields),
+                        words + len(fields["tags"])))  # fmt: skip
             fts.append((sr_id,))
             tags += [(tag, sr_id) for tag in fields["tags"]]
             audits.append(("sr_written", self.wall, WORKSPACE, sr_id, principal, entry_id, None))
@@ -297,14 +299,15 @@ class RawLog:
         del compared["private_fields"]
         return full, hashlib.sha256(msgpack.packb(compared, use_bin_type=True)).digest()
 
-    def _shown(self, sr_id: str, fields: dict[str, Any]) -> bytes:
+    def _shown(self, sr_id: str, principal: str, fields: dict[str, Any]) -> bytes:
         """The SR as e_timeline shows it, as the SR view stores it (node.views.shown)."""
         at = format_instant(self.wall)
         return msgpack.packb({
             "sr_id": sr_id, "title": fields["title"], "text": fields["text"], "lane": "default",
             "lane_uuid": self._lane_uuid, "content_time": None, "ingest_time": at,
             "created_time": at, "tags": fields["tags"], "conversational": False,
-            "has_correction": False, "has_adjustment": False,
+            "has_correction": False, "has_adjustment": False, "caller": principal,
+            "node_id": node_id(self.public),
         }, use_bin_type=True)  # fmt: skip
 
     def _state(self, sr_id: str, principal: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -313,9 +316,9 @@ class RawLog:
             "content_time": None, "conversational": False, "created_time": self.wall,
             "exists": True, "has_adjustment": False, "has_correction": False,
             "ingest_time": self.wall, "lane": "default", "lane_uuid": None, "links": [],
-            "owner": principal, "private_fields": {}, "sr_id": sr_id, "tags": fields["tags"],
-            "text": fields["text"], "title": fields["title"], "visibility": "workspace",
-            "workspace": WORKSPACE,
+            "node_id": node_id(self.public), "owner": principal, "private_fields": {},
+            "sr_id": sr_id, "tags": fields["tags"], "text": fields["text"],
+            "title": fields["title"], "visibility": "workspace", "workspace": WORKSPACE,
         }  # fmt: skip
 
 

@@ -172,9 +172,11 @@ class Story:
         out = []
         for c in answer["changes"]:
             keys = {"sr_id", "change", "changed_at", "lane", "lane_uuid", "has_correction",
-                    "has_adjustment"}  # fmt: skip
+                    "has_adjustment", "caller", "node_id"}  # fmt: skip
             assert isinstance(c["has_correction"], bool), c
             assert isinstance(c["has_adjustment"], bool), c
+            assert isinstance(c["caller"], str), c
+            assert isinstance(c["node_id"], str), c
             detail: Any = None
             if c["change"] == "updated":
                 if "hidden_change" in c:

@@ -33,6 +33,7 @@ states = st.builds(
     has_correction=st.booleans(),
     has_adjustment=st.booleans(),
     ingest_time=st.one_of(st.none(), st.integers(0, 2**48)),
+    node_id=st.one_of(st.none(), _text),
 )
 
 

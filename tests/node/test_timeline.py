@@ -160,6 +160,8 @@ async def test_list_renders_every_field_and_defaults_to_newest_ingest_first(
         "conversational": True,
         "has_correction": False,
         "has_adjustment": False,
+        "caller": "alice",
+        "node_id": corpus.node.info.node_id,
     }
 
 

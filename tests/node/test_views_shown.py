@@ -56,6 +56,7 @@ def test_shown_spells_every_field(
         created_time=created, title="t", text="x", tags=tuple(tags), content_time=content,
         lane=lane, lane_uuid=lane_uuid, conversational=flags[0], has_correction=flags[1],
         has_adjustment=flags[2], ingest_time=min(created + later, MAX_WALL_MS),
+        node_id="wq4p-pqrr-6duy-bcwi",
     )  # fmt: skip
     assert shown(state) == {
         "sr_id": state.sr_id, "title": "t", "text": "x", "lane": lane,
@@ -64,4 +65,5 @@ def test_shown_spells_every_field(
         "ingest_time": format_instant(state.ingest_time or 0),
         "created_time": format_instant(created), "tags": tags,
         "conversational": flags[0], "has_correction": flags[1], "has_adjustment": flags[2],
+        "caller": "a", "node_id": "wq4p-pqrr-6duy-bcwi",
     }  # fmt: skip
