@@ -3,8 +3,9 @@
 network only the operators' scrapers reach (it is ``127.0.0.1:8766`` by default).
 
 ``/healthz`` answers ``200`` when the store takes a write transaction within two seconds and
-``503`` when it does not; the JSON body also says whether sync runs and how many peers are
-connected (peers come and go; they do not make a node unhealthy).  ``/metrics`` is
+``503`` when it does not; the JSON body also says whether sync runs and how many peer nodes
+it knows and how many of them are connected, counted per node however many connections one
+has had (peers come and go; they do not make a node unhealthy).  ``/metrics`` is
 ``node.metrics`` in the Prometheus text format.  A request is read with limits (8 KiB of head,
 five seconds); anything else is answered ``404`` or ``405`` and the connection closed.
 """
@@ -44,15 +45,14 @@ async def health(node: Node, service: SyncService | None) -> tuple[bool, dict[st
         writable: str | None = None
     except (NodeError, TimeoutError) as exc:
         writable = str(exc) or "no write transaction within 2 s"
-    peers = [] if service is None else list(service.sync.peers)
+    peers = [] if service is None else service.sync.peers.nodes()
     body = {
         "status": "ok" if writable is None else "unhealthy",
         "node_id": node.info.node_id,
         "store": "writable" if writable is None else f"not writable: {writable}",
         "sync": service is not None,
-        "peers": {"known": len(peers),
-                  "connected": 0 if service is None else service.sync.peers.open_connections},
-    }  # fmt: skip
+        "peers": {"known": len(peers), "connected": sum(p.connected for p in peers)},
+    }
     return writable is None, body
 
 

@@ -2,12 +2,14 @@
 the Prometheus text format (version 0.0.4).
 
 Gauges are read when scraped: entries held, logs, entries waiting in the pending area, fork
-proofs, the audit feed's newest ``seq``, open connections, discovered nodes and each peer's
-lag, and with an embedder configured, the vector index's vectors and queue.  Counters count
-since this process started (Prometheus expects counters to reset with a restart): entries
-rejected, fork and clock-skew events (read from the audit feed past the ``seq`` it had at
-start, so each scrape reads only what is new), entries received from and sent to each peer,
-whose rates are the sync rates, and finds answered by BM25 alone for want of a query vector.
+proofs, the audit feed's newest ``seq``, open connections, discovered nodes and, per peer
+node (``PeerTable.nodes``: one series however many connections it has had), whether its link
+is up and who dialled it, and its lag; and with an embedder configured, the vector index's
+vectors and queue.  Counters count since this process started (Prometheus expects counters
+to reset with a restart): entries rejected, fork and clock-skew events (read from the audit
+feed past the ``seq`` it had at start, so each scrape reads only what is new), entries
+received from and sent to each peer, whose rates are the sync rates, and finds answered by
+BM25 alone for want of a query vector.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ _HELP = {
     "memlane_sync_running": ("gauge", "1 while sync runs"),
     "memlane_open_connections": ("gauge", "sync connections open"),
     "memlane_discovered_peers": ("gauge", "nodes of this mesh found by zeroconf and dialled"),
+    "memlane_peer_connected": ("gauge", "1 while the peer's link is up; connection: who dialled"),
     "memlane_peer_lag_entries": ("gauge", "entries one side held that the other lacked"),
     "memlane_peer_received_entries_total": ("counter", "entries received from a peer"),
     "memlane_peer_sent_entries_total": ("counter", "entries sent to a peer"),
@@ -122,10 +125,12 @@ class Metrics:
             return
         yield Sample("memlane_open_connections", service.sync.peers.open_connections)
         yield Sample("memlane_discovered_peers", len(service.discovered))
-        for peer in service.sync.peers:
+        for peer in service.sync.peers.nodes():  # one series per peer node, not per record
             if peer.node_id is None:
                 continue
             who = ("peer", peer.node_id)
+            yield Sample("memlane_peer_connected", int(peer.connected),
+                         (who, ("connection", peer.direction)))  # fmt: skip
             yield Sample("memlane_peer_lag_entries", peer.lag_in, (who, ("direction", "in")))
             yield Sample("memlane_peer_lag_entries", peer.lag_out, (who, ("direction", "out")))
             yield Sample("memlane_peer_received_entries_total", peer.received, (who,))

@@ -49,7 +49,7 @@ from node.members import certs
 from node.members.authority import DEFAULT_CERT_LIFETIME_MS
 from node.members.errors import MeshError, NotAuthority
 from node.mesh.discovery import Discovery, Sighting
-from node.mesh.peers import Peer, PeerTable
+from node.mesh.peers import Peer, PeerNode, PeerTable
 from node.mesh.sync import Sync, SyncOptions
 from node.store import Store, Txn
 
@@ -145,10 +145,9 @@ def tls_contexts(node: Node) -> tuple[ssl.SSLContext, ssl.SSLContext, x509.Certi
 # -- the peer snapshot ------------------------------------------------------------------------
 
 
-def _peer_row(peer: Peer, *, closed: bool = False) -> dict[str, Any]:
+def _peer_row(peer: PeerNode, *, closed: bool = False) -> dict[str, Any]:
     return {
-        "node_id": peer.node_id, "address": peer.address,
-        "direction": "outbound" if peer.outbound else "inbound",
+        "node_id": peer.node_id, "address": peer.address, "direction": peer.direction,
         "state": "closed" if closed else peer.state.value,
         "connected_at": None if closed or peer.connected_at is None
         else int(peer.connected_at * 1000),
@@ -159,7 +158,8 @@ def _peer_row(peer: Peer, *, closed: bool = False) -> dict[str, Any]:
 
 
 def peer_rows(table: PeerTable, *, closed: bool = False) -> list[dict[str, Any]]:
-    return [_peer_row(p, closed=closed) for p in table]
+    """One row per peer node (``PeerTable.nodes``), however many records stand behind it."""
+    return [_peer_row(p, closed=closed) for p in table.nodes()]
 
 
 async def read_peers(store: Store) -> dict[str, Any]:
