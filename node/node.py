@@ -357,10 +357,12 @@ class Node:
         workspaces: Sequence[str] = (ALL_WORKSPACES,),
         lifetime_ms: int = DEFAULT_INVITE_LIFETIME_MS,
         label: str | None = None,
+        expires: int | None = None,
     ) -> str:
-        """A signed, single-use invite to this mesh (``memlane mesh invite``)."""
+        """A signed, single-use invite to this mesh (``memlane mesh invite``), valid for
+        ``lifetime_ms`` from now, or until ``expires`` (ms) when given."""
         return self.mesh_authority.invite(
-            workspaces=workspaces, lifetime_ms=lifetime_ms, label=label
+            workspaces=workspaces, lifetime_ms=lifetime_ms, label=label, expires=expires
         )
 
     async def redeem_invite(

@@ -6,18 +6,20 @@ import argparse
 import os
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from node.address import parse_listen
 from node.cli.tools import ToolCommand, arguments, show_written
 from node.config import InvalidConfig, NodeConfig
-from node.errors import ConfigError, Refusal
+from node.errors import AuthError, ConfigError, Refusal
 from node.mesh.join import join
 from node.node import Node
-from node.tools.args import optional_time
 from protocol.timefmt import format_instant
 
 __all__ = ["Result", "load_config", "open_node", "token_from_args"]
+
+_HOW_TO_GIVE = "pass --token TOKEN, set MEMLANE_TOKEN or pass --token-file FILE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,13 +29,30 @@ class Result:
     code: int = 0
 
 
-def token_from_args(args: argparse.Namespace) -> str | None:
-    """As every command reads it: --token, else --token-file, else MEMLANE_TOKEN."""
+def token_from_args(args: argparse.Namespace) -> str:
+    """As every command reads it: --token, else --token-file (its first line), else
+    MEMLANE_TOKEN; with none of them, a refusal that says how to give one."""
     if args.token:
         return str(args.token)
     if args.token_file:
-        return str(args.token_file.read_text().strip())
-    return os.environ.get("MEMLANE_TOKEN")
+        return _token_file(args.token_file)
+    token = os.environ.get("MEMLANE_TOKEN")
+    if not token:
+        raise AuthError(f"unauthenticated: no token given: {_HOW_TO_GIVE}")
+    return token
+
+
+def _token_file(path: Path) -> str:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"cannot read --token-file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--token-file {path} is not text") from exc
+    token = lines[0].strip() if lines else ""
+    if not token:
+        raise ConfigError(f"--token-file {path} holds no token")
+    return token
 
 
 def load_config(args: argparse.Namespace) -> NodeConfig:
@@ -88,8 +107,8 @@ async def _join(args: argparse.Namespace) -> Result:
 
 
 async def token_create(args: argparse.Namespace) -> Result:
-    expires = optional_time({"expires": args.expires}, "expires")
     async with open_node(args) as node:
+        expires = None if args.expires is None else args.expires.at(node.store.wall())
         issued = await node.create_token(args.principal, args.workspace, args.scopes, expires)
     return Result({"token": issued.token, "token_id": issued.token_id}, issued.token)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from node.cli import bundles, commands, mesh, search, serving, tools
+from node.cli.times import expiry
 from node.errors import NodeError
 from node.logging import configure_logging
 
@@ -53,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--principal", required=True)
     create.add_argument("--workspace", required=True)
     create.add_argument("--scope", action="append", required=True, dest="scopes")
-    create.add_argument("--expires", help="an ISO-8601 instant or YYYY-MM-DD (midnight UTC)")
+    create.add_argument("--expires", type=expiry, metavar="WHEN",
+                        help="a duration from now (30m, 12h, 7d, 2w), or an instant or "
+                             "YYYY-MM-DD (midnight UTC); default: never")  # fmt: skip
     tsub.add_parser("list", help="list tokens (never their secrets)")
     revoke = tsub.add_parser("revoke", help="revoke a token by its id")
     revoke.add_argument("token_id")

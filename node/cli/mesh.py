@@ -4,18 +4,16 @@ peers``: the peer table ``memlane serve`` keeps (docs/mesh.md)."""
 from __future__ import annotations
 
 import argparse
-import re
 from typing import Any
 
 from node.cli.commands import Result, open_node
+from node.cli.times import expiry
 from node.members import invites
 from node.members.membership import ALL_WORKSPACES, Member
 from protocol.timefmt import format_instant
 
-__all__ = ["add_parsers", "parse_duration"]
+__all__ = ["add_parsers"]
 
-_DURATION = re.compile(r"([1-9][0-9]{0,8})([smhdw])\Z")
-_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _INVITE_HELP = "print a signed invite to this mesh, valid once and for a while"
 _MEMBERS_HELP = "list the nodes the authority's log has admitted or revoked"
 _PEERS_HELP = "list the sync peers of this node's `memlane serve`: state, lag, last error"
@@ -23,14 +21,6 @@ _REVOKE_HELP = (
     "revoke a member: entries it writes after the last one this node has accepted from it "
     "are refused everywhere the revocation reaches"
 )
-
-
-def parse_duration(text: str) -> int:
-    """``30m``, ``24h``, ``7d``, ``2w`` (also ``s``) → milliseconds."""
-    match = _DURATION.match(text.strip())
-    if match is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 30m, 24h or 7d")
-    return int(match.group(1)) * _UNIT_MS[match.group(2)]
 
 
 def add_parsers(sub: Any) -> None:
@@ -42,8 +32,9 @@ def add_parsers(sub: Any) -> None:
         "issues its certificate."))  # fmt: skip
     invite.add_argument("--workspaces", nargs="+", metavar="W", default=[ALL_WORKSPACES],
                         help="the workspaces the joiner may write (default: *, all)")  # fmt: skip
-    invite.add_argument("--expires", type=parse_duration, default="24h", metavar="DURATION",
-                        help="how long it stays valid: 30m, 24h, 7d (default 24h)")  # fmt: skip
+    invite.add_argument("--expires", type=expiry, default="24h", metavar="WHEN",
+                        help="how long it stays valid: a duration (30m, 24h, 7d, 2w; default "
+                             "24h), or until an instant or YYYY-MM-DD (midnight UTC)")  # fmt: skip
     invite.add_argument("--label", help="a name for the joiner, kept with its membership")
     invite.set_defaults(handler=mesh_invite)
     members = msub.add_parser("members", help=_MEMBERS_HELP, description=_MEMBERS_HELP)
@@ -59,8 +50,8 @@ def add_parsers(sub: Any) -> None:
 
 async def mesh_invite(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        text = node.create_invite(workspaces=args.workspaces, lifetime_ms=args.expires,
-                                  label=args.label)  # fmt: skip
+        text = node.create_invite(workspaces=args.workspaces, label=args.label,
+                                  expires=args.expires.at(node.store.wall()))  # fmt: skip
     invite = invites.read(text)
     data = {
         "invite": text, "invite_id": invite.invite_id.hex(), "mesh": invite.mesh.hex(),

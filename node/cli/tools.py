@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from node.cli.times import moment
 from node.errors import Refusal
 from protocol.timefmt import format_instant
 
@@ -23,8 +24,9 @@ Show = Callable[[dict[str, Any]], str]
 @dataclass(frozen=True, slots=True)
 class Opt:
     """One argument: ``kind`` is ``str``, ``int``, ``float``, ``bool`` (``true`` or
-    ``false``), ``list`` (a repeatable flag), ``map`` (repeatable ``KEY=VALUE``), ``flag``
-    (present = true) or ``positional``."""
+    ``false``), ``time`` (an instant or a date, checked as ``node.cli.times.moment``),
+    ``list`` (a repeatable flag), ``map`` (repeatable ``KEY=VALUE``), ``flag`` (present =
+    true) or ``positional``."""
 
     name: str
     kind: str = "str"
@@ -71,7 +73,9 @@ def _bool(text: str) -> bool:
     return text == "true"
 
 
-_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "bool": _bool, "str": str}
+_TYPES: dict[str, Callable[[str], Any]] = {
+    "int": int, "float": float, "bool": _bool, "str": str, "time": moment,
+}  # fmt: skip
 
 
 def _add(parser: argparse.ArgumentParser, opt: Opt) -> None:
@@ -201,14 +205,16 @@ _CONTENT = (
 )  # fmt: skip
 _META = (
     Opt("tags", "list", "a tag (repeat)"),
-    Opt("content_time", help="when the knowledge happened: ISO-8601 instant or YYYY-MM-DD"),
+    Opt("content_time", "time", "when the knowledge happened: an instant or a date"),
     Opt("lane"), Opt("lane_uuid"), Opt("visibility", help="workspace or private"),
 )  # fmt: skip
 _PAGING = (Opt("page", "int"), Opt("page_size", "int"))
 _SHED = Opt("shed_idf_noise", "bool", "true (default) or false")
-_WINDOW = (
-    Opt("start_date", help="from this instant or date"),
-    Opt("end_date", help="before this instant or date"),
+_DATES = (  # find takes no window: it ranks by relevance (docs/tools/e_timeline.md §find)
+    Opt("start_date", "time", "from this instant or date"),
+    Opt("end_date", "time", "before this instant, or to the end of this date"),
+)
+_READING = (
     Opt("order_by", help="ingest_time_desc (default), ingest_time_asc, content_time_desc, …"),
     Opt("is_conversational_only", "flag"), Opt("agent_profile"), *_PAGING,
 )  # fmt: skip
@@ -217,7 +223,7 @@ _FORMAT = (
     Opt("response_format", help="concise or detailed"),
 )
 _LATER = (
-    Opt("task_result", "float"), Opt("verdict_at", help="ISO-8601 instant or YYYY-MM-DD"),
+    Opt("task_result", "float"), Opt("verdict_at", "time", "an instant or a date"),
     Opt("status"), Opt("eligibility"), Opt("trust", "float", "0 to 1"),
 )  # fmt: skip
 
@@ -235,28 +241,30 @@ COMMANDS: tuple[ToolCommand, ...] = (
                 (_SR_ID, *_META), show_written),
     ToolCommand(("delete",), "e_delete", "hide an SR on this node", (_SR_ID,), _deleted),
     ToolCommand(("undelete",), "e_undelete", "show a deleted SR again", (_SR_ID,), _deleted),
-    _timeline("list", "SRs in time order", *_WINDOW),
+    _timeline("list", "SRs in time order", *_DATES, *_READING),
     _timeline("find", "SRs matching a query, by relevance", Opt("query", "positional"),
-              _SHED, *_WINDOW),
+              _SHED, *_READING),
     _timeline("intersect", "SRs carrying every match (a tag or its terms)",
-              Opt("match", "list", "a tag or term (repeat)"), _SHED, *_WINDOW),
-    _timeline("traverse", "SRs linked to or from an SR", _SR_ID, *_WINDOW),
+              Opt("match", "list", "a tag or term (repeat)"), _SHED, *_DATES, *_READING),
+    _timeline("traverse", "SRs linked to or from an SR", _SR_ID, *_DATES, *_READING),
     _timeline("changes", "what changed between two moments",
-              Opt("since", help="ISO-8601 instant or YYYY-MM-DD"),
-              Opt("as_of", help="default now; pass page 1's as_of for later pages"),
+              Opt("since", "time", "after this instant or date"),
+              Opt("as_of", "time", "default now; pass page 1's as_of for later pages"),
               *_PAGING, show=_changes),
     ToolCommand(("audit",), "e_audit", "this node's audit feed after a seq",
                 (Opt("since_seq", "int"), Opt("limit", "int")), _audit),
     ToolCommand(("episode", "record"), "work_record", "record a work episode", (
         Opt("summary"), Opt("tool"), Opt("session_id"), Opt("channel"), Opt("episode_type"),
         Opt("error_code"), Opt("duration_ms", "int"), Opt("result_size", "int"),
-        Opt("tags", "list", "a tag (repeat)"), Opt("expires_at"), *_LATER), _fields),
+        Opt("tags", "list", "a tag (repeat)"), Opt("expires_at", "time", "an instant or a date"),
+        *_LATER), _fields),
     ToolCommand(("episode", "result"), "work_result", "record an episode's later-known outcome",
                 (Opt("id", "positional", "the episode's id"), *_LATER), _fields),
     ToolCommand(("episode", "forget"), "work_forget", "tombstone an episode on every node",
                 (Opt("id", "positional", "the episode's id"),), _fields),
     ToolCommand(("episode", "list"), "work_episodes", "your episodes, newest first", (
-        Opt("since"), Opt("until"), Opt("status"), Opt("tool"),
+        Opt("since", "time", "from this instant or date"),
+        Opt("until", "time", "before this instant or date"), Opt("status"), Opt("tool"),
         Opt("tags", "list", "a tag every episode carries (repeat)"), *_PAGING, *_FORMAT),
         _episodes),
     ToolCommand(("episode", "chain"), "work_episode_chain", "walk back along prev_id from an "

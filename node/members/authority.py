@@ -169,12 +169,15 @@ class MeshAuthority:
         workspaces: Sequence[str] = (ALL_WORKSPACES,),
         lifetime_ms: int = DEFAULT_INVITE_LIFETIME_MS,
         label: str | None = None,
+        expires: int | None = None,
     ) -> str:
-        """A signed invite, valid for ``lifetime_ms`` from now and for one use."""
-        if lifetime_ms <= 0:
+        """A signed invite, valid for one use and for ``lifetime_ms`` from now, or until
+        ``expires`` (ms) when given."""
+        now = self.store.wall()
+        expires = now + lifetime_ms if expires is None else expires
+        if expires <= now:
             raise MeshError("an invite must be valid for some time")
         signing, _ = self.keys()
-        expires = self.store.wall() + lifetime_ms
         return invites.issue(signing, self.mesh, random_bytes(16), workspaces, expires, label)
 
     async def redeem(
