@@ -1,8 +1,13 @@
-# memlane — every target sets up what it needs (a .venv with the project and its dev extras).
+# memlane — every target sets up what it needs (a .venv with the project and its dev extras;
+# for the tests, the TypeScript MCP client under tests/node/mcp_ts).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The official TypeScript MCP client the tests drive the server with: a pinned version, its
+# dependencies fixed by package-lock.json (tests/node/test_mcp_outputs.py).
+TS_CLIENT := tests/node/mcp_ts
+TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 
 .PHONY: demo test lint bench clean
 
@@ -12,10 +17,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,bench,semantic]'
 	touch $(STAMP)
 
+$(TS_STAMP): $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
+	cd $(TS_CLIENT) && npm ci --no-audit --no-fund
+	touch $(TS_STAMP)
+
 demo: $(STAMP)
 	$(PY) -m node.demo
 
-test: $(STAMP)
+test: $(STAMP) $(TS_STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
@@ -27,4 +36,4 @@ bench: $(STAMP)
 	$(PY) -m tests.bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(TS_CLIENT)/node_modules

@@ -66,6 +66,7 @@ def _tool(spec: ToolSpec) -> types.Tool:
         title=spec.title,
         description=spec.description,
         input_schema=dict(spec.input_schema),
+        output_schema=dict(spec.output_schema),
         annotations=types.ToolAnnotations(
             title=spec.title,
             read_only_hint=hints.read_only,

@@ -1,6 +1,6 @@
 """What an agent is told about each tool, whatever carries the call (DESIGN §8): its name,
-description, the JSON Schema of its arguments, its behaviour hints, and the ``Node`` method
-that answers it.
+description, the JSON Schema of its arguments and of its answers (``node.tools.outputs``), its
+behaviour hints, and the ``Node`` method that answers it.
 
 ``e_timeline`` and ``work_episode_chain`` are described by their seeds (seeds/000, seeds/002):
 the guidance text word for word, the seeds' argument names, types, defaults and ranges.  The
@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from node.tools import audit, episode_reads, timeline_spec, windows
+from node.tools.outputs import OUTPUTS
 from protocol.kinds import KINDS
 from protocol.schema import Choice, Flag, Integer, Number, Text, TextList, TextMap
 
@@ -105,6 +106,7 @@ class ToolSpec:
     input_schema: Mapping[str, Any]
     hints: Hints
     method: str  # the ``Node`` method that answers it, called as ``method(caller, **arguments)``
+    output_schema: Mapping[str, Any]  # its answers and its refusal (``node.tools.outputs``)
 
 
 # -- schema pieces ---------------------------------------------------------------------------
@@ -386,7 +388,8 @@ _CALL_WINDOWS = _object(
 def _tool(
     name: str, title: str, description: str, schema: Mapping[str, Any], hints: Hints
 ) -> ToolSpec:
-    return ToolSpec(name, title, description, schema, hints, method=name)
+    return ToolSpec(name, title, description, schema, hints, method=name,
+                    output_schema=OUTPUTS[name])  # fmt: skip
 
 
 CATALOG: tuple[ToolSpec, ...] = (
