@@ -1,0 +1,52 @@
+"""README.md's "Use it" runs as typed: its shell block, taken from the README as it stands,
+run by bash from the repository root with ``set -euo pipefail`` — only the data directory
+(``~/memlane``, a temporary one here) and the virtual environment (the one running the tests)
+substituted.  Every command must succeed, and what they print must show the SR written, found
+and the log verified."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = Path(sys.executable).parent.parent
+_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.M | re.S)
+
+
+def section(text: str, heading: str) -> str:
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def use_it_block() -> str:
+    found = _BLOCK.search(section((ROOT / "README.md").read_text(encoding="utf-8"), "Use it"))
+    assert found, 'README.md: no ```sh block under "## Use it"'
+    return found[1]
+
+
+def test_use_it_runs_as_typed(tmp_path: Path) -> None:
+    block = use_it_block()
+    first = next(line for line in block.splitlines() if line.strip())
+    assert first.startswith(". .venv/bin/activate")  # it says where memlane comes from
+    script = block.replace("~/memlane", str(tmp_path / "memlane"))
+    script = script.replace(".venv/", f"{VENV}/")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLANE_")}
+    done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + script], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^\S+\s+\S+\s+a finding$", done.stdout, re.M), done.stdout  # found
+    assert re.search(r"^ok: 3 entries in 2 logs$", done.stdout, re.M), done.stdout
+    assert (tmp_path / "memlane" / "node.key").exists()
+
+
+def test_a_failing_command_fails_the_block(tmp_path: Path) -> None:
+    script = "set -euo pipefail\n" + use_it_block().replace("~/memlane", str(tmp_path / "m"))
+    script = script.replace(".venv/", f"{VENV}/").replace("--title", "--no-such-flag", 1)
+    done = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 2  # memlane's usage error stops the block
