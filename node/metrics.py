@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from node.mcp.meter import METER
 from node.store.audit import Event
 
 if TYPE_CHECKING:
@@ -159,4 +160,4 @@ def render(samples: Iterable[Sample]) -> str:
             lines += [f"# HELP {sample.name} {text}", f"# TYPE {sample.name} {kind}"]
             described.add(sample.name)
         lines.append(f"{sample.name}{_labels(sample.labels)} {sample.value}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + METER.exposition()  # tool calls (node.mcp.meter)

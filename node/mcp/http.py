@@ -87,7 +87,7 @@ def http_app(node: Node, host: str) -> BearerGate:
     """The ASGI app: the SDK's streamable HTTP app at ``/mcp``, behind the bearer gate.  On a
     loopback ``host`` the SDK also checks the ``Host`` header (DNS rebinding).  Answers are
     plain JSON rather than event streams: no tool sends anything before its result."""
-    app = build_server(node).streamable_http_app(
+    app = build_server(node, surface="http").streamable_http_app(
         streamable_http_path=MCP_PATH, host=host, json_response=True
     )
     return BearerGate(app, node)

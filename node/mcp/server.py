@@ -10,11 +10,15 @@ token revoked mid-session stops working at its next call.
 
 The turn's context travels in the request's ``_meta`` under ``memlane/turn``
 (docs/time-windows.md); it reaches the tools that declare period forms as their ``turn``.
+
+A server built for a surface (``stdio``, ``http``) counts each call it answers — its tool,
+whether it was refused, how long it took — in ``node.mcp.meter``, for ``/metrics``.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
@@ -27,6 +31,7 @@ from starlette.requests import Request
 from node.authority import Caller
 from node.errors import Refusal
 from node.logging import get_logger
+from node.mcp.meter import METER, ToolMeter
 from node.node import Node
 from node.tools.catalog import CATALOG, ToolSpec, by_name
 from node.tools.windows import turn_argument
@@ -105,9 +110,15 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
 class _Tools:
     """The two handlers the server registers, over one node."""
 
-    def __init__(self, node: Node, token: str | None) -> None:
+    def __init__(
+        self, node: Node, token: str | None, surface: str | None, meter: ToolMeter
+    ) -> None:
         self.node = node
         self.token = token
+        self.surface = surface
+        self.meter = meter
+        if surface is not None:
+            meter.serve(surface)
         self.listing = types.ListToolsResult(tools=[_tool(spec) for spec in CATALOG])
 
     async def caller_of(self, ctx: Context) -> Caller:
@@ -127,6 +138,17 @@ class _Tools:
         return self.listing
 
     async def call_tool(
+        self, ctx: Context, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        """The call's answer, counted for the surface (from its arrival here to its answer)."""
+        started = time.perf_counter()
+        result = await self._answer(ctx, params)
+        if self.surface is not None:
+            elapsed = time.perf_counter() - started
+            self.meter.record(self.surface, params.name, elapsed, refused=bool(result.is_error))
+        return result
+
+    async def _answer(
         self, ctx: Context, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         spec = by_name(params.name)
@@ -153,11 +175,18 @@ def _input_schema(name: str) -> Mapping[str, Any] | None:
     return None
 
 
-def build_server(node: Node, *, token: str | None = None) -> Server[Any]:
+def build_server(
+    node: Node,
+    *,
+    token: str | None = None,
+    surface: str | None = None,
+    meter: ToolMeter = METER,
+) -> Server[Any]:
     """The MCP server over ``node``.  With ``token``, every call acts as that token's
     principal (stdio, or a client in the same process); without, each call acts as the
-    bearer token of the HTTP request that carries it."""
-    tools = _Tools(node, token)
+    bearer token of the HTTP request that carries it.  With ``surface`` (``stdio``,
+    ``http``), every call is counted in ``meter``."""
+    tools = _Tools(node, token, surface, meter)
     return Server(
         SERVER_NAME,
         version=_version(),

@@ -70,7 +70,7 @@ async def _stdin_lines() -> AsyncIterator[_Lines | None]:
 async def serve_stdio(node: Node, token: str) -> None:
     """Serve until the client closes stdin (or the task is cancelled); every call acts as
     ``token``'s principal, and is refused once the token is revoked or expires."""
-    server = build_server(node, token=token)
+    server = build_server(node, token=token, surface="stdio")
     async with _stdin_lines() as lines:
         stdin = cast(Any, lines)  # the SDK types it as a file; it only iterates it
         async with stdio_server(stdin=stdin) as (read, write):
