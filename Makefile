@@ -8,8 +8,13 @@ STAMP := $(VENV)/.installed
 # dependencies fixed by package-lock.json (tests/node/test_mcp_outputs.py).
 TS_CLIENT := tests/node/mcp_ts
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
+# System tools the tests use: systemd-analyze (tests/node/test_deploy.py verifies
+# deploy/memlane.service with it), from the systemd package. Installed with apt-get only where
+# it is missing; where it is there nothing happens, and where there is no apt-get the test
+# skips (and fails under CI=true).
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean system-tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +29,13 @@ $(TS_STAMP): $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
 demo: $(STAMP)
 	$(PY) -m node.demo
 
-test: $(STAMP) $(TS_STAMP)
+system-tools:
+	@command -v systemd-analyze >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || { \
+	    echo "installing systemd-analyze (the systemd package) with apt-get"; \
+	    $(SUDO) apt-get update -qq && \
+	    $(SUDO) apt-get install -y -qq --no-install-recommends systemd; }
+
+test: $(STAMP) $(TS_STAMP) system-tools
 	$(PY) -m pytest -q
 
 lint: $(STAMP)

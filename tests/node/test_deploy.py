@@ -1,10 +1,14 @@
 """deploy/ (docs/operations.md): ``deploy/local-mesh.sh`` forms a three-node mesh by invite on
 loopback with real ``memlane`` processes and converges; the container entrypoint makes an
 authority and a member that sync; the systemd unit passes ``systemd-analyze verify``; the
-container definition and the compose file hold what they must; every example config passes
-``memlane config check``; the shell scripts pass ``bash -n`` and, where it is installed,
-``shellcheck``.  The checks of the unit, the container definition, the compose file and the
-configs are each also shown a broken input, so they can fail."""
+container definition and the compose file hold what they must (the compose file publishes MCP
+and health on the host's loopback only, and shows MCP's TLS settings); ``.dockerignore`` keeps
+the virtual environment, caches and history out of the build context and nothing the image
+copies; every example config passes ``memlane config check``; the shell scripts pass ``bash -n``
+and, where it is installed, ``shellcheck``.  The checks of the unit, the container definition,
+the compose file, ``.dockerignore`` and the configs are each also shown a broken input, so they
+can fail.  ``systemd-analyze`` is installed by ``make test`` where it is missing; without it
+the unit's check skips, except under ``CI=true``, where it fails."""
 
 from __future__ import annotations
 
@@ -178,6 +182,30 @@ def _verify(unit: Path) -> list[str]:
     return said
 
 
+def _systemd_analyze() -> str:
+    """``systemd-analyze``, or a skip where it is missing (a failure under ``CI=true``: CI
+    runs ``make test``, which installs it)."""
+    found = shutil.which("systemd-analyze")
+    if found is None:
+        reason = "systemd-analyze is not installed here (make test installs it with apt-get)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must verify the systemd unit: {reason}")
+        pytest.skip(f"{reason}: the unit was checked for its keys")
+    return found
+
+
+def test_without_systemd_analyze_ci_fails_rather_than_skips(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing to find there
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must verify the systemd unit"):
+        _systemd_analyze()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        _systemd_analyze()
+
+
 def test_systemd_unit_is_hardened_and_verifies(tmp_path: Path) -> None:
     text = (DEPLOY / "memlane.service").read_text()
     settings = _unit(text)
@@ -187,9 +215,9 @@ def test_systemd_unit_is_hardened_and_verifies(tmp_path: Path) -> None:
     (command,) = settings["ExecStart"]
     binary, *args = command.split()
     assert args[:1] == ["serve"]
-    if shutil.which("systemd-analyze") is None:
-        pytest.skip("systemd-analyze is not installed here: the unit was checked for its keys")
-    # verify wants the ExecStart binary to exist; this machine's memlane stands in for it.
+    _systemd_analyze()
+    # verify wants the ExecStart binary to exist: the memlane installed beside the Python
+    # running the tests (the virtual environment's) stands in for it.
     unit = tmp_path / "memlane.service"
     unit.write_text(text.replace(binary, str(MEMLANE)))
     assert _verify(unit) == []
@@ -299,6 +327,41 @@ def _compose_problems(text: str) -> list[str]:
     roles = {n: re.findall(r"MEMLANE_ROLE:\s*(\w+)", "\n".join(b)) for n, b in services.items()}
     if roles != {"node-a": ["authority"], "node-b": ["member"], "node-c": ["member"]}:
         problems.append(f"node-a the authority, b and c members: {roles}")
+    return problems + _published_problems(text, anchor, services)
+
+
+MCP_PORT, HEALTH_PORT = "8765", "8766"
+
+
+def _published_problems(text: str, anchor: str, services: dict[str, list[str]]) -> list[str]:
+    """Every published port on the host's loopback only, each node's MCP and health among
+    them and on host ports of their own, the node listening where the port leads (the
+    container's interface, so plain MCP there must be accepted on purpose); and MCP's TLS
+    settings shown in a commented block."""
+    problems, host_ports = [], []
+    for name, lines in services.items():
+        settings = _blocks(lines, 4)
+        published = [re.sub(r"^-\s*", "", line.strip()).strip("\"'")
+                     for line in settings.get("ports", [])]  # fmt: skip
+        for entry in published:
+            if not re.fullmatch(r"127\.0\.0\.1:\d+:\d+", entry):
+                problems.append(f"{name}: port {entry} is not published on 127.0.0.1 only")
+        inside = {entry.rsplit(":", 1)[1] for entry in published}
+        if not {MCP_PORT, HEALTH_PORT} <= inside:
+            problems.append(f"{name}: MCP and health are not both published")
+        host_ports += [entry.split(":")[-2] for entry in published if ":" in entry]
+        env = "\n".join(settings.get("environment", []))
+        for variable, port in (("MEMLANE_MCP_HTTP", MCP_PORT), ("MEMLANE_HEALTH", HEALTH_PORT)):
+            if not re.search(rf"{variable}:\s*0\.0\.0\.0:{port}\s*$", env, re.MULTILINE):
+                problems.append(f"{name}: {variable} is not 0.0.0.0:{port}, where its port leads")
+    if len(host_ports) != len(set(host_ports)):
+        problems.append(f"host ports published twice: {sorted(host_ports)}")
+    if "--insecure-no-tls" not in anchor:
+        problems.append("plain MCP on the container's interface is refused without "
+                        "--insecure-no-tls")  # fmt: skip
+    comments = "\n".join(line for line in text.splitlines() if line.lstrip().startswith("#"))
+    if not re.search(r"#\s*command:.*--tls-cert.*--tls-key", comments):
+        problems.append("no commented block with MCP's TLS settings (--tls-cert, --tls-key)")
     return problems
 
 
@@ -312,6 +375,108 @@ def test_compose_runs_a_three_node_mesh() -> None:
     ]
     assert _compose_problems(text.replace("PEERS: node-a:7411\n", "PEER: node-a:7411\n")) == [
         "node-b: MEMLANE_PEER is read by neither memlane nor the entrypoint"
+    ]
+
+
+def test_compose_publishes_mcp_and_health_on_the_hosts_loopback_only() -> None:
+    text = (DEPLOY / "compose.yaml").read_text()
+    assert _compose_problems(text) == []
+    assert _compose_problems(text.replace('"127.0.0.1:8776:8766"', '"8776:8766"')) == [
+        "node-b: port 8776:8766 is not published on 127.0.0.1 only"
+    ]
+    assert _compose_problems(text.replace('"127.0.0.1:8785:8765"', '"127.0.0.1:8775:8765"')) == [
+        "host ports published twice: ['8765', '8766', '8775', '8775', '8776', '8786']"
+    ]
+    assert _compose_problems(text.replace('      - "127.0.0.1:8786:8766"\n', "")) == [
+        "node-c: MCP and health are not both published"
+    ]
+    only_a = text.replace(
+        'MEMLANE_HEALTH: 0.0.0.0:8766\n    ports:\n      - "127.0.0.1:8765',
+        'MEMLANE_HEALTH: 127.0.0.1:8766\n    ports:\n      - "127.0.0.1:8765',
+    )
+    assert _compose_problems(only_a) == [
+        "node-a: MEMLANE_HEALTH is not 0.0.0.0:8766, where its port leads"
+    ]
+    assert _compose_problems(text.replace('["serve", "--insecure-no-tls"]', '["serve"]')) == [
+        "plain MCP on the container's interface is refused without --insecure-no-tls"
+    ]
+    assert _compose_problems(text.replace("--tls-cert", "--cert")) == [
+        "no commented block with MCP's TLS settings (--tls-cert, --tls-key)"
+    ]
+
+
+# -- .dockerignore ----------------------------------------------------------------------------
+
+KEPT_OUT = (
+    ".venv", ".bench-cache", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis",
+    "__pycache__", "node/__pycache__", "node/mesh/__pycache__", "tests/node/__pycache__", ".git",
+    "memlane.egg-info", "tests/node/mcp_ts/node_modules", "deploy/.env",
+)  # fmt: skip
+
+
+def _pattern(text: str) -> re.Pattern[str]:
+    """A .dockerignore pattern as a regular expression over slash-separated paths."""
+    out, i = "", 0
+    while i < len(text):
+        if text.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif text.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif text[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif text[i] == "?":
+            out, i = out + "[^/]", i + 1
+        else:
+            out, i = out + re.escape(text[i]), i + 1
+    return re.compile(out)
+
+
+def _ignored(rules: str, path: str) -> bool:
+    """Whether ``path`` (relative to the context) is left out: a pattern matching it or a
+    directory above it, the last matching pattern deciding (``!`` brings it back)."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
+    ignored = False
+    for line in rules.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        keep = line.startswith("!")
+        pattern = _pattern(line.lstrip("!").strip("/"))
+        if any(pattern.fullmatch(prefix) for prefix in prefixes):
+            ignored = not keep
+    return ignored
+
+
+def _copied() -> list[str]:
+    """Every file the Containerfile copies from the context."""
+    files = []
+    for word, rest in _instructions((DEPLOY / "Containerfile").read_text()):
+        for source in rest.split()[:-1] if word == "COPY" else []:
+            path = ROOT / source
+            found = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+            files += [str(p.relative_to(ROOT)) for p in found if "__pycache__" not in p.parts]
+    return files
+
+
+def _dockerignore_problems(rules: str) -> list[str]:
+    problems = [f"{path} is sent to the build" for path in KEPT_OUT if not _ignored(rules, path)]
+    problems += [f"{path} is copied by the Containerfile but left out"
+                 for path in _copied() if _ignored(rules, path)]  # fmt: skip
+    return problems
+
+
+def test_dockerignore_keeps_the_build_context_to_the_sources() -> None:
+    rules = (ROOT / ".dockerignore").read_text()
+    assert len(_copied()) > 20  # pyproject.toml, README.md, protocol/, node/, the entrypoint
+    assert _dockerignore_problems(rules) == []
+    assert _dockerignore_problems(rules.replace("**/__pycache__\n", "__pycache__\n")) == [
+        "node/__pycache__ is sent to the build", "node/mesh/__pycache__ is sent to the build",
+        "tests/node/__pycache__ is sent to the build",
+    ]  # fmt: skip
+    assert _dockerignore_problems(rules + "!.venv\n") == [".venv is sent to the build"]
+    assert _dockerignore_problems(rules + "README*\n") == [
+        "README.md is copied by the Containerfile but left out"
     ]
 
 
