@@ -13,6 +13,7 @@ from typing import Any
 from node.archive import read_passphrase
 from node.bundles import Progress
 from node.cli.commands import Result, open_node
+from node.cli.table import count
 from node.node import Node
 
 __all__ = ["add_parsers"]
@@ -66,25 +67,28 @@ async def bundle_export(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         report = await node.export_bundle(args.out, since=args.since, workspace=args.workspace)
     data = asdict(report) | {"path": str(report.path)}
-    text = (f"wrote {report.path}: bundle {report.bundle_id}, {report.entries} entries "
-            f"({report.payloads} with payloads), {report.bytes:,} bytes")  # fmt: skip
+    text = (f"wrote {report.path}: bundle {report.bundle_id}, "
+            f"{count(report.entries, 'entry', 'entries')} ({count(report.payloads, 'payload')}), "
+            f"{count(report.bytes, 'byte')}")  # fmt: skip
     return Result(data, text)
 
 
 async def bundle_frontier(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         frontier = await node.write_frontier(args.out)
-    data = {"path": str(args.out), "logs": len(frontier.tips),
-            "entries": sum(t.seq for t in frontier.tips)}  # fmt: skip
-    return Result(data, f"wrote {args.out}: {data['logs']} logs, {data['entries']} entries")
+    logs, entries = len(frontier.tips), sum(t.seq for t in frontier.tips)
+    data = {"path": str(args.out), "logs": logs, "entries": entries}
+    shown = f"{count(logs, 'log')}, {count(entries, 'entry', 'entries')}"
+    return Result(data, f"wrote {args.out}: {shown}")
 
 
 async def bundle_import(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         report = await node.import_bundle(args.file, progress=_progress_bar())
-    text = (f"imported bundle {report.bundle_id} from {report.exporter}: {report.new} new, "
-            f"{report.already_present} already present, {report.payloads_filled} payloads "
-            f"filled, {report.pending} waiting, {report.rejected} rejected")  # fmt: skip
+    text = (f"imported bundle {report.bundle_id} from {report.exporter}: {report.new:,} new, "
+            f"{report.already_present:,} already present, "
+            f"{count(report.payloads_filled, 'payload')} filled, {report.pending:,} pending, "
+            f"{report.rejected:,} rejected")  # fmt: skip
     return Result(report.detail(), text)
 
 
@@ -93,7 +97,8 @@ async def archive_create(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         report = await node.create_archive(args.out, passphrase)
     data = asdict(report) | {"path": str(report.path)}
-    return Result(data, f"wrote {report.path}: node {report.node_id}, {report.bytes:,} bytes")
+    return Result(data, f"wrote {report.path}: node {report.node_id}, "
+                        f"{count(report.bytes, 'byte')}")  # fmt: skip
 
 
 async def archive_restore(args: argparse.Namespace) -> Result:
@@ -102,8 +107,8 @@ async def archive_restore(args: argparse.Namespace) -> Result:
                                         keep_tokens=args.keep_tokens)  # fmt: skip
     data = asdict(report) | {"path": str(report.path)}
     text = (f"restored node {report.node_id} into {report.path}: new epoch {report.epoch}, "
-            f"new audit feed {report.feed_id}, {report.tokens} tokens "
-            f"({report.tokens_revoked} revoked)")  # fmt: skip
+            f"new audit feed {report.feed_id}, {count(report.tokens, 'token')} "
+            f"({report.tokens_revoked:,} revoked)")  # fmt: skip
     return Result(data, text)
 
 

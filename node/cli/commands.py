@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from node.address import parse_listen
-from node.cli.tools import ToolCommand, arguments, show_written
+from node.cli.table import count, table
+from node.cli.tools import ToolCommand, arguments
 from node.config import InvalidConfig, NodeConfig
 from node.errors import AuthError, ConfigError, Refusal
 from node.mesh.join import join
@@ -19,6 +20,8 @@ from protocol.timefmt import format_instant
 
 __all__ = ["Result", "load_config", "open_node", "token_from_args"]
 
+_TOKEN_KEYS = ("token_id", "principal", "workspace", "scopes", "created", "expires", "revoked")
+_TOKENS = tuple(k.replace("_", " ").upper() for k in _TOKEN_KEYS)
 _HOW_TO_GIVE = "pass --token TOKEN, set MEMLANE_TOKEN or pass --token-file FILE"
 
 
@@ -125,12 +128,7 @@ async def token_list(args: argparse.Namespace) -> Result:
         }
         for t in infos
     ]  # fmt: skip
-    lines = [
-        f"{r['token_id']}  {r['principal']:<16} {r['workspace']:<16} {' '.join(r['scopes'])}"
-        + (f"  expires {r['expires']}" if r["expires"] else "")
-        + ("  REVOKED" if r["revoked"] else "")
-        for r in rows
-    ]
+    lines = table(_TOKENS, [[r[k] for k in _TOKEN_KEYS] for r in rows])
     return Result(rows, "\n".join(lines) or "no tokens")
 
 
@@ -142,17 +140,6 @@ async def token_revoke(args: argparse.Namespace) -> Result:
     return Result({"token_id": args.token_id, "revoked": True}, f"revoked {args.token_id}")
 
 
-async def put(args: argparse.Namespace) -> Result:
-    fields = {
-        "title": args.title, "text": args.text, "tags": args.tags, "lane": args.lane,
-        "visibility": args.visibility, "content_time": args.content_time,
-    }  # fmt: skip
-    async with open_node(args) as node:
-        caller = await node.authenticate(token_from_args(args))
-        result = await node.e_write(caller, **{k: v for k, v in fields.items() if v is not None})
-    return Result(result, show_written(result))
-
-
 async def log_verify(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         report = await node.verify()
@@ -161,7 +148,7 @@ async def log_verify(args: argparse.Namespace) -> Result:
         "payloads_absent": report.payloads_absent, "forked_logs": report.forked_logs,
         "problems": report.problems,
     }  # fmt: skip
-    head = f"{report.entries} entries in {report.logs} logs"
+    head = f"{count(report.entries, 'entry', 'entries')} in {count(report.logs, 'log')}"
     text = f"ok: {head}" if report.ok else "FAILED: " + head + "\n" + "\n".join(report.problems)
     return Result(data, text, 0 if report.ok else 1)
 
@@ -169,7 +156,7 @@ async def log_verify(args: argparse.Namespace) -> Result:
 async def views_rebuild(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         applied = await node.store.rebuild_views()
-    return Result({"applied": applied}, f"views rebuilt from {applied} entries")
+    return Result({"applied": applied}, f"views rebuilt from {count(applied, 'entry', 'entries')}")
 
 
 async def tool(command: ToolCommand, args: argparse.Namespace) -> Result:

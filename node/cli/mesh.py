@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from node.cli.commands import Result, open_node
+from node.cli.table import table
 from node.cli.times import expiry
 from node.members import invites
 from node.members.membership import ALL_WORKSPACES, Member
@@ -65,7 +66,7 @@ async def mesh_members(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         members, own = node.members(), node.info.public_key
     rows = [_row(m, m.key == own) for m in members]
-    return Result(rows, "\n".join(_line(r) for r in rows) or "no members")
+    return Result(rows, "\n".join(table(_MEMBERS, [_cells(r) for r in rows])) or "no members")
 
 
 async def mesh_revoke(args: argparse.Namespace) -> Result:
@@ -97,22 +98,18 @@ def _cutoff(cut: dict[str, Any]) -> str:
     return f"seq {cut['seq']} of epoch {cut['epoch']}"
 
 
-def _line(row: dict[str, Any]) -> str:
-    parts = [row["node_id"], " ".join(row["workspaces"]) or "-"]
-    if row["cert_expires"]:
-        parts.append(f"cert expires {row['cert_expires']}")
-    if row["label"]:
-        parts.append(row["label"])
-    if row["this_node"]:
-        parts.append("(this node)")
-    if row["revoked"]:
-        parts.append(f"REVOKED at {row['revoked']['at']} after {_cutoff(row['revoked'])}")
-    return "  ".join(parts)
+_MEMBERS = ("NODE ID", "WORKSPACES", "CERT EXPIRES", "LABEL", "THIS NODE", "REVOKED")
 
 
-_PEER_COLUMNS = (("NODE", "node_id"), ("ADDRESS", "address"), ("DIRECTION", "direction"),
-                 ("STATE", "state"), ("LAG IN", "lag_in"), ("LAG OUT", "lag_out"),
-                 ("LAST ERROR", "last_error"))  # fmt: skip
+def _cells(row: dict[str, Any]) -> list[Any]:
+    cut = row["revoked"]
+    revoked = None if cut is None else f"at {cut['at']} after {_cutoff(cut)}"
+    return [row["node_id"], row["workspaces"], row["cert_expires"], row["label"],
+            "yes" if row["this_node"] else "no", revoked]  # fmt: skip
+
+
+_PEER_KEYS = ("node_id", "address", "direction", "state", "lag_in", "lag_out", "last_error")
+_PEERS = tuple(k.replace("_", " ").upper() for k in _PEER_KEYS)
 
 
 async def peers_list(args: argparse.Namespace) -> Result:
@@ -131,10 +128,5 @@ async def peers_list(args: argparse.Namespace) -> Result:
     lines = [f"sync {running}{where} (as of {at})"]
     if not snapshot["peers"]:
         return Result(snapshot, "\n".join([*lines, "no peers"]))
-    rows = [[h for h, _ in _PEER_COLUMNS]]
-    rows += [["-" if p[k] is None else str(p[k]) for _, k in _PEER_COLUMNS]
-             for p in snapshot["peers"]]  # fmt: skip
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_PEER_COLUMNS) - 1)]
-    lines += ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]])
-              for r in rows]  # fmt: skip
+    lines += table(_PEERS, [[p[k] for k in _PEER_KEYS] for p in snapshot["peers"]])
     return Result(snapshot, "\n".join(lines))

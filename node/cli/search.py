@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from node.cli.commands import Result, open_node
+from node.cli.table import count
 from node.errors import ConfigError, EmbedderError, EmbedderUnavailable
 from node.node import Node
 
@@ -55,7 +56,7 @@ async def search_status(args: argparse.Namespace) -> Result:
             "stored": status.stored, "vectors": status.vectors, "queued": status.queued,
             "srs": srs, "last_error": status.last_error}  # fmt: skip
     lines = [f"embedder: {data['embedder']} ({status.model})",
-             f"vectors: {status.vectors:,} of {srs:,} SRs",
+             f"vectors: {status.vectors:,} of {count(srs, 'SR')}",
              f"queued: {status.queued:,} waiting to be embedded"]  # fmt: skip
     if status.stored != status.model:
         lines.append(f"stored: an index of {status.stored or 'no model'}, made anew by "
@@ -79,8 +80,8 @@ async def search_rebuild(args: argparse.Namespace) -> Result:
         status = await index.status()
     data = {"model": status.model, "embedded": embedded, "vectors": status.vectors,
             "queued": status.queued, "seconds": seconds}  # fmt: skip
-    text = (f"embedded {embedded:,} SRs in {seconds:.1f} s: {status.vectors:,} vectors "
-            f"({status.model})")  # fmt: skip
+    text = (f"embedded {count(embedded, 'SR')} in {seconds:.1f} s: "
+            f"{count(status.vectors, 'vector')} ({status.model})")  # fmt: skip
     return Result(data, text)
 
 

@@ -12,11 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from node.cli.table import cell, count, table
 from node.cli.times import moment
 from node.errors import Refusal
 from protocol.timefmt import format_instant
 
-__all__ = ["COMMANDS", "Opt", "ToolCommand", "add_parsers", "arguments", "show_written"]
+__all__ = ["COMMANDS", "Opt", "ToolCommand", "add_parsers", "arguments"]
 
 Show = Callable[[dict[str, Any]], str]
 
@@ -41,6 +42,7 @@ class ToolCommand:
     opts: tuple[Opt, ...]
     show: Show
     fixed: dict[str, Any] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()  # other names of the same command, same flags and output
 
 
 def _pairs(items: list[str] | None) -> dict[str, str] | None:
@@ -104,7 +106,8 @@ def add_parsers(sub: Any, run: Callable[..., Any]) -> None:
                 groups[head] = group.add_subparsers(dest="action", required=True)
             parent = groups[head]
         about = f"{command.help} (the {command.tool} tool)"
-        parser = parent.add_parser(command.path[-1], help=command.help, description=about)
+        parser = parent.add_parser(command.path[-1], aliases=list(command.aliases),
+                                   help=command.help, description=about)  # fmt: skip
         for opt in command.opts:
             _add(parser, opt)
         parser.set_defaults(handler=lambda a, c=command: run(c, a))
@@ -113,7 +116,7 @@ def add_parsers(sub: Any, run: Callable[..., Any]) -> None:
 # -- how answers read on a terminal -----------------------------------------------------------
 
 
-def show_written(answer: dict[str, Any]) -> str:
+def _written(answer: dict[str, Any]) -> str:
     """An SR write's line: the SR's id, the entry written and its ingest time."""
     return f"{answer['sr_id']}  entry {answer['entry_id'][:16]}  at {answer['ingest_time']}"
 
@@ -123,71 +126,87 @@ def _deleted(answer: dict[str, Any]) -> str:
     return f"{answer['sr_id']}  {state}" + ("" if answer["changed"] else " (unchanged)")
 
 
-def _page(answer: dict[str, Any], rows: list[str]) -> str:
+def _page(answer: dict[str, Any], header: tuple[str, ...], rows: list[list[Any]]) -> str:
+    """The page's table, then which page it is and whether more follows."""
     more = "more on the next page" if answer.get("has_more") else "no more"
-    return "\n".join([*rows, f"page {answer['page']} ({len(rows)} shown, {more})"])
+    return "\n".join([*table(header, rows), f"page {answer['page']} ({len(rows)} shown, {more})"])
+
+
+_RESULTS = ("INGEST TIME", "SR ID", "TITLE")
+_CHANGES = ("CHANGED AT", "CHANGE", "SR ID", "FIELDS")
+_EVENTS = ("SEQ", "EVENT", "AT", "SUBJECT")
+_EPISODES = ("TS", "ID", "STATUS", "TOOL", "SUMMARY")
+_ROWS = ("TURN", "TOOL CALL ID", "TOOL NAME", "HOW", "WHY/REFUSED", "ASKED")
 
 
 def _results(answer: dict[str, Any]) -> str:
-    rows = [f"{r['ingest_time']:<24}  {r['sr_id']}  {r['title'] or r['text'][:60]}"
+    rows = [[r["ingest_time"], r["sr_id"], r.get("title") or (r.get("text") or "")[:60]]
             for r in answer["results"]]  # fmt: skip
     shed = answer.get("shed_terms")
-    return _page(answer, rows) + (f"\nshed: {', '.join(shed)}" if shed else "")
+    return _page(answer, _RESULTS, rows) + (f"\nshed: {', '.join(shed)}" if shed else "")
 
 
 def _changes(answer: dict[str, Any]) -> str:
-    rows = []
-    for c in answer["changes"]:
-        what = "hidden change" if c.get("hidden_change") else ", ".join(c.get("fields", []))
-        rows.append(f"{c['changed_at']:<24}  {c['change']:<9}  {c['sr_id']}  {what}".rstrip())
+    rows = [[c["changed_at"], c["change"], c["sr_id"],
+             "hidden change" if c.get("hidden_change") else ", ".join(c.get("fields", []))]
+            for c in answer["changes"]]  # fmt: skip
     window = f"changes from {answer['since']} to {answer['as_of']} (pass --as-of for later pages)"
-    return window + "\n" + _page(answer, rows)
+    return window + "\n" + _page(answer, _CHANGES, rows)
 
 
 def _audit(answer: dict[str, Any]) -> str:
-    rows = [f"#{e['seq']:<6} {e['event']:<18} {e['at']:<24}  {_about(e)}".rstrip()
-            for e in answer["events"]]  # fmt: skip
-    return "\n".join([*rows, f"feed {answer['feed_id']}, covered to seq {answer['covered_seq']}"])
+    rows = [[e["seq"], e["event"], e["at"], _about(e)] for e in answer["events"]]
+    feed = f"feed {answer['feed_id']}, covered to seq {answer['covered_seq']}"
+    return "\n".join([*table(_EVENTS, rows), feed])
 
 
-def _about(event: dict[str, Any]) -> str:
+def _about(event: dict[str, Any]) -> str | None:
     """An event's subject; for a bundle import, what it brought the caller."""
     if event["event"] != "bundle_imported":
-        return str(event["subject"] or "")
+        return None if event["subject"] is None else str(event["subject"])
     d = event["detail"]
-    return f"{d['entries']} entries: {d['srs']} SRs, {d['episodes']} episodes"
+    brought = f"{count(d['srs'], 'SR')}, {count(d['episodes'], 'episode')}"
+    return f"{count(d['entries'], 'entry', 'entries')}: {brought}"
 
 
-def _episode_line(e: dict[str, Any]) -> str:
-    return (f"{format_instant(e['ts']):<24}  {e['id']}  {e['status']:<10} "
-            f"{e.get('tool') or '-':<12} {e.get('summary') or ''}").rstrip()  # fmt: skip
+def _episode_row(e: dict[str, Any]) -> list[Any]:
+    return [format_instant(e["ts"]), e["id"], e["status"], e.get("tool"), e.get("summary")]
 
 
 def _episodes(answer: dict[str, Any]) -> str:
-    return _page(answer, [_episode_line(e) for e in answer["episodes"]])
+    return _page(answer, _EPISODES, [_episode_row(e) for e in answer["episodes"]])
 
 
 def _chain(answer: dict[str, Any]) -> str:
     if not answer["available"]:
         return str(answer["message"])
-    lines = [_episode_line(e) for e in answer["chain"]]
+    lines = table(_EPISODES, [_episode_row(e) for e in answer["chain"]])
     return "\n".join([*lines, "truncated: more lie behind" if answer["truncated"] else "end"])
 
 
-def _window_line(r: dict[str, Any]) -> str:
-    why = r.get("why") or r.get("refused") or ""
+def _window_row(r: dict[str, Any]) -> list[Any]:
     asked = r.get("asked")
-    span = f"{asked['from']} .. {asked['to']}" if asked else ""
-    call = f"{r['turn']:>4}  {r['toolCallId']:<16}  {r['toolName']:<12}"
-    return f"{call}  {r['how']:<12}  {why:<16}  {span}"
+    span = f"{asked['from']} .. {asked['to']}" if asked else None
+    return [r["turn"], r["toolCallId"], r["toolName"], r["how"],
+            r.get("why") or r.get("refused"), span]  # fmt: skip
 
 
 def _windows(answer: dict[str, Any]) -> str:
-    return _page(answer, [_window_line(r) for r in answer["rows"]])
+    return _page(answer, _ROWS, [_window_row(r) for r in answer["rows"]])
 
 
-def _fields(answer: dict[str, Any]) -> str:
-    return "  ".join(f"{k} {v}" for k, v in answer.items())
+def _recorded(answer: dict[str, Any]) -> str:
+    """A recorded episode's line: its id, the episode it follows, its time."""
+    return f"{answer['id']}  prev_id {cell(answer['prev_id'])}  at {answer['ingest_time']}"
+
+
+def _amended(answer: dict[str, Any]) -> str:
+    amended = ", ".join(answer["amended"])
+    return f"{answer['id']}  entry {answer['entry_id'][:16]}  amended {amended}"
+
+
+def _forgotten(answer: dict[str, Any]) -> str:
+    return f"{answer['id']}  forgotten"
 
 
 # -- the commands -----------------------------------------------------------------------------
@@ -234,11 +253,12 @@ def _timeline(action: str, help_: str, *opts: Opt, show: Show = _results) -> Too
 
 COMMANDS: tuple[ToolCommand, ...] = (
     ToolCommand(("write",), "e_write", "create an SR, or update one by --sr-id",
-                (Opt("sr_id", help="update this SR"), *_CONTENT, *_META), show_written),
+                (Opt("sr_id", help="update this SR"), *_CONTENT, *_META), _written,
+                aliases=("put",)),
     ToolCommand(("correct",), "e_correct", "correct an SR's content, with a reason",
-                (_SR_ID, Opt("reason"), *_CONTENT), show_written),
+                (_SR_ID, Opt("reason"), *_CONTENT), _written),
     ToolCommand(("adjust",), "e_adjust", "change an SR's tags, lane, time or visibility",
-                (_SR_ID, *_META), show_written),
+                (_SR_ID, *_META), _written),
     ToolCommand(("delete",), "e_delete", "hide an SR on this node", (_SR_ID,), _deleted),
     ToolCommand(("undelete",), "e_undelete", "show a deleted SR again", (_SR_ID,), _deleted),
     _timeline("list", "SRs in time order", *_DATES, *_READING),
@@ -257,11 +277,11 @@ COMMANDS: tuple[ToolCommand, ...] = (
         Opt("summary"), Opt("tool"), Opt("session_id"), Opt("channel"), Opt("episode_type"),
         Opt("error_code"), Opt("duration_ms", "int"), Opt("result_size", "int"),
         Opt("tags", "list", "a tag (repeat)"), Opt("expires_at", "time", "an instant or a date"),
-        *_LATER), _fields),
+        *_LATER), _recorded),
     ToolCommand(("episode", "result"), "work_result", "record an episode's later-known outcome",
-                (Opt("id", "positional", "the episode's id"), *_LATER), _fields),
+                (Opt("id", "positional", "the episode's id"), *_LATER), _amended),
     ToolCommand(("episode", "forget"), "work_forget", "tombstone an episode on every node",
-                (Opt("id", "positional", "the episode's id"),), _fields),
+                (Opt("id", "positional", "the episode's id"),), _forgotten),
     ToolCommand(("episode", "list"), "work_episodes", "your episodes, newest first", (
         Opt("since", "time", "from this instant or date"),
         Opt("until", "time", "before this instant or date"), Opt("status"), Opt("tool"),

@@ -36,13 +36,14 @@ async def test_bundles_and_archives_from_the_command_line(tmp_path: Path, wall: 
                               "--json")))  # fmt: skip
     assert (first["new"], first["bundle"]) == (2, exported["bundle_id"])
     again = ok(run("bundle", "import", tmp_path / "a.bundle", "--data", b_dir))
-    assert "0 new, 2 already present" in again
+    assert "0 new, 2 already present, 0 payloads filled, 0 pending, 0 rejected" in again
     token = ok(run("token", "create", "--data", b_dir, "--principal", "bob", "--workspace",
                    "team", "--scope", "read:workspace")).strip()  # fmt: skip
     feed = ok(run("audit", "--data", b_dir, "--token", token)).splitlines()
-    assert feed[0].split()[1] == "bundle_imported"  # the second brought bob nothing
-    assert feed[0].endswith("  2 entries: 2 SRs, 0 episodes")
-    assert len(feed) == 2
+    assert feed[0].split() == ["SEQ", "EVENT", "AT", "SUBJECT"]
+    assert feed[1].split()[1] == "bundle_imported"  # the second brought bob nothing
+    assert feed[1].endswith("  2 entries: 2 SRs, 0 episodes")
+    assert len(feed) == 3
 
     refused = run("bundle", "import", tmp_path / "b.frontier", "--data", b_dir)
     assert refused.returncode == 1

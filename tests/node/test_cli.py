@@ -162,7 +162,8 @@ def test_token_create_list_revoke(data):
     assert row["token_id"] in ok(run("token", "revoke", "--data", data, row["token_id"]))
     rows = json.loads(ok(run("token", "list", "--data", data, "--json")))
     assert rows[0]["revoked"] is not None
-    assert "REVOKED" in ok(run("token", "list", "--data", data))
+    revoked = ok(run("token", "list", "--data", data)).splitlines()[1].rsplit("  ", 1)[1]
+    assert revoked == rows[0]["revoked"]
     assert "no active token" in fails(run("token", "revoke", "--data", data, row["token_id"]))
     assert "no active token" in fails(run("token", "revoke", "--data", data, "tok_000000000000"))
     assert UNAUTHENTICATED in fails(run("put", "--data", data, "--token", token, "--title", "x"))
@@ -192,8 +193,8 @@ def test_token_create_refusals(data):
 
 def test_put_prints_the_sr_id_entry_and_ingest_time(data):
     token = make_token(data)
-    out = ok(run("put", "--data", data, "--token", token, "--title", "Deploy", "--tag", "ops",
-                 "--tag", "deploy", "--text", "body"))  # fmt: skip
+    out = ok(run("put", "--data", data, "--token", token, "--title", "Deploy", "--tags", "ops",
+                 "--tags", "deploy", "--text", "body"))  # fmt: skip
     # The line write, correct and adjust print (docs/cli.md): the id, the entry, its time.
     sr_id, entry, at = out.removesuffix("\n").split("  ")
     assert uuid.UUID(sr_id).version == 7
@@ -238,7 +239,7 @@ def test_put_refusals_store_nothing(data, tmp_path):
     error = json.loads(fails(run(*put, "--token", "mlt_bogus", "--title", "x", "--json")))
     assert error == {"error": UNAUTHENTICATED}
     assert "write:workspace" in fails(run(*put, "--token", reader, "--title", "x"))
-    assert "needs a title or a text" in fails(run(*put, "--token", token, "--tag", "lonely"))
+    assert "needs a title or a text" in fails(run(*put, "--token", token, "--tags", "lonely"))
     assert "invalid content_time: must not be before 1970-01-01" in fails(
         run(*put, "--token", token, "--title", "x", "--content-time", "1969-12-31")
     )
@@ -317,7 +318,6 @@ def test_usage_errors_exit_2(tmp_path):
         ["token", "create", "--data", d, "--principal", "alice", "--workspace", "team"],
         ["token", "revoke", "--data", d],
         ["token", "frobnicate"],
-        ["put", "--data", d, "--visibility", "public", "--title", "x"],
         ["put", "--data", d, "--unknown-flag"],
         ["log"],
         ["log", "verify", "--data"],

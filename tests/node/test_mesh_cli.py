@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 from node.identity import AUTHORITY_KEY_FILE, node_id
@@ -60,13 +61,13 @@ def test_members_shows_grants_this_node_and_revocations(tmp_path: Path) -> None:
         return writer
 
     peer = asyncio.run(admit_and_receive())
-    listed = ok(run("mesh", "members", "--data", data)).splitlines()
+    listed = [re.split(r" {2,}", line)
+              for line in ok(run("mesh", "members", "--data", data)).splitlines()]  # fmt: skip
     peer_id = node_id(peer.key.public)
-    (mine,) = [line for line in listed if "(this node)" in line]
-    assert "  *  cert expires 9999-12-31T23:59:59.999Z" in mine
-    assert [line.split("  ")[:2] for line in listed if line.startswith(peer_id)] == [
-        [peer_id, "team"]
-    ]
+    assert listed[0] == ["NODE ID", "WORKSPACES", "CERT EXPIRES", "LABEL", "THIS NODE", "REVOKED"]
+    (mine,) = [row for row in listed if row[4] == "yes"]
+    assert mine[1:3] == ["*", "9999-12-31T23:59:59.999Z"]
+    assert [row[1] for row in listed if row[0] == peer_id] == ["team"]
 
     revoked = ok(run("mesh", "revoke", "--data", data, peer_id)).strip()
     assert revoked == f"revoked {peer_id} after seq 2 of epoch {peer.epoch.hex()}"
@@ -77,7 +78,10 @@ def test_members_shows_grants_this_node_and_revocations(tmp_path: Path) -> None:
     }  # fmt: skip
     assert rows[peer_id]["workspaces"] == ["team"]
     assert [r["this_node"] for r in rows.values()].count(True) == 1
-    assert "REVOKED at " in ok(run("mesh", "members", "--data", data))
+    (shown,) = [line for line in ok(run("mesh", "members", "--data", data)).splitlines()
+                if line.startswith(peer_id)]  # fmt: skip
+    assert shown.endswith(f"  at {rows[peer_id]['revoked']['at']} after seq 2 of epoch "
+                          f"{peer.epoch.hex()}")  # fmt: skip
 
 
 def test_refusals_exit_1_and_store_nothing(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ the seed's JSON, filtered by tool, turn and call, the latest row of each call, r
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,11 @@ async def test_windows_list(tmp_path: Path) -> None:
         return ok(run("windows", "list", "--data", data, "--token", token, *argv))
 
     lines = windows().splitlines()
-    assert lines[0].split() == ["1", "c1", "e_timeline", "not-filled", "open-reading"]
-    assert lines[1].split()[:4] == ["1", "c1", "e_timeline", "filled"]
-    assert lines[1].endswith(f"{M['from']} .. {M['to']}")
+    assert re.split(r" {2,}", lines[0]) == ["TURN", "TOOL CALL ID", "TOOL NAME", "HOW",
+                                            "WHY/REFUSED", "ASKED"]  # fmt: skip
+    assert lines[1].split() == ["1", "c1", "e_timeline", "not-filled", "open-reading", "—"]
+    assert lines[2].split()[:4] == ["1", "c1", "e_timeline", "filled"]
+    assert lines[2].endswith(f"{M['from']} .. {M['to']}")
     assert lines[-1] == "page 1 (3 shown, no more)"
     latest = json.loads(windows("--latest", "--json"))
     assert [(r["toolCallId"], r["how"]) for r in latest["rows"]] == [
