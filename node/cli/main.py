@@ -11,7 +11,6 @@ import os
 import sys
 from argparse import SUPPRESS
 from collections.abc import Iterator, Sequence
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +31,24 @@ def default_data_dir() -> Path:
     return Path(base) / "memlane"
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, read from its metadata only when asked
+    (reading it costs every other command's start-up some 20 ms)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **_: Any) -> None:
+        super().__init__(option_strings, dest=SUPPRESS, default=SUPPRESS, nargs=0,
+                         help="print the version of memlane and exit")  # fmt: skip
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from importlib.metadata import version
+
+        print(f"memlane {version('memlane')}", flush=True)
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memlane", description="a memlane node")
-    parser.add_argument("--version", action="version", version=f"memlane {version('memlane')}")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     init = sub.add_parser("init", help="create a node and a new mesh in --data, or a node "
                                        "that joins a mesh (--join, --authority)")  # fmt: skip
