@@ -9,8 +9,7 @@ themselves, and what they point at is in this repository.
 - Every repository path a page names in passing (``node/views/fold.py``,
   ``deploy/compose.yaml``, ``docs/mesh.md``) exists.
 
-Pages still being rewritten are left out until they are clean (``PENDING``); the check is
-also shown broken text, so it can fail.
+The check is also shown broken text, so it can fail.
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# Pages whose references to documents outside the repository are not rewritten yet.
-PENDING = {"docs/mcp.md", "docs/operations.md"}
 # Files a page tells its reader to make (the compose file's invites).
 MADE_BY_THE_READER = {"deploy/.env"}
 
@@ -90,16 +87,13 @@ def problems(page: str, text: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("page", [p for p in pages() if p not in PENDING])
+@pytest.mark.parametrize("page", pages())
 def test_a_page_points_only_at_what_the_repository_holds(page: str) -> None:
     assert problems(page, (ROOT / page).read_text(encoding="utf-8")) == []
 
 
-def test_every_page_is_checked_or_pending() -> None:
-    assert set(pages()) >= PENDING  # a pending page that went away: drop it from PENDING
-    assert {"README.md", "docs/cli.md", "docs/mesh.md", "docs/tools/e_timeline.md"} <= {
-        p for p in pages() if p not in PENDING
-    }
+def test_every_page_is_checked() -> None:
+    assert {"README.md", "docs/cli.md", "docs/mcp.md", "docs/tools/e_timeline.md"} <= set(pages())
 
 
 def test_the_check_finds_what_it_looks_for() -> None:
