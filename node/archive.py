@@ -31,7 +31,7 @@ import shutil
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import aiosqlite
 from cryptography.exceptions import InvalidTag
@@ -47,6 +47,7 @@ from node.identity import (
     random_bytes,
     write_key,
 )
+from node.progress import Progress
 from node.store import Store, StoreOptions, Txn
 from node.store.schema import SCHEMA_VERSION
 from node.views import default_views
@@ -131,22 +132,34 @@ def read_passphrase(path: Path) -> bytes:
 
 
 async def create_archive(
-    data: Path, out: Path, passphrase: bytes, *, now: int, kdf: Kdf = Kdf()
+    data: Path,
+    out: Path,
+    passphrase: bytes,
+    *,
+    now: int,
+    kdf: Kdf = Kdf(),
+    progress: Progress | None = None,
 ) -> ArchiveReport:
-    """Write an archive of the node in ``data`` to ``out`` (the node may be running)."""
+    """Write an archive of the node in ``data`` to ``out`` (the node may be running).
+    ``progress`` is told the copy of the store (phase ``snapshot``: one consistent read, done
+    or not), then the bytes written into the archive (``write``)."""
     key_file = _check_source(data, out)
     work = out.with_name(f".{out.name}.{random_bytes(4).hex()}")
     work.mkdir(mode=0o700)
+    told = progress or _quiet
     try:
         copy = work / DB_FILE
+        told("snapshot", 0, 1)
         tokens, state = await _snapshot(data / DB_FILE, copy)
+        told("snapshot", 1, 1)
         node_key = key_file.read_bytes()
         secrets = {"node_key": node_key, "tokens": tokens,
                    "authority_key": _read_optional(data / AUTHORITY_KEY_FILE)}  # fmt: skip
         files = {DB_FILE: copy} | {n: data / n for n in PLAIN_FILES if (data / n).exists()}
         manifest = _manifest(files, state, node_key, now, kdf)
         sealed = _seal(encode_canonical(secrets), passphrase, manifest)
-        size = await asyncio.to_thread(_write_tar, work / out.name, manifest, files, sealed)
+        size = await asyncio.to_thread(_write_tar, work / out.name, manifest, files, sealed,
+                                       told)  # fmt: skip
         (work / out.name).replace(out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -233,17 +246,54 @@ def _kdf(manifest: dict[str, Any]) -> Kdf:
     return kdf
 
 
-def _write_tar(out: Path, manifest: dict[str, Any], files: dict[str, Path], sealed: bytes) -> int:
+def _write_tar(
+    out: Path, manifest: dict[str, Any], files: dict[str, Path], sealed: bytes, told: Progress
+) -> int:
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    total = sum(path.stat().st_size for path in files.values())
+    done = _Counted("write", total, told)
     with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
         _add_bytes(tar, _MANIFEST, _manifest_bytes(manifest))
         for name, path in files.items():
-            tar.add(path, arcname=name, recursive=False)
+            with path.open("rb") as f:
+                tar.addfile(tar.gettarinfo(path, arcname=name), cast(IO[bytes], _Reading(f, done)))
+        done.finish()
         _add_bytes(tar, _SECRETS, sealed)
         tar.close()
         raw.flush()
         os.fsync(raw.fileno())
         return raw.tell()
+
+
+def _quiet(phase: str, done: int, total: int) -> None:
+    pass
+
+
+class _Counted:
+    """Bytes gone through, told to ``told`` a MiB at a time, and once at the end."""
+
+    def __init__(self, phase: str, total: int, told: Progress) -> None:
+        self.phase, self.total, self.told, self.done = phase, total, told, 0
+
+    def add(self, n: int) -> None:
+        before, self.done = self.done, self.done + n
+        if before >> 20 != self.done >> 20:
+            self.told(self.phase, self.done, max(self.total, self.done))
+
+    def finish(self) -> None:
+        self.told(self.phase, self.done, self.done)
+
+
+class _Reading:
+    """A file that counts the bytes read from it (all ``tarfile`` asks of a file)."""
+
+    def __init__(self, f: IO[bytes], counted: _Counted) -> None:
+        self.f, self.counted = f, counted
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.f.read(size)
+        self.counted.add(len(data))
+        return data
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -256,14 +306,22 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 async def restore_archive(
-    archive: Path, data: Path, passphrase: bytes, *, now: int, keep_tokens: bool = False
+    archive: Path,
+    data: Path,
+    passphrase: bytes,
+    *,
+    now: int,
+    keep_tokens: bool = False,
+    progress: Progress | None = None,
 ) -> RestoreReport:
-    """Restore the archive at ``archive`` into ``data`` (which must hold no node)."""
+    """Restore the archive at ``archive`` into ``data`` (which must hold no node);
+    ``progress`` is told the bytes unpacked (phase ``unpack``)."""
     _check_target(data)
     stage = data.with_name(f".{data.name}.restoring-{random_bytes(4).hex()}")
     stage.mkdir(mode=0o700, parents=True)
     try:
-        manifest, secrets = await asyncio.to_thread(_unpack, archive, stage, passphrase)
+        manifest, secrets = await asyncio.to_thread(_unpack, archive, stage, passphrase,
+                                                    progress or _quiet)  # fmt: skip
         report = await _rebuild(stage, manifest, secrets, now=now, keep_tokens=keep_tokens)
         _move_into_place(stage, data)
     finally:
@@ -282,7 +340,9 @@ def _move_into_place(stage: Path, data: Path) -> None:
     stage.replace(data)
 
 
-def _unpack(archive: Path, stage: Path, passphrase: bytes) -> tuple[dict[str, Any], Any]:
+def _unpack(
+    archive: Path, stage: Path, passphrase: bytes, told: Progress
+) -> tuple[dict[str, Any], Any]:
     """Extract the listed files into ``stage``, each checked against the manifest, and open
     the secrets; anything amiss raises ``ArchiveError`` (``stage`` is then thrown away)."""
     try:
@@ -291,8 +351,11 @@ def _unpack(archive: Path, stage: Path, passphrase: bytes) -> tuple[dict[str, An
             manifest = _read_manifest(tar)
             if sorted(names) != sorted([_MANIFEST, _SECRETS, *manifest["files"]]):
                 raise ArchiveError("the archive holds other files than its manifest lists")
-            for name in manifest["files"]:
-                _extract(tar, name, stage, manifest["files"][name])
+            listed = manifest["files"]
+            done = _Counted("unpack", sum(_size(f) for f in listed.values()), told)
+            for name in listed:
+                _extract(tar, name, stage, listed[name], done)
+            done.finish()
             sealed = _member(tar, _SECRETS).read(_MAX_SECRETS)
     except (OSError, tarfile.TarError, EOFError) as exc:
         raise ArchiveError(f"{archive} is not a readable memlane archive: {exc}") from exc
@@ -326,7 +389,14 @@ def _read_manifest(tar: tarfile.TarFile) -> dict[str, Any]:
     return manifest
 
 
-def _extract(tar: tarfile.TarFile, name: str, stage: Path, listed: dict[str, Any]) -> None:
+def _size(listed: Any) -> int:
+    size = listed.get("size") if isinstance(listed, dict) else None
+    return size if isinstance(size, int) else 0
+
+
+def _extract(
+    tar: tarfile.TarFile, name: str, stage: Path, listed: dict[str, Any], done: _Counted
+) -> None:
     src, h, size = _member(tar, name), hashlib.sha256(), 0
     fd = os.open(stage / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as dst:
@@ -334,6 +404,7 @@ def _extract(tar: tarfile.TarFile, name: str, stage: Path, listed: dict[str, Any
             h.update(chunk)
             size += len(chunk)
             dst.write(chunk)
+            done.add(len(chunk))
     if (h.hexdigest(), size) != (listed.get("sha256"), listed.get("size")):
         raise ArchiveError(f"{name} in the archive does not match its checksum")
 

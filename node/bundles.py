@@ -21,6 +21,7 @@ from typing import IO, Any
 from node.errors import NodeError, StoreError
 from node.identity import node_id
 from node.members.membership import Membership
+from node.progress import Progress
 from node.replica import Replica
 from node.store import Event, Report, Store, Txn
 from node.store.audit import audit, bundle_subjects
@@ -53,9 +54,6 @@ __all__ = [
 
 _CHUNK = 1 << 20  # bytes read at a time
 _BATCH = 1000  # entries per receive batch (and per read of the store on export)
-
-Progress = Callable[[str, int, int], None]
-"""Told (phase, bytes done, bytes in all) as an import goes: ``verify``, then ``import``."""
 
 
 class BundleError(NodeError):
@@ -163,9 +161,11 @@ async def export_bundle(
     wall: Callable[[], int],
     since: Path | None = None,
     workspace: str | None = None,
+    progress: Progress | None = None,
 ) -> ExportReport:
     """Write a bundle of what this node holds (all of it, or what the frontier in ``since``
-    lacks); with ``workspace``, every header but only that workspace's payloads."""
+    lacks); with ``workspace``, every header but only that workspace's payloads.  ``progress``
+    is told the entries written (phase ``export``)."""
     _refuse_existing(out)
     theirs = read_frontier(since, mesh) if since is not None else None
     replica = Replica(store, mesh)
@@ -178,7 +178,7 @@ async def export_bundle(
     spans = _authority_first(snap.frontier.lacking(theirs or Frontier()), store)
     tmp = out.with_name(out.name + ".partial")
     f = _open_write(tmp)
-    size, payloads = 0, 0
+    size, payloads, total = 0, 0, sum(s.last - s.first + 1 for s in spans)
     try:
         size += f.write(writer.start())
         for span in spans:
@@ -186,7 +186,11 @@ async def export_bundle(
                 kept = entry if _carries(entry, workspace) else entry.without_payload()
                 payloads += kept.payload is not None
                 size += f.write(writer.entry(kept))
+                if progress is not None and writer.count % _BATCH == 0:
+                    progress("export", writer.count, total)
         size += f.write(writer.finish())
+        if progress is not None:
+            progress("export", writer.count, writer.count)
         _finish_file(f, tmp, out)
     except BaseException:
         f.close()

@@ -37,6 +37,7 @@ from node.members.authority import (
 )
 from node.members.invites import Redeemed
 from node.members.membership import ALL_WORKSPACES, Member, Membership
+from node.progress import Progress
 from node.search.tables import forget_index
 from node.store import Received, Report, Store, StoreOptions, Txn
 from node.tools import audit, episode_reads, episodes, srs, timeline, windows
@@ -288,30 +289,37 @@ class Node:
     # -- bundles and the archive (docs/bundles.md, docs/operations.md §Backups) ------------------
 
     async def export_bundle(
-        self, out: Path | str, *, since: Path | str | None = None, workspace: str | None = None
+        self,
+        out: Path | str,
+        *,
+        since: Path | str | None = None,
+        workspace: str | None = None,
+        progress: Progress | None = None,
     ) -> bundles.ExportReport:
         """Write a bundle of this node's entries (or of what the frontier file ``since``
         lacks; with ``workspace``, only that workspace's payloads)."""
         frontier = None if since is None else Path(since)
         return await bundles.export_bundle(self.store, self.key, self.info.mesh, Path(out),
                                            wall=self.store.wall, since=frontier,
-                                           workspace=workspace)  # fmt: skip
+                                           workspace=workspace, progress=progress)  # fmt: skip
 
     async def write_frontier(self, out: Path | str) -> Frontier:
         """Write this node's frontier for an exporter to cut an incremental bundle from."""
         return await bundles.write_frontier(self.store, self.key, self.info.mesh, Path(out))
 
     async def import_bundle(
-        self, path: Path | str, *, progress: bundles.Progress | None = None
+        self, path: Path | str, *, progress: Progress | None = None
     ) -> bundles.ImportReport:
         """Verify and apply a bundle in one transaction (one ``bundle_imported`` event)."""
         return await bundles.import_bundle(self.store, self.info.mesh, Path(path),
                                            progress=progress)  # fmt: skip
 
-    async def create_archive(self, out: Path | str, passphrase: bytes) -> archive.ArchiveReport:
+    async def create_archive(
+        self, out: Path | str, passphrase: bytes, *, progress: Progress | None = None
+    ) -> archive.ArchiveReport:
         """Back the whole node up to ``out``, its secrets encrypted with ``passphrase``."""
         return await archive.create_archive(self.path, Path(out), passphrase,
-                                            now=self.store.wall())  # fmt: skip
+                                            now=self.store.wall(), progress=progress)  # fmt: skip
 
     @staticmethod
     async def restore_archive(
@@ -321,10 +329,12 @@ class Node:
         *,
         keep_tokens: bool = False,
         wall: Wall = system_wall,
+        progress: Progress | None = None,
     ) -> archive.RestoreReport:
         """Restore an archive into the empty directory ``data`` (see ``node.archive``)."""
         return await archive.restore_archive(Path(path), _data_dir(data), passphrase,
-                                             now=wall(), keep_tokens=keep_tokens)  # fmt: skip
+                                             now=wall(), keep_tokens=keep_tokens,
+                                             progress=progress)  # fmt: skip
 
     # -- the mesh (docs/mesh.md) -----------------------------------------------------------------
 

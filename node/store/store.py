@@ -16,6 +16,7 @@ from typing import Any
 import aiosqlite
 
 from node.errors import StoreError
+from node.progress import Progress
 from node.store import ingest
 from node.store.audit import Event, RejectionLimiter, audit
 from node.store.heads import LogHead, LogTable, decode_hlc, encode_hlc
@@ -45,6 +46,9 @@ _STATE_UPSERT = "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)"
 _REPLAY = (
     "SELECT h.pos, h.log_id, h.raw, p.data FROM headers h JOIN payloads p ON p.pos = h.pos "
     "WHERE h.pos > ? AND h.applied = 1 ORDER BY h.pos LIMIT 1000"
+)
+_APPLIED_COUNT = (
+    "SELECT count(*) FROM headers h JOIN payloads p ON p.pos = h.pos WHERE h.applied = 1"
 )
 # Replayed rows start undeleted; only SRs with local deletions need their newest flag again.
 _DELETIONS_REAPPLY = (
@@ -379,16 +383,17 @@ class Store:
             "UPDATE headers SET applied = 0 WHERE log_id = ? AND seq >= ?", (head.log_id, from_seq)
         )
 
-    async def rebuild_views(self) -> int:
+    async def rebuild_views(self, progress: Progress | None = None) -> int:
         """Empty every view and replay the log into it (``memlane views rebuild``); return
-        how many entries were applied.  One transaction: readers see the old views until
-        the new ones are complete."""
+        how many entries were applied (``progress`` is told them, phase ``rebuild``).  One
+        transaction: readers see the old views until the new ones are complete."""
 
         async def op(txn: Txn) -> int:
             for view in self.views:
                 view.reset()
                 for sql in view.clear:
                     txn.add(sql, ())
+            total = (await txn.fetchone(_APPLIED_COUNT) or (0,))[0] if progress else 0
             applied, after = 0, 0
             while rows := await txn.fetchall(_REPLAY, (after,)):
                 for pos, log_id, raw, data in rows:
@@ -397,6 +402,8 @@ class Store:
                                    decode_payload(h.kind, bytes(data)))  # fmt: skip
                     await self._apply(txn, item)
                 after, applied = rows[-1][0], applied + len(rows)
+                if progress is not None:
+                    progress("rebuild", applied, max(total, applied))
             txn.add(_DELETIONS_REAPPLY, ())
             txn.add("DELETE FROM state WHERE key = 'views_stale'", ())
             return applied
