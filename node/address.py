@@ -12,6 +12,7 @@ from pathlib import Path
 __all__ = ["DEFAULT_LISTEN", "Listen", "Tls", "parse_listen"]
 
 DEFAULT_LISTEN = "127.0.0.1:8765"
+DEFAULT_HEALTH = "127.0.0.1:8766"
 
 
 @dataclass(frozen=True, slots=True)

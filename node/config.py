@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-from node.address import DEFAULT_LISTEN, Listen, parse_listen
+from node.address import DEFAULT_HEALTH, DEFAULT_LISTEN, Listen, parse_listen
 from node.errors import ConfigError
 from node.search.settings import EMBEDDERS, SearchConfig
 from node.tools.timeline_spec import MAX_PAGE_SIZE, ORDERS, Profile
@@ -77,7 +77,6 @@ __all__ = [
 ]
 
 CONFIG_FILE = "config.toml"
-DEFAULT_HEALTH = "127.0.0.1:8766"
 _MCP_HTTP, _HEALTH = parse_listen(DEFAULT_LISTEN), parse_listen(DEFAULT_HEALTH)
 _KEYS = {"max_clock_skew", "synchronous", "pending_limit", "zone", "profiles", "tools", "mesh",
          "serve", "discovery", "retention", "search"}  # fmt: skip

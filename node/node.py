@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from cryptography import x509
 
-from node import archive, bundles, tokens
+from node import tokens
 from node.authoring import Author
 from node.authority import Caller
 from node.config import NodeConfig
@@ -50,7 +50,8 @@ from protocol.kinds import encode_payload
 from protocol.messages import Frontier
 from protocol.signing import SigningKey
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # loaded where they are used: the bundle and archive code, the embedders
+    from node import archive, bundles
     from node.search.index import VectorIndex
 
 __all__ = ["Node", "NodeInfo", "system_wall"]
@@ -298,6 +299,8 @@ class Node:
     ) -> bundles.ExportReport:
         """Write a bundle of this node's entries (or of what the frontier file ``since``
         lacks; with ``workspace``, only that workspace's payloads)."""
+        from node import bundles
+
         frontier = None if since is None else Path(since)
         return await bundles.export_bundle(self.store, self.key, self.info.mesh, Path(out),
                                            wall=self.store.wall, since=frontier,
@@ -305,12 +308,16 @@ class Node:
 
     async def write_frontier(self, out: Path | str) -> Frontier:
         """Write this node's frontier for an exporter to cut an incremental bundle from."""
+        from node import bundles
+
         return await bundles.write_frontier(self.store, self.key, self.info.mesh, Path(out))
 
     async def import_bundle(
         self, path: Path | str, *, progress: Progress | None = None
     ) -> bundles.ImportReport:
         """Verify and apply a bundle in one transaction (one ``bundle_imported`` event)."""
+        from node import bundles
+
         return await bundles.import_bundle(self.store, self.info.mesh, Path(path),
                                            progress=progress)  # fmt: skip
 
@@ -318,6 +325,8 @@ class Node:
         self, out: Path | str, passphrase: bytes, *, progress: Progress | None = None
     ) -> archive.ArchiveReport:
         """Back the whole node up to ``out``, its secrets encrypted with ``passphrase``."""
+        from node import archive
+
         return await archive.create_archive(self.path, Path(out), passphrase,
                                             now=self.store.wall(), progress=progress)  # fmt: skip
 
@@ -332,6 +341,8 @@ class Node:
         progress: Progress | None = None,
     ) -> archive.RestoreReport:
         """Restore an archive into the empty directory ``data`` (see ``node.archive``)."""
+        from node import archive
+
         return await archive.restore_archive(Path(path), _data_dir(data), passphrase,
                                              now=wall(), keep_tokens=keep_tokens,
                                              progress=progress)  # fmt: skip

@@ -10,11 +10,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from node.archive import read_passphrase
-from node.bundles import Progress
 from node.cli.commands import Result, open_node
 from node.cli.table import count
-from node.node import Node
+from node.progress import Progress
 
 __all__ = ["add_parsers"]
 
@@ -93,6 +91,8 @@ async def bundle_import(args: argparse.Namespace) -> Result:
 
 
 async def archive_create(args: argparse.Namespace) -> Result:
+    from node.archive import read_passphrase
+
     passphrase = read_passphrase(args.passphrase_file)
     async with open_node(args) as node:
         report = await node.create_archive(args.out, passphrase)
@@ -102,6 +102,9 @@ async def archive_create(args: argparse.Namespace) -> Result:
 
 
 async def archive_restore(args: argparse.Namespace) -> Result:
+    from node.archive import read_passphrase
+    from node.node import Node
+
     passphrase = read_passphrase(args.passphrase_file)
     report = await Node.restore_archive(args.archive, args.data, passphrase,
                                         keep_tokens=args.keep_tokens)  # fmt: skip

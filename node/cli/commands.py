@@ -7,16 +7,17 @@ import os
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from node.address import parse_listen
 from node.cli.table import count, table
 from node.cli.tools import ToolCommand, arguments
-from node.config import InvalidConfig, NodeConfig
 from node.errors import AuthError, ConfigError, Refusal
-from node.mesh.join import join
-from node.node import Node
 from protocol.timefmt import format_instant
+
+if TYPE_CHECKING:  # the node loads when a command opens one, not to parse a command line
+    from node.config import NodeConfig
+    from node.node import Node
 
 __all__ = ["Result", "load_config", "open_node", "token_from_args"]
 
@@ -61,6 +62,8 @@ def _token_file(path: Path) -> str:
 def load_config(args: argparse.Namespace) -> NodeConfig:
     """The configuration every command uses: ``--config`` (or ``MEMLANE_CONFIG``, else the
     data directory's ``config.toml``) with the environment's ``MEMLANE_*`` overrides."""
+    from node.config import NodeConfig
+
     return NodeConfig.load(args.data, args.config, os.environ)
 
 
@@ -71,10 +74,14 @@ def open_node(
     (``embed``): the worker would load the model and embed a batch only to be cancelled as the
     command ends — and the process would wait for that batch.  ``memlane serve`` and
     ``memlane mcp`` embed in the background; ``memlane search rebuild`` in the foreground."""
+    from node.node import Node
+
     return Node.open(args.data, config=load_config(args), embed=embed)
 
 
 async def config_check(args: argparse.Namespace) -> Result:
+    from node.config import InvalidConfig
+
     where = str(args.config or args.data / "config.toml")
     try:
         load_config(args)
@@ -87,6 +94,8 @@ async def config_check(args: argparse.Namespace) -> Result:
 async def init(args: argparse.Namespace) -> Result:
     if args.join is not None or args.authority is not None:
         return await _join(args)
+    from node.node import Node
+
     info = await Node.init(args.data)
     data = {"node_id": info.node_id, "mesh": info.mesh.hex(), "data": str(args.data)}
     return Result(data, f"node {info.node_id} created in {args.data} (mesh {info.mesh.hex()})")
@@ -101,6 +110,8 @@ async def _join(args: argparse.Namespace) -> Result:
         raise ConfigError(f"--authority: {exc}") from exc
     if authority.port == 0:
         raise ConfigError(f"--authority: {args.authority!r} names no port")
+    from node.mesh.join import join
+
     info = await join(args.data, args.join, authority.host, authority.port)
     data = {"node_id": info.node_id, "mesh": info.mesh.hex(), "data": str(args.data),
             "authority": args.authority}  # fmt: skip

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -17,7 +16,6 @@ from typing import Any
 from node.cli import bundles, commands, mesh, search, serving, tools
 from node.cli.times import expiry
 from node.errors import NodeError
-from node.logging import configure_logging
 
 __all__ = ["default_data_dir", "main"]
 
@@ -156,6 +154,8 @@ def _reader_gone() -> int:
 def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     _fill_globals(args)
+    from node.logging import configure_logging
+
     configure_logging("WARNING")
     if getattr(args, "run", None) is not None:  # a long-running command (``serving``)
         code: int = args.run(args)
@@ -163,6 +163,8 @@ def _run(argv: Sequence[str] | None) -> int:
     name = args.command + (f"_{args.action}" if getattr(args, "action", None) else "")
     handler = getattr(args, "handler", None) or getattr(commands, name)
     try:
+        import asyncio
+
         result: commands.Result = asyncio.run(handler(args))
     except (NodeError, OSError) as exc:  # OSError: an unreadable --token-file, an unusable --data
         _emit(args, {"error": str(exc)}, str(exc), stream=sys.stderr)

@@ -4,14 +4,15 @@ peers``: the peer table ``memlane serve`` keeps (docs/mesh.md)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from node.cli.commands import Result, open_node
 from node.cli.table import table
 from node.cli.times import expiry
-from node.members import invites
-from node.members.membership import ALL_WORKSPACES, Member
 from protocol.timefmt import format_instant
+
+if TYPE_CHECKING:  # the mesh's code loads when a command reads it, not to parse a command line
+    from node.members.membership import Member
 
 __all__ = ["add_parsers"]
 
@@ -31,7 +32,7 @@ def add_parsers(sub: Any) -> None:
     invite = msub.add_parser("invite", help=_INVITE_HELP, description=_INVITE_HELP + (
         ". The joiner redeems it with the authority node, which admits its key and "
         "issues its certificate."))  # fmt: skip
-    invite.add_argument("--workspaces", nargs="+", metavar="W", default=[ALL_WORKSPACES],
+    invite.add_argument("--workspaces", nargs="+", metavar="W", default=["*"],  # all of them
                         help="the workspaces the joiner may write (default: *, all)")  # fmt: skip
     invite.add_argument("--expires", type=expiry, default="24h", metavar="WHEN",
                         help="how long it stays valid: a duration (30m, 24h, 7d, 2w; default "
@@ -53,6 +54,8 @@ async def mesh_invite(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         text = node.create_invite(workspaces=args.workspaces, label=args.label,
                                   expires=args.expires.at(node.store.wall()))  # fmt: skip
+    from node.members import invites
+
     invite = invites.read(text)
     data = {
         "invite": text, "invite_id": invite.invite_id.hex(), "mesh": invite.mesh.hex(),

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 from node.cli.commands import Result, open_node
 from node.cli.table import count
 from node.errors import ConfigError, EmbedderError, EmbedderUnavailable
-from node.node import Node
 
 if TYPE_CHECKING:  # numpy and the embedders load only where an embedder is configured
+    from node.node import Node
     from node.search.index import VectorIndex
 
 __all__ = ["add_parsers"]

@@ -31,16 +31,16 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from node.address import DEFAULT_LISTEN, Listen, Tls, parse_listen
+from node.address import DEFAULT_HEALTH, DEFAULT_LISTEN, Listen, Tls, parse_listen
 from node.cli.commands import load_config, token_from_args
-from node.config import DEFAULT_HEALTH, InvalidConfig, NodeConfig
 from node.errors import NodeError, Unauthenticated
-from node.node import Node
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the node loads when a server starts, not to parse a command line
+    from node.config import NodeConfig
     from node.health import HealthEndpoint
     from node.mesh.join import JoinService
     from node.mesh.service import DiscoverySettings, SyncService
+    from node.node import Node
 
 __all__ = ["add_parsers", "run_mcp", "run_serve"]
 
@@ -142,6 +142,8 @@ def run_mcp(args: argparse.Namespace) -> int:
 
 
 async def _mcp(data: Path, config: NodeConfig, token: str | None) -> None:
+    from node.node import Node
+
     async with Node.open(data, config=config) as node:
         await node.authenticate(token)
         assert token is not None
@@ -159,6 +161,8 @@ async def _mcp(data: Path, config: NodeConfig, token: str | None) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from node.config import InvalidConfig
+
     try:
         config = load_config(args)
     except InvalidConfig as exc:  # nothing started: every problem, one per line
@@ -183,6 +187,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace, config: NodeConfig, listen: Listen,
                  tls: Tls | None) -> None:  # fmt: skip
+    from node.node import Node
+
     async with Node.open(args.data, config=config) as node:
         sync_listen = args.sync_listen or config.mesh_listen
         peers = args.peers if args.peers is not None else config.mesh_peers

@@ -4,7 +4,7 @@ beside ``python -c pass`` measured in the same run, the runs interleaved.
 - ``memlane --help``: parsing the command line and printing the commands;
 - ``memlane timeline list``: a tool call's whole path from a shell — open the store, check the
   token, one page of a small store (20 SRs), print it, close;
-- ``import node``: what the library alone costs (info).
+- ``from node import Node``: what the library alone costs to load (info).
 
 Each is the installed console script in a child process, timed from ``Popen`` to its exit;
 the bound is its median (≤ 0.5 s).  Nothing here asserts on speed.
@@ -28,7 +28,7 @@ __all__ = ["COMMANDS", "LIMIT_MS", "run"]
 
 MEMLANE = Path(sys.executable).with_name("memlane")
 LIMIT_MS = 500.0
-HELP, LIST, IMPORT = "memlane --help", "memlane timeline list", "python -c 'import node'"
+HELP, LIST, IMPORT = "memlane --help", "memlane timeline list", "from node import Node"
 COMMANDS = (HELP, LIST, IMPORT)
 BOUNDED = (HELP, LIST)
 
@@ -66,7 +66,7 @@ def run(*, quick: bool, workdir: Path) -> Result:
     argv = {
         HELP: [str(MEMLANE), "--help"],
         LIST: [str(MEMLANE), "timeline", "list", "--data", str(data), "--token", token],
-        IMPORT: [sys.executable, "-c", "import node"],
+        IMPORT: [sys.executable, "-c", "from node import Node"],
     }
     baseline = [sys.executable, "-c", "pass"]
     runs = 3 if quick else 21

@@ -502,9 +502,9 @@ def test_a_bad_token_at_start_up_exits_1(site, tmp_path):
         )  # fmt: skip
         assert done.returncode == 1, (args, done.stderr)
         assert done.stdout == ""
-        assert done.stderr == (
-            f"memlane mcp: {UNAUTHENTICATED} (pass --token, MEMLANE_TOKEN or --token-file)\n"
-        ), args
+        given = f"{UNAUTHENTICATED} (pass --token, MEMLANE_TOKEN or --token-file)"
+        none = "unauthenticated: no token given: pass --token TOKEN, set MEMLANE_TOKEN or pass "
+        assert done.stderr == f"memlane mcp: {given if args else none + '--token-file FILE'}\n"
 
 
 def read_line(stream: Any, timeout: float) -> str:
