@@ -1,6 +1,7 @@
 """Listening addresses (``HOST:PORT``) for the node's servers — MCP over HTTP, sync, joins —
-and the rule for the MCP HTTP surface (DESIGN §8): loopback by default; an address off
-loopback only with TLS, or when the operator says ``--insecure-no-tls``."""
+and the rule for the MCP HTTP surface (docs/mcp.md §Where it may listen): loopback by
+default; an address off loopback only with TLS, or when the operator says
+``--insecure-no-tls``."""
 
 from __future__ import annotations
 

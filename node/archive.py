@@ -1,4 +1,4 @@
-"""The archive: a backup of a whole node, and restoring one (DESIGN §7, docs/operations.md).
+"""The archive: a backup of a whole node, and restoring one (docs/operations.md §Backups).
 
 ``create_archive`` copies the store with SQLite's online backup API (a consistent snapshot
 while the node runs and writes), takes the tokens out of the copy, and writes one gzipped tar:
@@ -15,9 +15,10 @@ while the node runs and writes), takes the tokens out of the copy, and writes on
 ``restore_archive`` verifies every file against the manifest and decrypts the secrets before
 it writes anything, builds the node in a directory beside ``--data`` and moves it into place.
 The restored node writes no audit event; it starts a new random epoch whose seq 1 links to the
-last head of the epoch it continues (DESIGN §2, §6: a restore never reuses a position its
-peers may hold), does the same for the authority's log when it holds the authority key, gets a
-new audit ``feed_id``, and revokes the tokens it brought back unless asked to keep them.
+last head of the epoch it continues (docs/entries.md §The header: a restore never reuses a
+position its peers may hold), does the same for the authority's log when it holds the authority
+key, gets a new audit ``feed_id``, and revokes the tokens it brought back unless asked to keep
+them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Callers and what they may do (DESIGN §4.1).
+"""Callers and what they may do (docs/authority.md).
 
 A caller is the principal a bearer token names, in one workspace, with scopes.
 ``admin:workspace`` includes write and read; ``write:workspace`` includes nothing else.
@@ -44,8 +44,8 @@ class Caller:
         return workspace == self.workspace and (owner == self.principal or self.is_admin)
 
     def may_read_sr(self, workspace: str, owner: str, private: bool) -> bool:
-        """The read rule for one SR (DESIGN §4.1): its workspace, with read scope; a private
-        SR only for its owner and the workspace's admins."""
+        """The read rule for one SR (docs/authority.md §The read rule): its workspace, with
+        read scope; a private SR only for its owner and the workspace's admins."""
         return (
             self.has("read:workspace")
             and workspace == self.workspace

@@ -1,4 +1,4 @@
-"""Bundles on disk: export, frontier files and import (DESIGN §7, docs/bundles.md).
+"""Bundles on disk: export, frontier files and import (docs/bundles.md).
 
 The format is ``protocol.bundle``'s; this module reads the store and the file.  An import
 reads the file twice.  The first pass verifies all of it — the header, every entry (payload
@@ -201,7 +201,8 @@ async def export_bundle(
 
 
 def _authority_first(spans: list[Span], store: Store) -> list[Span]:
-    """The authority's logs first: their member entries admit the other writers (DESIGN §6)."""
+    """The authority's logs first: their member entries admit the other writers (docs/mesh.md
+    §The authority)."""
     authority = store.membership.authority if store.membership else None
     return sorted(spans, key=lambda s: s.log[0] != authority)
 

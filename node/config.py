@@ -103,7 +103,7 @@ _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_80
 
 
 def parse_duration_ms(text: str) -> int:
-    """``^[1-9][0-9]*[smhdw]$`` (TIME-WINDOWS §1) → milliseconds."""
+    """``^[1-9][0-9]*[smhdw]$`` (docs/time-windows.md §Declaring period forms) → milliseconds."""
     m = re.fullmatch(r"([1-9][0-9]*)([smhdw])", text) if isinstance(text, str) else None
     if m is None:
         raise ConfigError(f"{text!r} is not a duration like 30s, 5m, 2h, 1d or 1w")

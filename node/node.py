@@ -1,4 +1,4 @@
-"""The Node façade: ``async with Node.open(path) as node`` (DESIGN §8).
+"""The Node façade: ``async with Node.open(path) as node`` (docs/architecture.md).
 
 One typed method per tool, named as the tool; each takes the authenticated ``Caller`` and the
 tool's arguments and returns the tool's result (a JSON-ready dict) or raises ``Refusal`` with

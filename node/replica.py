@@ -122,8 +122,8 @@ class Replica:
         return reason
 
     async def audit_peer(self, event: Event, source: str, detail: Mapping[str, object]) -> None:
-        """``peer_connected`` / ``peer_disconnected`` (DESIGN §3), at most one per peer and
-        event a minute, the next one counting those it stands for."""
+        """``peer_connected`` / ``peer_disconnected`` (docs/tools/e_audit.md §Events), at most one
+        per peer and event a minute, the next one counting those it stands for."""
         count = self.store.limiter.admit(source, event, self.store.wall())
         if count is None:
             return

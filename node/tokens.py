@@ -1,4 +1,4 @@
-"""Bearer tokens: issued by this node, stored only as SHA-256 hashes (DESIGN §4.1).
+"""Bearer tokens: issued by this node, stored only as SHA-256 hashes (docs/authority.md §Tokens).
 
 A token is ``mlt_`` + 32 random bytes in URL-safe base64.  Its public ``token_id`` (``tok_`` +
 the first 6 bytes of the hash, hex) names it in listings and revocations.  A missing, unknown,

@@ -55,7 +55,7 @@ async def _verify_one(reader: Reader, log: LogRow, report: VerifyReport) -> None
         report.payloads_absent += stored.payload is None
         prev_id, last = hashlib.sha256(stored.raw).digest(), stored.seq
     # A log row at seq 0 holds nothing yet; its head id is the head of the epoch a restore
-    # continued (its seq 1 will name it as ``prev``, DESIGN §2).
+    # continued (its seq 1 will name it as ``prev``, docs/entries.md §The header).
     if last != log.head_seq or (last and prev_id != log.head_id):
         report.problems.append(f"{name}: head {log.head_seq} does not match the stored entries")
     elif last and (signed := await _newest_signed(reader, log)) != last:

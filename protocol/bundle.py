@@ -1,4 +1,4 @@
-"""Bundle files: entries carried between nodes that never meet (DESIGN §7, docs/bundles.md).
+"""Bundle files: entries carried between nodes that never meet (docs/bundles.md).
 
 A bundle is ``MAGIC`` followed by frames (``protocol.frames``: a 4-byte length, then one
 canonical msgpack body)::

@@ -1,4 +1,4 @@
-"""Hybrid logical clock (DESIGN §2 "Writer clocks").
+"""Hybrid logical clock (docs/entries.md §Clocks and the three times).
 
 An ``Hlc`` is (wall ms, counter), ordered as a tuple.  The ``HybridClock`` is pure: callers pass
 in the physical wall time, so the same inputs always give the same timestamps.  It never moves

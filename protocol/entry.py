@@ -1,4 +1,4 @@
-"""Entry headers: fields, canonical encoding, ids (DESIGN §2, docs/entries.md).
+"""Entry headers: fields, canonical encoding, ids (docs/entries.md).
 
 A header is encoded as one msgpack array in this fixed order::
 

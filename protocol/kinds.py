@@ -1,4 +1,5 @@
-"""The kind registry: every entry kind, its payload schema and its schema version (DESIGN §2).
+"""The kind registry: every entry kind, its payload schema and its schema version
+(docs/entries.md §Kinds).
 
 Payloads are canonical msgpack maps.  Authoring validates strictly (unknown keys refused);
 receipt validates the known fields and ignores unknown optional ones, so a later schema version

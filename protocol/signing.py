@@ -1,4 +1,4 @@
-"""Keys, signatures, sealing, and the one authenticity rule (DESIGN §2).
+"""Keys, signatures, sealing, and the one authenticity rule (docs/entries.md).
 
 **The rule.**  An entry is authentic when its own signature verifies, or when a later entry of
 the same log, linked to it by an unbroken chain of ``prev`` ids, has a signature that verifies.

@@ -1,4 +1,5 @@
-"""Strict instant and date text, shared by everything that reads a time (TIME-WINDOWS §1).
+"""Strict instant and date text, shared by everything that reads a time (docs/tools/e_timeline.md
+§Arguments, *Times*).
 
 Instants are ISO-8601 with an upper-case ``T`` and an offset (``Z`` or ``±HH:MM``), minutes,
 seconds or a 1–9 digit fraction, every field range-checked (no 24:00, no leap seconds, no

@@ -1,4 +1,5 @@
-"""The MCP surface (DESIGN §8): the node's tools under their seed names, on the official SDK.
+"""The MCP surface (docs/mcp.md): the node's tools under their specified names, on the
+official SDK.
 
 - ``node.mcp.server``: ``build_server(node, token=…)`` — the MCP server over an open node,
   listing ``node.tools.catalog`` and answering each call through the ``Node`` method;

@@ -1,4 +1,4 @@
-"""MCP over streamable HTTP (DESIGN §8): ``memlane serve --mcp-http HOST:PORT``.
+"""MCP over streamable HTTP (docs/mcp.md): ``memlane serve --mcp-http HOST:PORT``.
 
 Every HTTP request must carry ``Authorization: Bearer <token>`` naming a valid token; a
 missing, unknown, expired or revoked one is answered ``401`` with one and the same body, before

@@ -1,4 +1,4 @@
-"""The MCP server over an open node (DESIGN §8): the tools of ``node.tools.catalog``, each call
+"""The MCP server over an open node (docs/mcp.md): the tools of ``node.tools.catalog``, each call
 answered by the ``Node`` method of the same name.
 
 Nothing of a tool lives here.  Arguments go through as the client sent them — the SDK's

@@ -1,4 +1,4 @@
-"""MCP over stdin/stdout for one principal (DESIGN §8): ``memlane mcp --token T``.
+"""MCP over stdin/stdout for one principal (docs/mcp.md): ``memlane mcp --token T``.
 
 While it serves, the process's stdout is the wire; the SDK points file descriptor 1 at stderr
 for everything else, so logs and stray prints never corrupt a message.

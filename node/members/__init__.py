@@ -1,4 +1,4 @@
-"""Who belongs to the mesh (DESIGN §6): membership from the authority's log, certificates and
+"""Who belongs to the mesh (docs/mesh.md): membership from the authority's log, certificates and
 TLS, invites.
 
 ``membership`` (who may write what; the receive path's admission rule), ``certs`` (the

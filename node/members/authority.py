@@ -1,4 +1,4 @@
-"""The mesh authority's side: admitting, revoking, inviting, certifying (DESIGN §6).
+"""The mesh authority's side: admitting, revoking, inviting, certifying (docs/mesh.md).
 
 Every change of membership is an entry of the authority's own log, sealed with the authority
 key (``authority.key``, present in the authority node's data directory only) through the

@@ -1,4 +1,4 @@
-"""Certificates and TLS contexts of the mesh (DESIGN §6 "Transport security", docs/mesh.md).
+"""Certificates and TLS contexts of the mesh (docs/mesh.md §Certificates, §TLS between nodes).
 
 - The **authority certificate** is the mesh's CA: self-signed by the authority key, its subject
   names the mesh.  It is a function of (authority key, mesh), so re-issuing it gives the same

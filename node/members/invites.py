@@ -1,4 +1,5 @@
-"""Invites: a signed, expiring, single-use permission to join the mesh (DESIGN §6).
+"""Invites: a signed, expiring, single-use permission to join the mesh
+(docs/mesh.md §Invites and joining).
 
 An invite is text: ``mli1.`` followed by base64url (no padding) of a canonical msgpack array
 and the authority's 64-byte Ed25519 signature of it::

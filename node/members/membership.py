@@ -1,4 +1,5 @@
-"""Mesh membership: which writers may write which workspaces (DESIGN §2, §4.1, §6).
+"""Mesh membership: which writers may write which workspaces (docs/mesh.md §Members,
+§The admission rule).
 
 Membership is derived from the mesh authority's own log: a ``member.add`` grants a node key a
 list of workspaces (``*`` for all) and a certificate expiry; a ``member.revoke`` cuts a key off

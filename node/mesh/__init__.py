@@ -1,4 +1,4 @@
-"""The mesh at work (DESIGN §6): sync over mutual TLS, joining, discovery.
+"""The mesh at work (docs/mesh.md): sync over mutual TLS, joining, discovery.
 
 ``sync`` (the listener and dialled peers), ``link`` (one connection's loop over
 ``protocol.session``), ``peers`` (the peer table), ``service`` (sync as ``memlane serve`` runs

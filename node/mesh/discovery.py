@@ -1,4 +1,4 @@
-"""Finding the mesh's nodes on the local network with zeroconf (DESIGN §6, docs/operations.md
+"""Finding the mesh's nodes on the local network with zeroconf (docs/operations.md
 §Discovery).
 
 A node that runs sync advertises ``_memlane._tcp.local.``: its sync port, and TXT properties

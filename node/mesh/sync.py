@@ -1,5 +1,5 @@
 """Sync over the network: a listener, dialled peers kept connected, one ``Link`` per
-connection (DESIGN §6, docs/protocol.md).
+connection (docs/mesh.md §Sync in practice, docs/protocol.md).
 
 ``Sync`` takes the store, the mesh id and this node's key.  ``listen`` accepts connections and
 ``dial`` keeps one peer connected, reconnecting with exponential backoff (with jitter) after a

@@ -1,4 +1,5 @@
-"""Audit events: the local feed's vocabulary, rows, and per-source rate limiting (DESIGN §3).
+"""Audit events: the local feed's vocabulary, rows, and per-source rate limiting
+(docs/tools/e_audit.md).
 
 Every event is a row of ``audit`` written in the same transaction as what it records; its
 ``seq`` is the table's INTEGER PRIMARY KEY, so the feed is dense and ordered by arrival.

@@ -149,7 +149,8 @@ class Ingest:
         for view in self.store.views:
             await view.prepare(self.txn, payloads)
         authority = self.store.membership.authority if self.store.membership else None
-        # The authority's logs first: its member entries decide the others' (DESIGN §6).
+        # The authority's logs first: its member entries decide the others' (docs/mesh.md
+        # §The authority).
         for log in sorted(by_log, key=lambda log: log[0] != authority):
             await self._log(log, list(by_log[log].values()))
         await self._release_admitted()
@@ -264,7 +265,8 @@ class Ingest:
         if self.event is not None:
             # Arrival is stamped at this node's moment (its wall clock, or its clock when
             # that is ahead): the clock alone would be the newest entry received before this
-            # one, whatever its workspace, and that time is not the caller's to see (§4.1).
+            # one, whatever its workspace, and that time is not the caller's to see
+            # (docs/authority.md §Why nothing leaks).
             audit(
                 self.txn,
                 self.event,

@@ -247,7 +247,7 @@ CREATE TABLE episode_due (
 INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
 """
 
-# The call-window view (DESIGN §5): every CallWindowRow filed, in fold order per call.
+# The call-window view (docs/time-windows.md): every CallWindowRow filed, in fold order per call.
 _CALL_WINDOWS = """
 CREATE TABLE call_windows (
     pos INTEGER PRIMARY KEY,

@@ -212,7 +212,8 @@ class Store:
         return row[0] if row else None
 
     def moment(self) -> int:
-        """This node's moment for its views: its clock (DESIGN §2)."""
+        """This node's moment for its views: its clock (docs/tools/e_timeline.md
+        §Views at a moment)."""
         return self.clock.last.wall
 
     def now_ms(self) -> int:

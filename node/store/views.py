@@ -1,10 +1,12 @@
-"""What the store asks of a view (DESIGN §1: views read the store; the store only calls them).
+"""What the store asks of a view (docs/architecture.md: views read the store; the store only
+calls them).
 
 A view is state derived from the log, written in the same transaction as each append:
 ``apply`` receives each entry as it is appended, ``hide`` withdraws what a log contributed
 from a position on (a fork), ``clear`` lists the statements that empty it so the log can be
-replayed into it.  A view that holds versions not yet due (DESIGN §2: an entry from the future
-takes effect when its time comes) keeps ``next_due`` and makes them current in ``catch_up``.
+replayed into it.  A view that holds versions not yet due (an entry from the future takes
+effect when its time comes: docs/tools/e_timeline.md §Views at a moment) keeps ``next_due``
+and makes them current in ``catch_up``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""e_audit (DESIGN §4.5, seeds/000): the local catch-up feed.
+"""e_audit (docs/tools/e_audit.md): the local catch-up feed.
 
 ``e_audit(action="list", since_seq=N, limit=L)`` answers the events with ``seq > N`` in seq
 order, at most ``L`` of them, each with its ``seq``.  Events about an SR or an episode the

@@ -1,11 +1,12 @@
-"""What an agent is told about each tool, whatever carries the call (DESIGN §8): its name,
-description, the JSON Schema of its arguments and of its answers (``node.tools.outputs``), its
-behaviour hints, and the ``Node`` method that answers it.
+"""What an agent is told about each tool, whatever carries the call (docs/mcp.md §The tools):
+its name, description, the JSON Schema of its arguments and of its answers
+(``node.tools.outputs``), its behaviour hints, and the ``Node`` method that answers it.
 
-``e_timeline`` and ``work_episode_chain`` are described by their seeds (seeds/000, seeds/002):
-the guidance text word for word, the seeds' argument names, types, defaults and ranges.  The
-others describe what the tool layer accepts; their field limits are read from the kind
-registry (``protocol.kinds``), so the two cannot drift apart.
+``e_timeline`` and ``work_episode_chain`` are described by their fixed specifications, which
+docs/tools/e_timeline.md and docs/tools/work_episode_chain.md quote: the guidance text word
+for word, the specified argument names, types, defaults and ranges.  The others describe what
+the tool layer accepts; their field limits are read from the kind registry
+(``protocol.kinds``), so the two cannot drift apart.
 
 The schemas describe; they do not refuse.  Every argument is checked by the tool layer, which
 answers with the documented refusal texts — a transport must pass arguments through as sent
@@ -40,7 +41,8 @@ __all__ = [
     "by_name",
 ]
 
-# seeds/000, "Agent Guidance": the description the engine gives an agent, word for word.
+# The specification's "Agent Guidance": the description the engine gives an agent, word for
+# word (docs/tools/e_timeline.md §What the agent is told).
 E_TIMELINE_GUIDANCE = (
     "Retrieve knowledge ordered by time (scoped to your read authority).\n"
     'Actions: list (everything), find (query="..." semantic), intersect (match=[...] '
@@ -66,7 +68,8 @@ E_TIMELINE_GUIDANCE = (
     "from the archive writes none."
 )
 
-# seeds/002: the tool's description, word for word.
+# The specification's description of the tool, word for word (docs/tools/work_episode_chain.md
+# §What the agent is told).
 WORK_EPISODE_CHAIN_GUIDANCE = (
     "Walk an episode’s amendment chain in one call. prev_id links each episode to the "
     "caller’s previous one, and following it hop by hop cost one round trip per link. "
@@ -93,8 +96,9 @@ class Hints:
     open_world: bool = False
 
 
-# Read tools follow seeds/002's table for work_episode_chain: read-only, not destructive, not
-# idempotent (an answer is a view at the moment of the call).
+# Read tools are marked as work_episode_chain's specification marks it (docs/mcp.md §The
+# tools): read-only, not destructive, not idempotent (an answer is a view at the moment of the
+# call).
 _READ = Hints(read_only=True, destructive=False, idempotent=False)
 
 
@@ -193,7 +197,7 @@ def _time(kind: str, name: str, description: str) -> dict[str, Any]:
     return {"type": "string", "description": description}
 
 
-# -- e_timeline (seeds/000 "Arguments") ------------------------------------------------------
+# -- e_timeline (docs/tools/e_timeline.md §Arguments) ---------------------------------------
 
 _PAGE_SIZE = f"when not sent: the profile's, else {timeline_spec.DEFAULT_PAGE_SIZE}"
 _MATCH = "intersect: every string must hold (as a tag, or as terms)"
@@ -224,7 +228,7 @@ _TIMELINE = _object(
     "action",
 )
 
-# -- work_episode_chain (seeds/002 parameter table) ------------------------------------------
+# -- work_episode_chain (docs/tools/work_episode_chain.md §Arguments) -----------------------
 
 _FORMAT = (
     "concise returns only the high-signal fields; detailed (the shipped default) returns the "
@@ -368,7 +372,7 @@ _E_CORRECT = _object(
 _E_ADJUST = _object({"sr_id": _SR_ID, **_meta(_ADJUST)}, "sr_id")
 _SR_ONLY = _object({"sr_id": _SR_ID}, "sr_id")
 
-# -- call_windows (seeds/001) ------------------------------------------------------------------
+# -- call_windows (docs/time-windows.md §Reading rows) -----------------------------------------
 
 _CALL_WINDOWS = _object(
     {

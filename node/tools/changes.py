@@ -1,4 +1,4 @@
-"""e_timeline action=changes (seeds/000, DESIGN §4.3): what changed between two moments.
+"""e_timeline action=changes (docs/tools/e_timeline.md §changes): what changed between two moments.
 
 The moments are the writers' clocks, so every node holding the same entries answers the same
 (local deletions aside).  Every page reads the same window: page 1 answers the ``as_of`` it

@@ -1,4 +1,5 @@
-"""Episode read tools: work_episode_chain (seeds/002) and work_episodes (DESIGN §4.4).
+"""Episode read tools: work_episode_chain and work_episodes (docs/tools/work_episode_chain.md,
+docs/tools/episodes.md).
 
 Arguments are checked in a fixed order, before the caller's scopes, so a refusal never
 depends on what is stored.  The queries and the reader contract live in
@@ -19,7 +20,7 @@ from node.views.episode_reads import Filters, Scope, page, walk
 __all__ = ["CONCISE", "FORMATS", "work_episode_chain", "work_episodes"]
 
 FORMATS = ("concise", "detailed")
-_VERBOSITY = {"full": "detailed", "terse": "concise"}  # seeds/002 lists full, terse
+_VERBOSITY = {"full": "detailed", "terse": "concise"}  # the specification lists full, terse
 # Concise keeps these, and of them drops the empty ones (null, "" or []) but the first four.
 CONCISE = ("id", "ts", "status", "eligibility", "episode_type", "tool", "task_result",
            "verdict_at", "error_code", "summary", "tags", "prev_id")  # fmt: skip

@@ -1,4 +1,4 @@
-"""Episode write tools: work_record, work_result, work_forget (DESIGN §4.4).
+"""Episode write tools: work_record, work_result, work_forget (docs/tools/episodes.md).
 
 ``prev_id`` is read from the store inside the writer's transaction, so concurrent records of
 one caller chain in order and the link survives restarts.  An episode the caller may not touch

@@ -1,10 +1,12 @@
-"""What each tool answers, as the JSON Schema of its MCP ``outputSchema`` (DESIGN §8).
+"""What each tool answers, as the JSON Schema of its MCP ``outputSchema`` (docs/mcp.md
+§outputSchema).
 
 A tool's structured content is its answer or its refusal, so every schema is an object schema
 (MCP requires ``"type": "object"`` at the top) whose ``anyOf`` admits the tool's answers and
 the refusal ``{"error": <text>}`` — with ``call_window``, the CallWindowRow of a call refused
-before dispatch (seeds/001).  Clients check structured content against it: the official
-TypeScript SDK does for every result, refusals included; the Python SDK for answers.
+before dispatch (docs/time-windows.md §The row).  Clients check structured content against
+it: the official TypeScript SDK does for every result, refusals included; the Python SDK for
+answers.
 
 The schemas describe; they are open.  No object forbids properties it does not name, so a
 client of an older listing still accepts a newer node's answer; the tests hold every answer to

@@ -1,5 +1,5 @@
-"""The period forms each tool declares (TIME-WINDOWS "How it fits memlane"), checked against
-the tool's input schema at start-up (``declared_periods``; a bad declaration is a
+"""The period forms each tool declares (docs/time-windows.md §Declaring period forms), checked
+against the tool's input schema at start-up (``declared_periods``; a bad declaration is a
 ``DeclarationError`` before any call).
 
 e_timeline: ``list``, ``intersect`` and ``traverse`` read ``start_date``/``end_date`` — as

@@ -1,5 +1,5 @@
 """SR write tools: e_write, e_correct, e_adjust (replicated entries) and e_delete /
-e_undelete (local rows) — DESIGN §4.6.
+e_undelete (local rows) — docs/authority.md.
 
 An SR the caller may not write answers exactly like an unknown one: ``unknown sr_id: <id>``.
 """
@@ -28,7 +28,8 @@ _UUID = re.compile(UUID)
 CONTENT = frozenset({"title", "text", "links", "conversational", "private_fields"})
 META = frozenset({"tags", "content_time", "lane", "lane_uuid", "visibility"})
 _WRITE_ARGS = CONTENT | META | {"sr_id"}
-# Set at creation, changed later only by sr.adjust, by the owner or an admin (DESIGN §4.2).
+# Set at creation, changed later only by sr.adjust, by the owner or an admin (docs/entries.md
+# §Kinds, docs/authority.md §Scopes).
 _ADJUST_ONLY = META - {"tags"}
 _CREATE_DEFAULTS: dict[str, Any] = {"visibility": "workspace", "lane": "default", "tags": []}
 
@@ -52,9 +53,8 @@ async def _sr_row(
     txn: Txn, caller: Caller, sr_id: object, *, deleted_ok: bool = False
 ) -> tuple[str, str, bool]:
     """(workspace, owner, deleted here) of an SR the caller can read, else the unknown-id
-    refusal: an SR
-    the caller cannot read does not exist for it (DESIGN §4.1).  A deleted SR is hidden on
-    this node, so only undelete may address it."""
+    refusal: an SR the caller cannot read does not exist for it (docs/authority.md).  A
+    deleted SR is hidden on this node, so only undelete may address it."""
     if not _is_id(sr_id):
         raise _unknown(sr_id)
     row = await txn.fetchone(

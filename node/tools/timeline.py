@@ -1,4 +1,5 @@
-"""e_timeline (seeds/000): list, find, intersect and traverse over what the caller can read.
+"""e_timeline (docs/tools/e_timeline.md): list, find, intersect and traverse over what the caller
+can read.
 
 Argument checking and the refusal texts live in ``timeline_spec``; the queries in
 ``node.views.timeline``; ``changes`` is answered by ``node.tools.changes``.  ``checked_spec``

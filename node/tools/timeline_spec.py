@@ -1,10 +1,10 @@
-"""e_timeline's arguments: defaults, the refusals of seeds/000 verbatim, and the fixed order in
+"""e_timeline's arguments: defaults, the specified refusals verbatim, and the fixed order in
 which checks run (docs/tools/e_timeline.md §Refusals):
 
 1. the action;
 2. ``since`` / ``as_of`` outside ``changes``;
-3. the changes rules, in the seed's order (arguments it does not take; a later page without
-   ``as_of``; ``since`` not before ``as_of``; unreadable values; ``since`` missing);
+3. the changes rules, in the specification's order (arguments it does not take; a later page
+   without ``as_of``; ``since`` not before ``as_of``; unreadable values; ``since`` missing);
 4. each action's required argument;
 5. every other value.
 
@@ -219,8 +219,8 @@ def _moment(sent: dict[str, Any], name: str, *, optional_parse: bool = False) ->
 
 
 def _in_zone(utc_midnight: int, zone: ZoneInfo | None, days: int = 0) -> int:
-    """A bare date's midnight in the node's zone (TIME-WINDOWS: e_timeline's date form reads
-    in it), ``days`` later; UTC when the node has no zone."""
+    """A bare date's midnight in the node's zone (e_timeline's date form reads in it:
+    docs/time-windows.md, decision 4), ``days`` later; UTC when the node has no zone."""
     if zone is None:
         return utc_midnight + days * _DAY_MS
     day = date(1970, 1, 1) + timedelta(days=utc_midnight // _DAY_MS + days)

@@ -1,6 +1,6 @@
-"""The time windows of tool calls on the node (DESIGN §5, TIME-WINDOWS "How it fits
-memlane"): the guard every call of a tool with period forms passes through, and the
-``call_windows`` tool that lists the rows filed.
+"""The time windows of tool calls on the node (docs/time-windows.md): the guard every call
+of a tool with period forms passes through, and the ``call_windows`` tool that lists the rows
+filed.
 
 A call that carries the turn's context gets one CallWindowRow before dispatch, filed as a
 ``call.window`` entry in the caller's workspace under its principal.  The order is fixed:
@@ -61,7 +61,8 @@ Check = Callable[[Mapping[str, Any], int], Awaitable[object]]
 
 
 class RefusedBeforeDispatch(Refusal):
-    """A call whose window the tool's facts refuse: it did not run (TIME-WINDOWS §4.3)."""
+    """A call whose window the tool's facts refuse: it did not run (docs/time-windows.md
+    §What the node decides)."""
 
     def __init__(self, row: dict[str, Any]) -> None:
         super().__init__(f"refused before dispatch: {row['refused']}")
@@ -74,7 +75,8 @@ class RefusedBeforeDispatch(Refusal):
 def turn_argument(tool: str) -> Refusal:
     """A call that sends ``turn`` among its arguments (the turn's context is no argument),
     worded as the tool words an argument it does not take: e_timeline's every refusal but
-    the seed's six is ``Invalid timeline spec: …`` (seeds/000)."""
+    its six specified texts is ``Invalid timeline spec: …`` (docs/tools/e_timeline.md
+    §Refusals)."""
     where = f"the turn's context travels in _meta under {META_KEY}"
     if tool == "e_timeline":
         return invalid(f"unknown argument turn ({where})")
@@ -195,7 +197,7 @@ async def call_windows(
     reader: Reader, caller: Caller, args: Mapping[str, Any], moment: int
 ) -> dict[str, Any]:
     """The rows filed for the caller's calls (admins: the workspace's), oldest first, with
-    the seed's field names."""
+    the CallWindowRow's field names."""
     check_names("call_windows", args, _ARGUMENTS)
     caller.require("read:workspace")
     text(args, "tool", 128)

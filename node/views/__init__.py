@@ -1,8 +1,8 @@
-"""Views: state derived from the log, one module per view (DESIGN §1, §4).
+"""Views: state derived from the log, one module per view (docs/architecture.md).
 
-``srs`` (the SR fold and its current state), ``episodes``, ``call_windows`` (seeds/001), and
-the read-only queries of the timeline (``timeline``, ``changes``).  The interface the store
-calls is ``node.store.views``.
+``srs`` (the SR fold and its current state), ``episodes``, ``call_windows`` (the rows of
+docs/time-windows.md), and the read-only queries of the timeline (``timeline``, ``changes``).
+The interface the store calls is ``node.store.views``.
 """
 
 from __future__ import annotations

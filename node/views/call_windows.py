@@ -1,9 +1,10 @@
-"""The call-window view: every CallWindowRow filed in the log (DESIGN §5, seeds/001).
+"""The call-window view: every CallWindowRow filed in the log (docs/time-windows.md §The row).
 
 One row per ``call.window`` entry, keyed by its store position, with its fold order (so every
-node lists a call's rows in the same order: "the latest row of a call is the window it runs
-with", TIME-WINDOWS §7), the workspace and principal it belongs to (the read rule: the
-principal and the workspace's admins) and the row as JSON, spelled with the seed's names.
+node lists a call's rows in the same order: "the latest row of a call is the window it ran
+with", docs/time-windows.md §Reading rows), the workspace and principal it belongs to (the
+read rule: the principal and the workspace's admins) and the row as JSON, spelled with the
+CallWindowRow's field names.
 Everything here is derived from the log: ``rebuild`` replays it.
 """
 

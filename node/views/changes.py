@@ -1,4 +1,4 @@
-"""What changed between two moments, as one caller sees it (DESIGN §4.2–4.3).
+"""What changed between two moments, as one caller sees it (docs/tools/e_timeline.md §changes).
 
 For every SR with an entry or a local deletion in ``(since, as_of]``, its version at each
 moment is an index lookup in ``sr_versions`` (each version carries digests of what ``changes``
@@ -91,10 +91,10 @@ class Change:
     changed_at: int
     fields: tuple[str, ...] = ()
     hidden_change: bool = False
-    # The SR at as_of, as the other actions' results show it (seeds/000): its lane, its
-    # sticky correction / adjustment flags, its owner and the node that wrote its version at
-    # as_of.  A deleted SR's are those of its fold at as_of — deletion is local and leaves the
-    # fold alone, so nodes with the same entries agree.
+    # The SR at as_of, as the other actions' results show it (docs/tools/e_timeline.md
+    # §Results): its lane, its sticky correction / adjustment flags, its owner and the node
+    # that wrote its version at as_of.  A deleted SR's are those of its fold at as_of —
+    # deletion is local and leaves the fold alone, so nodes with the same entries agree.
     lane: str = ""
     lane_uuid: str = ""
     has_correction: bool = False

@@ -1,4 +1,5 @@
-"""Reading episodes under the reader contract (DESIGN §4.4): the chain walk and the list.
+"""Reading episodes under the reader contract (docs/tools/work_episode_chain.md): the chain
+walk and the list.
 
 An episode passes when it is not forgotten (``blocked``), its ``ts`` has come, it has not
 expired, and it is in the caller's vault and — unless ``any_caller`` — the caller's own.
@@ -27,7 +28,8 @@ from node.store import Reader
 
 __all__ = ["COLUMNS", "Filters", "Scope", "page", "walk"]
 
-# The seed's chain fields, in its order (``tags`` is JSON text, ``blocked`` an integer).
+# The chain fields, in the order of the tool's specification (docs/tools/work_episode_chain.md
+# §Each episode (detailed); ``tags`` is JSON text, ``blocked`` an integer).
 COLUMNS = (
     "id", "ts", "vault", "session_id", "caller", "channel", "episode_type", "task_result",
     "verdict_at", "tool", "status", "error_code", "duration_ms", "result_size", "summary",

@@ -1,4 +1,4 @@
-"""The episode view: each episode's state at this node's moment (DESIGN §4.4, §2).
+"""The episode view: each episode's state at this node's moment (docs/tools/episodes.md).
 
 - ``episode_entries`` holds one row per episode entry — a record, an amendment or a forget —
   with the later-known fields it sets (``task_result``, ``verdict_at``, ``status``,

@@ -1,7 +1,7 @@
-"""The SR fold (DESIGN §4.2), as pure functions: entries of one SR, applied in the total order
-(ingest wall, counter, writer, epoch, seq), give its state.  Per field, the last entry that sets
-it wins; identity fields come from the creating ``sr.put`` and never change; the correction and
-adjustment flags are sticky.
+"""The SR fold (docs/tools/e_timeline.md §Views at a moment), as pure functions: entries of
+one SR, applied in the total order (ingest wall, counter, writer, epoch, seq), give its state.
+Per field, the last entry that sets it wins; identity fields come from the creating ``sr.put``
+and never change; the correction and adjustment flags are sticky.
 
 | field | set at creation by | changed later by |
 | --- | --- | --- |
@@ -34,8 +34,9 @@ __all__ = [
     "order_key",
 ]  # fmt: skip
 
-# The state ``changes`` compares (DESIGN §4.2): every field but ingest_time, created_time and
-# node_id (who wrote the newest entry is not a change of the SR).
+# The state ``changes`` compares (docs/tools/e_timeline.md §changes, *What is compared*):
+# every field but ingest_time, created_time and node_id (who wrote the newest entry is not a
+# change of the SR).
 COMPARED = (
     "title", "text", "links", "conversational", "private_fields", "tags", "content_time",
     "lane", "lane_uuid", "visibility", "has_correction", "has_adjustment",

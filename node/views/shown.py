@@ -1,6 +1,7 @@
-"""An SR as e_timeline shows it: seeds/000's result fields, made when the SR view writes the
-SR's current row and stored in it (``srs.shown``), so a page of results is read and decoded,
-never rendered.  Instants are spelled in UTC, the same on every node.
+"""An SR as e_timeline shows it: its result fields (docs/tools/e_timeline.md §Results), made
+when the SR view writes the SR's current row and stored in it (``srs.shown``), so a page of
+results is read and decoded, never rendered.  Instants are spelled in UTC, the same on every
+node.
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ def instant(ms: int | None) -> str | None:
 
 
 def shown(state: SrState) -> dict[str, Any]:
-    """One result, as seeds/000 names its fields, then who wrote it: ``caller``, the
-    principal that created it (its owner, as an episode's ``caller`` is the principal that
-    recorded it), and ``node_id``, the node that wrote its current version."""
+    """One result, its fields as e_timeline's specification names them, then who wrote it:
+    ``caller``, the principal that created it (its owner, as an episode's ``caller`` is the
+    principal that recorded it), and ``node_id``, the node that wrote its current version
+    (docs/tools/e_timeline.md §Results)."""
     ingest = instant(state.ingest_time)
     return {
         "sr_id": state.sr_id,

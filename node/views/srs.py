@@ -1,4 +1,5 @@
-"""The SR view: every SR's version history and its current state (DESIGN §4.2, §2).
+"""The SR view: every SR's version history and its current state
+(docs/tools/e_timeline.md §Views at a moment).
 
 - ``sr_versions`` holds, for each SR entry, the SR's full state after folding every entry of
   that SR up to it in the fold's total order.  An entry that arrives late with an older clock

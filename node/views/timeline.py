@@ -1,4 +1,5 @@
-"""Reading the SR view for e_timeline: list, intersect, traverse and find (DESIGN §4.3).
+"""Reading the SR view for e_timeline: list, intersect, traverse and find
+(docs/tools/e_timeline.md).
 
 Every query filters by the caller's read rule (``Caller.readable_srs``) *before* it counts,
 ranks or pages, so rows the caller cannot read change nothing it sees.  Orders break ties by

@@ -1,4 +1,4 @@
-"""Time windows of tool calls (seeds/001, TIME-WINDOWS.md): period forms, conversion, read-back,
+"""Time windows of tool calls (docs/time-windows.md): period forms, conversion, read-back,
 the decision and its CallWindowRow.  Pure functions: no IO, no clock — ``now`` is passed in."""
 
 from __future__ import annotations

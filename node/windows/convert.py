@@ -1,6 +1,7 @@
-"""A window → argument values (TIME-WINDOWS §5) and ``convert_for_tool``, the one answer of
-§4.1: the first form that holds the window exactly, else the first ``day``/``lookback`` form
-whose read is wider, else a refusal code.
+"""A window → argument values, and ``convert_for_tool``, the one answer of a fill
+(docs/time-windows.md §What the node decides, *Left out*): the first form that holds the
+window exactly, else the first ``day``/``lookback`` form whose read is wider, else a refusal
+code.
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ def _day(form: Form, span: Span, ctx: Ctx) -> Values | None:
 
 
 def convert_exact(form: Form, span: Span, lookback: int | None, ctx: Ctx) -> Values | None:
-    """The values that hold the window exactly under ``form`` (§5), or None."""
+    """The values that hold the window exactly under ``form``, or None."""
     if form.kind == "lookback":
         return _lookback(form, span, lookback, ctx)
     if lookback is not None:
@@ -212,7 +213,7 @@ def _wider_lookback(form: Form, span: Span, ctx: Ctx) -> tuple[dict[str, Any], S
 def convert_widened(
     form: Form, span: Span, lookback: int | None, ctx: Ctx
 ) -> tuple[dict[str, Any], Span, tuple[Span, ...]] | None:
-    """A ``day`` or ``lookback`` read wider than the window (§5 "Widened forms"): the values,
+    """A ``day`` or ``lookback`` read wider than the window: the values,
     ``sent`` and ``extra``; None when the form cannot, or the read adds nothing."""
     if lookback is not None or form.kind not in ("day", "lookback"):
         return None
@@ -255,7 +256,7 @@ def _passes(
 def convert_for_tool(
     span: Span, lookback: int | None, forms: tuple[Form, ...], facts: Facts, ctx: Ctx
 ) -> Conversion | str:
-    """The conversion of a person's window for the tool, or the refusal code (§4.1)."""
+    """The conversion of a person's window for the tool, or the refusal code (a fill)."""
     problem = fact_problem(span, tool_facts(forms, facts), ctx.now)
     if problem is not None:
         return problem

@@ -1,8 +1,10 @@
-"""One call's decision (TIME-WINDOWS §4, ``callWindowOf``): the CallWindowRow a call carries,
-the values a fill adds to it, and the range a trimming tool keeps.
+"""One call's decision (docs/time-windows.md §What the node decides; agentfootprint's
+``callWindowOf``): the CallWindowRow a call carries, the values a fill adds to it, and the range
+a trimming tool keeps.
 
 If any period argument (every argument of every form, zone arguments included) is present, the
-sent value is read back and judged (§4.2); otherwise the person's window is filled in (§4.1).
+sent value is read back and judged (*Sent*); otherwise the person's window is filled in
+(*Left out*).
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def decide(call: Call) -> Decision:
     return _present(call)
 
 
-# -- §4.1 fill ---------------------------------------------------------------------------------
+# -- left out: the fill ------------------------------------------------------------------------
 
 
 def _fill(call: Call) -> Decision:
@@ -102,7 +104,7 @@ def _filled(call: Call, w: Window, conv: Conversion) -> Decision:
     return Decision(row, conv.values, w.span if trimmed else None)
 
 
-# -- §4.2 present ------------------------------------------------------------------------------
+# -- sent: read back and judged ----------------------------------------------------------------
 
 
 def _read(call: Call) -> tuple[int, Span] | None:
@@ -156,7 +158,7 @@ def _norm(text: str | None) -> str:
 
 
 def _named(call: Call, asked: Span) -> tuple[Window, bool] | None:
-    """The window a quote of the person's names (§4.2 step 5), and whether it is the one
+    """The window a quote of the person's names (``by: quote``), and whether it is the one
     sent; None when no quote names one."""
     if call.turn.quotes is None:
         return None
@@ -175,7 +177,7 @@ def _named(call: Call, asked: Span) -> tuple[Window, bool] | None:
 
 
 def _judged(call: Call, row: CallWindowRow) -> Decision:
-    """§4.2 step 8: the form's facts against the sent range; never converted or widened."""
+    """The form's facts against the sent range; never converted or widened."""
     assert row.form is not None
     assert row.asked is not None
     facts = form_facts(call.forms[row.form], call.facts)

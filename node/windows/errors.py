@@ -16,5 +16,5 @@ class WindowError(Refusal):
 
 
 class DeclarationError(ConfigError):
-    """A tool's period declaration breaks a definition check (TIME-WINDOWS §2); raised at
-    start-up, before any call."""
+    """A tool's period declaration breaks a definition check (docs/time-windows.md §Declaring
+    period forms); raised at start-up, before any call."""

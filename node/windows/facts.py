@@ -1,5 +1,5 @@
-"""The tool's facts against a range (TIME-WINDOWS §4.3): the first problem, in the table's
-order, and ``partlyBeyondRetention``."""
+"""The tool's facts against a range (docs/time-windows.md §What the node decides, *Facts*):
+the first problem, in the order listed there, and ``partlyBeyondRetention``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Period declarations (TIME-WINDOWS §2 and "How it fits memlane"): the forms a tool's period
-arguments take, in preference order, and the tool's facts — checked once, at start-up.
+"""Period declarations (docs/time-windows.md §Declaring period forms): the forms a tool's
+period arguments take, in preference order, and the tool's facts — checked once, at start-up.
 
 A declaration is a plain mapping, as a tool author writes it::
 
@@ -117,8 +117,8 @@ class Period:
     facts: Facts
 
     def forms_for(self, action: Any) -> tuple[Form, ...]:
-        """The forms of a call with this action, in order (TIME-WINDOWS: forms belong to
-        actions)."""
+        """The forms of a call with this action, in order (a form's ``actions`` name the
+        actions it applies to: docs/time-windows.md §Declaring period forms)."""
         named = action if isinstance(action, str) else None
         return tuple(f for f in self.forms if f.actions is None or named in f.actions)
 
@@ -166,7 +166,7 @@ class _Checker:
         return value
 
     def argument(self, name: Any, encoding: str | None) -> str:
-        """An argument of the input schema of the type its encoding needs (§2)."""
+        """An argument of the input schema of the type its encoding needs."""
         if not isinstance(name, str) or name not in self.properties:
             raise self.fail(f"argument {name!r} is not in the tool's input schema")
         declared = self.properties[name].get("type")
@@ -342,7 +342,7 @@ def _facts(c: _Checker, raw: Any) -> Facts:
 
 
 def declare(tool: str, schema: Mapping[str, Any], decl: Mapping[str, Any]) -> Period:
-    """Check a declaration against the tool's input schema (§2); ``DeclarationError`` if any
+    """Check a declaration against the tool's input schema; ``DeclarationError`` if any
     rule is broken."""
     c = _Checker(tool, schema)
     raw = c.keys(decl, {"forms", "facts", "argument", "spelling", "accepts", "zoneArgument"},

@@ -1,9 +1,10 @@
-"""Reading a sent value back into the range the call asks for (TIME-WINDOWS §6).
+"""Reading a sent value back into the range the call asks for (docs/time-windows.md
+§What the node decides, *Sent*).
 
 ``read_back`` gives the range spelled in UTC, or None when the form does not read the call
 (a missing argument without a default, a value of the wrong shape, a wall time in a gap or an
 overlap, a skipped midnight, ``from ≥ to``).  ``wall_gap_argument`` names the argument whose
-wall time the zone skips (the ``dst-gap`` refusal of §4.3).
+wall time the zone skips (the ``dst-gap`` refusal).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ _FIRST_MS, _END_MS = -62_135_596_800_000, 253_402_300_800_000  # 0001-01-01, 100
 
 
 def is_missing(args: Mapping[str, Any], name: str) -> bool:
-    """No key, None, or a blank string (§1)."""
+    """No key, None, or a blank string."""
     value = args.get(name)
     return value is None or (isinstance(value, str) and not value.strip())
 

@@ -1,8 +1,8 @@
-"""The CallWindowRow (seeds/001, TIME-WINDOWS §7): which window one call carries.
+"""The CallWindowRow (docs/time-windows.md §The row): which window one call carries.
 
-``wire`` spells a row with the seed's field names, verbatim (camelCase), leaving out what a
-``how`` does not carry, so rows interoperate with every tool that reads them; ``from_wire``
-reads one back.
+``wire`` spells a row with the CallWindowRow's field names, verbatim (camelCase), leaving out
+what a ``how`` does not carry, so rows interoperate with every tool that reads them;
+``from_wire`` reads one back.
 """
 
 from __future__ import annotations

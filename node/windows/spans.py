@@ -1,4 +1,4 @@
-"""Ranges, durations and look-backs (TIME-WINDOWS §1).
+"""Ranges, durations and look-backs (docs/time-windows.md).
 
 A ``Span`` is a half-open range ``[start, end)`` in integer milliseconds, remembering the
 offset each end was written in so that it is spelled back the same way.  Two spans are the

@@ -1,5 +1,5 @@
-"""The turn's context a call carries (TIME-WINDOWS "How it fits memlane", §3): over MCP the
-request's ``_meta["memlane/turn"]``, in Python the ``turn`` keyword argument.
+"""The turn's context a call carries (docs/time-windows.md §Passing the turn's context): over
+MCP the request's ``_meta["memlane/turn"]``, in Python the ``turn`` keyword argument.
 
 memlane parses no natural language: the harness sends the person's windows already resolved
 (``source`` answered / derived-from-reading / control, the range, its zone, the mention, the
@@ -34,7 +34,7 @@ _LAST_MS = 253_402_128_000_000  # 9999-12-30T00:00:00Z
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """One window of the person's (§3)."""
+    """One window of the person's (an item of the turn's ``windows``)."""
 
     source: str
     span: Span

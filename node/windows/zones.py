@@ -1,5 +1,6 @@
-"""IANA zones and wall times (TIME-WINDOWS §1), through ``zoneinfo`` and the ``tzdata``
-package only: ``Area/Location`` names or ``UTC``/``GMT``; ``PST`` and ``+05:30`` are refused.
+"""IANA zones and wall times (docs/time-windows.md §Declaring period forms), through
+``zoneinfo`` and the ``tzdata`` package only: ``Area/Location`` names or ``UTC``/``GMT``; ``PST``
+and ``+05:30`` are refused.
 
 Reading a wall time gives every instant that shows it: one (*unique*), two (*overlap*, the
 fall-back hour) or none (*gap*, the spring-forward hour).

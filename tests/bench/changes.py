@@ -391,7 +391,8 @@ def _judge(
     conn: sqlite3.Connection, caller: Caller, sr_id: str, d1: bool, d2: bool, seen_a: bool,
     seen_b: bool, a: Sequence[Any], b: Sequence[Any], flipped: set[str], args: dict[str, Any],
 ) -> tuple[str | None, bool]:  # fmt: skip
-    """DESIGN §4.3's table for one SR: (change or None, whether only unseen fields changed)."""
+    """The table of docs/tools/e_timeline.md §changes for one SR: (change or None, whether only
+    unseen fields changed)."""
     if not seen_b:
         return None, False
     if not seen_a:

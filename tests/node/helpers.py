@@ -18,7 +18,7 @@ from protocol.entry import Entry
 from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, seal
 
-# Every table whose rows "nothing stored" covers (DESIGN §3): headers, payloads, views.
+# Every table whose rows "nothing stored" covers: headers, payloads, views.
 STORED_TABLES = (
     "headers",
     "payloads",

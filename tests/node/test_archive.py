@@ -1,4 +1,4 @@
-"""Backing a node up and restoring it (DESIGN §7, docs/operations.md §Backups): an archive is
+"""Backing a node up and restoring it (docs/operations.md §Backups): an archive is
 made while the node runs; the restored node starts a new random epoch linked to the last head
 it holds, so it never forks against peers that saw the entries written after the archive, and
 catches up from them over real sync; the restore writes no audit event, changes the feed id

@@ -1,4 +1,4 @@
-"""e_audit (DESIGN §3, §4.5): the local catch-up feed over the read rule.
+"""e_audit (docs/tools/e_audit.md): the local catch-up feed over the read rule.
 
 ``e_audit(action="list", since_seq=N, limit=L)`` answers the events after N in seq order, each
 with seq/event/at/subject/entry_id; events about SRs or episodes the caller cannot read are

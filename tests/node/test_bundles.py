@@ -1,4 +1,4 @@
-"""Bundles between nodes that never meet (DESIGN §7, docs/bundles.md): a full bundle, an
+"""Bundles between nodes that never meet (docs/bundles.md): a full bundle, an
 incremental one cut from the importer's frontier, a workspace bundle whose other payloads a
 later bundle fills, importing twice, and the one ``bundle_imported`` event each import writes.
 Every node is a real store; the nodes of a mesh are made by ``synckit.make_mesh`` and never

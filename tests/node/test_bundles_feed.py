@@ -1,4 +1,4 @@
-"""A bundle import in the catch-up feed (seeds/000, docs/tools/e_audit.md): one
+"""A bundle import in the catch-up feed (docs/tools/e_audit.md §A bundle import): one
 ``bundle_imported`` event, shown to every caller who may read something it brought, with counts
 of only that — the entries with content it stored or filled in, and their SRs and episodes.
 Every node is a real store; the nodes of a mesh are made by ``synckit.make_mesh`` and never

@@ -1,7 +1,7 @@
-"""The bundle property (DESIGN §7): for random logs cut into bundles — incremental ones from
-the frontier of the last cut, some of them workspace bundles, each followed up by a full one —
-imported in a random order, the importer ends holding exactly what a node syncing directly
-with the exporter over loopback holds, and answers alike."""
+"""The bundle property (docs/bundles.md §What an import guarantees): for random logs cut into
+bundles — incremental ones from the frontier of the last cut, some of them workspace bundles, each
+followed up by a full one — imported in a random order, the importer ends holding exactly what a
+node syncing directly with the exporter over loopback holds, and answers alike."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Bundles a node refuses (DESIGN §7): a flipped byte anywhere, a truncated file, a wrong
-signature, a bundle of another mesh, a forged entry inside a validly signed bundle, an
-exporter that is not a member, a file changed between verifying and applying.  Each is
-refused with ``BundleError`` and a clear message, and the importer's store is byte-for-byte
-what it was: row counts, the log's digest, the audit feed."""
+"""Bundles a node refuses (docs/bundles.md §What an import guarantees): a flipped byte anywhere, a
+truncated file, a wrong signature, a bundle of another mesh, a forged entry inside a validly signed
+bundle, an exporter that is not a member, a file changed between verifying and applying.  Each is
+refused with ``BundleError`` and a clear message, and the importer's store is byte-for-byte what it
+was: row counts, the log's digest, the audit feed."""
 
 from __future__ import annotations
 

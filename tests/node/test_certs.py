@@ -1,4 +1,4 @@
-"""Certificates and TLS between nodes (DESIGN §6 "Transport security"; docs/mesh.md).
+"""Certificates and TLS between nodes (docs/mesh.md §Certificates, §TLS between nodes).
 
 Real TLS 1.3 over loopback sockets (asyncio streams), with Ed25519 certificates: a pair of
 admitted nodes connects and talks; a certificate from another authority, an expired one, a

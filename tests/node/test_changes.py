@@ -1,4 +1,4 @@
-"""e_timeline action=changes (seeds/000, DESIGN §2, §3, §4.2–4.3): what changed between two
+"""e_timeline action=changes (docs/tools/e_timeline.md §changes): what changed between two
 moments, as one caller sees it.
 
 - A table of timelines: each case plays writes, corrections, adjustments, local deletions and
@@ -34,7 +34,7 @@ from tests.node.conftest import Wall
 from tests.node.helpers import ForeignWriter, admit, sr_payload
 
 SECOND = 1000
-SKEW = 5 * 60 * SECOND  # the default max_clock_skew (DESIGN §2)
+SKEW = 5 * 60 * SECOND  # the default max_clock_skew (docs/entries.md)
 READ_WRITE = ("read:workspace", "write:workspace")
 ADMIN = ("read:workspace", "write:workspace", "admin:workspace")
 PAGE_NEEDS_AS_OF = (
@@ -434,8 +434,9 @@ CASES: dict[str, Case] = {
             put(6, "alice", "a", title="A"),  # the same title: the stored state is unchanged
         ),
         (
-            # As alice sees it, a's links lost the target between the two moments (DESIGN §4.2:
-            # links filtered to the SRs the caller can read), and a has an entry in the window.
+            # As alice sees it, a's links lost the target between the two moments
+            # (docs/tools/e_timeline.md §changes: links filtered to the SRs the caller can
+            # read), and a has an entry in the window.
             Ask("alice", 3, 10, [("a", "updated", ["links"], 6)]),
             Ask("carol", 3, 10, [("a", "updated", ["links"], 6)]),
             Ask("bob", 3, 10, [("target", "updated", ["visibility", "has_adjustment"], 5)]),
@@ -473,7 +474,8 @@ CASES: dict[str, Case] = {
         ),
         (
             # The node's clock follows the entry only up to max_clock_skew past its wall clock
-            # (DESIGN §2), so "now" is 5 minutes after the wall clock, far before the entry.
+            # (docs/entries.md §Clocks and the three times), so "now" is 5 minutes after the
+            # wall clock, far before the entry.
             Ask("alice", 0, None, [("a", "new", None, 4)], now=5 + SKEW // SECOND),
             Ask("alice", 0, 3599, [("a", "new", None, 4)]),
             Ask("alice", 0, 3600, [("a", "new", None, 4), ("f", "new", None, 3600)]),
@@ -562,8 +564,9 @@ def flags(answer: dict[str, Any], story: Story) -> dict[str, tuple[str, bool, bo
 
 @pytest.mark.asyncio
 async def test_correction_and_adjustment_flags_are_the_srs_at_as_of(story: Story) -> None:
-    """seeds/000: changes' entries flag has_correction / has_adjustment like the other actions'
-    results — the SR's sticky flags at as_of, whatever the window saw happen."""
+    """changes' entries flag has_correction / has_adjustment like the other actions' results
+    — the SR's sticky flags at as_of, whatever the window saw happen (docs/tools/e_timeline.md
+    §changes)."""
     await story.play(
         write(1, "alice", "corrected", title="C"),
         write(1, "alice", "adjusted", title="A"),

@@ -1,4 +1,4 @@
-"""e_timeline action=changes against a brute-force model (DESIGN §2, §3, §4.1–4.3).
+"""e_timeline action=changes against a brute-force model (docs/tools/e_timeline.md §changes).
 
 Random histories of a few SRs — created, updated, corrected, adjusted (visibility flips
 included), deleted and undeleted by two principals at random, non-decreasing times by a
@@ -11,9 +11,10 @@ must equal the difference of two projected folds computed here from the operatio
 - a reader sees an SR when it exists, is in the reader's workspace, and is of workspace
   visibility or the reader owns it or administers the workspace; ``private_fields`` only as
   its owner or an admin; ``links`` filtered to the SRs it can read at T (a target's local
-  deletion does not filter it: DESIGN does not say, and the node does not);
+  deletion does not filter it, as docs/tools/e_timeline.md §changes says);
 - only SRs with an entry or a local deletion of their own in the window are reported (their
-  ``changed_at`` is the newest of those), classified as DESIGN §4.3 and ``_classify`` say:
+  ``changed_at`` is the newest of those), classified as the table of docs/tools/e_timeline.md
+  §changes and ``_classify`` say:
   unreadable at as_of → omitted; unreadable at since → new (unless deleted at as_of); the
   deletion flag differs → deleted / undeleted; deleted at both → omitted; the projected states
   differ → updated with those fields; only the unprojected ones differ → hidden_change;
@@ -277,7 +278,7 @@ async def play(node: Node, wall: Wall, callers: dict[str, Caller], steps: list[A
         tool = {"put": "e_write", "correct": "e_correct", "adjust": "e_adjust"}.get(op, f"e_{op}")
         if op == "correct":
             args["reason"] = "r"
-        # Which calls the tools accept (DESIGN §4.1, §4.6): an SR the caller cannot read, or
+        # Which calls the tools accept (docs/authority.md): an SR the caller cannot read, or
         # a deleted one, is unknown to it; adjust, delete and undelete are the owner's.
         allowed = m.readable(sr, now, who) and (m.owner[sr] == who or op in ("put", "correct"))
         if not allowed or (m.deleted(sr, now) and op not in ("delete", "undelete")):

@@ -1,4 +1,4 @@
-"""The installed ``memlane`` command, end to end (DESIGN §8): real subprocesses, real data
+"""The installed ``memlane`` command, end to end (docs/cli.md): real subprocesses, real data
 directories.  Exit codes: 0 ok, 1 refused or invalid input, 2 usage."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The tools the documentation names against those the MCP server serves (DESIGN §8).
+"""The tools the documentation names against those the MCP server serves.
 
 README.md and docs/mcp.md state how many tools an agent sees (as a word or in digits) and
 name them; docs/mcp.md tabulates each one's title and annotations; docs/cli.md names the tool

@@ -1,5 +1,6 @@
-"""Episodes a caller cannot read change nothing it sees (DESIGN §4.1, §4.4), and the episode
-view is the same whatever order its entries arrive in.
+"""Episodes a caller cannot read change nothing it sees (docs/authority.md,
+docs/tools/work_episode_chain.md), and the episode view is the same whatever order its entries
+arrive in.
 
 Non-interference is differential.  Every episode entry is sealed once by other nodes' writers,
 so ids and times are the same on each node:

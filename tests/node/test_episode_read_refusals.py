@@ -1,7 +1,8 @@
-"""Refusals of the episode read tools (DESIGN §4.4, seeds/002): each bad argument of
-work_episode_chain and work_episodes gets its exact text and stores nothing; arguments are
-checked in a fixed order before the caller's scopes, so a refusal never depends on what is
-stored; ``any_caller`` without ``admin:workspace`` is refused, never narrowed.
+"""Refusals of the episode read tools (docs/tools/work_episode_chain.md,
+docs/tools/episodes.md): each bad argument of work_episode_chain and work_episodes gets its
+exact text and stores nothing; arguments are checked in a fixed order before the caller's
+scopes, so a refusal never depends on what is stored; ``any_caller`` without
+``admin:workspace`` is refused, never narrowed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ ID_TEXT = "invalid id: must be a string of 1 to 256 characters"
 K_TEXT = "invalid k: must be an integer from 1 to 200"
 FLAG_TEXT = "invalid any_caller: must be true or false"
 FORMAT_TEXT = "invalid response_format: must be one of concise, detailed"
-VERBOSITY_TEXT = "invalid verbosity: must be one of full, terse"  # seeds/002's order
+VERBOSITY_TEXT = "invalid verbosity: must be one of full, terse"  # the specification's order
 DISAGREE = "response_format and verbosity disagree; send response_format alone"
 SHARED_BAD: list[tuple[dict[str, Any], str]] = [
     ({"any_caller": "yes"}, FLAG_TEXT), ({"any_caller": 1}, FLAG_TEXT),

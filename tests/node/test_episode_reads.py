@@ -1,4 +1,5 @@
-"""Episode reads (DESIGN §4.4, seeds/002): work_episode_chain and work_episodes.
+"""Episode reads: work_episode_chain and work_episodes (docs/tools/work_episode_chain.md,
+docs/tools/episodes.md).
 
 The reader contract at every hop (forgotten, expired, another caller's, another vault's, not
 yet come: the walk stops there and the last episode shown has ``prev_id: null``), ``k`` and
@@ -36,7 +37,7 @@ from tests.node.helpers import ForeignWriter, admit, refused, stored
 
 SECOND, MINUTE, HOUR = 1000, 60_000, 3_600_000
 RW = ("read:workspace", "write:workspace")
-# The seed's chain[] fields, in the seed's order.
+# The chain[] fields, in the specification's order (docs/tools/work_episode_chain.md).
 CHAIN_FIELDS = [
     "id", "ts", "vault", "session_id", "caller", "channel", "episode_type", "task_result",
     "verdict_at", "tool", "status", "error_code", "duration_ms", "result_size", "summary",
@@ -595,8 +596,9 @@ async def test_an_amendment_from_beyond_the_skew_waits_for_its_time(
 async def test_an_amendment_within_the_skew_applies_when_the_clock_follows_it(
     node, make_caller, foreign, wall
 ):
-    """Within the allowed skew a received entry moves this node's clock to its time (DESIGN
-    §2), so the clock has reached the amendment as soon as it is stored."""
+    """Within the allowed skew a received entry moves this node's clock to its time
+    (docs/entries.md §Clocks and the three times), so the clock has reached the amendment as
+    soon as it is stored."""
     alice = await make_caller()
     episode = (await node.work_record(alice, summary="s"))["id"]
     ahead = NOW + 2 * MINUTE

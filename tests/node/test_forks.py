@@ -1,4 +1,5 @@
-"""Forks (DESIGN §6, docs/entries.md §Forks): two authentic entries at one (writer, epoch, seq).
+"""Forks (docs/entries.md §Forks, docs/mesh.md §Forks): two authentic entries at one
+(writer, epoch, seq).
 
 Both headers are kept as proof, the log is hidden from the fork point on (stored, not applied,
 view rows withdrawn), and ``fork_detected`` is audited once per proof.

@@ -1,7 +1,8 @@
-"""The MCP surface (DESIGN §8) driven by the SDK's own client: ``memlane mcp`` over stdio in a
-real subprocess, a real data directory behind it.  The tool list and its schemas as the seeds
-give them (seeds/000, seeds/002), writes read back through every e_timeline action, e_audit
-and the episode tools, refusals arriving as ``{"error": <the seed's text>}``, defaults sent
+"""The MCP surface (docs/mcp.md) driven by the SDK's own client: ``memlane mcp`` over stdio in
+a real subprocess, a real data directory behind it.  The tool list and its schemas as the
+specifications give them (docs/tools/e_timeline.md, docs/tools/work_episode_chain.md), writes
+read back through every e_timeline action, e_audit and the episode tools, refusals arriving as
+``{"error": <the specified text>}``, defaults sent
 explicitly, tokens checked at start-up and on every call, and a clean stop on SIGTERM.
 The HTTP transport is in ``test_mcp_http.py``."""
 
@@ -72,7 +73,9 @@ SEED_002_GUIDANCE = (
 )
 
 
-SEED_000_ARGUMENTS = (  # seeds/000 "Arguments": name, JSON type, default (None: no default)
+# e_timeline's arguments (docs/tools/e_timeline.md §Arguments): name, JSON type, default
+# (None: no default).
+SEED_000_ARGUMENTS = (
     ("action", "string", None), ("query", "string", None), ("match", "array", None),
     ("sr_id", "string", None), ("start_date", "string", None), ("end_date", "string", None),
     ("order_by", "string", "ingest_time_desc"), ("shed_idf_noise", "boolean", True),
@@ -382,7 +385,7 @@ async def test_writes_read_back_through_every_action(site):
 @pytest.mark.asyncio
 async def test_refusals_arrive_with_their_exact_text(site):
     env = {"MEMLANE_TOKEN": site.tokens["alice"]}
-    seed_000 = [  # every refusal seeds/000 lists, as its text says it
+    seed_000 = [  # every refusal e_timeline's specification lists, word for word
         ({"action": "list", "since": "2026-01-01"},
          "'since' and 'as_of' belong to the changes action"),
         ({"action": "changes", "since": "2026-01-01", "query": "x"},

@@ -1,7 +1,7 @@
-"""The MCP surface over streamable HTTP (DESIGN §8): ``memlane serve`` in a real subprocess on
-loopback, driven by the SDK's client with a bearer token — in the per-request era and in the
-initialize-handshake era — and by raw HTTP for what must never get in: every bad token gets the
-same 401, its challenge saying only whether a bearer token was sent.  Workspaces stay apart;
+"""The MCP surface over streamable HTTP (docs/mcp.md §Streamable HTTP): ``memlane serve`` in a real
+subprocess on loopback, driven by the SDK's client with a bearer token — in the per-request era and
+in the initialize-handshake era — and by raw HTTP for what must never get in: every bad token gets
+the same 401, its challenge saying only whether a bearer token was sent.  Workspaces stay apart;
 plain HTTP off loopback is refused; TLS off loopback serves; SIGTERM stops it with the store
 closed."""
 

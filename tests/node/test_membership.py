@@ -1,5 +1,5 @@
 """Membership: the mesh authority's log decides which writers may write which workspaces
-(DESIGN §2, §4.1, §6; docs/mesh.md).
+(docs/mesh.md §Members, §The admission rule).
 
 An entry of a writer with no ``member.add`` waits in the pending area and is applied when one
 arrives — in the same batch or later, received or authored; an entry outside its writer's

@@ -1,6 +1,6 @@
 """Invites: signed by the authority, expiring, single-use; redeeming one admits the joiner's key
-and certifies it (DESIGN §6; docs/mesh.md).  The network step of joining is not here: these
-tests call the authority's side directly."""
+and certifies it (docs/mesh.md §Invites and joining).  The network step of joining is not here:
+these tests call the authority's side directly."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The node's hybrid logical clock (DESIGN §2 "Writer clocks", docs/entries.md §Clocks).
+"""The node's hybrid logical clock (docs/entries.md §Clocks and the three times).
 
 Monotonic across restarts even when the wall clock steps back; advanced by received entries,
 but never more than ``max_clock_skew`` past the wall; an entry further ahead is stored with its

@@ -1,4 +1,5 @@
-"""Non-interference (DESIGN §4.1): what a caller may not read changes nothing it sees.
+"""Non-interference (docs/authority.md §Why nothing leaks): what a caller may not read changes
+nothing it sees.
 
 The test is differential.  Three nodes of one mesh hold the same corpus (workspace ``team``,
 sealed by writer A) and differ only in rows their callers may not read:

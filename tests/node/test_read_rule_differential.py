@@ -1,4 +1,4 @@
-"""What a caller cannot read changes nothing it sees (DESIGN §4.1, docs/authority.md).
+"""What a caller cannot read changes nothing it sees (docs/authority.md §The differential test).
 
 The test is differential: the same calls go to a node holding rows the caller cannot read and
 to a node where those rows were never written, and the answers must be identical — results,

@@ -1,4 +1,4 @@
-"""The receive path (DESIGN §2–3, docs/entries.md §Receiving entries).
+"""The receive path (docs/entries.md §Receiving entries).
 
 Bad input is rejected (audited, rate-limited per source) or parked in the pending area, and in
 both cases leaves no header, payload, log or view row; authentic entries are stored by the one
@@ -465,8 +465,9 @@ async def test_nothing_after_the_last_verifying_signature_is_stored(
 async def test_a_forged_copy_beside_the_genuine_entry_does_not_hold_it_back(
     node: Node, foreign: ForeignWriter
 ) -> None:
-    """The genuine entry is authentic alone, so it is authentic in any company (DESIGN §2:
-    the same verdict alone or in a run); the forged copy must not stall the log."""
+    """The genuine entry is authentic alone, so it is authentic in any company (docs/entries.md
+    §The authenticity rule: the same verdict alone or in a run); the forged copy must not stall
+    the log."""
     e1, e2, e3 = foreign.run(3)
     forged = forge(e1)
 

@@ -75,8 +75,9 @@ async def test_a_result_names_its_owner_and_the_node_of_its_latest_version(
 async def test_an_entry_the_fold_ignores_names_nobody(
     node: Node, make_caller: CallerFactory, foreign: ForeignWriter
 ) -> None:
-    """An entry naming another workspace than the SR's changes nothing of it (DESIGN §4.2):
-    not its writer either, or a writer of another workspace would show in this one."""
+    """An entry naming another workspace than the SR's changes nothing of it
+    (docs/tools/e_timeline.md §Results): not its writer either, or a writer of another
+    workspace would show in this one."""
     alice = await make_caller("alice")
     sr = await node.e_write(alice, title="ours", tags=["ops"])
     stray = sr_payload(sr["sr_id"], workspace="other", create=False, title="theirs")

@@ -1,4 +1,5 @@
-"""Sync between real nodes over loopback TCP (DESIGN §6, docs/protocol.md §6).
+"""Sync between real nodes over loopback TCP (docs/mesh.md §Sync in practice,
+docs/protocol.md §6).
 
 Every node is a real store in its own directory; nodes of one mesh are made by copying an
 initialised node and giving each copy its own node key (``synckit.make_mesh``).  The checks:

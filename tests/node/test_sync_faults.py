@@ -1,4 +1,5 @@
-"""A misbehaving peer over loopback TCP (DESIGN §6 "Limits", docs/protocol.md §9).
+"""A misbehaving peer over loopback TCP (docs/mesh.md §When a peer misbehaves,
+docs/protocol.md §9).
 
 Each peer here is driven by hand, frame by frame, without a session to stop it.  Whatever it
 does — garbage, an oversized frame, an unknown message, a bad body, a hello of another mesh,

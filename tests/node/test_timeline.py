@@ -1,8 +1,9 @@
-"""e_timeline's reading actions (DESIGN §4.1–4.3, seeds/000): list, find, intersect and
+"""e_timeline's reading actions (docs/tools/e_timeline.md): list, find, intersect and
 traverse over a hand-built corpus with known answers; windows at their edges; paging;
 shed_idf_noise; agent_profile; the read rule (private, deleted, another workspace); and the
-moment of a view (DESIGN §2): a future-dated entry appears when its time comes, and a late
-entry with an older clock lands in the middle of an SR's history.
+moment of a view (docs/tools/e_timeline.md §Views at a moment): a future-dated entry appears
+when its time comes, and a late entry with an older clock lands in the middle of an SR's
+history.
 """
 
 from __future__ import annotations
@@ -709,7 +710,7 @@ async def test_another_workspace_is_invisible(corpus: Corpus, make_caller: Calle
     assert (await corpus.ask(olga, action="traverse", sr_id=theirs))["results"] == []
 
 
-# -- the moment of a view (DESIGN §2) ----------------------------------------------------------
+# -- the moment of a view (docs/tools/e_timeline.md §Views at a moment) ------------------------
 
 
 @pytest.mark.asyncio

@@ -1,9 +1,9 @@
-"""Every refusal e_timeline answers is one of its texts (seeds/000 Refusals, DESIGN §4.3): the
-seed's six, ``Invalid timeline spec: <detail>`` for every other invalid call, and the two of
-the turn's context (docs/time-windows.md: ``refused before dispatch: <code>``, ``invalid
-memlane/turn: <why>``).  Generated calls — e_timeline's arguments and unknown ones, values of
-every JSON type, with and without the turn's context — go through a real node; anything else
-it raises (another text, or an exception that is not a refusal) fails.
+"""Every refusal e_timeline answers is one of its texts (docs/tools/e_timeline.md §Refusals):
+the six specified ones, ``Invalid timeline spec: <detail>`` for every other invalid call, and
+the two of the turn's context (docs/time-windows.md: ``refused before dispatch: <code>``,
+``invalid memlane/turn: <why>``).  Generated calls — e_timeline's arguments and unknown ones,
+values of every JSON type, with and without the turn's context — go through a real node;
+anything else it raises (another text, or an exception that is not a refusal) fails.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""e_timeline's refusals (seeds/000, DESIGN §4.3): the seed's texts exactly, every other invalid
-call as ``Invalid timeline spec: …``, checks in the fixed order of ``timeline_spec``'s
-docstring (action; since/as_of outside changes; the changes rules in the seed's order; each
-action's required argument; every other value), arguments equal to their documented defaults
-counted as not sent, the read scope, and nothing stored by any refused call.
+"""e_timeline's refusals (docs/tools/e_timeline.md §Refusals): its six specified texts exactly,
+every other invalid call as ``Invalid timeline spec: …``, checks in the fixed order of
+``timeline_spec``'s docstring (action; since/as_of outside changes; the changes rules in the
+specification's order; each action's required argument; every other value), arguments equal to
+their documented defaults counted as not sent, the read scope, and nothing stored by any refused
+call.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ async def refused(node: Node, caller: Caller, **args: Any) -> str:
     return info.value.text
 
 
-# -- the seed's refusals -----------------------------------------------------------------------
+# -- the specified refusals ------------------------------------------------------------------
 
 
 @pytest.mark.asyncio
@@ -227,7 +228,7 @@ async def test_an_unknown_or_unreadable_anchor_reads_as_unknown(
         ({"action": "traverse", "since": "2026-01-01", "start_date": "nope"}, BELONG),
         ({"action": "find", "query": "q", "start_date": "2026-01-01", "as_of": "2026-01-01"},
          BELONG),
-        # 3. the changes rules in the seed's order: what it does not take, first ...
+        # 3. the changes rules in the specification's order: what it does not take, first ...
         ({"action": "changes", "query": "q", "page": 2}, f"changes does not take query{TAKES}"),
         ({"action": "changes", "order_by": "x", "since": "2026-02-01", "as_of": "2026-01-01"},
          f"changes does not take order_by{TAKES}"),

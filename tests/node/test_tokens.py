@@ -1,5 +1,6 @@
-"""Bearer tokens (DESIGN §4.1): issued here, stored only as SHA-256 hashes, and a missing,
-unknown, revoked or expired token authenticates as nothing — all with one and the same error."""
+"""Bearer tokens (docs/authority.md §Tokens): issued here, stored only as SHA-256 hashes, and a
+missing, unknown, revoked or expired token authenticates as nothing — all with one and the same
+error."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Episode write tools (DESIGN §4.4, §4.6): work_record, work_result, work_forget.
+"""Episode write tools (docs/tools/episodes.md): work_record, work_result, work_forget.
 
 ``prev_id`` links each episode to the same caller's newest non-forgotten one, read from the
 store (so it survives restarts and concurrent records chain linearly); an episode the caller

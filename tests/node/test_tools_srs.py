@@ -1,7 +1,8 @@
-"""SR write tools (DESIGN §4.6): e_write, e_correct, e_adjust, e_delete, e_undelete.
+"""SR write tools (docs/authority.md §Scopes): e_write, e_correct, e_adjust, e_delete,
+e_undelete.
 
-Bad input is refused with a text naming the argument and stores nothing (DESIGN §3: no header,
-payload or view row, and no audit event); an SR the caller may not address answers exactly as
+Bad input is refused with a text naming the argument and stores nothing (no header, payload
+or view row, and no audit event); an SR the caller may not address answers exactly as
 an unknown one; successful writes return the documented fields and audit themselves.
 """
 
@@ -105,7 +106,7 @@ async def test_e_write_create_refuses_bad_fields(node, make_caller, extra, patte
     assert re.search(pattern, text), text
 
 
-ADJUST_ONLY = {"content_time", "lane", "lane_uuid", "visibility"}  # DESIGN §4.2
+ADJUST_ONLY = {"content_time", "lane", "lane_uuid", "visibility"}  # only sr.adjust sets them later
 
 
 @pytest.mark.asyncio

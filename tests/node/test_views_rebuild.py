@@ -1,6 +1,7 @@
-"""Views are derived from the log (DESIGN §2, §4.2): rebuilding them from the log changes
-nothing, and SAME ENTRIES, SAME ANSWERS — nodes holding the same entries, received in any
-order and batching, answer every e_timeline question alike at the same moment.
+"""Views are derived from the log (docs/tools/e_timeline.md §Views at a moment): rebuilding
+them from the log changes nothing, and SAME ENTRIES, SAME ANSWERS — nodes holding the same
+entries, received in any order and batching, answer every e_timeline question alike at the same
+moment.
 """
 
 from __future__ import annotations

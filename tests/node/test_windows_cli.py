@@ -1,6 +1,6 @@
 """``memlane windows list`` (docs/cli.md): the rows a caller's tool calls filed, as lines or as
-the seed's JSON, filtered by tool, turn and call, the latest row of each call, refusals exiting
-1 with the tool's text."""
+the CallWindowRow's JSON, filtered by tool, turn and call, the latest row of each call, refusals
+exiting 1 with the tool's text."""
 
 from __future__ import annotations
 

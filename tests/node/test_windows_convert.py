@@ -1,6 +1,6 @@
-"""Conversion and read-back of every form kind and encoding (TIME-WINDOWS §5, §6) in real
-zones: daylight-saving gaps and overlaps in America/Los_Angeles and Europe/Berlin, a skipped
-midnight, leap days, the year boundary, inclusive and exclusive edges."""
+"""Conversion and read-back of every form kind and encoding (docs/time-windows.md §What the node
+decides) in real zones: daylight-saving gaps and overlaps in America/Los_Angeles and Europe/Berlin,
+a skipped midnight, leap days, the year boundary, inclusive and exclusive edges."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def back(form: dict[str, Any], args: dict[str, Any], app_zone: ZoneInfo | None =
     return None if found is None else found.wire()
 
 
-# -- read-back (§6) ------------------------------------------------------------------------------
+# -- read-back ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
-"""The decision of one call (TIME-WINDOWS §4) beyond the worked examples: every ``how``, every
-``why``, every refusal code on a fill, an open reading and a sent value, quotes that name a
-window, ``rounded`` and ``partlyBeyondRetention`` on the row, per-form caps."""
+"""The decision of one call (docs/time-windows.md §What the node decides) beyond the worked
+examples: every ``how``, every ``why``, every refusal code on a fill, an open reading and a sent
+value, quotes that name a window, ``rounded`` and ``partlyBeyondRetention`` on the row, per-form
+caps."""
 
 from __future__ import annotations
 

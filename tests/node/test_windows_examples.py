@@ -1,5 +1,7 @@
-"""Every worked example of TIME-WINDOWS §8, with its fixtures: now 2026-10-09T15:40:00Z, zone
-America/Los_Angeles, granularity 1 minute.  Numbers follow the spec's."""
+"""Worked examples of the time-window decision (docs/time-windows.md), taken from
+agentfootprint's own tests (named in each section's comment), with their fixtures: now
+2026-10-09T15:40:00Z, zone America/Los_Angeles, granularity 1 minute.  Each test is numbered
+as its example."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Period declarations (TIME-WINDOWS §2): every definition check refuses with a clear error
-naming the tool and the form, the sugar expands to its forms, and the per-form caps combine
-as form-max-range.test.ts says."""
+"""Period declarations (docs/time-windows.md §Declaring period forms): every definition check
+refuses with a clear error naming the tool and the form, the sugar expands to its forms, and the
+per-form caps combine as form-max-range.test.ts says."""
 
 from __future__ import annotations
 

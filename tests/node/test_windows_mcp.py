@@ -1,8 +1,8 @@
-"""Time windows end to end over MCP (TIME-WINDOWS "How it fits memlane"): a harness passes the
-turn's context in ``_meta["memlane/turn"]`` to ``memlane mcp`` over stdio (a real
-subprocess, a real data directory); a call with the person's window and no period arguments
-is filled and runs, a call whose window lies in the future is refused before dispatch with
-its row, and the rows are listed — by call_windows, on another node of the mesh, after sync.
+"""Time windows end to end over MCP (docs/time-windows.md): a harness passes the turn's
+context in ``_meta["memlane/turn"]`` to ``memlane mcp`` over stdio (a real subprocess, a real
+data directory); a call with the person's window and no period arguments is filled and runs,
+a call whose window lies in the future is refused before dispatch with its row, and the rows
+are listed — by call_windows, on another node of the mesh, after sync.
 The same over streamable HTTP (``memlane serve``), where another principal sees none of them.
 """
 

@@ -1,6 +1,6 @@
-"""Time windows on a real node (DESIGN §5, TIME-WINDOWS "How it fits memlane"): e_timeline's
-own forms, filing before dispatch, refusals that stop the call, fills that run, trimming, the
-latest row of a call, call_windows and who may read it, and every bad input storing nothing."""
+"""Time windows on a real node (docs/time-windows.md): e_timeline's own forms, filing before
+dispatch, refusals that stop the call, fills that run, trimming, the latest row of a call,
+call_windows and who may read it, and every bad input storing nothing."""
 
 from __future__ import annotations
 
@@ -360,8 +360,9 @@ async def _alices_answers(path: Path, wall: Wall, *, others: bool) -> list[dict[
 
 
 async def test_rows_a_caller_cannot_read_change_nothing_it_sees(tmp_path: Path, wall: Wall):
-    """Differential (DESIGN §4.1): the same calls of alice's on a node where bob and another
-    workspace also filed rows, and on one where they never did, answer alike."""
+    """Differential (docs/authority.md §The differential test): the same calls of alice's on a node
+    where bob and another workspace also filed rows, and on one where they never did, answer
+    alike."""
     crowded = await _alices_answers(tmp_path / "crowded", wall, others=True)
     alone = await _alices_answers(tmp_path / "alone", wall, others=False)
     assert crowded == alone

@@ -1,6 +1,6 @@
-"""Properties of the decision (TIME-WINDOWS §4–§6) over generated windows, zones and forms:
-a fill never narrows the person's window, an exact fill reads back to exactly the window,
-``differs.extra`` and the window together are exactly ``sent``, and no sent value makes the
+"""Properties of the decision (docs/time-windows.md §What the node decides) over generated windows,
+zones and forms: a fill never narrows the person's window, an exact fill reads back to exactly the
+window, ``differs.extra`` and the window together are exactly ``sent``, and no sent value makes the
 read-back raise."""
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def test_a_fill_never_narrows_the_persons_window(window: Span, zone: ZoneInfo, f
     assert read.start <= window.start
     if found.row.sent is not None:
         assert read.same(found.row.sent)
-    # §5: a look-back "ends at now" within the granularity, so a window ending just after now
-    # is read to now; nothing else may end early.
+    # A look-back "ends at now" within the granularity (docs/time-windows.md, decision 10), so
+    # a window ending just after now is read to now; nothing else may end early.
     slack = GRANULARITY if call.forms[found.row.form or 0].kind == "lookback" else 0
     assert read.end >= window.end - slack
 

@@ -1,5 +1,5 @@
-"""The window a call records is the window it runs with (seeds/001: ``asked`` is what the tool
-is handed; docs/time-windows.md, decisions 3 and 13), and a call the tool refuses files no row
+"""The window a call records is the window it runs with (``asked`` is what the tool is handed:
+docs/time-windows.md, decisions 3 and 13), and a call the tool refuses files no row
 (decision 5) — on a real node, through ``Node.e_timeline`` with the turn's context.
 
 The turn's now (``NOW``, 15:40Z) and the node's clock differ on purpose: an open end is closed

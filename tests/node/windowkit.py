@@ -1,5 +1,6 @@
-"""Fixtures of TIME-WINDOWS §8 for the windows tests: NOW, the zone LA, the ranges M, Y, T, YD,
-TD and the forms EPOCH, LB, DAY and WALL, over one input schema."""
+"""Fixtures of the worked examples (``test_windows_examples.py``) for the windows tests: NOW,
+the zone LA, the ranges M, Y, T, YD, TD and the forms EPOCH, LB, DAY and WALL, over one input
+schema."""
 
 from __future__ import annotations
 

@@ -132,8 +132,9 @@ def flip(data: bytes, pos: int, mask: int = 0xFF) -> bytes:
 
 
 def rule_verdicts(run: list[Entry]) -> list[bool]:
-    """DESIGN §2's rule, written independently of ``protocol.signing``: an entry is authentic
-    when it, or a later entry reached through unbroken ``prev`` links, has a verifying sig."""
+    """The authenticity rule (docs/entries.md), written independently of ``protocol.signing``: an
+    entry is authentic when it, or a later entry reached through unbroken ``prev`` links, has a
+    verifying sig."""
     out: list[bool] = []
     vouched = False
     for i in reversed(range(len(run))):

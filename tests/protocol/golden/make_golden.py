@@ -1,4 +1,4 @@
-"""Regenerate entries.json, the golden vectors that pin the entry format (DESIGN §2).
+"""Regenerate entries.json, the golden vectors that pin the entry format (docs/entries.md).
 
 Run ``.venv/bin/python tests/protocol/golden/make_golden.py`` only when the format changes on
 purpose; ``--check`` exits 1 if the checked-in file differs from what this script would write.
