@@ -4,15 +4,14 @@ create and restore a node's backup (docs/bundles.md, docs/operations.md §Backup
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from node.cli.commands import Result, open_node
+from node.cli.progress import BYTES, ENTRIES, bars
 from node.cli.table import count
-from node.progress import Progress
 
 __all__ = ["add_parsers"]
 
@@ -63,7 +62,8 @@ def _command(
 
 async def bundle_export(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        report = await node.export_bundle(args.out, since=args.since, workspace=args.workspace)
+        report = await node.export_bundle(args.out, since=args.since, workspace=args.workspace,
+                                          progress=bars({"export": ENTRIES}))  # fmt: skip
     data = asdict(report) | {"path": str(report.path)}
     text = (f"wrote {report.path}: bundle {report.bundle_id}, "
             f"{count(report.entries, 'entry', 'entries')} ({count(report.payloads, 'payload')}), "
@@ -82,7 +82,9 @@ async def bundle_frontier(args: argparse.Namespace) -> Result:
 
 async def bundle_import(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        report = await node.import_bundle(args.file, progress=_progress_bar())
+        report = await node.import_bundle(
+            args.file, progress=bars({"verify": BYTES, "import": BYTES})
+        )
     text = (f"imported bundle {report.bundle_id} from {report.exporter}: {report.new:,} new, "
             f"{report.already_present:,} already present, "
             f"{count(report.payloads_filled, 'payload')} filled, {report.pending:,} pending, "
@@ -95,7 +97,9 @@ async def archive_create(args: argparse.Namespace) -> Result:
 
     passphrase = read_passphrase(args.passphrase_file)
     async with open_node(args) as node:
-        report = await node.create_archive(args.out, passphrase)
+        report = await node.create_archive(
+            args.out, passphrase, progress=bars({"snapshot": "store", "write": BYTES})
+        )
     data = asdict(report) | {"path": str(report.path)}
     return Result(data, f"wrote {report.path}: node {report.node_id}, "
                         f"{count(report.bytes, 'byte')}")  # fmt: skip
@@ -107,24 +111,10 @@ async def archive_restore(args: argparse.Namespace) -> Result:
 
     passphrase = read_passphrase(args.passphrase_file)
     report = await Node.restore_archive(args.archive, args.data, passphrase,
-                                        keep_tokens=args.keep_tokens)  # fmt: skip
+                                        keep_tokens=args.keep_tokens,
+                                        progress=bars({"unpack": BYTES}))  # fmt: skip
     data = asdict(report) | {"path": str(report.path)}
     text = (f"restored node {report.node_id} into {report.path}: new epoch {report.epoch}, "
             f"new audit feed {report.feed_id}, {count(report.tokens, 'token')} "
             f"({report.tokens_revoked:,} revoked)")  # fmt: skip
     return Result(data, text)
-
-
-def _progress_bar() -> Progress | None:
-    """A progress bar on stderr when it is a terminal (and nothing otherwise)."""
-    if not sys.stderr.isatty():
-        return None
-
-    def show(phase: str, done: int, total: int) -> None:
-        share = done / total if total else 1.0
-        bar = "#" * int(30 * share)
-        end = "\n" if done >= total else ""
-        sys.stderr.write(f"\r{phase:<7} [{bar:<30}] {share:6.1%}{end}")
-        sys.stderr.flush()
-
-    return show

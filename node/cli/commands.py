@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from node.address import parse_listen
+from node.cli.progress import ENTRIES, bars
 from node.cli.table import count, table
 from node.cli.tools import ToolCommand, arguments
 from node.errors import AuthError, ConfigError, Refusal
@@ -166,7 +167,7 @@ async def log_verify(args: argparse.Namespace) -> Result:
 
 async def views_rebuild(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        applied = await node.store.rebuild_views()
+        applied = await node.store.rebuild_views(progress=bars({"rebuild": ENTRIES}))
     return Result({"applied": applied}, f"views rebuilt from {count(applied, 'entry', 'entries')}")
 
 

@@ -156,7 +156,7 @@ def _run(argv: Sequence[str] | None) -> int:
     _fill_globals(args)
     from node.logging import configure_logging
 
-    configure_logging("WARNING")
+    configure_logging(getattr(args, "log_level", "warning").upper())
     if getattr(args, "run", None) is not None:  # a long-running command (``serving``)
         code: int = args.run(args)
         return code

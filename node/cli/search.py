@@ -9,14 +9,14 @@ directory, as ``log verify`` does.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from node.cli.commands import Result, open_node
+from node.cli.progress import bars
 from node.cli.table import count
 from node.errors import ConfigError, EmbedderError, EmbedderUnavailable
+from node.progress import Progress
 
 if TYPE_CHECKING:  # numpy and the embedders load only where an embedder is configured
     from node.node import Node
@@ -24,7 +24,6 @@ if TYPE_CHECKING:  # numpy and the embedders load only where an embedder is conf
 
 __all__ = ["add_parsers"]
 
-Progress = Callable[[int, int], None]
 _STATUS_HELP = "what the vector index holds: embedder and model, vectors, what waits"
 _REBUILD_HELP = "drop the vector index and embed every SR again now, in the foreground"
 _NO_EMBEDDER = (
@@ -75,7 +74,7 @@ async def search_rebuild(args: argparse.Namespace) -> Result:
         await _probe(index)
         await index.rebuild()
         total = (await index.status()).queued
-        embedded = await _embed_all(index, total, _progress_line())
+        embedded = await _embed_all(index, total, bars({"embed": "SRs"}))
         seconds = round(time.monotonic() - started, 2)
         status = await index.status()
     data = {"model": status.model, "embedded": embedded, "vectors": status.vectors,
@@ -108,26 +107,13 @@ async def _embed_all(index: VectorIndex, total: int, show: Progress | None) -> i
         while taken := await index.step():
             done += taken
             if show is not None:
-                show(done, max(total, done))  # others may write meanwhile: the queue grows
+                show("embed", done, max(total, done))  # others may write meanwhile: it grows
     except EmbedderError as exc:
         raise EmbedderUnavailable(
             f"embedding stopped after {done:,} of {total:,} SRs: {exc}; the rest wait in the "
             "queue and find ranks them by BM25 until they are embedded (run this again, or "
             "let `memlane serve` embed them)"
         ) from exc
-    finally:
-        if show is not None and done:
-            sys.stderr.write("\n")
+    if show is not None:
+        show("embed", done, done)
     return done
-
-
-def _progress_line() -> Progress | None:
-    """A line on stderr updated in place when it is a terminal (and nothing otherwise)."""
-    if not sys.stderr.isatty():
-        return None
-
-    def show(done: int, total: int) -> None:
-        sys.stderr.write(f"\r  embedded {done:,} of {total:,}")
-        sys.stderr.flush()
-
-    return show

@@ -1,6 +1,6 @@
-"""The long-running commands (DESIGN §8): ``memlane mcp`` (MCP over stdio, one principal) and
-``memlane serve`` (the node: MCP over streamable HTTP with a bearer token per request, sync,
-discovery, health and metrics).
+"""The long-running commands (docs/mcp.md, docs/cli.md): ``memlane mcp`` (MCP over stdio, one
+principal) and ``memlane serve`` (the node: MCP over streamable HTTP with a bearer token per
+request, sync, discovery, health and metrics).
 
 ``memlane serve`` runs sync with the mesh when ``[mesh] listen`` or ``[mesh] peers`` is
 configured (or ``--sync-listen`` / ``--peer`` is given): mutual TLS with this node's
@@ -48,14 +48,22 @@ _MCP_HELP = "serve MCP over stdin/stdout, acting as one token's principal"
 _SERVE_HELP = "run the node: MCP over streamable HTTP, a bearer token on every request"
 
 
+def _log_level(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                        default=default, help=f"what goes to the log on stderr (default: "
+                                              f"{default})")  # fmt: skip
+
+
 def add_parsers(sub: Any) -> None:
     """Register ``mcp`` and ``serve`` on the ``memlane`` subcommands."""
     mcp = sub.add_parser("mcp", help=_MCP_HELP, description=_MCP_HELP + (
         ". stdout carries the protocol; logs go to stderr. A token that is invalid at start-up "
         "exits 1; one revoked later is refused call by call."))  # fmt: skip
     mcp.set_defaults(run=run_mcp)
+    _log_level(mcp, "warning")
     serve = sub.add_parser("serve", help=_SERVE_HELP, description=_SERVE_HELP + (
         ". Prints the endpoint's URL once listening. Off loopback, TLS is required."))  # fmt: skip
+    _log_level(serve, "info")
     serve.add_argument("--mcp-http", metavar="HOST:PORT", type=_listen,
                        help=f"where to serve MCP (default: [serve] mcp_http, else "
                             f"{DEFAULT_LISTEN}; port 0 picks one; IPv6 as [::1]:8765)")  # fmt: skip

@@ -5,7 +5,7 @@ A moment is what the tools read: a strict ISO-8601 instant with an offset, or a 
 (``protocol.timefmt``).  The flag's text is checked here and sent unchanged, so the tool
 reads it as it reads the same text over MCP.  An expiry (``--expires``) is that, or a
 duration from now in the grammar of the time windows and the configuration (``30m``,
-``12h``, ``7d``, ``2w``; TIME-WINDOWS §1).
+``12h``, ``7d``, ``2w``; docs/time-windows.md §Declaring period forms).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from node.errors import NodeError
 from node.identity import node_id
 from node.members.errors import MeshError
 from node.mesh.peers import DuplicateLink, Peer, PeerState, PeerTable
+from node.mesh.progress import CatchUpLog
 from node.replica import Changes, FrontierSnapshot, Replica
 from node.store import Event, Received
 from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, Entry, LogId
@@ -316,6 +317,7 @@ class Link:
         self._proofs_sent: set[frozenset[bytes]] = set()
         self._inbound = _Inbound()
         self._stopped: str | None = None
+        self._catch_up = CatchUpLog()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -483,6 +485,7 @@ class Link:
         report = await self.host.replica.receive(self._note_held(items), source=self.source)
         self.peer.received += len(items)
         self.peer.lag_in = max(0, self.peer.lag_in - report.stored)
+        self._catch_up.took(self.source, self.peer.received, self.peer.lag_in)
         self.host.table.touch()
         if report.stored:
             self.host.changes.poke()

@@ -520,7 +520,7 @@ CATALOG: tuple[ToolSpec, ...] = (
         "call_windows",
         "Call windows",
         (
-            "The time windows of your tool calls (CallWindowRow, seeds/001), oldest first: for "
+            "The time windows of your tool calls (a CallWindowRow each), oldest first: for "
             "each call that carried the turn's context (_meta memlane/turn) to a tool that "
             "declares period forms, which window it read and how — filled, bound, "
             "model-chosen, model, unread, not-filled or refused (refused calls did not run). "

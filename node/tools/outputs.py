@@ -87,7 +87,7 @@ def _record(schema: Schema) -> Json:
 
 _ROW = KINDS["call.window"].schema.by_name["row"].type
 assert isinstance(_ROW, Nested)
-CALL_WINDOW = _described(_record(_ROW.schema), "the CallWindowRow (seeds/001)")
+CALL_WINDOW = _described(_record(_ROW.schema), "the CallWindowRow filed for the call")
 
 # -- the refusal ----------------------------------------------------------------------------------
 

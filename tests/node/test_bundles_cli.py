@@ -3,10 +3,14 @@ directories (docs/cli.md)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
+import re
+import struct
 import subprocess
+import termios
 from pathlib import Path
 
 import pytest
@@ -73,6 +77,7 @@ def on_terminal(argv: list[str]) -> tuple[int, str]:
     """Run ``argv`` with its stderr on a pseudo-terminal; its exit code and what it showed."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLANE_")}
     main, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
     try:
         done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=terminal, env=env,
                               timeout=60, check=False)  # fmt: skip
@@ -82,15 +87,40 @@ def on_terminal(argv: list[str]) -> tuple[int, str]:
         os.close(terminal)
 
 
+def drawn(shown: str, phase: str) -> bool:
+    """Whether a terminal was shown ``phase``'s bar, whole: ``phase  : 100%|█…█|``."""
+    return re.search(rf"{phase}\s*: 100%\|█+\|", shown) is not None
+
+
 @pytest.mark.asyncio
-async def test_import_shows_progress_on_a_terminal_only(tmp_path: Path, wall: Wall) -> None:
+async def test_long_work_shows_progress_on_a_terminal_only(tmp_path: Path, wall: Wall) -> None:
+    """Import, export, views rebuild, archive create and restore: a bar per phase on a
+    terminal; on a pipe, nothing on stderr at all."""
     dirs = await make_mesh(tmp_path, ["A", "B"], wall)
     async with Node.open(dirs["A"], wall=wall) as a:
-        await a.export_bundle(tmp_path / "a.bundle")
-    argv = [str(MEMLANE), "bundle", "import", str(tmp_path / "a.bundle"), "--data", str(dirs["B"])]
-    code, shown = on_terminal(argv)
-    assert code == 0
-    assert "verify  [" in shown
-    assert "import  [##############################] 100.0%" in shown
-    piped = run("bundle", "import", tmp_path / "a.bundle", "--data", dirs["B"])
-    assert piped.stderr == ""
+        await write(a, await caller(a), *[f"note {i}" for i in range(50)])
+    (tmp_path / "pass").write_text("a long passphrase\n")
+    a_dir, b_dir, secret = str(dirs["A"]), str(dirs["B"]), str(tmp_path / "pass")
+    commands = [
+        (["bundle", "export", str(tmp_path / "t.bundle"), "--data", a_dir], ["export"]),
+        (["bundle", "import", str(tmp_path / "t.bundle"), "--data", b_dir], ["verify", "import"]),
+        (["views", "rebuild", "--data", b_dir], ["rebuild"]),
+        (["archive", "create", str(tmp_path / "t.archive"), "--data", a_dir,
+          "--passphrase-file", secret], ["snapshot", "write"]),
+        (["archive", "restore", str(tmp_path / "t.archive"), "--data", str(tmp_path / "T2"),
+          "--passphrase-file", secret], ["unpack"]),
+    ]  # fmt: skip
+    for argv, phases in commands:
+        code, shown = on_terminal([str(MEMLANE), *argv])
+        assert code == 0, shown
+        assert all(drawn(shown, phase) for phase in phases), (argv, shown)
+    for name in ("p.bundle", "p.archive"):
+        (tmp_path / name).unlink(missing_ok=True)
+    piped = [
+        run("bundle", "export", tmp_path / "p.bundle", "--data", a_dir),
+        run("bundle", "import", tmp_path / "p.bundle", "--data", b_dir),
+        run("views", "rebuild", "--data", b_dir),
+        run("archive", "create", tmp_path / "p.archive", "--data", a_dir,
+            "--passphrase-file", secret),
+    ]  # fmt: skip
+    assert [(p.returncode, p.stderr) for p in piped] == [(0, "")] * len(piped)

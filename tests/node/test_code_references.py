@@ -19,13 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 _OUTSIDE = re.compile(r"DESIGN §|seeds/0|TIME-WINDOWS")
 # The two files that name the patterns: the checks themselves.
 CHECKS = {"tests/node/test_docs_links.py", "tests/node/test_code_references.py"}
-# Texts the program emits, word for word: they are not rewritten here.
-FIXED_TEXTS = {
-    "node/tools/catalog.py": [
-        '"The time windows of your tool calls (CallWindowRow, seeds/001), oldest first: for "',
-    ],
-    "node/tools/outputs.py": ['"the CallWindowRow (seeds/001)"'],
-}
 
 
 def sources() -> list[str]:
@@ -36,9 +29,7 @@ def sources() -> list[str]:
 
 def problems(name: str, text: str) -> list[str]:
     """Where ``text`` (the file ``name``, relative to the repository) cites a document the
-    repository does not hold; the file's fixed texts aside."""
-    for fixed in FIXED_TEXTS.get(name, []):
-        text = text.replace(fixed, "")
+    repository does not hold."""
     return [
         f"{name}:{text.count(chr(10), 0, m.start()) + 1}: cites {m[0]!r}, "
         "which is not in this repository"
@@ -57,26 +48,18 @@ def test_every_source_is_checked() -> None:
     assert not names & CHECKS
 
 
-@pytest.mark.parametrize(("name", "fixed"), [(n, t) for n, ts in FIXED_TEXTS.items() for t in ts])
-def test_each_fixed_text_is_still_there(name: str, fixed: str) -> None:
-    assert fixed in (ROOT / name).read_text(encoding="utf-8")
-
-
 def test_the_check_finds_what_it_looks_for() -> None:
     text = "\n".join([
         '"""As DESIGN §4.1 asks (seeds/000 too).',
         "",
         'TIME-WINDOWS §2 says so."""',
         "# DESIGN, seeds and TIME windows in plain words are fine.",
-        'DESCRIPTION = "The time windows of your tool calls (CallWindowRow, seeds/001), oldest '
-        'first: for "',
+        'DESCRIPTION = "the rows (CallWindowRow, seeds/001)"',
     ])  # fmt: skip
     name = "node/tools/catalog.py"
     assert problems(name, text) == [
         f"{name}:1: cites 'DESIGN §', which is not in this repository",
         f"{name}:1: cites 'seeds/0', which is not in this repository",
         f"{name}:3: cites 'TIME-WINDOWS', which is not in this repository",
+        f"{name}:5: cites 'seeds/0', which is not in this repository",
     ]
-    assert problems("node/tools/other.py", text)[-1] == (
-        "node/tools/other.py:5: cites 'seeds/0', which is not in this repository"
-    )

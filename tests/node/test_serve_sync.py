@@ -7,6 +7,7 @@ its certificate refused at start-up."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -15,6 +16,8 @@ from node.address import Listen
 from node.config import NodeConfig
 from node.errors import ConfigError
 from node.mesh.service import CA_FILE, NODE_CERT_FILE
+from node.node import Node
+from tests.node.helpers import ForeignWriter, admit
 from tests.node.servekit import connected, memlane, peers, poll, serve, setup, stop
 
 
@@ -101,3 +104,37 @@ def test_mesh_config_keys():
     assert 'mesh.peers: 7 is not a "HOST:PORT" string' in text
     with pytest.raises(ConfigError, match="mesh may set only listen and peers"):
         NodeConfig.from_mapping({"mesh": {"port": 7411}})
+
+
+def test_a_catch_up_shows_in_the_serving_nodes_log(tmp_path):
+    """A member that comes up behind by thousands of entries says so in its log while it takes
+    them, and once more when it has them all; the log is JSON lines on a pipe."""
+    site = setup(tmp_path)
+    one, two = site["one"], site["two"]
+
+    async def seed() -> int:
+        async with Node.open(one) as node:
+            writer = ForeignWriter(node.info.mesh)
+            await admit(node, writer)
+            for _ in range(6):
+                await node.receive(writer.run(500), source="seed")
+        return len(writer.entries)
+
+    written = asyncio.run(seed())
+    first, shown = serve(one, "--sync-listen", "127.0.0.1:0")
+    running = [first]
+    try:
+        (two / "config.toml").write_text(f'[mesh]\npeers = ["{shown["sync"]}"]\n')
+        second, _ = serve(two)
+        running.append(second)
+        poll("the member caught up", lambda: (peers(two)["peers"] or [{}])[0].get(
+            "received", 0) >= written)  # fmt: skip
+    finally:
+        codes = [stop(proc) for proc in reversed(running)]
+    lines = [json.loads(line) for line in codes[0][1].splitlines() if line.startswith("{")]
+    said = [(e["event"], e.get("behind")) for e in lines
+            if e["event"] in ("catching up", "caught up")]  # fmt: skip
+    events = [event for event, _ in said]
+    assert "catching up" in events, codes[0][1]
+    assert events.index("catching up") < events.index("caught up")
+    assert all(behind > 0 for event, behind in said if event == "catching up")
