@@ -28,6 +28,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from node.logging import configure_logging
 from node.mesh.link import LinkOptions
 from node.mesh.peers import PeerState
 from node.mesh.sync import Sync, SyncOptions
@@ -108,6 +109,7 @@ async def main(data: Path, host: str, port: int, seed: int, own: int, finish: bo
 
 
 if __name__ == "__main__":
+    configure_logging("WARNING")  # stdout is the line protocol above; logs go to stderr
     args = [a for a in sys.argv[1:] if a != "--finish"]
     data_dir, host_arg, port_arg, seed_arg, own_arg = args
     asyncio.run(
