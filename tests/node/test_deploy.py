@@ -66,10 +66,31 @@ def test_local_mesh_forms_by_invite_converges_and_stops(tmp_path: Path, discover
     assert list(tmp_path.iterdir()) == []  # its temporary directory removed
 
 
-def test_local_mesh_fails_with_its_reason(tmp_path: Path) -> None:
-    with socket.socket() as taken:  # node a's sync port, in use
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _taken_base() -> socket.socket:
+    """A listening socket on a port whose next three (node a's join, MCP and health ports)
+    are free now: so the script's first failure is the port this test holds."""
+    for _ in range(50):
+        taken = socket.socket()
         taken.bind(("127.0.0.1", 0))
-        taken.listen()
+        port = taken.getsockname()[1]
+        if port < 65_000 and all(_free(port + i) for i in (1, 2, 3)):
+            taken.listen()
+            return taken
+        taken.close()
+    raise AssertionError("no port with three free ports after it")
+
+
+def test_local_mesh_fails_with_its_reason(tmp_path: Path) -> None:
+    with _taken_base() as taken:  # node a's sync port, in use
         port = str(taken.getsockname()[1])
         done = _run(str(DEPLOY / "local-mesh.sh"), env=_env(tmp_path, PORT_BASE=port),
                     timeout=SCRIPT_SECONDS)  # fmt: skip
