@@ -411,6 +411,25 @@ _SR_WRITERS = """
 INSERT OR REPLACE INTO state (key, value) VALUES ('views_stale', x'01');
 """
 
+# Fork proofs with their key's columns declared first, in the key's order (a WITHOUT ROWID row
+# stores its key first).  SQLite 3.40's integrity_check reads a NOT NULL column wrongly when a
+# WITHOUT ROWID table's last declared column belongs to the key (``other_raw`` did): it
+# reported "NULL value in forks.kept_raw" for every healthy proof.  The rows are copied.
+_FORKS_KEY_FIRST = """
+CREATE TABLE forks_key_first (
+    writer BLOB NOT NULL,
+    epoch BLOB NOT NULL,
+    seq INTEGER NOT NULL,
+    other_raw BLOB NOT NULL,
+    kept_raw BLOB NOT NULL,
+    PRIMARY KEY (writer, epoch, seq, other_raw)
+) WITHOUT ROWID;
+INSERT INTO forks_key_first (writer, epoch, seq, other_raw, kept_raw)
+    SELECT writer, epoch, seq, other_raw, kept_raw FROM forks;
+DROP TABLE forks;
+ALTER TABLE forks_key_first RENAME TO forks;
+"""
+
 # Index i holds the script that takes a store from version i to version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _LOG,
@@ -424,6 +443,7 @@ MIGRATIONS: tuple[str, ...] = (
     _VECTORS,
     _BUNDLE_SUBJECTS,
     _SR_WRITERS,
+    _FORKS_KEY_FIRST,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -8,6 +8,7 @@ view rows withdrawn), and ``fork_detected`` is audited once per proof.
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -262,3 +263,16 @@ async def test_entries_after_the_fork_point_stay_hidden_across_a_restart(
         assert len(await fork_events(node)) == 1
         verified = await node.verify()
         assert verified.forked_logs == 1
+
+
+@pytest.mark.asyncio
+async def test_a_store_holding_a_fork_proof_checks_clean(node: Node, node_dir: Path) -> None:
+    """``PRAGMA integrity_check`` answers ``ok`` for a healthy store with a fork proof (SQLite
+    3.40 misread ``forks`` while its key's last column was declared last)."""
+    honest = honest_log(node.info.mesh)
+    await admit(node, honest)
+    await node.receive(honest.entries, source="peer")
+    assert (await node.receive([twin(honest).entries[-1]], source="peer")).forks == 1
+
+    with sqlite3.connect(node_dir / "memlane.db") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

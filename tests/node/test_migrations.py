@@ -255,3 +255,25 @@ async def test_a_version_7_store_gets_a_stemmed_search_index_from_its_log(
                      ).fetchone()  # fmt: skip
     assert sql is not None
     assert f"tokenize='{SEARCH_TOKENIZER}'" in sql[0]
+
+
+@pytest.mark.asyncio
+async def test_a_store_with_a_fork_proof_migrates_and_checks_clean(tmp_path: Path) -> None:
+    """The migration that declares the fork proofs' key first copies every proof, and the
+    store then answers ``ok`` to ``PRAGMA integrity_check``."""
+    path = tmp_path / "memlane.db"
+    before = next(i for i, script in enumerate(MIGRATIONS) if "forks_key_first" in script)
+    proofs = [(b"w" * 32, b"e" * 16, seq, b"kept-%d" % seq, b"other-%d" % seq) for seq in (3, 9)]
+    async with aiosqlite.connect(path, isolation_level=None) as conn:
+        await migrate(conn, upto=before)
+        await conn.executemany(
+            "INSERT INTO forks (writer, epoch, seq, kept_raw, other_raw) VALUES (?, ?, ?, ?, ?)",
+            proofs,
+        )
+        assert await migrate(conn) == before
+        kept = await conn.execute_fetchall(
+            "SELECT writer, epoch, seq, kept_raw, other_raw FROM forks ORDER BY seq"
+        )
+        checked = await conn.execute_fetchall("PRAGMA integrity_check")
+    assert [tuple(r) for r in kept] == proofs
+    assert [tuple(r) for r in checked] == [("ok",)]
