@@ -2,9 +2,10 @@
 
 An ``Hlc`` is (wall ms, counter), ordered as a tuple.  The ``HybridClock`` is pure: callers pass
 in the physical wall time, so the same inputs always give the same timestamps.  It never moves
-backwards, and a received timestamp may pull it forward by at most ``max_skew_ms`` past the
-local wall clock — an entry from further ahead is stored as its writer said, but does not drag
-this node's clock with it (the caller audits it as ``clock_skew``).
+backwards.  A received timestamp within ``max_skew_ms`` past the local wall clock moves it
+forward, as HLC does; one from further ahead moves it not at all (not even up to the bound) —
+its entry is stored as its writer said and takes effect when its time comes (the caller audits
+it as ``clock_skew``).
 """
 
 from __future__ import annotations
@@ -51,16 +52,16 @@ class HybridClock:
         return self._last
 
     def update(self, received: Hlc, wall_ms: int) -> bool:
-        """Observe a received timestamp; return False when it was too far ahead to follow.
+        """Observe a received timestamp; return False when it is beyond the skew.
 
-        The clock advances to ``received`` but never past ``wall_ms + max_skew_ms``.
+        Within ``wall_ms + max_skew_ms`` the clock advances to ``received``; beyond, it stays
+        where it was (docs/entries.md §Clocks and the three times).
         """
-        ceiling = min(wall_ms + self.max_skew_ms, MAX_WALL_MS)
-        within = received.wall <= ceiling
-        target = received if within else Hlc(ceiling, 0)
-        if target > self._last:
-            self._last = target
-        return within
+        if received.wall > wall_ms + self.max_skew_ms:
+            return False
+        if received > self._last:
+            self._last = received
+        return True
 
     def _tick(self, wall_ms: int) -> Hlc:
         wall_ms = min(wall_ms, MAX_WALL_MS)  # clamp before comparing, or a wall past the

@@ -98,42 +98,76 @@ async def test_an_entry_an_hour_ahead_is_stored_as_written_and_audited(
     future = Hlc(wall.now + HOUR, 3)
     entry = foreign.next(hlc=future)
 
+    before = node.store.clock.last
     report = await node.receive([entry], source="peer")
 
     assert report.stored_ids == [entry.id]
     assert await hlc_of(node, entry.id) == future  # stored with its writer's time
-    clock = node.store.clock.last
-    assert wall.now < clock.wall <= wall.now + MAX_SKEW
+    assert node.store.clock.last == before  # not moved, not even up to the bound
     (event,) = await skew_events(node)
     assert event.entry == entry.id
     assert event.detail["source"] == "peer"
 
-    # What this node writes next is stamped near its own wall, not an hour ahead.
+    # What this node writes next is stamped at its own wall, not ahead of it.
     caller, _ = await caller_of(node)
     mine = await write(node, caller, "local")
-    assert clock < mine < future
-    assert mine.wall <= wall.now + MAX_SKEW
+    assert mine.wall == wall.now
 
 
 @pytest.mark.asyncio
-async def test_the_skew_bound_follows_the_wall_and_survives_a_restart(
+async def test_entries_beyond_the_skew_never_move_the_clock_nor_what_it_persists(
     node_dir: Path, wall: Any
 ) -> None:
     future = Hlc(wall.now + HOUR, 0)
     async with Node.open(node_dir, wall=wall) as node:
+        caller, token = await caller_of(node)
         foreign = ForeignWriter(node.info.mesh)
         await admit(node, foreign)
+        mine = await write(node, caller, "before")
         await node.receive([foreign.next(hlc=future)], source="peer")
-        bound = node.store.clock.last
-        assert bound.wall <= wall.now + MAX_SKEW
+        assert node.store.clock.last == mine
 
-        # Ten minutes later a second entry from the same future may pull the clock on, still
-        # no further than five minutes past the (new) wall.
+        # Ten minutes later a second entry from the same future is still beyond the skew.
         wall.now += 10 * MINUTE
         await node.receive([foreign.next(hlc=Hlc(future.wall + 1, 0))], source="peer")
-        moved = node.store.clock.last
-        assert bound < moved
-        assert moved.wall <= wall.now + MAX_SKEW
+        assert node.store.clock.last == mine
+        assert len(await skew_events(node)) == 2
 
     async with Node.open(node_dir, wall=wall) as node:
-        assert node.store.clock.last == moved  # the persisted bound, not the entry's time
+        assert node.store.clock.last == mine  # the persisted clock, untouched by either
+        caller, _ = await caller_of(node, token)
+        assert (await write(node, caller, "after")).wall == wall.now
+
+
+YEAR = 365 * 24 * HOUR
+
+
+async def titles(node: Node, caller: Caller) -> set[str]:
+    return {r["title"] for r in (await node.e_timeline(caller, action="list"))["results"]}
+
+
+@pytest.mark.asyncio
+async def test_a_peer_a_year_ahead_does_not_drag_the_clock(
+    node: Node, foreign: ForeignWriter, wall: Any
+) -> None:
+    """docs/entries.md §Clocks and the three times: an entry beyond the skew is stored as it
+    says, takes effect when its time comes, and moves this node's clock not at all; an entry
+    within the skew still moves it."""
+    token = await node.create_token("alice", "team", ("read:workspace", "write:workspace"))
+    caller = await node.authenticate(token.token)
+    ahead = foreign.next(hlc=Hlc(wall.now + YEAR, 0))
+    assert (await node.receive([ahead], source="peer")).stored_ids == [ahead.id]
+    assert await hlc_of(node, ahead.id) == Hlc(wall.now + YEAR, 0)
+
+    wall.now += 1
+    mine = await write(node, caller, "mine")
+    assert mine == Hlc(wall.now, 0)  # the wall clock, not 5 minutes (nor a year) ahead
+    assert await titles(node, caller) == {"mine"}  # the ahead entry waits for its time
+
+    near = Hlc(wall.now + 4 * MINUTE, 2)
+    assert (await node.receive([foreign.next(hlc=near)], source="peer")).stored == 1
+    assert node.store.clock.last == near  # within the skew: moved, as HLC does
+    assert await write(node, caller, "after near") == Hlc(near.wall, 3)
+
+    wall.now += YEAR
+    assert await titles(node, caller) == {"mine", "t1", "t2", "after near"}
