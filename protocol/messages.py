@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from itertools import pairwise
 from typing import Any, ClassVar
@@ -70,13 +70,6 @@ MAX_ERROR_TEXT = 1024
 _MAX_U16 = 0xFFFF
 _FEATURE = re.compile(r"[a-z][a-z0-9_.-]{0,63}\Z")
 
-BODY_LIMITS = BodyLimits(
-    max_bin_len=MAX_PAYLOAD_BYTES,  # the largest bytes field: one payload
-    max_str_len=4 * MAX_ERROR_TEXT,  # the largest text field, in UTF-8 bytes
-    max_array_len=MAX_FRONTIER_LOGS,  # the longest array: a frontier's tips
-    max_map_len=0,  # no message holds a map
-)
-
 WireEntry = tuple[bytes, bytes | None]
 """An entry on the wire: its raw header bytes and its payload bytes, or None when absent —
 exactly as ``Entry.raw`` and ``Entry.payload`` hold them."""
@@ -107,6 +100,44 @@ class ErrorCode(IntEnum):
     CREDIT = 5  # an entries batch or push beyond the credit granted
     REFUSED = 6  # the node will not sync with this peer now (busy, shutting down, not admitted)
     INTERNAL = 7  # the sending node failed on its own side
+
+
+# How many objects (every value, containers included) and how deep a nesting the largest legal
+# message of each type holds: the outer array and its type count two, a frontier's tip five (its
+# array and four fields), an entry three (its pair, header, payload).  A body may hold
+# ``_OBJECT_SLACK`` more, so a message just beyond a limit is refused by its own check, with its
+# own hint; the bound is what keeps a small frame of empty arrays from unpacking into millions
+# of lists (docs/protocol.md §2).
+_MOST_OBJECTS: dict[int, tuple[int, int]] = {
+    MessageType.HELLO: (2 + 4 + 1 + MAX_FEATURES, 2),
+    MessageType.FRONTIER_DIGEST: (3, 1),
+    MessageType.FRONTIER: (3 + 5 * MAX_FRONTIER_LOGS, 3),
+    MessageType.ENTRIES: (4 + 3 * MAX_BATCH_ENTRIES, 3),
+    MessageType.CREDIT: (4, 1),
+    MessageType.PUSH: (3 + 3 * MAX_BATCH_ENTRIES, 3),
+    MessageType.FORK_PROOF: (4, 1),
+    MessageType.ERROR: (5 + MAX_VERSIONS, 2),
+    MessageType.BYE: (2, 1),
+}
+_OBJECT_SLACK = 64
+
+BODY_LIMITS = BodyLimits(
+    max_bin_len=MAX_PAYLOAD_BYTES,  # the largest bytes field: one payload
+    max_str_len=4 * MAX_ERROR_TEXT,  # the largest text field, in UTF-8 bytes
+    max_array_len=MAX_FRONTIER_LOGS,  # the longest array: a frontier's tips
+    max_map_len=0,  # no message holds a map
+    max_objects=_OBJECT_SLACK,  # a body that is no message: enough to say why
+    max_depth=1,
+)
+
+
+def _limits_for(body: bytes) -> BodyLimits:
+    """The limits for a body whose first bytes, as canonical encoding writes every message,
+    are a fixarray and a positive fixint type; for any other start, ``BODY_LIMITS``."""
+    if len(body) < 2 or body[0] & 0xF0 != 0x90 or body[1] not in _MOST_OBJECTS:
+        return BODY_LIMITS
+    objects, depth = _MOST_OBJECTS[body[1]]
+    return replace(BODY_LIMITS, max_objects=objects + _OBJECT_SLACK, max_depth=depth)
 
 
 # --- field checks: each raises LocalProtocolError naming the field ------------------------------
@@ -493,20 +524,31 @@ def encode_message(message: Message) -> bytes:
 
 
 def decode_message(body: bytes) -> Message:
-    """Decode one frame body, or raise ``RemoteProtocolError`` naming what is wrong."""
-    doc = unpack_body(body, BODY_LIMITS)
+    """Decode one frame body, or raise ``RemoteProtocolError`` naming what is wrong.  The error
+    keeps nothing decoded reachable: a session holds its failure, and a refused document could
+    be as large as its frame allows."""
+    doc = unpack_body(body, _limits_for(body))
+    parsed = _parse(doc)
+    del doc  # the raise below keeps this frame, and its locals, in the traceback
+    if isinstance(parsed, RemoteProtocolError):
+        raise parsed
+    if encode_message(parsed) != body:
+        raise RemoteProtocolError("not canonical msgpack (re-encodes differently)", field="body")
+    return parsed
+
+
+def _parse(doc: Any) -> Message | RemoteProtocolError:
+    # Returns its error rather than raising it, so the error holds no frame that holds ``doc``.
     if type(doc) is not list or not doc or type(doc[0]) is not int:
-        raise RemoteProtocolError("a message is an array that starts with its type", field="body")
+        return RemoteProtocolError("a message is an array that starts with its type", field="body")
     parse = _PARSERS.get(doc[0])
     if parse is None:
-        raise RemoteProtocolError(f"unknown message type {doc[0]}", field="type")
+        return RemoteProtocolError(f"unknown message type {doc[0]}", field="type")
     try:
-        message = parse(doc[1:])
+        return parse(doc[1:])
     except LocalProtocolError as exc:
-        raise RemoteProtocolError(exc.hint, field=exc.field) from exc
-    if encode_message(message) != body:
-        raise RemoteProtocolError("not canonical msgpack (re-encodes differently)", field="body")
-    return message
+        hint, field = exc.hint, exc.field
+    return RemoteProtocolError(hint, field=field)
 
 
 # The encoded size of a batch body beyond its entries: array, type, entries array header, done.

@@ -354,7 +354,8 @@ class Session:
             )
 
     def _fail(self, exc: ProtocolError) -> ProtocolError:
-        self._failure = exc
+        # Held without its traceback, whose frames hold what was decoded (docs/protocol.md §2).
+        self._failure = type(exc)(exc.hint, field=exc.field)
         peer_listening = self._us.state is not State.CLOSED and not self._eof
         self._us.state = self._them.state = State.ERROR
         if peer_listening:

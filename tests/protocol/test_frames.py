@@ -21,7 +21,9 @@ from protocol.frames import (
     unpack_body,
 )
 
-LIMITS = BodyLimits(max_bin_len=8, max_str_len=8, max_array_len=4, max_map_len=1)
+LIMITS = BodyLimits(
+    max_bin_len=8, max_str_len=8, max_array_len=4, max_map_len=1, max_objects=64, max_depth=4000
+)
 
 
 def test_a_frame_is_a_big_endian_length_then_the_body() -> None:
