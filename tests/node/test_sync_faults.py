@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tracemalloc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -149,6 +150,35 @@ async def test_a_bad_frame_after_hello_closes_the_connection(served: Served, nam
     assert isinstance(error, PeerProtocolError), error
     assert codes(await peer.closed()) == [code]
     assert await counts(served.node) == before
+
+
+async def test_a_frame_of_empty_arrays_is_refused_unread_and_an_honest_peer_syncs(
+    served: Served, foreign: ForeignWriter
+) -> None:
+    """4 MiB of empty arrays, 10,000 to an array so that each is within msgpack's length
+    limits, would unpack into 4 million lists (some 260 MiB, for seconds): the node refuses
+    the frame from a scan of its headers (docs/protocol.md §2) and goes on serving."""
+    arrays = (MAX_FRAME_BYTES - 3) // 10_003
+    body = b"\xdc" + arrays.to_bytes(2, "big") + (b"\xdc\x27\x10" + b"\x90" * 10_000) * arrays
+    before = await counts(served.node)
+    peer = await hello(served)
+    tracemalloc.start()
+    peer.send_raw(len(body).to_bytes(4, "big") + body)
+    error = await served.outcome()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert isinstance(error, PeerProtocolError), error
+    assert "within limits" in str(error)
+    assert codes(await peer.closed()) == [ErrorCode.PROTOCOL]
+    assert peak < 8 * len(body)  # the frame's bytes on both ends of the socket, not its objects
+    assert await counts(served.node) == before
+    honest = await hello(served)
+    honest.say(*await honest.until(FrontierDigest))
+    honest.say(Push(wire(foreign.run(WINDOW))))
+    await honest.until(Credit, count=2)
+    assert len(await events(served.node, "sr_synced")) == WINDOW
+    honest.close()
+    assert isinstance(await served.outcome(), PeerGone)
 
 
 async def test_a_connection_cut_inside_a_frame_is_a_cut(served: Served) -> None:
