@@ -19,6 +19,19 @@ last head of the epoch it continues (docs/entries.md §The header: a restore nev
 position its peers may hold), does the same for the authority's log when it holds the authority
 key, gets a new audit ``feed_id``, and revokes the tokens it brought back unless asked to keep
 them.
+
+Everything a restore reads is bounded before it is used, since nothing in an archive can be
+trusted until the secrets open (docs/operations.md §Backups, "Limits"):
+
+- ``manifest.json``: at most 64 KiB and 8 levels of nesting (memlane writes about 1 KiB and
+  3 levels), checked before it is parsed — a deeply nested one cannot exhaust the stack;
+- the key derivation: Scrypt with 2**10 ≤ n ≤ 2**17, 1 ≤ r ≤ 8, p = 1 and 128·n·r·p at most
+  128 MiB (memlane writes n = 2**16, r = 8, p = 1: 64 MiB), a salt of 16 to 64 bytes — checked
+  before any derivation, so a manifest cannot make a restore spend minutes and gigabytes
+  before the passphrase is even tried;
+- ``secrets.enc``: at most 64 MiB, refused from its size in the tar before it is read; its
+  plaintext is canonical msgpack read with the same limit (nesting bounded by the decoder)
+  and must have the shape memlane writes.
 """
 
 from __future__ import annotations
@@ -75,6 +88,12 @@ _FORMAT = "memlane-archive"
 _VERSION = 1
 _MANIFEST, _SECRETS = "manifest.json", "secrets.enc"
 _MAX_SECRETS = 1 << 26  # bytes: the key files and every token row, with room to spare
+_MAX_MANIFEST = 1 << 16  # bytes: memlane writes about 1 KiB
+_MAX_MANIFEST_DEPTH = 8  # levels of arrays and objects: memlane writes 3
+# Scrypt's cost as a manifest may ask for it: near the default memlane writes (Kdf), since the
+# derivation runs before the passphrase can be checked (docs/operations.md §Backups).
+_LOG_N, _MAX_R, _MAX_P, _MAX_KDF_MEMORY = range(10, 18), 8, 1, 128 << 20
+_SALT_BYTES = range(16, 65)
 _TOKEN_COLUMNS = "hash, token_id, principal, workspace, scopes, created, expires, revoked"  # noqa: S105
 
 
@@ -237,14 +256,31 @@ def _seal(plain: bytes, passphrase: bytes, manifest: dict[str, Any]) -> bytes:
 
 
 def _kdf(manifest: dict[str, Any]) -> Kdf:
-    """The manifest's Scrypt cost — bounded, since it is read before anything is verified
-    (at most 2**22 × 128 × r bytes: no archive can make a restore allocate without end)."""
-    spec = manifest["kdf"]
-    kdf = Kdf(int(spec["log_n"]), int(spec["r"]), int(spec["p"]))
-    if spec.get("name") != "scrypt" or not (10 <= kdf.log_n <= 22 and 1 <= kdf.r <= 16
-                                            and 1 <= kdf.p <= 4):  # fmt: skip
-        raise ArchiveError(f"the archive's key derivation is not one memlane makes: {spec}")
-    return kdf
+    """The manifest's Scrypt cost — bounded, since it is read before anything is verified: at
+    most 128 MiB and well under a second, near what memlane writes."""
+    spec = manifest.get("kdf")
+    if not isinstance(spec, dict) or not _makes(spec):
+        shown = json.dumps(spec)[:200] if isinstance(spec, dict) else type(spec).__name__
+        raise ArchiveError(f"the archive's key derivation is not one memlane makes: {shown}")
+    return Kdf(spec["log_n"], spec["r"], spec["p"])
+
+
+def _makes(spec: dict[str, Any]) -> bool:
+    """Whether ``spec`` is a Scrypt cost and salt in the range memlane writes."""
+    values = [spec.get(k) for k in ("log_n", "r", "p")]
+    if spec.get("name") != "scrypt" or not all(type(v) is int for v in values):
+        return False
+    log_n, r, p = cast(list[int], values)
+    if not (log_n in _LOG_N and 1 <= r <= _MAX_R and 1 <= p <= _MAX_P):
+        return False
+    return 128 * (1 << log_n) * r * p <= _MAX_KDF_MEMORY and _is_hex(spec.get("salt"), _SALT_BYTES)
+
+
+def _is_hex(value: Any, sizes: range) -> bool:
+    try:
+        return isinstance(value, str) and len(bytes.fromhex(value)) in sizes
+    except ValueError:
+        return False
 
 
 def _write_tar(
@@ -357,7 +393,7 @@ def _unpack(
             for name in listed:
                 _extract(tar, name, stage, listed[name], done)
             done.finish()
-            sealed = _member(tar, _SECRETS).read(_MAX_SECRETS)
+            sealed = _read_secrets(tar)
     except (OSError, tarfile.TarError, EOFError) as exc:
         raise ArchiveError(f"{archive} is not a readable memlane archive: {exc}") from exc
     return manifest, _open_secrets(sealed, passphrase, manifest)
@@ -374,10 +410,7 @@ def _member(tar: tarfile.TarFile, name: str) -> IO[bytes]:
 
 
 def _read_manifest(tar: tarfile.TarFile) -> dict[str, Any]:
-    try:
-        manifest = json.loads(_member(tar, _MANIFEST).read(1 << 20))
-    except ValueError as exc:
-        raise ArchiveError("the archive's manifest is not JSON") from exc
+    manifest = _parse_manifest(tar)
     if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT:
         raise ArchiveError("not a memlane archive (no manifest of one)")
     if manifest.get("version") != _VERSION:
@@ -387,7 +420,61 @@ def _read_manifest(tar: tarfile.TarFile) -> dict[str, Any]:
         raise ArchiveError("the archive's manifest lists files a node does not have")
     if DB_FILE not in manifest["files"]:
         raise ArchiveError(f"the archive lacks {DB_FILE}")
+    if not all(_is_listing(v) for v in manifest["files"].values()):
+        raise ArchiveError("the archive's manifest is malformed: a file without its checksum")
+    _kdf(manifest)  # refused here, before any file is unpacked
     return manifest
+
+
+def _parse_manifest(tar: tarfile.TarFile) -> Any:
+    """The manifest's JSON, refused unread when it is larger or deeper than memlane writes."""
+    f = _member(tar, _MANIFEST)
+    raw = f.read(_MAX_MANIFEST + 1)
+    if len(raw) > _MAX_MANIFEST:
+        raise ArchiveError(f"the archive's manifest is larger than {_MAX_MANIFEST:,} bytes")
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        raise ArchiveError("the archive's manifest is not JSON") from exc
+    if _too_deep(text, _MAX_MANIFEST_DEPTH):
+        raise ArchiveError(
+            f"the archive's manifest is nested more than {_MAX_MANIFEST_DEPTH} levels deep"
+        )
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ArchiveError("the archive's manifest is not JSON") from exc
+
+
+def _too_deep(text: str, limit: int) -> bool:
+    """Whether the JSON ``text`` nests arrays and objects more than ``limit`` deep (brackets
+    inside strings do not count); one pass, so ``json`` never recurses past ``limit``."""
+    depth, in_string, escaped = 0, False, False
+    for c in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (c == "\\", c != '"')
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif c in "]}":
+            depth -= 1
+    return False
+
+
+def _is_listing(listed: Any) -> bool:
+    return (isinstance(listed, dict) and isinstance(listed.get("sha256"), str)
+            and type(listed.get("size")) is int)  # fmt: skip
+
+
+def _read_secrets(tar: tarfile.TarFile) -> bytes:
+    """``secrets.enc``, refused from its size in the tar before a byte of it is read."""
+    f = _member(tar, _SECRETS)
+    if tar.getmember(_SECRETS).size > _MAX_SECRETS:
+        raise ArchiveError(f"the archive's secrets are larger than {_MAX_SECRETS:,} bytes")
+    return f.read()
 
 
 def _size(listed: Any) -> int:
@@ -422,9 +509,34 @@ def _open_secrets(sealed: bytes, passphrase: bytes, manifest: dict[str, Any]) ->
     except (KeyError, TypeError, ValueError) as exc:
         raise ArchiveError(f"the archive's manifest is malformed: {exc}") from exc
     try:
-        return decode_canonical(plain, what="secrets", max_bytes=_MAX_SECRETS)
+        secrets = decode_canonical(plain, what="secrets", max_bytes=_MAX_SECRETS)
     except ProtocolError as exc:
         raise ArchiveError(f"the archive's secrets are malformed: {exc}") from exc
+    if not _is_secrets(secrets):
+        raise ArchiveError("the archive's secrets are malformed: not the keys and tokens of a node")
+    return secrets
+
+
+def _is_secrets(secrets: Any) -> bool:
+    """Whether the opened secrets have the shape ``create_archive`` seals."""
+    if not isinstance(secrets, dict) or set(secrets) != {"node_key", "authority_key", "tokens"}:
+        return False
+    keys = [secrets["node_key"]] + [k for k in [secrets["authority_key"]] if k is not None]
+    tokens = secrets["tokens"]
+    return (all(type(k) is bytes and len(k) == 32 for k in keys) and isinstance(tokens, list)
+            and all(_is_token_row(row) for row in tokens))  # fmt: skip
+
+
+def _is_token_row(row: Any) -> bool:
+    """A row of ``tokens`` as ``_TOKEN_COLUMNS`` names them: hash, four texts, three times."""
+    if not isinstance(row, list) or len(row) != 8 or type(row[0]) is not bytes:
+        return False
+    texts, times = row[1:5], row[5:]
+    return (
+        all(type(t) is str for t in texts)
+        and type(times[0]) is int
+        and all(t is None or (type(t) is int and -(1 << 63) <= t < 1 << 63) for t in times)
+    )
 
 
 async def _rebuild(

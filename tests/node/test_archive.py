@@ -12,11 +12,17 @@ import gzip
 import hashlib
 import io
 import json
+import subprocess
+import sys
 import tarfile
+import time
 from pathlib import Path
+from typing import Any
 
+import msgpack
 import pytest
 
+from node import archive as archives
 from node.archive import ArchiveError, Kdf, WrongPassphrase, create_archive, restore_archive
 from node.errors import Unauthenticated
 from node.node import Node
@@ -29,6 +35,7 @@ pytestmark = pytest.mark.asyncio
 
 SECRET = b"correct horse battery staple"
 FAST_KDF = Kdf(log_n=12)
+MEMLANE = Path(sys.executable).parent / "memlane"
 
 
 def names(directory: Path) -> list[str]:
@@ -206,3 +213,158 @@ async def test_an_archive_made_while_the_node_writes_is_consistent(
         report = await b.verify()
         assert report.ok, report.problems
         assert len(await b.entries()) <= 41
+
+
+def manifest_of(archive: Path) -> dict[str, Any]:
+    with tarfile.open(archive) as tar:
+        f = tar.extractfile("manifest.json")
+        assert f is not None
+        manifest: dict[str, Any] = json.load(f)
+        return manifest
+
+
+async def an_archive(tmp_path: Path, wall: Wall) -> Path:
+    await Node.init(tmp_path / "A", wall=wall)
+    archive = tmp_path / "a.archive"
+    await create_archive(tmp_path / "A", archive, SECRET, now=wall(), kdf=FAST_KDF)
+    return archive
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def deeper(manifest: dict[str, Any], depth: int) -> str:
+    """The manifest's JSON with a member nested ``depth`` deep (too deep for ``json.loads``)."""
+    return json.dumps(manifest)[:-1] + f', "x": {nested(depth)}}}'
+
+
+def with_manifest(archive: Path, out: Path, text: str) -> Path:
+    return rewritten(archive, out, {"manifest.json": text.encode()})
+
+
+async def refused_at_once(archive: Path, target: Path, wall: Wall, match: str) -> None:
+    """``Node.restore_archive`` refuses ``archive`` in under a second and leaves ``target`` (an
+    empty directory) empty, with no stage beside it."""
+    await asyncio.to_thread(target.mkdir)
+    started = time.monotonic()
+    with pytest.raises(ArchiveError, match=match):
+        await Node.restore_archive(archive, target, SECRET, wall=wall)
+    assert time.monotonic() - started < 1
+    assert names(target) == []
+    assert not [n for n in names(target.parent) if n.startswith(".")]
+
+
+COSTLY = {
+    "huge": {"log_n": 22, "r": 16, "p": 4},  # ~8 GiB and minutes, were it derived
+    "n": {"log_n": 18},
+    "r": {"r": 9},
+    "p": {"p": 2},
+    "memory": {"log_n": 17, "r": 16},
+    "text": {"log_n": "16"},
+    "float": {"r": 8.0},
+    "salt": {"salt": "00" * 65},
+    "name": {"name": "argon2id"},
+}
+
+
+@pytest.mark.parametrize("cost", COSTLY.values(), ids=COSTLY.keys())
+async def test_a_manifest_asking_for_a_costly_key_derivation_is_refused_at_once(
+    tmp_path: Path, wall: Wall, cost: dict[str, Any]
+) -> None:
+    archive = await an_archive(tmp_path, wall)
+    manifest = manifest_of(archive)
+    crafted = with_manifest(archive, tmp_path / "c.archive",
+                            json.dumps(manifest | {"kdf": manifest["kdf"] | cost}))  # fmt: skip
+    await refused_at_once(crafted, tmp_path / "B", wall, "key derivation is not one memlane makes")
+
+
+async def test_an_archive_is_written_only_with_a_key_derivation_restore_accepts(
+    tmp_path: Path, wall: Wall
+) -> None:
+    await Node.init(tmp_path / "A", wall=wall)
+    with pytest.raises(ArchiveError, match="key derivation is not one memlane makes"):
+        await create_archive(tmp_path / "A", tmp_path / "a.archive", SECRET, now=wall(),
+                             kdf=Kdf(log_n=18))  # fmt: skip
+    assert names(tmp_path) == ["A"]
+
+
+MANIFESTS = {
+    "deep": (lambda m: deeper(m, 30_000), "manifest is nested more than 8 levels deep"),
+    "deep and large": (lambda m: deeper(m, 200_000), "manifest is larger than 65,536 bytes"),
+    "nine levels": (lambda m: json.dumps(m | {"x": json.loads(nested(9))}),
+                    "manifest is nested more than 8 levels deep"),
+    "large": (lambda m: json.dumps(m | {"x": "y" * (1 << 16)}), "manifest is larger than 65,536"),
+    "not utf-8": (lambda m: json.dumps(m) + "\udcff", "manifest is not JSON"),
+    "listing": (lambda m: json.dumps(m | {"files": {"memlane.db": [1]}}),
+                "manifest is malformed: a file without its checksum"),
+    "kdf": (lambda m: json.dumps(m | {"kdf": [1]}), "key derivation is not one memlane makes"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", MANIFESTS.values(), ids=MANIFESTS.keys())
+async def test_a_manifest_larger_deeper_or_otherwise_shaped_than_memlane_writes_is_refused(
+    tmp_path: Path, wall: Wall, case: tuple[Any, str]
+) -> None:
+    archive = await an_archive(tmp_path, wall)
+    crafted, match = case
+    text: str = crafted(manifest_of(archive))
+    out = rewritten(archive, tmp_path / "c.archive",
+                    {"manifest.json": text.encode(errors="surrogateescape")})  # fmt: skip
+    await refused_at_once(out, tmp_path / "B", wall, match)
+
+
+@pytest.mark.parametrize(("depth", "match"), [
+    (30_000, "the archive's manifest is nested more than 8 levels deep"),
+    (200_000, "the archive's manifest is larger than 65,536 bytes"),
+])  # fmt: skip
+async def test_the_command_refuses_a_deeply_nested_manifest_without_a_traceback(
+    tmp_path: Path, wall: Wall, depth: int, match: str
+) -> None:
+    archive = await an_archive(tmp_path, wall)
+    crafted = with_manifest(archive, tmp_path / "c.archive", deeper(manifest_of(archive), depth))
+    (tmp_path / "pass").write_bytes(SECRET + b"\n")
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [str(MEMLANE), "archive", "restore", str(crafted), "--data", str(tmp_path / "B"),
+         "--passphrase-file", str(tmp_path / "pass")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    assert "Traceback" not in done.stderr
+    assert match in done.stderr
+    assert not (tmp_path / "B").exists()
+    assert not [n for n in names(tmp_path) if n.startswith(".")]
+
+
+def resealed(archive: Path, out: Path, plain: bytes) -> Path:
+    """The archive with other secrets sealed in it, under its own passphrase and manifest."""
+    sealed = archives._seal(plain, SECRET, manifest_of(archive))
+    return rewritten(archive, out, {"secrets.enc": sealed})
+
+
+SECRETS = {
+    "deep": b"\x91" * 200_000 + b"\xc0",  # [[[…[nil]…]]], 200,000 deep
+    "a list": msgpack.packb([1, 2]),
+    "a short key": msgpack.packb({"authority_key": None, "node_key": b"key", "tokens": []}),
+    "no tokens": msgpack.packb({"authority_key": None, "node_key": b"k" * 32, "tokens": 1}),
+    "a short row": msgpack.packb({"authority_key": None, "node_key": b"k" * 32,
+                                  "tokens": [[b"h", "id"]]}),
+    "a row of maps": msgpack.packb({"authority_key": None, "node_key": b"k" * 32,
+                                    "tokens": [[b"h", "i", "p", "w", "s", 1, None, {}]]}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("plain", SECRETS.values(), ids=SECRETS.keys())
+async def test_secrets_other_than_memlane_seals_are_refused(
+    tmp_path: Path, wall: Wall, plain: bytes
+) -> None:
+    archive = await an_archive(tmp_path, wall)
+    crafted = resealed(archive, tmp_path / "c.archive", plain)
+    await refused_at_once(crafted, tmp_path / "B", wall, "the archive's secrets are malformed")
+
+
+async def test_secrets_larger_than_the_limit_are_refused_unread(tmp_path: Path, wall: Wall) -> None:
+    archive = await an_archive(tmp_path, wall)
+    crafted = rewritten(archive, tmp_path / "c.archive", {"secrets.enc": bytes((1 << 26) + 1)})
+    await refused_at_once(crafted, tmp_path / "B", wall, "secrets are larger than 67,108,864")
