@@ -143,11 +143,14 @@ class NodeConfig:
         raw: dict[str, Any] = {}
         if file is not None or path.exists():
             try:
-                raw = tomllib.loads(path.read_text())
+                raw = tomllib.loads(path.read_text(encoding="utf-8"))
             except tomllib.TOMLDecodeError as exc:
                 raise InvalidConfig(str(path), [str(exc)]) from exc
             except OSError as exc:
                 raise InvalidConfig(str(path), [exc.strerror or str(exc)]) from exc
+            except UnicodeDecodeError as exc:  # TOML is UTF-8 (toml.io, spec 1.0 §Spec)
+                bad = f"not UTF-8 text: byte {exc.object[exc.start]:#04x} at offset {exc.start}"
+                raise InvalidConfig(str(path), [bad]) from exc
         return cls.from_mapping(_overridden(raw, environ or {}), str(path))
 
     @classmethod

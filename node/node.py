@@ -7,12 +7,13 @@ the exact text a caller is shown.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from cryptography import x509
 
@@ -41,6 +42,7 @@ from node.progress import Progress
 from node.search.tables import forget_index
 from node.store import Received, Report, Store, StoreOptions, Txn
 from node.tools import audit, episode_reads, episodes, srs, timeline, windows
+from node.tools.args import check_unicode
 from node.tools.periods import declared_periods
 from node.verify import VerifyReport, verify_log
 from node.views import default_views
@@ -59,6 +61,22 @@ __all__ = ["Node", "NodeInfo", "system_wall"]
 Wall = Callable[[], int]
 T = TypeVar("T")
 _FAR_FUTURE_MS = 253_402_300_799_999
+
+
+ToolMethod = TypeVar("ToolMethod", bound=Callable[..., Awaitable[dict[str, Any]]])
+
+
+def _tool(method: ToolMethod) -> ToolMethod:
+    """A tool of the node: its arguments' strings are checked to be text before the tool runs
+    (``check_unicode``), the one place for every tool and every way of calling it — the
+    Python API, MCP and the CLI."""
+
+    @functools.wraps(method)
+    async def checked(self: Node, caller: Caller, /, **args: Any) -> dict[str, Any]:
+        check_unicode(args)
+        return await method(self, caller, **args)
+
+    return cast(ToolMethod, checked)
 
 
 def _data_dir(path: Path | str) -> Path:
@@ -204,12 +222,15 @@ class Node:
 
     # -- write tools ---------------------------------------------------------------------------
 
+    @_tool
     async def e_write(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return self._written(await srs.e_write(self.author, caller, args))
 
+    @_tool
     async def e_correct(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return self._written(await srs.e_correct(self.author, caller, args))
 
+    @_tool
     async def e_adjust(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return self._written(await srs.e_adjust(self.author, caller, args))
 
@@ -220,23 +241,29 @@ class Node:
             self.vectors.wake()
         return answer
 
+    @_tool
     async def e_delete(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await srs.e_delete(self.author, caller, args)
 
+    @_tool
     async def e_undelete(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await srs.e_undelete(self.author, caller, args)
 
+    @_tool
     async def work_record(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await episodes.work_record(self.author, caller, args)
 
+    @_tool
     async def work_result(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await episodes.work_result(self.author, caller, args)
 
+    @_tool
     async def work_forget(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await episodes.work_forget(self.author, caller, args)
 
     # -- read tools ----------------------------------------------------------------------------
 
+    @_tool
     async def e_timeline(
         self, caller: Caller, /, *, turn: Any = None, **args: Any
     ) -> dict[str, Any]:
@@ -254,6 +281,7 @@ class Node:
         return await self.windows.call(caller, "e_timeline", args, turn, run=run, check=check,
                                        trim_field=timeline.window_field)  # fmt: skip
 
+    @_tool
     async def call_windows(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         assert self.store.reader is not None
         return await windows.call_windows(self.store.reader, caller, args, self.store.now_ms())
@@ -267,16 +295,19 @@ class Node:
         periods = declared_periods(self.config.retention_ms, extra)
         self.windows = windows.WindowGuard(self.author, periods, zone)
 
+    @_tool
     async def work_episode_chain(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await episode_reads.work_episode_chain(
             self.store, caller, args, self.config.response_format
         )
 
+    @_tool
     async def work_episodes(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         return await episode_reads.work_episodes(
             self.store, caller, args, self.config.response_format
         )
 
+    @_tool
     async def e_audit(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
         assert self.store.reader is not None
         return await audit.e_audit(self.store.reader, self.info.feed_id, caller, args)

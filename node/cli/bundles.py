@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from node.cli.commands import Result, open_node
+from node.cli.commands import LINE_LIMIT, Result, open_node, read_prefix
 from node.cli.progress import BYTES, ENTRIES, bars
 from node.cli.table import count
 
@@ -92,10 +92,23 @@ async def bundle_import(args: argparse.Namespace) -> Result:
     return Result(report.detail(), text)
 
 
-async def archive_create(args: argparse.Namespace) -> Result:
-    from node.archive import read_passphrase
+def _passphrase(path: Path) -> bytes:
+    """The passphrase in ``path``, as ``node.archive.read_passphrase`` reads it (its bytes, the
+    trailing newline dropped), but of a bounded size: a passphrase file of /dev/zero or
+    /dev/urandom is refused, not read until memory runs out."""
+    from node.archive import ArchiveError
 
-    passphrase = read_passphrase(args.passphrase_file)
+    head = read_prefix(path, "the passphrase file")
+    if len(head) > LINE_LIMIT:
+        raise ArchiveError(f"the passphrase file {path} is longer than {LINE_LIMIT:,} bytes")
+    passphrase = head.rstrip(b"\r\n")
+    if not passphrase:
+        raise ArchiveError(f"the passphrase file {path} is empty")
+    return passphrase
+
+
+async def archive_create(args: argparse.Namespace) -> Result:
+    passphrase = _passphrase(args.passphrase_file)
     async with open_node(args) as node:
         report = await node.create_archive(
             args.out, passphrase, progress=bars({"snapshot": "store", "write": BYTES})
@@ -106,10 +119,9 @@ async def archive_create(args: argparse.Namespace) -> Result:
 
 
 async def archive_restore(args: argparse.Namespace) -> Result:
-    from node.archive import read_passphrase
     from node.node import Node
 
-    passphrase = read_passphrase(args.passphrase_file)
+    passphrase = _passphrase(args.passphrase_file)
     report = await Node.restore_archive(args.archive, args.data, passphrase,
                                         keep_tokens=args.keep_tokens,
                                         progress=bars({"unpack": BYTES}))  # fmt: skip

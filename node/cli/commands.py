@@ -20,11 +20,12 @@ if TYPE_CHECKING:  # the node loads when a command opens one, not to parse a com
     from node.config import NodeConfig
     from node.node import Node
 
-__all__ = ["Result", "load_config", "open_node", "token_from_args"]
+__all__ = ["LINE_LIMIT", "Result", "load_config", "open_node", "read_prefix", "token_from_args"]
 
 _TOKEN_KEYS = ("token_id", "principal", "workspace", "scopes", "created", "expires", "revoked")
 _TOKENS = tuple(k.replace("_", " ").upper() for k in _TOKEN_KEYS)
 _HOW_TO_GIVE = "pass --token TOKEN, set MEMLANE_TOKEN or pass --token-file FILE"
+LINE_LIMIT = 4096  # bytes read of a token or passphrase file: /dev/zero must not fill memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,14 +48,29 @@ def token_from_args(args: argparse.Namespace) -> str:
     return token
 
 
-def _token_file(path: Path) -> str:
+def read_prefix(path: Path, what: str) -> bytes:
+    """At most ``LINE_LIMIT`` + 1 bytes of ``path`` (one more than a caller keeps, so it can
+    tell a file that goes on); ``what`` names the file in the error."""
     try:
-        lines = path.read_text().splitlines()
+        with path.open("rb") as f:
+            return f.read(LINE_LIMIT + 1)
     except OSError as exc:
-        raise ConfigError(f"cannot read --token-file {path}: {exc.strerror or exc}") from exc
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+
+
+def _token_file(path: Path) -> str:
+    head = read_prefix(path, "--token-file")
+    first, newline, _ = head.partition(b"\n")
+    if not newline and len(head) > LINE_LIMIT:
+        raise ConfigError(f"--token-file {path}: its first line is longer than "
+                          f"{LINE_LIMIT:,} bytes")  # fmt: skip
+    try:
+        line = first.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"--token-file {path} is not text") from exc
-    token = lines[0].strip() if lines else ""
+    token = line.strip()
+    if not token.isprintable():  # NUL bytes (/dev/zero), other controls: no token is so
+        raise ConfigError(f"--token-file {path} is not text")
     if not token:
         raise ConfigError(f"--token-file {path} holds no token")
     return token

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from node.cli import bundles, commands, mesh, search, serving, tools
+from node.cli.table import visible_lines
 from node.cli.times import expiry
 from node.errors import NodeError
 
@@ -152,6 +153,10 @@ def _reader_gone() -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if (problem := _not_utf8(argv)) is not None:
+        print(f"memlane: error: {problem}", file=sys.stderr, flush=True)
+        return 2
     args = build_parser().parse_args(argv)
     _fill_globals(args)
     from node.logging import configure_logging
@@ -173,7 +178,21 @@ def _run(argv: Sequence[str] | None) -> int:
     return result.code
 
 
+def _not_utf8(argv: Sequence[str]) -> str | None:
+    """What is wrong with the first argument that is not UTF-8 (Python hands such bytes on as
+    lone surrogates, which no tool, log or terminal can take), or None.  A usage error: the
+    argument is not a value of any flag."""
+    for n, arg in enumerate(argv, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"argument {n} is not valid UTF-8: {os.fsencode(arg)!r}"
+    return None
+
+
 def _emit(args: argparse.Namespace, data: Any, text: str, *, stream: Any = None) -> None:
+    """The answer: JSON exactly (it escapes control characters itself), or the text with every
+    control character of stored or remote data shown as its escape (docs/cli.md §Output)."""
     out = stream or sys.stdout
-    shown = json.dumps(data, indent=2, sort_keys=True) if args.json else text
+    shown = json.dumps(data, indent=2, sort_keys=True) if args.json else visible_lines(text)
     print(shown, file=out, flush=True)  # a closed pipe raises here, inside main

@@ -1,22 +1,41 @@
 """How answers read on a terminal (docs/cli.md §Output): lists as tables under a header row,
-nothing shown as ``None``, counts with their noun in the right number."""
+nothing shown as ``None``, counts with their noun in the right number, and no control
+character of stored or remote data reaching the terminal raw (``visible``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["NOTHING", "cell", "count", "table"]
+__all__ = ["NOTHING", "cell", "count", "table", "visible", "visible_lines"]
 
 NOTHING = "—"  # a value that is absent (null in the JSON) or empty
 
+# C0, DEL and C1 as their visible escapes (docs/cli.md §Output): an SR's title or a peer's
+# error text holding ESC sequences would otherwise clear, recolour or retitle the terminal.
+_NAMED = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
+_CONTROLS = {c: _NAMED.get(c, f"\\x{c:02x}") for c in (*range(0x20), *range(0x7F, 0xA0))}
+_IN_LINES = {c: e for c, e in _CONTROLS.items() if c != 0x0A}  # a text's own line breaks stay
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character (C0, DEL, C1) shown as its escape: ``\\x1b``,
+    ``\\n``, ``\\t``, ``\\r``."""
+    return text.translate(_CONTROLS)
+
+
+def visible_lines(text: str) -> str:
+    """As ``visible``, but the line breaks between lines are kept: for a whole answer."""
+    return text.translate(_IN_LINES)
+
 
 def cell(value: object) -> str:
-    """A value as a table shows it: absent or empty values as ``—``."""
+    """A value as a table shows it: absent or empty values as ``—``, control characters as
+    their escapes (a line break inside a cell would break its row)."""
     if value is None or value == "" or value == []:
         return NOTHING
     if isinstance(value, list | tuple):
-        return ",".join(map(str, value))
-    return str(value)
+        return visible(",".join(map(str, value)))
+    return visible(str(value))
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:

@@ -15,13 +15,42 @@ from protocol.kinds import encode_payload
 from protocol.timefmt import TimeFormatError, parse_time
 
 __all__ = [
-    "check_names", "encode", "flag", "integer", "invalid", "one_of", "optional_time", "present",
-    "text",
+    "check_names", "check_unicode", "encode", "flag", "integer", "invalid", "one_of",
+    "optional_time", "present", "text",
 ]  # fmt: skip
 
 
 def invalid(name: str, why: str) -> Refusal:
     return Refusal(f"invalid {name}: {why}")
+
+
+def check_unicode(args: Mapping[str, Any]) -> None:
+    """Every string sent — a value, an item of a list, a key or value of a map, a name — is
+    text UTF-8 can encode: a lone surrogate (``"\\ud800"``, which JSON's ``\\u`` escapes and
+    Python's strings can hold) is refused here, once for every tool, rather than failing
+    deep in the encoder of the payload, the log or the answer."""
+    for name, value in args.items():
+        _unicode("argument name", name)
+        _unicode(name, value)
+
+
+def _unicode(name: str, value: object) -> None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise invalid(
+                ascii(name)[1:-1],
+                f"must be Unicode text: it holds a lone surrogate "
+                f"(U+{ord(value[exc.start]):04X}) at character {exc.start}",
+            ) from exc
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _unicode(name, item)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _unicode(name, key)
+            _unicode(name, item)
 
 
 def check_names(tool: str, args: Mapping[str, Any], allowed: frozenset[str]) -> None:

@@ -1,0 +1,131 @@
+"""What the installed ``memlane`` does with input that is not text, or never ends, and with
+stored or remote text that holds terminal escapes (docs/cli.md §Conventions, §Output): a
+one-line error and exit 1 (2 for a command line that is not UTF-8), never a traceback; text
+output shows control characters as their escapes, ``--json`` keeps them exact."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from node.errors import Refusal
+from node.node import Node
+from tests.node.conftest import CallerFactory
+from tests.node.test_cli import MEMLANE, _env, database, fails, make_token, ok, run
+
+ESCAPES = "\x1b[2J\x1b[31mred\x9b\x07"  # clear the screen, turn red, a C1 CSI, the bell
+SHOWN = "\\x1b[2J\\x1b[31mred\\x9b\\x07"
+
+
+@pytest.fixture
+def auth(tmp_path: Path) -> list[str]:
+    data = tmp_path / "node"
+    ok(run("init", "--data", data))
+    token = make_token(data, "read:workspace", "write:workspace")
+    return ["--data", str(data), "--token", token]
+
+
+def one_line(stderr: str) -> str:
+    assert stderr.count("\n") == 1, stderr
+    return stderr.strip()
+
+
+def test_an_argument_that_is_not_utf8_is_a_usage_error(auth, tmp_path):
+    argv = [bytes(MEMLANE), b"write", b"--title", b"\xff", *(a.encode() for a in auth)]
+    result = subprocess.run(argv, capture_output=True, timeout=60, check=False,
+                            env=_env(None, tmp_path))  # fmt: skip
+    assert result.returncode == 2, result
+    assert result.stdout == b""
+    assert one_line(result.stderr.decode()) == (
+        "memlane: error: argument 3 is not valid UTF-8: b'\\xff'"
+    )
+
+
+@pytest.mark.parametrize("endless", ["/dev/zero", "/dev/urandom"])
+def test_an_endless_token_file_is_refused_after_a_bounded_read(auth, endless):
+    said = one_line(fails(run("timeline", "list", *auth[:2], "--token-file", endless)))
+    assert said in (f"--token-file {endless}: its first line is longer than 4,096 bytes",
+                    f"--token-file {endless} is not text")  # fmt: skip
+
+
+def test_a_binary_token_file_is_not_text(auth, tmp_path):
+    for name, content in (("bin", b"\xff\xfe\x00\n"), ("nul", b"\x00\x00\n")):
+        (tmp_path / name).write_bytes(content)
+        said = fails(run("timeline", "list", *auth[:2], "--token-file", tmp_path / name))
+        assert one_line(said) == f"--token-file {tmp_path / name} is not text"
+
+
+def test_a_token_files_first_line_is_read_from_its_first_4_kib(auth, tmp_path):
+    token = tmp_path / "token"
+    token.write_bytes(auth[3].encode() + b"\n" + b"\xff" * 100_000)
+    ok(run("timeline", "list", *auth[:2], "--token-file", token))
+
+
+def test_an_endless_passphrase_file_is_refused(auth, tmp_path):
+    said = fails(run("archive", "create", tmp_path / "a.mla", *auth[:2],
+                     "--passphrase-file", "/dev/zero"))  # fmt: skip
+    assert one_line(said) == "the passphrase file /dev/zero is longer than 4,096 bytes"
+    assert not (tmp_path / "a.mla").exists()
+
+
+def test_a_config_that_is_not_utf8_is_a_problem_of_the_configuration(auth, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_bytes(b'zone = "\xff"\n')
+    said = fails(run("timeline", "list", *auth, "--config", config))
+    assert "not UTF-8 text: byte 0xff at offset 8" in one_line(said)
+    checked = run("config", "check", *auth[:2], "--config", config)
+    assert (checked.returncode, checked.stdout) == (1, f"{config}: {said.split(': ', 1)[1]}")
+
+
+@pytest.mark.asyncio
+async def test_a_lone_surrogate_is_refused_as_an_argument_of_any_tool(
+    node: Node, make_caller: CallerFactory
+) -> None:
+    alice = await make_caller()
+    with pytest.raises(Refusal) as info:
+        await node.e_write(alice, title="a\ud800b", text="t")
+    assert info.value.text == (
+        "invalid title: must be Unicode text: it holds a lone surrogate (U+D800) at character 1"
+    )
+    with pytest.raises(Refusal, match=r"^invalid tags: must be Unicode text"):
+        await node.e_write(alice, title="t", tags=["ok", "\udfff"])
+    with pytest.raises(Refusal, match=r"^invalid query: must be Unicode text"):
+        await node.e_timeline(alice, action="find", query="\ud83d")
+    assert (await node.e_timeline(alice, action="list"))["results"] == []
+
+
+def test_escapes_in_a_title_reach_the_terminal_escaped_and_json_exact(auth):
+    sr = json.loads(ok(run("write", "--title", ESCAPES, "--text", "x", *auth, "--json")))
+    shown = ok(run("timeline", "list", *auth))
+    assert "\x1b" not in shown
+    assert "\x9b" not in shown
+    assert "\x07" not in shown
+    assert f"{sr['sr_id']}  {SHOWN}" in shown
+    results = json.loads(ok(run("timeline", "list", *auth, "--json")))["results"]
+    assert [r["title"] for r in results] == [ESCAPES]
+
+
+def test_a_line_break_in_a_title_does_not_break_its_row(auth):
+    ok(run("write", "--title", "one\ntwo\tthree", "--text", "x", *auth))
+    lines = ok(run("timeline", "list", *auth)).splitlines()
+    assert len(lines) == 3, lines  # the header, the row, the page
+    assert lines[1].endswith("one\\ntwo\\tthree")
+
+
+def test_escapes_in_a_peers_error_reach_the_terminal_escaped(auth):
+    data = Path(auth[1])
+    snapshot = {"serving": False, "at": 1_790_000_000_000, "listen": None, "peers": [
+        {"node_id": "n1", "address": "127.0.0.1:9", "direction": "out", "state": "failed",
+         "lag_in": 0, "lag_out": 0, "last_error": ESCAPES, "connected_at": None}]}  # fmt: skip
+    with database(data) as db:
+        db.execute("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)",
+                   ("sync_peers", json.dumps(snapshot).encode()))  # fmt: skip
+    shown = ok(run("peers", "--data", data))
+    assert "\x1b" not in shown
+    assert shown.splitlines()[-1].endswith(SHOWN)
+    assert json.loads(ok(run("peers", "--data", data, "--json")))["peers"][0]["last_error"] == (
+        ESCAPES
+    )
