@@ -48,6 +48,9 @@ class SyncOptions:
 
     link: LinkOptions = field(default_factory=LinkOptions)
     max_connections: int = 32
+    # Connections one node key may hold at once, counted from its TLS certificate before
+    # hello, so one member cannot take every slot (docs/mesh.md §Memory and limits).
+    max_connections_per_key: int = 4
     poll_interval: float = 0.02  # how often the store's commit counter is looked at
     connect_timeout: float = 10.0
     backoff_initial: float = 0.25
@@ -80,6 +83,7 @@ class Sync:
         self._hung_up: dict[Peer, asyncio.Event] = {}
         self._connections: set[asyncio.Task[Any]] = set()
         self._links: set[Link] = set()
+        self._per_key: dict[bytes, int] = {}
         self._random = random.Random()  # noqa: S311 — jitter, not secrets
         self._started = False
         self._closing = False
@@ -185,19 +189,44 @@ class Sync:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer | None
     ) -> LinkError | None:
         address = _address(writer)
+        key = self._certified_key(writer)
+        cap = self.options.max_connections_per_key
+        if key is not None and self._per_key.get(key, 0) >= cap:
+            _log.info("sync connection refused", address=address, reason="per-key limit")
+            await self._refuse(writer, f"already {cap} connections open from this node")
+            return None
         try:
             peer = self.peers.open(peer, address)
         except TooManyConnections as exc:
             await self._refuse(writer, str(exc))
             return None
+        if key is not None:
+            self._per_key[key] = self._per_key.get(key, 0) + 1
         try:
             error = await self._link(reader, writer, peer)
         finally:
+            if key is not None:
+                self._release(key)
             if not peer.outbound and (peer.key is None or self.peers.get(peer.key) is not peer):
                 self.peers.forget(peer)  # unnamed, or refused: the table keeps nothing of it
         if error is not None:
             _log.info("sync link closed", peer=peer.node_id, address=address, error=str(error))
         return error
+
+    def _certified_key(self, writer: asyncio.StreamWriter) -> bytes | None:
+        """The node key of the connection's certificate, if it is an admitted one (a refused
+        certificate is refused again, and recorded, by ``_link``)."""
+        if self.peer_key is None:
+            return None
+        try:
+            return self.peer_key(writer.get_extra_info("ssl_object"))
+        except NodeError:
+            return None
+
+    def _release(self, key: bytes) -> None:
+        held = self._per_key.pop(key, 0) - 1
+        if held > 0:
+            self._per_key[key] = held
 
     async def _link(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer

@@ -1,0 +1,94 @@
+"""The sync listener of ``memlane serve`` cannot be held by one party (docs/mesh.md §Memory
+and limits): a member that opens many TLS connections and never says hello keeps at most
+``max_connections_per_key`` sync slots, and an honest member still syncs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+import time
+from pathlib import Path
+
+from node.identity import NODE_KEY_FILE
+from node.members import certs
+from node.mesh.service import CA_FILE, NODE_CERT_FILE
+from node.mesh.sync import SyncOptions
+from tests.node.servekit import (
+    certified_mesh,
+    connected,
+    issue,
+    memlane,
+    node_id_of,
+    poll,
+    serve,
+    stop,
+)
+
+SILENT = 40  # more than the 32 sync slots
+
+
+def _member_context(data: Path) -> ssl.SSLContext:
+    ca, cert = (certs.load_pem((data / n).read_bytes()) for n in (CA_FILE, NODE_CERT_FILE))
+    context = certs.client_context(ca, cert, certs.private_key(data / NODE_KEY_FILE))
+    context.check_hostname = False
+    return context
+
+
+def _closed(conn: ssl.SSLSocket) -> bool:
+    """Whether the server closed ``conn`` (EOF or a reset) rather than leaving it open."""
+    conn.settimeout(0.05)
+    try:
+        while conn.recv(65536):
+            pass
+    except (TimeoutError, ssl.SSLWantReadError):
+        return False
+    except (OSError, ssl.SSLError):
+        return True
+    return True
+
+
+def test_one_member_cannot_take_every_sync_slot(tmp_path):
+    dirs = certified_mesh(tmp_path, ["one", "two", "three"])
+    one, two = dirs["one"], dirs["two"]
+    writer = asyncio.run(issue(one, "alice", ["read:workspace", "write:workspace"]))
+    reader = asyncio.run(issue(two, "bob", ["read:workspace"]))
+    one_id = asyncio.run(node_id_of(one))
+    written = json.loads(memlane("write", "--data", str(one), "--token", writer,
+                                 "--title", "past the squatter", "--json").stdout)  # fmt: skip
+    first, shown = serve(one, "--sync-listen", "127.0.0.1:0")
+    running, silent = [first], []
+    try:
+        host, port = shown["sync"].rsplit(":", 1)
+        context = _member_context(dirs["three"])
+        opened = time.monotonic()
+        for _ in range(SILENT):
+            raw = socket.create_connection((host, int(port)), timeout=5)
+            silent.append(context.wrap_socket(raw, server_hostname=host))
+        cap = SyncOptions().max_connections_per_key
+        deadline = time.monotonic() + 5
+        while sum(map(_closed, silent)) < SILENT - cap and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sum(_closed(c) for c in silent) == SILENT - cap
+
+        (two / "config.toml").write_text(f'[mesh]\npeers = ["{shown["sync"]}"]\n')
+        second, _ = serve(two)
+        running.append(second)
+        poll("the honest member on the authority", lambda: connected(two, one_id))
+
+        def arrived() -> bool:
+            listed = memlane("timeline", "list", "--data", str(two), "--token", reader,
+                             "--json").stdout  # fmt: skip
+            return written["sr_id"] in {r["sr_id"] for r in json.loads(listed)["results"]}
+
+        poll("the SR on the honest member", arrived)
+        # … while the silent member still held its connections (hello_timeout is 10 s).
+        assert time.monotonic() - opened < 10
+        assert sum(_closed(c) for c in silent) == SILENT - cap
+    finally:
+        for conn in silent:
+            conn.close()
+        codes = [stop(proc) for proc in reversed(running)]
+    for code, err in codes:
+        assert code == 0, err
