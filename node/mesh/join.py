@@ -4,7 +4,9 @@
   authority node.  TLS 1.3 where only the server shows a certificate (its ``node.crt``); each
   connection carries one ``JoinRequest`` and gets one ``JoinAnswer`` or ``JoinRefused``
   (``protocol.join``), then is closed.  The invite is redeemed with ``Node.redeem_invite``,
-  which records its use and authors the joiner's ``member.add`` in one transaction.
+  which records its use and authors the joiner's ``member.add`` in one transaction.  At most
+  ``max_joins`` connections are served at once, and one that has not sent its request within
+  ``read_timeout`` is dropped, so idle connections cannot hold the port.
 - **The joiner's side**, ``join``: ``memlane init --join INVITE --authority HOST:PORT``.  It
   makes the node in a temporary directory beside the data directory, connects, checks the
   server's certificate against the authority key inside the (signed) invite before sending
@@ -50,13 +52,16 @@ from protocol.join import (
 )
 from protocol.signing import SigningKey, verify_signature
 
-__all__ = ["JOIN_TIMEOUT", "JoinService", "authority_entries", "join"]
+__all__ = ["JOIN_TIMEOUT", "MAX_JOINS", "READ_TIMEOUT", "JoinService", "authority_entries", "join"]
 
 _log = get_logger("node.mesh.join")
 
 JOIN_TIMEOUT = 30.0  # seconds for a whole join, from connecting to the answer
 HANDSHAKE_TIMEOUT = 10.0
 MAX_JOINS = 4  # joins served at once; more connections are closed at once
+# A joiner sends its request right after the handshake: a connection that has not sent it
+# within this many seconds is dropped, so idle connections cannot hold the MAX_JOINS slots.
+READ_TIMEOUT = 5.0
 _PREFIX = struct.Struct(">I")
 
 
@@ -95,8 +100,12 @@ async def authority_entries(store: Store, authority: bytes) -> list[tuple[bytes,
 class JoinService:
     """Accepts joins on the authority node: ``start`` listens, ``close`` stops."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(
+        self, node: Node, *, read_timeout: float = READ_TIMEOUT, max_joins: int = MAX_JOINS
+    ) -> None:
         self.node = node
+        self.read_timeout = read_timeout
+        self.max_joins = max_joins
         self.address: tuple[str, int] | None = None
         self._server: asyncio.Server | None = None
         self._busy = 0
@@ -131,13 +140,14 @@ class JoinService:
             self._server = None
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._busy >= MAX_JOINS:
+        if self._busy >= self.max_joins:
             writer.close()
             return
         self._busy += 1
         try:
             async with asyncio.timeout(JOIN_TIMEOUT):
-                body = await _read_frame(reader, MAX_REQUEST_BYTES)
+                async with asyncio.timeout(self.read_timeout):
+                    body = await _read_frame(reader, MAX_REQUEST_BYTES)
                 answer = await self.answer(body)
                 writer.write(encode_frame(answer))
                 await writer.drain()

@@ -1,6 +1,7 @@
-"""The sync listener of ``memlane serve`` cannot be held by one party (docs/mesh.md §Memory
-and limits): a member that opens many TLS connections and never says hello keeps at most
-``max_connections_per_key`` sync slots, and an honest member still syncs."""
+"""The sync and join listeners of ``memlane serve`` cannot be held by one party
+(docs/operations.md §Ports): a member that opens many TLS connections and never says hello
+keeps at most ``max_connections_per_key`` sync slots, and an honest member still syncs; idle
+join connections are dropped after ``read_timeout`` and a real join then succeeds."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ import ssl
 import time
 from pathlib import Path
 
+from node.address import Listen
 from node.identity import NODE_KEY_FILE
 from node.members import certs
+from node.mesh.join import MAX_JOINS, JoinService, join
 from node.mesh.service import CA_FILE, NODE_CERT_FILE
 from node.mesh.sync import SyncOptions
+from node.node import Node, system_wall
 from tests.node.servekit import (
     certified_mesh,
     connected,
@@ -25,6 +29,7 @@ from tests.node.servekit import (
     serve,
     stop,
 )
+from tests.node.synckit import make_mesh
 
 SILENT = 40  # more than the 32 sync slots
 
@@ -92,3 +97,28 @@ def test_one_member_cannot_take_every_sync_slot(tmp_path):
         codes = [stop(proc) for proc in reversed(running)]
     for code, err in codes:
         assert code == 0, err
+
+
+async def _squat_then_join(root: Path) -> None:
+    dirs = await make_mesh(root, ["one"], system_wall)
+    async with Node.open(dirs["one"]) as authority:
+        joins = JoinService(authority, read_timeout=0.5)
+        await joins.start(Listen("127.0.0.1", 0))
+        try:
+            host, port = joins.address or ("", 0)
+            idle = [await asyncio.open_connection(host, port, ssl=certs.join_client_context())
+                    for _ in range(MAX_JOINS)]  # fmt: skip
+            await asyncio.sleep(0.1)  # each is being served, holding a slot
+            for reader, _ in idle:  # dropped by the authority after read_timeout
+                async with asyncio.timeout(3):
+                    assert await reader.read() == b""
+            info = await join(root / "two", authority.create_invite(), host, port, seconds=5)
+            assert authority.membership.admits_peer(info.public_key, system_wall())
+            for _, writer in idle:
+                writer.close()
+        finally:
+            await joins.close()
+
+
+def test_idle_connections_cannot_hold_the_join_port(tmp_path):
+    asyncio.run(_squat_then_join(tmp_path))
