@@ -24,6 +24,10 @@
 - ``[serve] mcp_http`` (``"127.0.0.1:8765"``): where ``memlane serve`` answers MCP;
 - ``[serve] health`` (``"127.0.0.1:8766"``): where it answers ``/healthz`` and ``/metrics``
   (``"off"``: nowhere);
+- ``[serve] max_body_bytes`` (``1048576``), ``max_json_depth`` (``32``), ``max_json_values``
+  (``100000``): the bounds on an MCP request body, checked before it is parsed as JSON;
+- ``[serve] max_sessions`` (``10000``), ``max_sessions_per_token`` (``16``): the open MCP
+  sessions of the initialize era, in all and per token;
 - ``[discovery] enabled`` (``true``): while sync runs, advertise this node's sync listener
   with zeroconf and dial the nodes of the same mesh found the same way;
 - ``[discovery] interfaces`` (``[]``: every interface): the addresses zeroconf uses, e.g.
@@ -55,7 +59,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
@@ -73,11 +77,26 @@ __all__ = [
     "InvalidConfig",
     "NodeConfig",
     "SearchConfig",
+    "ServeLimits",
     "parse_duration_ms",
 ]
 
 CONFIG_FILE = "config.toml"
 _MCP_HTTP, _HEALTH = parse_listen(DEFAULT_LISTEN), parse_listen(DEFAULT_HEALTH)
+
+
+@dataclass(frozen=True, slots=True)
+class ServeLimits:
+    """What one MCP client may make ``memlane serve`` hold (docs/mcp.md §Limits)."""
+
+    max_body_bytes: int = 1 << 20
+    max_json_depth: int = 32
+    max_json_values: int = 100_000
+    max_sessions: int = 10_000
+    max_sessions_per_token: int = 16
+
+
+_LIMITS = tuple(f.name for f in fields(ServeLimits))
 _KEYS = {"max_clock_skew", "synchronous", "pending_limit", "zone", "profiles", "tools", "mesh",
          "serve", "discovery", "retention", "search"}  # fmt: skip
 # environment variable → (table, key, how its text becomes the value)
@@ -128,6 +147,7 @@ class NodeConfig:
     mesh_peers: tuple[Listen, ...] = ()
     mcp_http: Listen = _MCP_HTTP
     health: Listen | None = _HEALTH
+    serve_limits: ServeLimits = field(default_factory=ServeLimits)
     discovery: bool = True
     discovery_interfaces: tuple[str, ...] = ()
     discovery_max_peers: int = 16
@@ -273,10 +293,10 @@ def _mesh(raw: Any, problems: list[str]) -> tuple[Listen | None, tuple[Listen, .
 
 
 def _serve(raw: Any, problems: list[str]) -> dict[str, Any]:
-    if not isinstance(raw, dict) or set(raw) - {"mcp_http", "health"}:
-        problems.append("serve may set only mcp_http and health")
+    if not isinstance(raw, dict) or set(raw) - {"mcp_http", "health", *_LIMITS}:
+        problems.append(f"serve may set only mcp_http, health and {', '.join(_LIMITS)}")
         return {}
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"serve_limits": _serve_limits(raw, problems)}
     if "mcp_http" in raw:
         out["mcp_http"] = _address(raw["mcp_http"], "serve.mcp_http", problems, any_port=True)
     if raw.get("health") == "off":
@@ -284,6 +304,14 @@ def _serve(raw: Any, problems: list[str]) -> dict[str, Any]:
     elif "health" in raw:
         out["health"] = _address(raw["health"], "serve.health", problems, any_port=True)
     return out
+
+
+def _serve_limits(raw: dict[str, Any], problems: list[str]) -> ServeLimits:
+    values = {key: raw[key] for key in _LIMITS if key in raw}
+    for key, value in values.items():
+        if type(value) is not int or value < 1:
+            problems.append(f"serve.{key} must be a positive integer")
+    return ServeLimits(**values)
 
 
 def _discovery(raw: Any, problems: list[str]) -> dict[str, Any]:

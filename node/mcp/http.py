@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from node.address import Tls
 from node.errors import Unauthenticated
+from node.mcp.limits import BodyGate, SessionQuota
 from node.mcp.server import CALLER_KEY, bearer_token, build_server
 from node.node import Node
 
@@ -84,13 +85,18 @@ def _challenge(headers: Headers) -> str:
 
 
 def http_app(node: Node, host: str) -> BearerGate:
-    """The ASGI app: the SDK's streamable HTTP app at ``/mcp``, behind the bearer gate.  On a
+    """The ASGI app: the SDK's streamable HTTP app at ``/mcp``, behind the bearer gate, the
+    body's bounds and the token's session quota (``node.mcp.limits``), in that order.  On a
     loopback ``host`` the SDK also checks the ``Host`` header (DNS rebinding).  Answers are
     plain JSON rather than event streams: no tool sends anything before its result."""
-    app = build_server(node, surface="http").streamable_http_app(
-        streamable_http_path=MCP_PATH, host=host, json_response=True
-    )
-    return BearerGate(app, node)
+    limits = node.config.serve_limits
+    server = build_server(node, surface="http")
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, json_response=True,
+        max_request_body_size=limits.max_body_bytes, max_sessions=limits.max_sessions,
+    )  # fmt: skip
+    quota = SessionQuota(app, server.session_manager, limits.max_sessions_per_token)
+    return BearerGate(BodyGate(quota, limits), node)
 
 
 class _Embedded(uvicorn.Server):

@@ -14,6 +14,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -235,6 +236,84 @@ async def test_a_token_reads_nothing_of_another_workspace(served, site):
             ("work_forget", {"id": episode_id}, f"unknown episode id: {episode_id}"),
         ]:
             assert await refused(team, tool, **arguments) == text
+
+
+# -- what one client may make it hold (docs/operations.md §Limits) -----------------------------
+
+
+def _refusal(response: httpx2.Response, status: int, words: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body["jsonrpc"] == "2.0"
+    assert body["id"] is None
+    assert body["error"]["code"] == -32600
+    assert words in body["error"]["message"]
+
+
+@pytest.mark.asyncio
+async def test_a_json_body_past_its_bounds_is_refused_before_it_is_parsed(served, site):
+    arrays = (4 * 2**20 - 2) // 3  # 4 MiB of [] (under the SDK's own 4 MiB limit)
+    nested: Any = {}
+    for _ in range(30):  # 30 lists in a map in a map in the message: 33 levels
+        nested = [nested]
+    listing = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/list",
+        "params": {"_meta": {"a": nested}},
+    }
+    cases = [
+        (b"[" + b",".join([b"[]"] * arrays) + b"]", 413, "too large"),
+        (b"[" + b",".join([b"[]"] * 300_000) + b"]", 400, "more than 100000 JSON values"),
+        (b"[" * 33 + b"]" * 33, 400, "deeper than 32 levels"),
+        (json.dumps(listing).encode(), 400, "deeper than 32 levels"),
+    ]
+    bearer = {"Authorization": f"Bearer {site.tokens['alice']}",
+              "Content-Type": "application/json"} | ACCEPT  # fmt: skip
+    async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
+        for body, status, words in cases:
+            started = time.perf_counter()
+            answer = await http.post(served.url, content=body, headers=bearer)
+            assert time.perf_counter() - started < 0.5, (len(body), status)
+            _refusal(answer, status, words)
+        # Brackets and commas inside strings are text, not structure.
+        name = "[{" * 40 + "," * 150_000
+        opening = INITIALIZE | {"params": INITIALIZE["params"] | {
+            "clientInfo": {"name": name, "version": "1"}}}  # fmt: skip
+        opened = await http.post(served.url, json=opening, headers=bearer)
+        assert opened.status_code == 200, opened.text
+        await http.delete(served.url, headers=bearer | {
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "Mcp-Protocol-Version": "2025-11-25"})  # fmt: skip
+    async with session(served.url, site.tokens["alice"], mode="legacy") as c:
+        assert len((await c.list_tools()).tools) == len(TOOLS)
+
+
+@pytest.mark.asyncio
+async def test_a_token_holds_at_most_its_cap_of_sessions(tmp_path):
+    capped = make_site(tmp_path / "node")
+    (capped.data / "config.toml").write_text("[serve]\nmax_sessions_per_token = 3\n")
+    running = serve(capped, "--mcp-http", "127.0.0.1:0")
+    alice = {"Authorization": f"Bearer {capped.tokens['alice']}"} | ACCEPT
+    try:
+        async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
+            opened = [await http.post(running.url, json=INITIALIZE, headers=alice)
+                      for _ in range(3)]  # fmt: skip
+            assert [r.status_code for r in opened] == [200, 200, 200]
+            fourth = await http.post(running.url, json=INITIALIZE, headers=alice)
+            _refusal(fourth, 429, "this token already holds 3 open sessions")
+            async with session(running.url, capped.tokens["bob"], mode="legacy") as c:
+                assert len((await c.list_tools()).tools) == len(TOOLS)
+            ended = await http.delete(running.url, headers=alice | {
+                "Mcp-Session-Id": opened[0].headers["mcp-session-id"],
+                "Mcp-Protocol-Version": "2025-11-25"})  # fmt: skip
+            assert ended.is_success
+            again = await http.post(running.url, json=INITIALIZE, headers=alice)
+            assert again.status_code == 200  # a place freed is a place to take
+    finally:
+        code, err = running.stop()
+    assert code == 0, err
 
 
 # -- where it listens --------------------------------------------------------------------------
