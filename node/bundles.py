@@ -45,7 +45,6 @@ __all__ = [
     "BundleError",
     "ExportReport",
     "ImportReport",
-    "Progress",
     "export_bundle",
     "import_bundle",
     "read_frontier",

@@ -91,3 +91,15 @@ def embed_server(_embed_server: EmbedServer) -> Iterator[EmbedServer]:
     _embed_server.reset()
     yield _embed_server
     _embed_server.reset()
+
+
+@pytest.fixture
+def auth(tmp_path: Path) -> list[str]:
+    """The flags that reach a new node, made with the installed command, as a reader and
+    writer of workspace team (the CLI tests' common start)."""
+    from tests.node.test_cli import make_token, ok, run
+
+    data = tmp_path / "node"
+    ok(run("init", "--data", data))
+    token = make_token(data, "read:workspace", "write:workspace")
+    return ["--data", str(data), "--token", token]

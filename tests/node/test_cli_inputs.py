@@ -14,18 +14,10 @@ import pytest
 from node.errors import Refusal
 from node.node import Node
 from tests.node.conftest import CallerFactory
-from tests.node.test_cli import MEMLANE, _env, database, fails, make_token, ok, run
+from tests.node.test_cli import MEMLANE, _env, database, fails, ok, run
 
 ESCAPES = "\x1b[2J\x1b[31mred\x9b\x07"  # clear the screen, turn red, a C1 CSI, the bell
 SHOWN = "\\x1b[2J\\x1b[31mred\\x9b\\x07"
-
-
-@pytest.fixture
-def auth(tmp_path: Path) -> list[str]:
-    data = tmp_path / "node"
-    ok(run("init", "--data", data))
-    token = make_token(data, "read:workspace", "write:workspace")
-    return ["--data", str(data), "--token", token]
 
 
 def one_line(stderr: str) -> str:

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
-import pytest
-
-from tests.node.test_cli import fails, make_token, ok, run, run_all
+from tests.node.test_cli import fails, ok, run, run_all
 
 EPOCH_MS = re.compile(r"\b1\d{12}\b")  # an instant in milliseconds, 2001 to 2286
 
@@ -24,15 +21,6 @@ def readable(text: str) -> str:
     assert "None" not in text
     assert EPOCH_MS.search(text) is None, text
     return text
-
-
-@pytest.fixture
-def auth(tmp_path: Path) -> list[str]:
-    """The flags that reach a new node as a reader and writer of workspace team."""
-    data = tmp_path / "node"
-    ok(run("init", "--data", data))
-    token = make_token(data, "read:workspace", "write:workspace")
-    return ["--data", str(data), "--token", token]
 
 
 def test_every_list_is_a_table_with_a_header(auth, tmp_path):
