@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from node.mcp.meter import METER
+from node.refusals import REFUSALS
 from node.store.audit import Event
 
 if TYPE_CHECKING:
@@ -160,4 +161,5 @@ def render(samples: Iterable[Sample]) -> str:
             lines += [f"# HELP {sample.name} {text}", f"# TYPE {sample.name} {kind}"]
             described.add(sample.name)
         lines.append(f"{sample.name}{_labels(sample.labels)} {sample.value}")
-    return "\n".join(lines) + "\n" + METER.exposition()  # tool calls (node.mcp.meter)
+    tools = METER.exposition()  # tool calls (node.mcp.meter)
+    return "\n".join(lines) + "\n" + REFUSALS.exposition() + tools

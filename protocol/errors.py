@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "LocalProtocolError",
+    "OverLimits",
     "PayloadError",
     "ProtocolError",
     "RemoteProtocolError",
@@ -31,6 +32,10 @@ class LocalProtocolError(ProtocolError):
 
 class RemoteProtocolError(ProtocolError):
     """Something that arrived (bytes, an entry, a payload) is invalid."""
+
+
+class OverLimits(RemoteProtocolError):
+    """What arrived is beyond a decoding limit (objects, depth, lengths) of its message type."""
 
 
 class PayloadError(ProtocolError):

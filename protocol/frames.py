@@ -17,7 +17,7 @@ from typing import Any
 
 import msgpack
 
-from protocol.errors import LocalProtocolError, RemoteProtocolError
+from protocol.errors import LocalProtocolError, OverLimits, RemoteProtocolError
 
 __all__ = [
     "MAX_BUFFERED_BYTES",
@@ -126,8 +126,8 @@ _SIZED = {  # length bytes, and bytes after the length field before the data (ex
 _CONTAINER = {0xDC: (2, 1), 0xDD: (4, 1), 0xDE: (2, 2), 0xDF: (4, 2)}  # length bytes, per item
 
 
-def _over(what: str) -> RemoteProtocolError:
-    return RemoteProtocolError(f"frame body is not msgpack within limits ({what})", field="body")
+def _over(what: str) -> OverLimits:
+    return OverLimits(f"frame body is not msgpack within limits ({what})", field="body")
 
 
 def scan_body(body: bytes, *, max_objects: int, max_depth: int) -> None:

@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from node.authority import Caller
 from node.config import ServeLimits
 from node.mcp.server import CALLER_KEY
+from node.refusals import REFUSALS
 
 __all__ = ["BodyGate", "SessionQuota", "json_shape"]
 
@@ -98,6 +99,8 @@ class BodyGate:
     def _refusal(self, body: bytes) -> Response | None:
         limits = self.limits
         values, depth = json_shape(body, max_values=limits.max_json_values)
+        if values > limits.max_json_values or depth > limits.max_json_depth:
+            REFUSALS.count("mcp_json_shape")
         if values > limits.max_json_values:
             return _refusal(f"request body holds more than {limits.max_json_values} JSON "
                             "values", 400)  # fmt: skip
@@ -108,6 +111,7 @@ class BodyGate:
 
 
 def _too_large() -> Response:
+    REFUSALS.count("mcp_body_bytes")
     return _refusal("request body too large", 413)
 
 
@@ -146,6 +150,7 @@ class SessionQuota:
         turn = self._turns[caller.token_id]
         async with turn:
             if self._held(caller.token_id) >= self.most:
+                REFUSALS.count("mcp_sessions_per_token")
                 refused = _refusal(f"this token already holds {self.most} open sessions: end "
                                    "one (DELETE) or let one expire", 429)  # fmt: skip
                 await refused(scope, receive, send)

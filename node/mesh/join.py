@@ -34,6 +34,7 @@ from node.members import certs, invites
 from node.members.errors import InviteError, MeshError, PeerRefused
 from node.mesh.service import CA_FILE, NODE_CERT_FILE, certificates
 from node.node import Node, NodeInfo, Wall, system_wall
+from node.refusals import REFUSALS
 from node.store import Store
 from protocol.errors import ProtocolError
 from protocol.frames import PREFIX_BYTES, encode_frame
@@ -141,6 +142,7 @@ class JoinService:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._busy >= self.max_joins:
+            REFUSALS.count("join_slots")
             writer.close()
             return
         self._busy += 1
@@ -153,6 +155,8 @@ class JoinService:
                 await writer.drain()
         except (_Unanswered, asyncio.IncompleteReadError, TimeoutError, OSError) as exc:
             _log.info("a join connection ended without a request", error=str(exc))
+            if isinstance(exc, TimeoutError):
+                REFUSALS.count("join_idle")
         finally:
             self._busy -= 1
             writer.close()

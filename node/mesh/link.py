@@ -29,10 +29,11 @@ from node.identity import node_id
 from node.members.errors import MeshError
 from node.mesh.peers import DuplicateLink, Peer, PeerState, PeerTable
 from node.mesh.progress import CatchUpLog
+from node.refusals import REFUSALS
 from node.replica import Changes, FrontierSnapshot, Replica
 from node.store import Event, Received
 from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, Entry, LogId
-from protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+from protocol.errors import LocalProtocolError, OverLimits, ProtocolError, RemoteProtocolError
 from protocol.frames import MAX_FRAME_BYTES
 from protocol.messages import (
     MAX_BATCH_ENTRIES,
@@ -375,6 +376,8 @@ class Link:
         try:
             await loop
         except RemoteProtocolError as exc:
+            if isinstance(exc, OverLimits):
+                REFUSALS.count("frame_cost")
             if exc.field == "eof":  # the stream ended inside a frame: cut, not malformed
                 raise PeerGone(f"the connection was cut: {exc}") from exc
             raise PeerProtocolError(str(exc)) from exc

@@ -26,6 +26,7 @@ from node.errors import NodeError
 from node.logging import get_logger
 from node.mesh.link import Link, LinkError, LinkHost, LinkOptions
 from node.mesh.peers import Peer, PeerTable, TooManyConnections
+from node.refusals import REFUSALS
 from node.replica import Changes, Replica
 from node.store import Store
 from protocol.messages import Error, ErrorCode
@@ -193,11 +194,13 @@ class Sync:
         cap = self.options.max_connections_per_key
         if key is not None and self._per_key.get(key, 0) >= cap:
             _log.info("sync connection refused", address=address, reason="per-key limit")
+            REFUSALS.count("sync_per_key")
             await self._refuse(writer, f"already {cap} connections open from this node")
             return None
         try:
             peer = self.peers.open(peer, address)
         except TooManyConnections as exc:
+            REFUSALS.count("sync_connections")
             await self._refuse(writer, str(exc))
             return None
         if key is not None:

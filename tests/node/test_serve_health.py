@@ -19,6 +19,7 @@ import pytest
 from node.config import NodeConfig, SearchConfig
 from node.metrics import Metrics, Sample, render
 from node.node import Node
+from node.refusals import LIMITS
 from tests.node.bundlekit import caller, write
 from tests.node.servekit import memlane, poll, serve, setup, stop
 from tests.node.test_sync_crash import write_own
@@ -171,7 +172,8 @@ def test_the_prometheus_text():
             Sample("memlane_peer_lag_entries", 0, (("peer", "x"), ("direction", "out"))),
         ]
     )
-    assert text == (
+    gauges, refusals = text.split("# HELP memlane_limit_refusals_total", 1)
+    assert gauges == (
         "# HELP memlane_entries entries held in the log (every writer)\n"
         "# TYPE memlane_entries gauge\n"
         "memlane_entries 7\n"
@@ -180,6 +182,9 @@ def test_the_prometheus_text():
         'memlane_peer_lag_entries{peer="a\\"b\\\\c",direction="in"} 2\n'
         'memlane_peer_lag_entries{peer="x",direction="out"} 0\n'
     )
+    lines = refusals.splitlines()  # every limit's series, from zero, whatever was sampled
+    assert lines[1] == "# TYPE memlane_limit_refusals_total counter"
+    assert [line.split('"')[1] for line in lines[2:]] == sorted(LIMITS)
     with pytest.raises(KeyError):
         render([Sample("memlane_unknown", 1)])
 

@@ -1,0 +1,47 @@
+"""What the node refused because a limit was reached, counted per limit for ``/metrics``
+(docs/operations.md §Limits): ``memlane_limit_refusals_total{limit="..."}``.
+
+The labels are bounded: ``limit`` is a name of ``LIMITS``, each at zero from the start so a
+rate is defined before the first refusal.  The counts are the process's (counters restart with
+it), in ``REFUSALS``; ``render`` in ``node.metrics`` appends them to what ``/metrics`` answers.
+"""
+
+from __future__ import annotations
+
+__all__ = ["LIMITS", "REFUSALS", "Refusals"]
+
+# One name per limit of docs/operations.md §Limits that refuses something at run time.
+LIMITS = (
+    "frame_cost",  # a sync frame holds more objects or depth than its message type allows
+    "sync_connections",  # every sync slot is taken
+    "sync_per_key",  # one node key holds max_connections_per_key connections
+    "join_slots",  # every join slot (max_joins) is taken
+    "join_idle",  # a join connection sent no request within read_timeout
+    "mcp_body_bytes",  # an MCP HTTP body over max_body_bytes
+    "mcp_json_shape",  # an MCP HTTP body nests or counts beyond max_json_depth / _values
+    "mcp_sessions_per_token",  # one token holds max_sessions_per_token sessions
+)
+
+_NAME = "memlane_limit_refusals_total"
+
+
+class Refusals:
+    """The counts of one process, per limit."""
+
+    def __init__(self, limits: tuple[str, ...]) -> None:
+        self._counts = dict.fromkeys(limits, 0)
+
+    def count(self, limit: str) -> None:
+        """One refusal by ``limit`` (a name of ``LIMITS``; another is a programming error)."""
+        self._counts[limit] += 1
+
+    def get(self, limit: str) -> int:
+        return self._counts[limit]
+
+    def exposition(self) -> str:
+        lines = [f"# HELP {_NAME} what a limit refused, per limit", f"# TYPE {_NAME} counter"]
+        lines += [f'{_NAME}{{limit="{name}"}} {n}' for name, n in sorted(self._counts.items())]
+        return "\n".join(lines) + "\n"
+
+
+REFUSALS = Refusals(LIMITS)
