@@ -36,6 +36,7 @@ class Step(Enum):
     HELLO = "hello"
     DIGEST = "frontier digest"
     FRONTIER = "frontier"
+    FRONTIER_PART = "frontier (more)"  # a frontier part with another to follow
     ENTRIES = "entries"
     ENTRIES_DONE = "entries (done)"
     DIGESTS_MATCH = "digests match"
@@ -50,6 +51,7 @@ _OPEN = (State.HELLO, State.DIGEST, State.FRONTIER, State.STREAMING, State.LIVE)
 _PROGRESS: dict[tuple[State, Step], State] = {
     (State.IDLE, Step.HELLO): State.HELLO,
     (State.HELLO, Step.DIGEST): State.DIGEST,
+    (State.DIGEST, Step.FRONTIER_PART): State.DIGEST,
     (State.DIGEST, Step.FRONTIER): State.FRONTIER,
     (State.DIGEST, Step.DIGESTS_MATCH): State.LIVE,
     (State.FRONTIER, Step.ENTRIES): State.STREAMING,

@@ -31,8 +31,8 @@ from typing import Any
 from protocol.canonical import decode_canonical, encode_canonical
 from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, Entry, LogId
 from protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
-from protocol.frames import FrameReader, encode_frame
-from protocol.messages import Frontier
+from protocol.frames import FrameReader, encode_frame, scan_body
+from protocol.messages import MAX_FRONTIER_TIPS, Frontier
 from protocol.signing import SigningKey, linked, verify_signature
 
 __all__ = [
@@ -53,7 +53,13 @@ __all__ = [
 MAGIC = b"\x89MLBNDL\n"
 FRONTIER_MAGIC = b"\x89MLFRNT\n"
 FORMAT_VERSION = 1
-MAX_BUNDLE_HEADER_BYTES = 2 * 1024 * 1024  # two frontiers of the most logs a frontier holds
+# Two frontiers of the most logs a frontier lists (MAX_FRONTIER_TIPS), at 88 bytes a tip.
+MAX_BUNDLE_HEADER_BYTES = 20 * 1024 * 1024
+# What such a header holds, counted before it is unpacked (a header of 20 MiB of empty arrays
+# would be twenty million lists): two frontiers of five objects a tip, the map and its fields;
+# nested four deep (frame, map, tips, tip).
+_HEADER_OBJECTS = 2 * (1 + 5 * MAX_FRONTIER_TIPS) + 64
+_HEADER_DEPTH = 4
 _MAX_RECORD_BYTES = MAX_HEADER_BYTES + MAX_PAYLOAD_BYTES + 16
 _CONTEXT = "memlane bundle"
 _HEADER, _ENTRY, _END = 1, 2, 3
@@ -68,13 +74,9 @@ def _remote(exc: ProtocolError) -> RemoteProtocolError:
     )
 
 
-def _frontier_wire(frontier: Frontier) -> list[Any]:
-    return [t.wire() for t in frontier.tips]
-
-
 def _frontier(value: Any, what: str) -> Frontier:
     try:
-        return Frontier.from_wire([value])
+        return Frontier.from_rows(value)
     except ProtocolError as exc:
         raise RemoteProtocolError(exc.hint, field=f"{what}.{exc.field}") from exc
 
@@ -114,8 +116,8 @@ class BundleHeader:
         """The header frame's body."""
         doc = {
             "version": self.version, "mesh": self.mesh, "exporter": self.exporter,
-            "created": self.created, "frontier": _frontier_wire(self.frontier),
-            "since": None if self.since is None else _frontier_wire(self.since),
+            "created": self.created, "frontier": self.frontier.rows(),
+            "since": None if self.since is None else self.since.rows(),
             "workspace": self.workspace,
         }  # fmt: skip
         return encode_canonical([_HEADER, doc])
@@ -314,6 +316,8 @@ class BundleReader:
             raise RemoteProtocolError(
                 f"frame of type {tag} is not allowed {self._phase.value}", field="frame"
             )
+        if tag == _HEADER:
+            scan_body(body, max_objects=_HEADER_OBJECTS, max_depth=_HEADER_DEPTH)
         doc = decode_canonical(body, what="frame", max_bytes=_LIMITS[tag])
         if tag != _END:
             self._hash.update(_PREFIX.pack(len(body)) + body)
@@ -373,7 +377,7 @@ class FrontierFile:
 
 def encode_frontier_file(file: FrontierFile) -> bytes:
     return FRONTIER_MAGIC + encode_canonical(
-        [FORMAT_VERSION, file.mesh, file.node, _frontier_wire(file.frontier)]
+        [FORMAT_VERSION, file.mesh, file.node, file.frontier.rows()]
     )
 
 
@@ -381,8 +385,9 @@ def decode_frontier_file(data: bytes) -> FrontierFile:
     """Decode a frontier file or raise ``RemoteProtocolError``."""
     if data[: len(FRONTIER_MAGIC)] != FRONTIER_MAGIC:
         raise RemoteProtocolError("not a memlane frontier file", field="magic")
-    doc = decode_canonical(data[len(FRONTIER_MAGIC) :], what="frontier file",
-                           max_bytes=MAX_BUNDLE_HEADER_BYTES)  # fmt: skip
+    body = data[len(FRONTIER_MAGIC) :]
+    scan_body(body, max_objects=_HEADER_OBJECTS, max_depth=_HEADER_DEPTH)
+    doc = decode_canonical(body, what="frontier file", max_bytes=MAX_BUNDLE_HEADER_BYTES)
     if not isinstance(doc, list) or len(doc) != 4 or doc[0] != FORMAT_VERSION:
         raise RemoteProtocolError("must be [1, mesh, node, tips]", field="frontier file")
     _, mesh, node, tips = doc

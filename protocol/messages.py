@@ -26,11 +26,13 @@ from protocol.frames import MAX_FRAME_BYTES, BodyLimits, unpack_body
 __all__ = [
     "BODY_LIMITS",
     "DIGEST_BYTES",
+    "FRONTIER_PARTS",
     "MAX_BATCH_ENTRIES",
     "MAX_CREDIT",
     "MAX_ERROR_TEXT",
     "MAX_FEATURES",
     "MAX_FRONTIER_LOGS",
+    "MAX_FRONTIER_TIPS",
     "MAX_VERSIONS",
     "PROTOCOL_MAJOR",
     "PROTOCOL_MINOR",
@@ -43,6 +45,7 @@ __all__ = [
     "ForkProof",
     "Frontier",
     "FrontierDigest",
+    "FrontierPart",
     "Hello",
     "Message",
     "MessageType",
@@ -57,13 +60,17 @@ __all__ = [
 ]
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 0
+PROTOCOL_MINOR = 1
 SUPPORTED_MAJORS: tuple[int, ...] = (1,)
 
 DIGEST_BYTES = 32
 MAX_FEATURES = 32
 MAX_VERSIONS = 16
-MAX_FRONTIER_LOGS = 10_000
+MAX_FRONTIER_LOGS = 10_000  # tips in one frontier message
+MAX_FRONTIER_TIPS = 100_000  # tips in a whole frontier, over all its parts
+# The feature of protocol 1.1 that lets a frontier of more than MAX_FRONTIER_LOGS tips travel
+# in parts (docs/protocol.md §3.3).
+FRONTIER_PARTS = "frontier.parts"
 MAX_BATCH_ENTRIES = 1024
 MAX_CREDIT = (1 << 32) - 1
 MAX_ERROR_TEXT = 1024
@@ -111,7 +118,7 @@ class ErrorCode(IntEnum):
 _MOST_OBJECTS: dict[int, tuple[int, int]] = {
     MessageType.HELLO: (2 + 4 + 1 + MAX_FEATURES, 2),
     MessageType.FRONTIER_DIGEST: (3, 1),
-    MessageType.FRONTIER: (3 + 5 * MAX_FRONTIER_LOGS, 3),
+    MessageType.FRONTIER: (4 + 5 * MAX_FRONTIER_LOGS, 3),
     MessageType.ENTRIES: (4 + 3 * MAX_BATCH_ENTRIES, 3),
     MessageType.CREDIT: (4, 1),
     MessageType.PUSH: (3 + 3 * MAX_BATCH_ENTRIES, 3),
@@ -297,17 +304,13 @@ class Span:
 
 @dataclass(frozen=True, slots=True)
 class Frontier:
-    """Every log a node holds, as tips sorted by (writer, epoch)."""
-
-    TYPE: ClassVar[MessageType] = MessageType.FRONTIER
+    """Every log a node holds, as tips sorted by (writer, epoch): any number of them.  It
+    travels as one or more ``FrontierPart`` messages (``parts``) and in bundles."""
 
     tips: tuple[Tip, ...] = ()
 
     def __post_init__(self) -> None:
-        _items(self.tips, "tips", MAX_FRONTIER_LOGS)
-        if not all(type(t) is Tip for t in self.tips):
-            raise LocalProtocolError("each is a Tip", field="tips")
-        _ascending([t.log for t in self.tips], "tips")
+        _tips(self.tips, "tips", len(self.tips))
 
     @classmethod
     def of(cls, tips: Iterable[Tip]) -> Frontier:
@@ -319,20 +322,24 @@ class Frontier:
         """A frontier from (writer, epoch) → (seq, head id); logs at seq 0 are left out."""
         return cls.of(Tip(w, e, seq, head) for (w, e), (seq, head) in heads.items() if seq)
 
-    def wire(self) -> list[Any]:
-        return [[t.wire() for t in self.tips]]
+    def rows(self) -> list[list[Any]]:
+        """The tips as wire rows ``[writer, epoch, seq, head]``."""
+        return [t.wire() for t in self.tips]
 
     @classmethod
-    def from_wire(cls, values: list[Any]) -> Frontier:
-        (tips,) = _arity(values, 1, "frontier")
-        rows = _pairs(tips, "tips")
-        if not all(len(row) == 4 for row in rows):
-            raise LocalProtocolError("each is [writer, epoch, seq, head]", field="tips")
-        return cls(tuple(Tip(*row) for row in rows))
+    def from_rows(cls, rows: Any, *, most: int = MAX_FRONTIER_TIPS) -> Frontier:
+        return cls(_tip_rows(rows, most))
+
+    def parts(self, most: int = MAX_FRONTIER_LOGS) -> list[FrontierPart]:
+        """The messages that carry this frontier: ``most`` tips each, every one but the last
+        saying ``more``; one part (perhaps empty) when it fits in one."""
+        n = len(self.tips)
+        starts = range(0, max(n, 1), most)
+        return [FrontierPart(self.tips[i : i + most], i + most < n) for i in starts]
 
     def digest(self) -> bytes:
         """SHA-256 of the canonical encoding of the tips array (docs/protocol.md §4)."""
-        packed: bytes = msgpack.packb(self.wire()[0], use_bin_type=True)
+        packed: bytes = msgpack.packb(self.rows(), use_bin_type=True)
         return hashlib.sha256(packed).digest()
 
     def lacking(self, theirs: Frontier) -> list[Span]:
@@ -348,6 +355,50 @@ class Frontier:
             elif other.seq == tip.seq and other.head != tip.head:
                 spans.append(Span(tip.log, tip.seq, tip.seq, None))  # a fork at the tip
         return spans
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierPart:
+    """A frontier message: at most ``MAX_FRONTIER_LOGS`` tips of the sender's frontier, in
+    order after those of its earlier parts; ``more`` when another part follows (only where
+    both hellos offer ``FRONTIER_PARTS``).  A frontier that fits is one part without it."""
+
+    TYPE: ClassVar[MessageType] = MessageType.FRONTIER
+
+    tips: tuple[Tip, ...] = ()
+    more: bool = False
+
+    def __post_init__(self) -> None:
+        _tips(self.tips, "tips", MAX_FRONTIER_LOGS)
+        if type(self.more) is not bool:
+            raise LocalProtocolError("must be a bool", field="more")
+
+    def wire(self) -> list[Any]:
+        rows = [t.wire() for t in self.tips]
+        return [rows, True] if self.more else [rows]
+
+    @classmethod
+    def from_wire(cls, values: list[Any]) -> FrontierPart:
+        if len(values) == 2 and values[1] is True:
+            return cls(_tip_rows(values[0], MAX_FRONTIER_LOGS), True)
+        (rows,) = _arity(values, 1, "frontier")
+        return cls(_tip_rows(rows, MAX_FRONTIER_LOGS))
+
+
+def _tips(tips: Any, field: str, most: int) -> None:
+    _items(tips, field, most)
+    if not all(type(t) is Tip for t in tips):
+        raise LocalProtocolError("each is a Tip", field=field)
+    _ascending([t.log for t in tips], field)
+
+
+def _tip_rows(value: Any, most: int) -> tuple[Tip, ...]:
+    rows = _pairs(value, "tips")
+    if len(rows) > most:
+        raise LocalProtocolError(f"must be a tuple of 0 to {most} items", field="tips")
+    if not all(len(row) == 4 for row in rows):
+        raise LocalProtocolError("each is [writer, epoch, seq, head]", field="tips")
+    return tuple(Tip(*row) for row in rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,12 +553,12 @@ class Bye:
         return cls()
 
 
-Message = Hello | FrontierDigest | Frontier | Entries | Credit | Push | ForkProof | Error | Bye
+Message = Hello | FrontierDigest | FrontierPart | Entries | Credit | Push | ForkProof | Error | Bye
 
 _PARSERS: dict[int, Callable[[list[Any]], Message]] = {
     MessageType.HELLO: Hello.from_wire,
     MessageType.FRONTIER_DIGEST: FrontierDigest.from_wire,
-    MessageType.FRONTIER: Frontier.from_wire,
+    MessageType.FRONTIER: FrontierPart.from_wire,
     MessageType.ENTRIES: Entries.from_wire,
     MessageType.CREDIT: Credit.from_wire,
     MessageType.PUSH: Push.from_wire,

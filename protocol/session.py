@@ -24,8 +24,10 @@ from protocol._state import TRANSITIONS, State, Step, next_state, state_diagram
 from protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from protocol.frames import FrameReader, encode_frame
 from protocol.messages import (
+    FRONTIER_PARTS,
     MAX_CREDIT,
     MAX_ERROR_TEXT,
+    MAX_FRONTIER_TIPS,
     PROTOCOL_MAJOR,
     PROTOCOL_MINOR,
     SUPPORTED_MAJORS,
@@ -37,9 +39,11 @@ from protocol.messages import (
     ForkProof,
     Frontier,
     FrontierDigest,
+    FrontierPart,
     Hello,
     Message,
     Push,
+    Tip,
     WireEntry,
     batch_room,
     decode_message,
@@ -98,6 +102,7 @@ _CODES = {
     "mesh": ErrorCode.MESH,
     "credit": ErrorCode.CREDIT,
     "frame_length": ErrorCode.LIMIT,
+    "frontier_size": ErrorCode.LIMIT,
 }
 
 
@@ -108,8 +113,8 @@ def step_of(message: Message) -> Step:
             return Step.HELLO
         case FrontierDigest():
             return Step.DIGEST
-        case Frontier():
-            return Step.FRONTIER
+        case FrontierPart(more=more):
+            return Step.FRONTIER_PART if more else Step.FRONTIER
         case Entries(done=done):
             return Step.ENTRIES_DONE if done else Step.ENTRIES
         case Push():
@@ -125,24 +130,31 @@ def step_of(message: Message) -> Step:
 
 
 class _Side:
-    """What one side has said: its state, this round's digest and frontier, and the credit
-    it may still spend (granted by the other side)."""
+    """What one side has said: its state, this round's digest and frontier (the tips of its
+    parts so far, until the last is in), and the credit it may still spend (granted by the
+    other side)."""
 
-    __slots__ = ("credit", "digest", "frontier", "hello", "state")
+    __slots__ = ("credit", "digest", "frontier", "hello", "parts", "state")
 
     def __init__(self) -> None:
         self.state = State.IDLE
         self.hello: Hello | None = None
         self.digest: bytes | None = None
         self.frontier: Frontier | None = None
+        self.parts: list[Tip] = []
         self.credit = Balance()
+
+    def new_round(self) -> None:
+        self.digest, self.frontier, self.parts = None, None, []
 
 
 class Session:
-    """One end of a sync connection; both ends are alike."""
+    """One end of a sync connection; both ends are alike.  It offers the features it
+    implements (``FRONTIER_PARTS``) and ``features``."""
 
     def __init__(self, *, mesh: bytes, node: bytes, features: Iterable[str] = ()) -> None:
-        self.hello = Hello(PROTOCOL_MAJOR, PROTOCOL_MINOR, mesh, node, tuple(sorted(set(features))))
+        offered = tuple(sorted({FRONTIER_PARTS, *features}))
+        self.hello = Hello(PROTOCOL_MAJOR, PROTOCOL_MINOR, mesh, node, offered)
         self._us = _Side()
         self._them = _Side()
         self._reader = FrameReader()
@@ -297,11 +309,10 @@ class Session:
                     raise error("a digest waits for hello and for the round to end", field="state")
                 if listener.state is not State.DIGEST:  # this digest opens a new round
                     for side in (speaker, listener):
-                        side.digest, side.frontier = None, None
+                        side.new_round()
                 speaker.digest = digest
-            case Frontier():
-                self._check_frontier(speaker, listener, message, error)
-                speaker.frontier = message
+            case FrontierPart():
+                self._take_part(speaker, listener, message, error)
             case Entries(entries=items) | Push(entries=items):
                 if step is not Step.PUSH and listener.frontier is None:
                     raise error("entries wait for the receiver's frontier", field="state")
@@ -322,16 +333,29 @@ class Session:
         if hello.mesh != self.hello.mesh:
             raise error(f"mesh {hello.mesh.hex()} is not this mesh", field="mesh")
 
-    @staticmethod
-    def _check_frontier(
-        speaker: _Side, listener: _Side, frontier: Frontier, error: type[ProtocolError]
+    def _take_part(
+        self, speaker: _Side, listener: _Side, part: FrontierPart, error: type[ProtocolError]
     ) -> None:
         if listener.digest is None:
             raise error("a frontier waits for both digests", field="state")
         if speaker.digest == listener.digest:
             raise error("the digests match: no frontier is exchanged", field="state")
+        if part.more and FRONTIER_PARTS not in self.features:
+            raise error(f"a frontier in parts needs {FRONTIER_PARTS!r} on both sides",
+                        field="state")  # fmt: skip
+        tips = speaker.parts
+        if tips and part.tips and part.tips[0].log <= tips[-1].log:
+            raise error("must be strictly ascending across parts", field="tips")
+        if len(tips) + len(part.tips) > MAX_FRONTIER_TIPS:
+            raise error(f"a frontier lists at most {MAX_FRONTIER_TIPS} logs",
+                        field="frontier_size")  # fmt: skip
+        tips.extend(part.tips)
+        if part.more:
+            return
+        frontier, speaker.parts = Frontier(tuple(tips)), []
         if frontier.digest() != speaker.digest:
             raise error("the frontier does not match the digest sent before it", field="digest")
+        speaker.frontier = frontier
 
     @staticmethod
     def _match(a: _Side, b: _Side) -> None:

@@ -36,8 +36,10 @@ from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, Entry, LogId
 from protocol.errors import LocalProtocolError, OverLimits, ProtocolError, RemoteProtocolError
 from protocol.frames import MAX_FRAME_BYTES
 from protocol.messages import (
+    FRONTIER_PARTS,
     MAX_BATCH_ENTRIES,
     MAX_ERROR_TEXT,
+    MAX_FRONTIER_LOGS,
     Bye,
     Credit,
     Entries,
@@ -46,6 +48,7 @@ from protocol.messages import (
     ForkProof,
     Frontier,
     FrontierDigest,
+    FrontierPart,
     Hello,
     Message,
     Push,
@@ -451,8 +454,10 @@ class Link:
         match message:
             case Hello(node=key):
                 await self._identify(key)
-            case Frontier():
-                self._note_lag(message)
+            case FrontierPart(more=False):
+                theirs = self.session.their_frontier
+                assert theirs is not None
+                self._note_lag(theirs)
             case Entries(entries=items) | Push(entries=items):
                 await self._take(items)
             case ForkProof(first=first, second=second):
@@ -554,7 +559,7 @@ class Link:
         if s.owes_digest and self._may_answer_round():
             await self._send_digest()
         if s.owes_frontier and self._round is not None:
-            await self._write(s.send(self._round.snapshot.frontier))
+            await self._send_frontier(self._round.snapshot.frontier)
         if s.may_stream:
             await self._stream()
         if s.our_state is State.LIVE:
@@ -597,6 +602,16 @@ class Link:
         self._last_round = self._round.started
         self._push = None
         await self._write(s.send(FrontierDigest(snapshot.frontier.digest())))
+
+    async def _send_frontier(self, frontier: Frontier) -> None:
+        """This round's frontier, in parts when it lists more logs than one message holds."""
+        parts = frontier.parts()
+        if len(parts) > 1 and FRONTIER_PARTS not in self.session.features:
+            raise LinkFailed(f"this node holds {len(frontier.tips)} logs, more than one frontier "
+                             f"message lists ({MAX_FRONTIER_LOGS}), and the peer does not offer "
+                             f"{FRONTIER_PARTS!r} (protocol 1.1)")  # fmt: skip
+        for part in parts:
+            await self._write(self.session.send(part))
 
     async def _stream(self) -> None:
         """Catch-up: what the peer's frontier lacks, in batches within credit; the last

@@ -240,7 +240,7 @@ async def test_catch_up_goes_in_batches_of_batch_entries_within_credit(
     await peer.connect(served.address)
     peer.say(peer.hello, Credit(5, 1 << 31))
     await peer.until(FrontierDigest)
-    peer.say(FrontierDigest(Frontier().digest()), Frontier())
+    peer.say(FrontierDigest(Frontier().digest()), *Frontier().parts())
     await peer.until(Entries, count=2)
     await asyncio.sleep(0.1)  # nothing more comes without credit
     assert [len(m.entries) for m in peer.messages() if isinstance(m, Entries)] == [3, 2]
@@ -298,7 +298,7 @@ async def test_a_peer_that_stops_reading_is_dropped(served: Served) -> None:
     await node.receive([_blob(blobs) for _ in range(48)], source="bundle")
     peer = await hello(served, rcvbuf=4096)
     nothing = Frontier()
-    peer.say(FrontierDigest(nothing.digest()), nothing)  # it holds nothing, and never reads
+    peer.say(FrontierDigest(nothing.digest()), *nothing.parts())  # holds nothing, never reads
     assert isinstance(await served.outcome(), PeerStalled)
     peer.close()
 

@@ -19,6 +19,7 @@ from protocol.messages import (
     Entries,
     Frontier,
     FrontierDigest,
+    FrontierPart,
     Message,
     Push,
     WireEntry,
@@ -145,7 +146,7 @@ class Peer:
         self.received.append(event)
         out: list[bytes] = []
         match event:
-            case Frontier():
+            case FrontierPart(more=False):
                 assert s.our_frontier is not None
                 self.queue = self.replica.wanted_by(s.our_frontier, event)
             case Entries(entries=items) | Push(entries=items):
@@ -160,7 +161,7 @@ class Peer:
         if s.owes_digest:
             out += self.begin_round()
         if s.owes_frontier:
-            out.append(s.send(self.replica.frontier()))
+            out += [s.send(part) for part in self.replica.frontier().parts()]
         return out + self._pump()
 
     def _pump(self) -> list[bytes]:
@@ -239,7 +240,7 @@ def _script() -> list[tuple[State, list[Message], list[Message]]]:
     return [
         (State.HELLO, [grant], [grant]),  # each hello goes first, from the session itself
         (State.DIGEST, [FrontierDigest(fa.digest())], [FrontierDigest(fb.digest())]),
-        (State.FRONTIER, [fa], [fb]),
+        (State.FRONTIER, [*fa.parts()], [*fb.parts()]),
         (State.STREAMING, [Entries.of(LOG_A[1:])], [Entries.of(LOG_B[1:])]),
         (State.LIVE, [Entries(done=True)], [Entries(done=True)]),
         (State.CLOSED, [Bye()], [Bye()]),

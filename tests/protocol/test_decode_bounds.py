@@ -30,7 +30,7 @@ from protocol.messages import (
     Entries,
     Error,
     ErrorCode,
-    Frontier,
+    FrontierPart,
     Hello,
     Message,
     Push,
@@ -134,7 +134,7 @@ def test_a_refused_document_is_not_kept_by_its_error() -> None:
 
 def test_a_failed_session_keeps_nothing_it_decoded() -> None:
     a, _ = pair_in(State.LIVE)
-    data = encode_frame(encode_message(Frontier(_tips(MAX_FRONTIER_LOGS))))
+    data = encode_frame(encode_message(FrontierPart(_tips(MAX_FRONTIER_LOGS))))
     gc.collect()
     tracemalloc.start()
     a.receive_data(data)
@@ -155,7 +155,7 @@ LARGEST: dict[str, Callable[[], Message]] = {
     "hello": lambda: Hello(
         1, 0, bytes(16), bytes(32), tuple(f"f{i:02}" for i in range(MAX_FEATURES))
     ),
-    "frontier": lambda: Frontier(_tips(MAX_FRONTIER_LOGS)),
+    "frontier": lambda: FrontierPart(_tips(MAX_FRONTIER_LOGS), more=True),
     "entries": lambda: Entries(((b"h", None),) * MAX_BATCH_ENTRIES, done=True),
     "push": lambda: Push(((b"h", b""),) * MAX_BATCH_ENTRIES),
     "error": lambda: Error(2, "x" * 1024, tuple(range(MAX_VERSIONS))),

@@ -30,6 +30,7 @@ from protocol.messages import (
     ForkProof,
     Frontier,
     FrontierDigest,
+    FrontierPart,
     Hello,
     Message,
     Push,
@@ -42,7 +43,7 @@ from protocol.messages import (
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "messages.json").read_text("utf-8"))
 VECTORS: list[dict[str, Any]] = GOLDEN["messages"]
-CLASSES = {c.__name__: c for c in (Hello, FrontierDigest, Frontier, Entries, Credit, Push,
+CLASSES = {c.__name__: c for c in (Hello, FrontierDigest, FrontierPart, Entries, Credit, Push,
                                    ForkProof, Error, Bye)}  # fmt: skip
 MESH, NODE = b"\x11" * 16, b"\x22" * 32
 TIP = Tip(b"\x01" * 32, b"\x02" * 8, 5, b"\x03" * 32)
@@ -59,7 +60,7 @@ def _from_json(value: Any) -> Any:
 
 def _message(vec: dict[str, Any]) -> Message:
     fields = {k: _from_json(v) for k, v in vec["fields"].items()}
-    if vec["type"] == "Frontier":
+    if vec["type"] == "FrontierPart":
         fields["tips"] = tuple(Tip(**{k: _from_json(v) for k, v in t.items()})
                                for t in vec["fields"]["tips"])  # fmt: skip
     message: Message = CLASSES[vec["type"]](**fields)
@@ -210,8 +211,10 @@ BAD_BUILDS: list[tuple[str, Any, str]] = [
      lambda: Hello(1, 0, MESH, NODE, tuple(f"f{i:02}" for i in range(MAX_FEATURES + 1))),
      "features"),
     ("tip epoch", lambda: Tip(TIP.writer, b"\x00", 1, TIP.head), "epoch"),
-    ("frontier of non-tips", lambda: Frontier((TIP_ROW,)), "tips"),  # type: ignore[arg-type]
-    ("frontier unsorted", lambda: Frontier((Tip(b"\x09" * 32, *TIP_ROW[1:]), TIP)), "tips"),
+    ("frontier of non-tips", lambda: FrontierPart((TIP_ROW,)), "tips"),  # type: ignore[arg-type]
+    ("frontier unsorted", lambda: FrontierPart((Tip(b"\x09" * 32, *TIP_ROW[1:]), TIP)), "tips"),
+    ("frontier beyond a part", lambda: FrontierPart((TIP,) * 10_001), "tips"),
+    ("whole frontier unsorted", lambda: Frontier((Tip(b"\x09" * 32, *TIP_ROW[1:]), TIP)), "tips"),
     ("entries too many", lambda: Entries((PAIR,) * (MAX_BATCH_ENTRIES + 1)), "entries"),
     ("entries pair as list", lambda: Entries(([b"h", None],)), "entries"),  # type: ignore[arg-type]
     ("entries header too long", lambda: Entries(((bytes(MAX_HEADER_BYTES + 1), None),)),
@@ -257,7 +260,7 @@ def test_the_digest_is_sha256_of_the_sorted_tips_array() -> None:
     assert Frontier.of(tips).digest() == hashlib.sha256(msgpack.packb(rows)).digest()
     assert Frontier().digest() == hashlib.sha256(b"\x90").digest()
     # It is the very array the frontier message carries.
-    assert encode_message(Frontier.of(tips))[2:] == msgpack.packb(rows)
+    assert encode_message(*Frontier.of(tips).parts())[2:] == msgpack.packb(rows)
 
 
 @FAST

@@ -13,6 +13,8 @@ from protokit import MESH, seal_one
 from protocol.entry import Entry, LogId
 from protocol.errors import LocalProtocolError, RemoteProtocolError
 from protocol.messages import (
+    MAX_FRONTIER_LOGS,
+    MAX_FRONTIER_TIPS,
     PROTOCOL_MAJOR,
     SUPPORTED_MAJORS,
     Bye,
@@ -23,9 +25,11 @@ from protocol.messages import (
     ForkProof,
     Frontier,
     FrontierDigest,
+    FrontierPart,
     Hello,
     Message,
     Push,
+    Tip,
     decode_message,
 )
 from protocol.session import Balance, ConnectionClosed, Session, State
@@ -90,7 +94,7 @@ def test_a_full_sync_of_several_logs_converges_within_credit(window: Credit) -> 
     assert b.stalls
     whole = Balance(window.entries, window.nbytes)
     assert a.session.credit == b.session.credit == a.session.granted == whole
-    assert kinds(b.received)[:4] == ["Hello", "Credit", "FrontierDigest", "Frontier"]
+    assert kinds(b.received)[:4] == ["Hello", "Credit", "FrontierDigest", "FrontierPart"]
 
 
 def test_a_batch_waits_for_credit_and_a_grant_resumes_it() -> None:
@@ -181,7 +185,7 @@ def test_a_new_round_finds_and_streams_what_went_missing() -> None:
     link.put(a, a.begin_round())
     link.run()
     assert a.session.caught_up
-    assert not any(isinstance(m, Frontier) for m in b.received)
+    assert not any(isinstance(m, FrontierPart) for m in b.received)
     b.replica.logs[L2[0].header.log] = list(L2)  # arrived at b from elsewhere
     link.put(b, b.begin_round())
     link.run()
@@ -286,8 +290,8 @@ def test_features_are_those_both_sides_offer() -> None:
     b = Session(mesh=MESH, node=node_id("b"), features=["zeta", "push"])
     assert a.features == frozenset()
     deliver(b.start(), a)
-    assert a.features == {"push"}
-    assert a.hello.features == ("bundles", "push")
+    assert a.features == {"frontier.parts", "push"}
+    assert a.hello.features == ("bundles", "frontier.parts", "push")
 
 
 @pytest.mark.parametrize(
@@ -307,7 +311,7 @@ def test_a_message_before_hello_is_refused(message: Message) -> None:
 def test_entries_before_the_receivers_frontier_are_refused() -> None:
     a, b = pair_in(State.DIGEST)
     frontier = Replica(LOG_A[:1]).frontier()
-    deliver(a.send(frontier), b)
+    deliver(a.send(*frontier.parts()), b)
     assert b.their_frontier == frontier
     # b has not sent its frontier, so a may not stream, nor may anyone pretending to be a.
     with pytest.raises(LocalProtocolError, match="wait for the receiver's frontier"):
@@ -320,7 +324,7 @@ def test_a_frontier_must_match_its_digest_and_only_when_digests_differ() -> None
     a, b = pair_in(State.DIGEST)
     wrong = Replica(L2).frontier()
     with pytest.raises(RemoteProtocolError, match="does not match the digest") as caught:
-        deliver(frame(wrong), b)
+        deliver(frame(*wrong.parts()), b)
     assert caught.value.field == "digest"
     a, b = pair_in(State.HELLO)
     same = Replica(L1).frontier()
@@ -328,7 +332,7 @@ def test_a_frontier_must_match_its_digest_and_only_when_digests_differ() -> None
     deliver(b.send(FrontierDigest(same.digest())), a)
     assert a.caught_up
     with pytest.raises(RemoteProtocolError, match="frontier is not allowed in state LIVE"):
-        deliver(frame(same), b)
+        deliver(frame(*same.parts()), b)
 
 
 def test_an_oversized_frame_is_refused_from_its_prefix_alone() -> None:
@@ -393,3 +397,62 @@ def test_messages_in_many_frames_and_one_chunk_arrive_in_order() -> None:
     data = b"".join(a.send(m) for m in sent)
     got = list(itertools.chain.from_iterable(deliver(data[i : i + 1], b) for i in range(len(data))))
     assert got == sent
+
+
+def _many_tips(n: int, start: int = 0) -> Frontier:
+    return Frontier(tuple(Tip((start + i).to_bytes(32), b"\x01" * 8, 1, b"\x02" * 32)
+                          for i in range(n)))  # fmt: skip
+
+
+def _round_in_digest(ours: Frontier) -> tuple[Session, Session]:
+    a, b = pair_in(State.HELLO)
+    deliver(a.send(FrontierDigest(ours.digest())), b)
+    deliver(b.send(FrontierDigest(b"\x07" * 32)), a)
+    return a, b
+
+
+def test_a_frontier_beyond_one_message_travels_in_parts() -> None:
+    ours = _many_tips(MAX_FRONTIER_LOGS + 5)
+    parts = ours.parts()
+    assert [len(p.tips) for p in parts] == [MAX_FRONTIER_LOGS, 5]
+    assert [p.more for p in parts] == [True, False]
+    a, b = _round_in_digest(ours)
+    deliver(a.send(parts[0]), b)
+    assert b.their_frontier is None  # more to come
+    assert b.their_state is State.DIGEST
+    deliver(a.send(parts[1]), b)
+    assert b.their_frontier == ours
+    assert b.their_state is State.FRONTIER
+
+
+def test_frontier_parts_must_ascend_match_the_digest_and_stay_bounded() -> None:
+    ours = _many_tips(4)
+    _, b = _round_in_digest(ours)
+    deliver(frame(FrontierPart(ours.tips[2:], more=True)), b)
+    with pytest.raises(RemoteProtocolError, match="ascending across parts"):
+        deliver(frame(FrontierPart(ours.tips[:2])), b)
+    _, b = _round_in_digest(ours)
+    deliver(frame(FrontierPart(ours.tips[:2], more=True)), b)
+    with pytest.raises(RemoteProtocolError, match="does not match the digest"):
+        deliver(frame(FrontierPart(ours.tips[2:3])), b)
+    _, b = _round_in_digest(ours)
+    chunk = MAX_FRONTIER_LOGS
+    for i in range(MAX_FRONTIER_TIPS // chunk):
+        deliver(frame(FrontierPart(_many_tips(chunk, i * chunk).tips, more=True)), b)
+    one_more = FrontierPart(_many_tips(1, MAX_FRONTIER_TIPS).tips, more=True)
+    with pytest.raises(RemoteProtocolError, match=f"at most {MAX_FRONTIER_TIPS} logs") as caught:
+        deliver(frame(one_more), b)
+    assert caught.value.field == "frontier_size"
+
+
+def test_frontier_parts_need_the_feature_on_both_sides() -> None:
+    old = Session(mesh=MESH, node=node_id("b"))
+    old.hello = Hello(1, 0, MESH, node_id("b"))  # a 1.0 peer: no features
+    a = Session(mesh=MESH, node=node_id("a"))
+    deliver(a.start(), old)
+    deliver(old.start(), a)
+    ours = _many_tips(3)
+    deliver(a.send(FrontierDigest(ours.digest())), old)
+    deliver(old.send(FrontierDigest(b"\x07" * 32)), a)
+    with pytest.raises(LocalProtocolError, match=r"needs 'frontier\.parts' on both sides"):
+        a.send(FrontierPart(ours.tips[:1], more=True))

@@ -18,6 +18,7 @@ from protocol.messages import (
     Error,
     ForkProof,
     FrontierDigest,
+    FrontierPart,
     Message,
     MessageType,
     Push,
@@ -36,7 +37,8 @@ def _sample(step: Step, a: Session) -> Message:
     samples: dict[Step, Message] = {
         Step.HELLO: a.hello,
         Step.DIGEST: FrontierDigest(FRONTIER_A.digest()),
-        Step.FRONTIER: FRONTIER_A,
+        Step.FRONTIER_PART: FrontierPart(FRONTIER_A.tips, more=True),
+        Step.FRONTIER: FrontierPart(FRONTIER_A.tips),
         Step.ENTRIES: Entries.of(LOG_A[:1]),
         Step.ENTRIES_DONE: Entries(done=True),
         Step.PUSH: Push.of(LOG_A[:1]),

@@ -377,7 +377,8 @@ class End:
         if s.owes_digest:
             await self.send_digest()
         if s.owes_frontier and self.round is not None:
-            self.write(self.round.snapshot.frontier)
+            for part in self.round.snapshot.frontier.parts():
+                self.write(part)
         if s.may_stream:
             await self.stream()
         if s.our_state is State.LIVE:

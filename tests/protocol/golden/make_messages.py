@@ -70,8 +70,9 @@ def vectors() -> list[tuple[str, Message]]:
         ("hello with features", Hello(1, 0, MESH, NODE_A, ("bundles", "push"))),
         ("hello from a later major, no features", Hello(2, 3, MESH, NODE_B)),
         ("frontier digest", FrontierDigest(frontier.digest())),
-        ("frontier of two logs", frontier),
-        ("empty frontier", Frontier()),
+        ("frontier of two logs", *frontier.parts()),
+        ("frontier in parts: a part with more to follow", *frontier.parts(1)[:1]),
+        ("empty frontier", *Frontier().parts()),
         ("entries: one with payload, one without", Entries(
             ((first.raw, first.payload), (second.raw, None)))),
         ("entries: the done marker", Entries(done=True)),
