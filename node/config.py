@@ -5,6 +5,11 @@
 - ``synchronous`` (``"FULL"``): SQLite durability; FULL makes every acknowledged write survive
   a crash;
 - ``pending_limit`` (``10000``): entries that may wait for a gap or an authenticating entry;
+- ``pending_per_source`` (``1000``): of those, the entries one source (a peer node, a bundle)
+  may hold; it holds at most the same share of ``pending_bytes``;
+- ``pending_bytes`` (``67108864``, 64 MiB): the bytes (headers and payloads) waiting in all;
+- ``pending_expiry`` (``"7d"``): a waiting entry older than this by the node's wall clock at its
+  arrival is dropped (it is sent again while its gap is open);
 - ``zone`` (``"UTC"``): the node's IANA zone (``Area/Location`` or ``UTC``) for the date and
   wall-time forms of tool calls' windows; e_timeline reads a bare ``start_date``/``end_date``
   as midnight in it (docs/time-windows.md);
@@ -97,8 +102,9 @@ class ServeLimits:
 
 
 _LIMITS = tuple(f.name for f in fields(ServeLimits))
+_PENDING = {"pending_per_source": 1_000, "pending_bytes": 64 << 20}
 _KEYS = {"max_clock_skew", "synchronous", "pending_limit", "zone", "profiles", "tools", "mesh",
-         "serve", "discovery", "retention", "search"}  # fmt: skip
+         "serve", "discovery", "retention", "search", "pending_expiry", *_PENDING}  # fmt: skip
 # environment variable → (table, key, how its text becomes the value)
 ENVIRONMENT: dict[str, tuple[str, str, Any]] = {
     "MEMLANE_MCP_HTTP": ("serve", "mcp_http", str),
@@ -139,6 +145,9 @@ class NodeConfig:
     max_clock_skew_ms: int = 5 * 60_000
     synchronous: str = "FULL"
     pending_limit: int = 10_000
+    pending_per_source: int = 1_000
+    pending_bytes: int = 64 << 20
+    pending_expiry_ms: int = 7 * 86_400_000
     zone: str = "UTC"
     retention_ms: int | None = None
     profiles: dict[str, Profile] = field(default_factory=dict)
@@ -191,6 +200,7 @@ class NodeConfig:
         if type(limit) is not int or limit < 0:
             problems.append("pending_limit must be a non-negative integer")
         values["pending_limit"] = limit
+        values.update(_pending(raw, problems))
         values["zone"] = _zone(raw.get("zone", "UTC"), problems)
         try:
             if "retention" in raw:
@@ -216,6 +226,21 @@ def _overridden(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, An
             section = out.get(table)
             out[table] = {**(section if isinstance(section, dict) else {}),
                           key: convert(environ[name])}  # fmt: skip
+    return out
+
+
+def _pending(raw: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, default in _PENDING.items():
+        value = raw.get(key, default)
+        if type(value) is not int or value < 0:
+            problems.append(f"{key} must be a non-negative integer")
+        out[key] = value
+    try:
+        if "pending_expiry" in raw:
+            out["pending_expiry_ms"] = parse_duration_ms(raw["pending_expiry"])
+    except ConfigError as exc:
+        problems.append(f"pending_expiry: {exc}")
     return out
 
 

@@ -101,6 +101,9 @@ def _options(config: NodeConfig) -> StoreOptions:
         synchronous=config.synchronous,
         max_clock_skew_ms=config.max_clock_skew_ms,
         pending_limit=config.pending_limit,
+        pending_per_source=config.pending_per_source,
+        pending_bytes=config.pending_bytes,
+        pending_expiry_ms=config.pending_expiry_ms,
     )
 
 

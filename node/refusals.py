@@ -20,6 +20,9 @@ LIMITS = (
     "mcp_body_bytes",  # an MCP HTTP body over max_body_bytes
     "mcp_json_shape",  # an MCP HTTP body nests or counts beyond max_json_depth / _values
     "mcp_sessions_per_token",  # one token holds max_sessions_per_token sessions
+    "pending_full",  # pending_limit entries wait
+    "pending_bytes",  # pending_bytes bytes wait
+    "pending_source_quota",  # one source holds its share: pending_per_source, of the bytes too
 )
 
 _NAME = "memlane_limit_refusals_total"

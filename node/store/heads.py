@@ -11,10 +11,13 @@ from dataclasses import dataclass
 import aiosqlite
 import msgpack
 
+from node.store.pending import Fetch, PendingTally
 from protocol.clock import Hlc
 from protocol.entry import LogId
 
 __all__ = ["LogHead", "LogTable", "decode_hlc", "encode_hlc"]
+
+_PENDING_LOGS = "SELECT DISTINCT writer, epoch FROM pending"
 
 
 @dataclass(slots=True)
@@ -50,7 +53,7 @@ class LogTable:
         self.next_pos = 1
         self.next_log_id = 1
         self.pending_logs: set[LogId] = set()
-        self.pending_count = 0
+        self.pending_tally = PendingTally()
 
     async def load(self, conn: aiosqlite.Connection) -> None:
         self.heads.clear()
@@ -61,9 +64,14 @@ class LogTable:
                 self.heads[(bytes(w), bytes(e))] = LogHead(log_id, seq, head_id, forked, seq)
         self.next_log_id = max((h.log_id for h in self.heads.values()), default=0) + 1
         self.next_pos = await _scalar(conn, "SELECT coalesce(max(pos), 0) FROM headers") + 1
-        async with conn.execute("SELECT DISTINCT writer, epoch FROM pending") as cur:
+        async with conn.execute(_PENDING_LOGS) as cur:
             self.pending_logs = {(bytes(w), bytes(e)) async for w, e in cur}
-        self.pending_count = await _scalar(conn, "SELECT count(*) FROM pending")
+        self.pending_tally = PendingTally()  # counted when something next asks to wait
+
+    async def pending_left(self, fetch: Fetch) -> None:
+        """Take in that rows left the pending area (expired or cleared)."""
+        self.pending_logs = {(bytes(w), bytes(e)) for w, e in await fetch(_PENDING_LOGS, ())}
+        self.pending_tally.stale = True
 
     def head(self, log: LogId) -> LogHead:
         """The head of ``log``, registering an empty one (seq 0) if it is new."""

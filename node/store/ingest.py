@@ -54,6 +54,9 @@ class Admission(Protocol):
 
 class _Options(Protocol):
     pending_limit: int
+    pending_per_source: int
+    pending_bytes: int
+    pending_expiry_ms: int
     amortised_verification: bool
 
 
@@ -94,9 +97,10 @@ Received = Entry | tuple[bytes, bytes | None]
 
 _FORK_INSERT = "INSERT INTO forks (writer, epoch, seq, kept_raw, other_raw) VALUES (?, ?, ?, ?, ?)"
 _PENDING_INSERT = (
-    "INSERT OR IGNORE INTO pending (id, writer, epoch, seq, raw, payload, source) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT OR IGNORE INTO pending (id, writer, epoch, seq, raw, payload, source, size, arrived) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_PENDING_FILL = "UPDATE pending SET payload = ?, size = ? WHERE id = ?"
 
 
 @dataclass(slots=True)
@@ -197,7 +201,7 @@ class Ingest:
                 self._reject(verdict, cand.entry.id)
                 if cand.from_pending:
                     self.txn.add("DELETE FROM pending WHERE id = ?", (cand.entry.id,))
-                    self.store.logs.pending_count -= 1
+                    self.store.logs.pending_tally.stale = True
         return admitted, waiting
 
     async def _release_admitted(self) -> None:
@@ -357,9 +361,10 @@ class Ingest:
             if row is not None:
                 cand.from_pending = True
                 if row[3] is None and cand.entry.payload is not None:  # it waits more whole
-                    self.txn.add("UPDATE pending SET payload = ? WHERE id = ?",
-                                 (cand.entry.payload, cand.entry.id))  # fmt: skip
+                    self.txn.add(_PENDING_FILL, (cand.entry.payload, _size(cand.entry),
+                                                 cand.entry.id))  # fmt: skip
                     waiting[cand.entry.id] = (*row[:3], cand.entry.payload)
+                    self.store.logs.pending_tally.stale = True
         skip = {c.entry.id for c in received}
         out = []
         for pid, seq, raw, payload in waiting.values():
@@ -370,28 +375,21 @@ class Ingest:
         return out
 
     async def _park(self, cands: list[_Candidate]) -> None:
-        logs = self.store.logs
+        """Let ``cands`` wait, each within the area's bounds (``node.store.pending``)."""
+        logs, options = self.store.logs, self.store.options
         for cand in cands:
             if cand.from_pending:
                 continue
-            if logs.pending_count >= self.store.options.pending_limit:
-                self._reject("the pending area is full", cand.entry.id)
+            size = _size(cand.entry)
+            why = await logs.pending_tally.refusal(self.txn.fetchall, options, self.source, size)
+            if why is not None:
+                self._reject(why, cand.entry.id)
                 continue
-            h = cand.entry.header
-            self.txn.add(
-                _PENDING_INSERT,
-                (
-                    cand.entry.id,
-                    h.writer,
-                    h.epoch,
-                    h.seq,
-                    cand.entry.raw,
-                    cand.entry.payload,
-                    self.source,
-                ),
-            )
+            h, entry = cand.entry.header, cand.entry
+            row = (entry.id, h.writer, h.epoch, h.seq, entry.raw, entry.payload, self.source)
+            self.txn.add(_PENDING_INSERT, (*row, size, self.store.wall()))
             logs.pending_logs.add(h.log)
-            logs.pending_count += 1
+            logs.pending_tally.add(self.source, size)
             self.report.pending += 1
 
     async def _drop_stale_pending(self, log: LogId, head_seq: int) -> None:
@@ -399,13 +397,17 @@ class Ingest:
             "DELETE FROM pending WHERE writer = ? AND epoch = ? AND seq <= ?",
             (log[0], log[1], head_seq),
         )
-        left = await self.txn.fetchone("SELECT count(*) FROM pending")
-        self.store.logs.pending_count = int(left[0]) if left else 0
+        self.store.logs.pending_tally.stale = True
         has = await self.txn.fetchone(
             "SELECT 1 FROM pending WHERE writer = ? AND epoch = ? LIMIT 1", (log[0], log[1])
         )
         if not has:
             self.store.logs.pending_logs.discard(log)
+
+
+def _size(entry: Entry) -> int:
+    """What an entry takes in the pending area: its header and payload bytes."""
+    return len(entry.raw) + len(entry.payload or b"")
 
 
 def _authentic_alone_or_by(cand: _Candidate, batch: list[_Candidate]) -> bool:

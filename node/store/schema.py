@@ -430,6 +430,19 @@ DROP TABLE forks;
 ALTER TABLE forks_key_first RENAME TO forks;
 """
 
+# The pending area's bounds (node/store/pending.py): each row's bytes (header and payload), for
+# the byte budget, and when it arrived by this node's wall clock, for the expiry.  Rows that
+# waited before are stamped with the migration's moment (SQLite's clock, ms), so they expire
+# a full ``pending_expiry`` later.
+_PENDING_BOUNDS = """
+ALTER TABLE pending ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE pending ADD COLUMN arrived INTEGER NOT NULL DEFAULT 0;
+UPDATE pending SET size = length(raw) + coalesce(length(payload), 0),
+    arrived = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);
+CREATE INDEX pending_source ON pending (source, arrived);
+CREATE INDEX pending_arrived ON pending (arrived);
+"""
+
 # Index i holds the script that takes a store from version i to version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _LOG,
@@ -444,6 +457,7 @@ MIGRATIONS: tuple[str, ...] = (
     _BUNDLE_SUBJECTS,
     _SR_WRITERS,
     _FORKS_KEY_FIRST,
+    _PENDING_BOUNDS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

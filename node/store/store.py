@@ -20,6 +20,8 @@ from node.progress import Progress
 from node.store import ingest
 from node.store.audit import Event, RejectionLimiter, audit
 from node.store.heads import LogHead, LogTable, decode_hlc, encode_hlc
+from node.store.pending import SWEEP_EVERY_MS, SourceRow, delete_pending, expire_pending
+from node.store.pending import select_sources as _select_sources
 from node.store.reader import Reader
 from node.store.schema import migrate, refuse_newer
 from node.store.txn import Txn
@@ -58,6 +60,7 @@ _DELETIONS_REAPPLY = (
 )
 
 Wall = Callable[[], int]
+_EXPIRED = "it waited in the pending area longer than pending_expiry"
 Content = tuple[bytes, dict[str, Any]] | Callable[[Txn], Awaitable[tuple[bytes, dict[str, Any]]]]
 
 
@@ -70,6 +73,9 @@ class StoreOptions:
         synchronous: str = "FULL",
         max_clock_skew_ms: int = 5 * 60 * 1000,
         pending_limit: int = 10_000,
+        pending_per_source: int = 1_000,
+        pending_bytes: int = 64 << 20,
+        pending_expiry_ms: int = 7 * 86_400_000,
         max_batch: int = 512,
         amortised_verification: bool = True,
     ) -> None:
@@ -78,6 +84,9 @@ class StoreOptions:
         self.synchronous = synchronous
         self.max_clock_skew_ms = max_clock_skew_ms
         self.pending_limit = pending_limit
+        self.pending_per_source = pending_per_source
+        self.pending_bytes = pending_bytes
+        self.pending_expiry_ms = pending_expiry_ms
         self.max_batch = max_batch
         # Per-entry verification gives the same verdicts, slower; kept for the benchmark.
         self.amortised_verification = amortised_verification
@@ -125,6 +134,7 @@ class Store:
         self.mesh: bytes | None = None
         # The membership rule (node.members.membership); None admits every writer.
         self.membership: ingest.Admission | None = None
+        self._swept: int | None = None  # when expired pending rows were last looked for
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -371,7 +381,42 @@ class Store:
     ) -> ingest.Report:
         """``receive`` inside a transaction the caller runs: a bundle import feeds it batch
         after batch and commits them all at once."""
+        await self._expire_pending(txn)
         return await ingest.Ingest(self, txn, source, event).run(entries)
+
+    # -- the pending area (node/store/pending.py) ----------------------------------------------
+
+    async def _expire_pending(self, txn: Txn) -> None:
+        """Drop rows that waited beyond ``pending_expiry``: at the first receive after the
+        store opens, then at most once a ``SWEEP_EVERY_MS``; each audited as rejected."""
+        now = self.wall()
+        if self._swept is not None and now - self._swept < SWEEP_EVERY_MS:
+            return
+        self._swept = now
+        gone = await expire_pending(txn, before=now - self.options.pending_expiry_ms)
+        if not gone:
+            return
+        await self.logs.pending_left(txn.fetchall)
+        for row in gone:
+            self.audit_rejection(txn, row.source, Event.ENTRY_REJECTED, _EXPIRED, row.id)
+
+    async def select_pending(self) -> list[SourceRow]:
+        """What each source holds in the pending area."""
+        assert self.reader is not None
+        return await _select_sources(self.reader.fetchall)
+
+    async def clear_pending(self, *, source: str | None = None, before: int | None = None) -> int:
+        """Delete the waiting entries of ``source`` (every source when None) that arrived
+        before ``before`` (ms by this node's wall clock; any time when None), in one
+        transaction; how many."""
+
+        async def op(txn: Txn) -> int:
+            cleared = await delete_pending(txn, source=source, before=before)
+            await self.logs.pending_left(txn.fetchall)
+            return cleared
+
+        count: int = await self.run(op)
+        return count
 
     async def hide_log(self, txn: Txn, head: LogHead, from_seq: int) -> None:
         """Hide a log's entries from ``from_seq`` on (a fork): views withdraw them."""

@@ -167,6 +167,16 @@ LOG_TABLES = ("state", "logs", "headers", "payloads", "pending", "forks", "audit
               "tokens")  # fmt: skip
 
 
+async def copy_current(conn: aiosqlite.Connection, tables: tuple[str, ...]) -> None:
+    """Replace the rows of ``tables`` with those of the attached ``cur``, in the columns the
+    older store has (later versions add some)."""
+    for table in tables:
+        names = ", ".join(r[1] for r in await conn.execute_fetchall(
+            f"PRAGMA main.table_info({table})"))  # fmt: skip
+        await conn.execute(f"DELETE FROM {table}")
+        await conn.execute(f"INSERT INTO {table} SELECT {names} FROM cur.{table}")
+
+
 @pytest.mark.asyncio
 async def test_a_version_6_store_answers_the_same_after_its_views_are_rebuilt(
     tmp_path: Path, wall: Any
@@ -195,9 +205,7 @@ async def test_a_version_6_store_answers_the_same_after_its_views_are_rebuilt(
     async with aiosqlite.connect(old, isolation_level=None) as conn:
         await migrate(conn, upto=6)
         await conn.execute("ATTACH DATABASE ? AS cur", (str(current),))
-        for table in LOG_TABLES:
-            await conn.execute(f"DELETE FROM {table}")
-            await conn.execute(f"INSERT INTO {table} SELECT * FROM cur.{table}")
+        await copy_current(conn, LOG_TABLES)
         await conn.execute("DETACH DATABASE cur")
     for leftover in tmp_path.joinpath("node").glob("memlane.db*"):
         leftover.unlink()
@@ -232,9 +240,7 @@ async def test_a_version_7_store_gets_a_stemmed_search_index_from_its_log(
     async with aiosqlite.connect(old, isolation_level=None) as conn:
         await migrate(conn, upto=7)
         await conn.execute("ATTACH DATABASE ? AS cur", (str(current),))
-        for table in (*LOG_TABLES, "sr_versions", "srs", "sr_tags", "sr_links"):
-            await conn.execute(f"DELETE FROM {table}")
-            await conn.execute(f"INSERT INTO {table} SELECT * FROM cur.{table}")
+        await copy_current(conn, (*LOG_TABLES, "sr_versions", "srs", "sr_tags", "sr_links"))
         await conn.execute("DETACH DATABASE cur")
         await conn.execute(
             "INSERT INTO sr_fts (rowid, title, text, tags) "
