@@ -26,6 +26,11 @@
   address may be given;
 - ``[mesh] peers`` (``[]``): ``["HOST:PORT", …]``, the nodes ``memlane serve`` dials and keeps
   connected;
+- ``[mesh] max_connections`` (``32``), ``max_connections_per_key`` (``4``): sync connections
+  open at once, in all and per node key (counted from its certificate, before hello);
+- ``[mesh] max_handshakes`` (``64``), ``max_handshakes_per_address`` (``8``),
+  ``handshake_timeout`` (``"10s"``): sync connections in their TLS handshake at once, in all
+  and from one remote address, counted from accept, and how long one may take;
 - ``[serve] mcp_http`` (``"127.0.0.1:8765"``): where ``memlane serve`` answers MCP;
 - ``[serve] health`` (``"127.0.0.1:8766"``): where it answers ``/healthz`` and ``/metrics``
   (``"off"``: nowhere);
@@ -33,6 +38,9 @@
   (``100000``): the bounds on an MCP request body, checked before it is parsed as JSON;
 - ``[serve] max_sessions`` (``10000``), ``max_sessions_per_token`` (``16``): the open MCP
   sessions of the initialize era, in all and per token;
+- ``[serve] max_connections`` (``256``), ``header_timeout`` (``"10s"``): MCP HTTP connections
+  open at once, and how long one may take to send a request's head (from its connect, or
+  from the answer before);
 - ``[discovery] enabled`` (``true``): while sync runs, advertise this node's sync listener
   with zeroconf and dial the nodes of the same mesh found the same way;
 - ``[discovery] interfaces`` (``[]``: every interface): the addresses zeroconf uses, e.g.
@@ -80,6 +88,7 @@ __all__ = [
     "EMBEDDERS",
     "ENVIRONMENT",
     "InvalidConfig",
+    "MeshLimits",
     "NodeConfig",
     "SearchConfig",
     "ServeLimits",
@@ -99,9 +108,29 @@ class ServeLimits:
     max_json_values: int = 100_000
     max_sessions: int = 10_000
     max_sessions_per_token: int = 16
+    max_connections: int = 256
+    header_timeout_ms: int = 10_000
 
 
-_LIMITS = tuple(f.name for f in fields(ServeLimits))
+@dataclass(frozen=True, slots=True)
+class MeshLimits:
+    """What other parties may make ``memlane serve``'s sync port hold (docs/mesh.md §Memory
+    and limits): connections, and those still in their TLS handshake."""
+
+    max_connections: int = 32
+    max_connections_per_key: int = 4
+    max_handshakes: int = 64
+    max_handshakes_per_address: int = 8
+    handshake_timeout_ms: int = 10_000
+
+
+def _counts(cls: type) -> tuple[str, ...]:
+    """The integer bounds of a limits class (a ``*_ms`` field is a duration key)."""
+    return tuple(f.name for f in fields(cls) if not f.name.endswith("_ms"))
+
+
+_LIMITS = _counts(ServeLimits)
+_MESH_LIMITS = _counts(MeshLimits)
 _PENDING = {"pending_per_source": 1_000, "pending_bytes": 64 << 20}
 _KEYS = {"max_clock_skew", "synchronous", "pending_limit", "zone", "profiles", "tools", "mesh",
          "serve", "discovery", "retention", "search", "pending_expiry", *_PENDING}  # fmt: skip
@@ -135,6 +164,8 @@ def parse_duration_ms(text: str) -> int:
     return int(m[1]) * _UNIT_MS[m[2]]
 
 
+_MESH_KEYS = (*_MESH_LIMITS, "handshake_timeout")
+_SERVE_KEYS = (*_LIMITS, "header_timeout")
 _SEARCH_KEYS = {"embedder", "url", "model", "key_file", "timeout", "batch", "fusion_weight"}
 _MAX_BATCH = 256
 _MAX_TIMEOUT_MS = 10 * 60_000
@@ -157,6 +188,7 @@ class NodeConfig:
     mcp_http: Listen = _MCP_HTTP
     health: Listen | None = _HEALTH
     serve_limits: ServeLimits = field(default_factory=ServeLimits)
+    mesh_limits: MeshLimits = field(default_factory=MeshLimits)
     discovery: bool = True
     discovery_interfaces: tuple[str, ...] = ()
     discovery_max_peers: int = 16
@@ -210,6 +242,7 @@ class NodeConfig:
         values["profiles"] = _profiles(raw.get("profiles", {}), problems)
         values["response_format"] = _response_format(raw.get("tools", {}), problems)
         values["mesh_listen"], values["mesh_peers"] = _mesh(raw.get("mesh", {}), problems)
+        values["mesh_limits"] = _mesh_limits(raw.get("mesh", {}), problems)
         values.update(_serve(raw.get("serve", {}), problems))
         values.update(_discovery(raw.get("discovery", {}), problems))
         values["search"] = _search(raw.get("search", {}), problems)
@@ -303,8 +336,8 @@ def _address(text: Any, where: str, problems: list[str], *, any_port: bool) -> L
 
 
 def _mesh(raw: Any, problems: list[str]) -> tuple[Listen | None, tuple[Listen, ...]]:
-    if not isinstance(raw, dict) or set(raw) - {"listen", "peers"}:
-        problems.append("mesh may set only listen and peers")
+    if not isinstance(raw, dict) or set(raw) - {"listen", "peers", *_MESH_KEYS}:
+        problems.append(f"mesh may set only listen, peers and {', '.join(_MESH_KEYS)}")
         return None, ()
     listen = None
     if "listen" in raw:
@@ -317,9 +350,39 @@ def _mesh(raw: Any, problems: list[str]) -> tuple[Listen | None, tuple[Listen, .
     return listen, tuple(p for p in found if p is not None)
 
 
+def _mesh_limits(raw: Any, problems: list[str]) -> MeshLimits:
+    if not isinstance(raw, dict) or set(raw) - {"listen", "peers", *_MESH_KEYS}:
+        return MeshLimits()  # _mesh said so
+    values = _bounds(raw, _MESH_LIMITS, "mesh", problems)
+    return MeshLimits(**values, **_timeout(raw, "handshake_timeout", "mesh", problems))
+
+
+def _bounds(raw: dict[str, Any], keys: tuple[str, ...], table: str,
+            problems: list[str]) -> dict[str, int]:  # fmt: skip
+    values = {key: raw[key] for key in keys if key in raw}
+    for key, value in values.items():
+        if type(value) is not int or value < 1:
+            problems.append(f"{table}.{key} must be a positive integer")
+    return values
+
+
+def _timeout(raw: dict[str, Any], key: str, table: str, problems: list[str]) -> dict[str, int]:
+    """``{key}_ms`` from a duration key, at most ten minutes; nothing when it is absent."""
+    if key not in raw:
+        return {}
+    try:
+        ms = parse_duration_ms(raw[key])
+    except ConfigError as exc:
+        problems.append(f"{table}.{key}: {exc}")
+        return {}
+    if ms > _MAX_TIMEOUT_MS:
+        problems.append(f"{table}.{key} must be at most 10m")
+    return {f"{key}_ms": ms}
+
+
 def _serve(raw: Any, problems: list[str]) -> dict[str, Any]:
-    if not isinstance(raw, dict) or set(raw) - {"mcp_http", "health", *_LIMITS}:
-        problems.append(f"serve may set only mcp_http, health and {', '.join(_LIMITS)}")
+    if not isinstance(raw, dict) or set(raw) - {"mcp_http", "health", *_SERVE_KEYS}:
+        problems.append(f"serve may set only mcp_http, health and {', '.join(_SERVE_KEYS)}")
         return {}
     out: dict[str, Any] = {"serve_limits": _serve_limits(raw, problems)}
     if "mcp_http" in raw:
@@ -332,11 +395,8 @@ def _serve(raw: Any, problems: list[str]) -> dict[str, Any]:
 
 
 def _serve_limits(raw: dict[str, Any], problems: list[str]) -> ServeLimits:
-    values = {key: raw[key] for key in _LIMITS if key in raw}
-    for key, value in values.items():
-        if type(value) is not int or value < 1:
-            problems.append(f"serve.{key} must be a positive integer")
-    return ServeLimits(**values)
+    values = _bounds(raw, _LIMITS, "serve", problems)
+    return ServeLimits(**values, **_timeout(raw, "header_timeout", "serve", problems))
 
 
 def _discovery(raw: Any, problems: list[str]) -> dict[str, Any]:

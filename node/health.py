@@ -7,7 +7,9 @@ network only the operators' scrapers reach (it is ``127.0.0.1:8766`` by default)
 it knows and how many of them are connected, counted per node however many connections one
 has had (peers come and go; they do not make a node unhealthy).  ``/metrics`` is
 ``node.metrics`` in the Prometheus text format.  A request is read with limits (8 KiB of head,
-five seconds); anything else is answered ``404`` or ``405`` and the connection closed.
+five seconds); anything else is answered ``404`` or ``405`` and the connection closed.  At most
+``MAX_CONNECTIONS`` (16) connections are open at once; one more is closed at once, so
+connections to this port cannot take the process's file descriptors.
 """
 
 from __future__ import annotations
@@ -23,13 +25,16 @@ from typing import TYPE_CHECKING, Any
 from node.address import Listen
 from node.errors import NodeError
 from node.metrics import Metrics, render
+from node.ports import Slots
+from node.refusals import REFUSALS
 
 if TYPE_CHECKING:
     from node.mesh.service import SyncService
     from node.node import Node
 
-__all__ = ["HealthEndpoint", "health", "health_server"]
+__all__ = ["MAX_CONNECTIONS", "HealthEndpoint", "health", "health_server"]
 
+MAX_CONNECTIONS = 16  # a few scrapers and probes; each is answered and closed
 _HEAD_LIMIT = 8192
 _READ_SECONDS = 5.0
 _WRITE_PROBE_SECONDS = 2.0
@@ -62,6 +67,7 @@ class HealthEndpoint:
     def __init__(self, node: Node, service: SyncService | None) -> None:
         self.node, self.service = node, service
         self.metrics = Metrics(node, service)
+        self.slots = Slots(MAX_CONNECTIONS)
 
     async def answer(self, method: str, path: str) -> tuple[HTTPStatus, str, bytes]:
         if path not in ("/healthz", "/metrics"):
@@ -75,6 +81,17 @@ class HealthEndpoint:
         return status, "application/json", json.dumps(body, sort_keys=True).encode() + b"\n"
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.slots.full("") is not None:
+            REFUSALS.count("health_connections")
+            writer.transport.abort()
+            return
+        self.slots.take("")
+        try:
+            await self._answer(reader, writer)
+        finally:
+            self.slots.give("")
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             async with asyncio.timeout(_READ_SECONDS):
                 head = await reader.readuntil(b"\r\n\r\n")

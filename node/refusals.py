@@ -15,11 +15,20 @@ LIMITS = (
     "frame_cost",  # a sync frame holds more objects or depth than its message type allows
     "sync_connections",  # every sync slot is taken
     "sync_per_key",  # one node key holds max_connections_per_key connections
+    "sync_pre_handshake",  # max_handshakes sync connections are in their TLS handshake
+    "sync_per_address",  # one address holds max_handshakes_per_address of them
+    "sync_handshake_timeout",  # a sync connection's handshake took handshake_timeout
+    "join_pre_handshake",  # the join port's connections in their handshake (16)
+    "join_per_address",  # one address holds 4 of them
+    "join_handshake_timeout",  # a join connection's handshake took 10 s
     "join_slots",  # every join slot (max_joins) is taken
     "join_idle",  # a join connection sent no request within read_timeout
     "mcp_body_bytes",  # an MCP HTTP body over max_body_bytes
     "mcp_json_shape",  # an MCP HTTP body nests or counts beyond max_json_depth / _values
     "mcp_sessions_per_token",  # one token holds max_sessions_per_token sessions
+    "mcp_connections",  # max_connections MCP HTTP connections are open
+    "mcp_header_timeout",  # an MCP HTTP connection sent no request head within header_timeout
+    "health_connections",  # the health port's 16 connections are open
     "pending_full",  # pending_limit entries wait
     "pending_bytes",  # pending_bytes bytes wait
     "pending_source_quota",  # one source holds its share: pending_per_source, of the bytes too

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from node.cli import bundles, commands, mesh, search, serving, tools
+from node.cli import bundles, commands, mesh, pending, search, serving, tools
 from node.cli.table import visible_lines
 from node.cli.times import expiry
 from node.errors import NodeError
@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     mesh.add_parsers(sub)
     bundles.add_parsers(sub)
     search.add_parsers(sub)
+    pending.add_parsers(sub)
     for each in _tree(parser):
         _add_globals(each)
     return parser

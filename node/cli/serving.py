@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the node loads when a server starts, not to parse a command
     from node.health import HealthEndpoint
     from node.mesh.join import JoinService
     from node.mesh.service import DiscoverySettings, SyncService
+    from node.mesh.sync import SyncOptions
     from node.node import Node
 
 __all__ = ["add_parsers", "run_mcp", "run_serve"]
@@ -196,7 +197,9 @@ def run_serve(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace, config: NodeConfig, listen: Listen,
                  tls: Tls | None) -> None:  # fmt: skip
     from node.node import Node
+    from node.ports import quiet_accept_errors
 
+    quiet_accept_errors(asyncio.get_running_loop())  # out of descriptors: one line, not one a try
     async with Node.open(args.data, config=config) as node:
         sync_listen = args.sync_listen or config.mesh_listen
         peers = args.peers if args.peers is not None else config.mesh_peers
@@ -207,7 +210,7 @@ async def _serve(args: argparse.Namespace, config: NodeConfig, listen: Listen,
         if sync_listen is not None or peers:
             from node.mesh.service import DiscoverySettings, SyncService
 
-            service = SyncService(node)
+            service = SyncService(node, options=_sync_options(config))
             if discover:
                 discovery = DiscoverySettings(config.discovery_interfaces,
                                               config.discovery_max_peers)  # fmt: skip
@@ -228,6 +231,17 @@ async def _serve(args: argparse.Namespace, config: NodeConfig, listen: Listen,
                 await joins.close()
             if service is not None:
                 await service.close()
+
+
+def _sync_options(config: NodeConfig) -> SyncOptions:
+    from node.mesh.sync import SyncOptions
+    from node.ports import Handshakes
+
+    limits = config.mesh_limits
+    handshakes = Handshakes(limits.handshake_timeout_ms / 1000, limits.max_handshakes,
+                            limits.max_handshakes_per_address)  # fmt: skip
+    return SyncOptions(max_connections=limits.max_connections, handshakes=handshakes,
+                       max_connections_per_key=limits.max_connections_per_key)  # fmt: skip
 
 
 async def _serve_mcp(

@@ -11,7 +11,10 @@ of every request with the one that opened the session).
 
 uvicorn runs inside the caller's event loop — the loop that holds the open node and its
 store — on a socket the caller bound, so port 0 works and the address is known before the
-first request.  Stopping is the caller's: leaving ``http_server`` stops serving.
+first request.  Stopping is the caller's: leaving ``http_server`` stops serving.  Its
+HTTP/1.1 protocol is uvicorn's with a cap on open connections and a bound on the time a
+request's head may take (``node.mcp.connections``, ``[serve] max_connections`` and
+``header_timeout``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from node.address import Tls
 from node.errors import Unauthenticated
+from node.mcp.connections import bounded_protocol
 from node.mcp.limits import BodyGate, SessionQuota
 from node.mcp.server import CALLER_KEY, bearer_token, build_server
 from node.node import Node
@@ -134,6 +138,7 @@ async def http_server(
         options = {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
     config = uvicorn.Config(
         http_app(node, host), lifespan="on", ws="none", log_config=None, log_level="warning",
+        http=bounded_protocol(node.config.serve_limits),
         access_log=False, proxy_headers=False, server_header=False,
         timeout_graceful_shutdown=_GRACE_SECONDS, **options,
     )  # fmt: skip

@@ -6,7 +6,9 @@
   (``protocol.join``), then is closed.  The invite is redeemed with ``Node.redeem_invite``,
   which records its use and authors the joiner's ``member.add`` in one transaction.  At most
   ``max_joins`` connections are served at once, and one that has not sent its request within
-  ``read_timeout`` is dropped, so idle connections cannot hold the port.
+  ``read_timeout`` is dropped, so idle connections cannot hold the port; before that, a
+  connection is counted from its accept and its handshake bounded (``JOIN_HANDSHAKES``:
+  10 s, 16 at once, 4 from one address), so plain TCP connections cannot hold it either.
 - **The joiner's side**, ``join``: ``memlane init --join INVITE --authority HOST:PORT``.  It
   makes the node in a temporary directory beside the data directory, connects, checks the
   server's certificate against the authority key inside the (signed) invite before sending
@@ -34,6 +36,7 @@ from node.members import certs, invites
 from node.members.errors import InviteError, MeshError, PeerRefused
 from node.mesh.service import CA_FILE, NODE_CERT_FILE, certificates
 from node.node import Node, NodeInfo, Wall, system_wall
+from node.ports import Handshakes, TlsGate
 from node.refusals import REFUSALS
 from node.store import Store
 from protocol.errors import ProtocolError
@@ -59,6 +62,7 @@ _log = get_logger("node.mesh.join")
 
 JOIN_TIMEOUT = 30.0  # seconds for a whole join, from connecting to the answer
 HANDSHAKE_TIMEOUT = 10.0
+JOIN_HANDSHAKES = Handshakes(timeout=HANDSHAKE_TIMEOUT, max_open=16, max_per_address=4)
 MAX_JOINS = 4  # joins served at once; more connections are closed at once
 # A joiner sends its request right after the handshake: a connection that has not sent it
 # within this many seconds is dropped, so idle connections cannot hold the MAX_JOINS slots.
@@ -102,11 +106,17 @@ class JoinService:
     """Accepts joins on the authority node: ``start`` listens, ``close`` stops."""
 
     def __init__(
-        self, node: Node, *, read_timeout: float = READ_TIMEOUT, max_joins: int = MAX_JOINS
+        self,
+        node: Node,
+        *,
+        read_timeout: float = READ_TIMEOUT,
+        max_joins: int = MAX_JOINS,
+        handshakes: Handshakes = JOIN_HANDSHAKES,
     ) -> None:
         self.node = node
         self.read_timeout = read_timeout
         self.max_joins = max_joins
+        self.handshakes = handshakes
         self.address: tuple[str, int] | None = None
         self._server: asyncio.Server | None = None
         self._busy = 0
@@ -123,10 +133,8 @@ class JoinService:
         key = certs.private_key(self.node.path / NODE_KEY_FILE)
         context = certs.join_server_context(certificate, key)
         try:
-            self._server = await asyncio.start_server(
-                self._handle, listen.host, listen.port, ssl=context,
-                ssl_handshake_timeout=HANDSHAKE_TIMEOUT,
-            )  # fmt: skip
+            gate = TlsGate(context, self.handshakes, self._handle, port="join")
+            self._server = await asyncio.start_server(gate, listen.host, listen.port)
         except OSError as exc:
             raise OSError(
                 f"cannot listen for joins on {listen.host}:{listen.port}: {exc.strerror}"

@@ -26,6 +26,7 @@ from node.errors import NodeError
 from node.logging import get_logger
 from node.mesh.link import Link, LinkError, LinkHost, LinkOptions
 from node.mesh.peers import Peer, PeerTable, TooManyConnections
+from node.ports import Handler, Handshakes, TlsGate
 from node.refusals import REFUSALS
 from node.replica import Changes, Replica
 from node.store import Store
@@ -52,6 +53,9 @@ class SyncOptions:
     # Connections one node key may hold at once, counted from its TLS certificate before
     # hello, so one member cannot take every slot (docs/mesh.md §Memory and limits).
     max_connections_per_key: int = 4
+    # Connections not yet past their TLS handshake, counted from accept (docs/operations.md
+    # §Ports): so plain TCP connections cannot take the process's file descriptors.
+    handshakes: Handshakes = field(default_factory=Handshakes)
     poll_interval: float = 0.02  # how often the store's commit counter is looked at
     connect_timeout: float = 10.0
     backoff_initial: float = 0.25
@@ -131,9 +135,14 @@ class Sync:
     async def listen(
         self, host: str = "127.0.0.1", port: int = 0, *, ssl: ssl.SSLContext | None = None
     ) -> tuple[str, int]:
-        """Accept sync connections on ``host``:``port`` (0: any free port); the address."""
+        """Accept sync connections on ``host``:``port`` (0: any free port); the address.
+        Over TLS each connection is counted from its accept and its handshake bounded
+        (``SyncOptions.handshakes``)."""
         await self.start()
-        server = await asyncio.start_server(self._accepted, host, port, ssl=ssl)
+        accepted: Handler = self._accepted
+        if ssl is not None:
+            accepted = TlsGate(ssl, self.options.handshakes, self._accepted, port="sync")
+        server = await asyncio.start_server(accepted, host, port)
         self._servers.append(server)
         name = server.sockets[0].getsockname()
         return str(name[0]), int(name[1])

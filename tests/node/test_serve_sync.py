@@ -102,7 +102,7 @@ def test_mesh_config_keys():
     assert "mesh.listen: 'nowhere' is not HOST:PORT" in text
     assert "mesh.peers: '10.0.0.2:0' names no port" in text
     assert 'mesh.peers: 7 is not a "HOST:PORT" string' in text
-    with pytest.raises(ConfigError, match="mesh may set only listen and peers"):
+    with pytest.raises(ConfigError, match="mesh may set only listen, peers and max_connections"):
         NodeConfig.from_mapping({"mesh": {"port": 7411}})
 
 

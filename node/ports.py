@@ -1,0 +1,143 @@
+"""What a party on one of ``memlane serve``'s ports can make the process hold before it is
+known (docs/operations.md §Ports, §Limits): connections, and the file descriptors they take.
+
+- ``TlsGate`` accepts plain TCP and runs the TLS handshake itself (``StreamWriter.start_tls``),
+  so a connection is counted from its accept rather than from the end of its handshake: at
+  most ``Handshakes.max_open`` connections are in their handshake at once, at most
+  ``max_per_address`` of them from one remote address, each for at most ``timeout`` seconds.
+  One beyond is closed at once.  The handler sees only connections past their handshake.
+- ``Slots`` counts a plain port's open connections (the health port).
+- ``quiet_accept_errors`` makes the loop say once every ten seconds, in one line, that it
+  cannot accept for want of file descriptors, instead of a traceback per attempt.
+
+Each refusal is counted in ``REFUSALS`` under ``PORT_limit`` (``sync_pre_handshake``, …).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from node.logging import get_logger
+from node.refusals import REFUSALS
+
+__all__ = ["Handler", "Handshakes", "Slots", "TlsGate", "quiet_accept_errors", "remote_host"]
+
+_log = get_logger("node.ports")
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+_ACCEPT_ERROR = "socket.accept() out of system resource"  # asyncio's, for EMFILE and ENFILE
+ACCEPT_LOG_INTERVAL = 10.0  # seconds between two lines about accept errors
+
+
+@dataclass(frozen=True, slots=True)
+class Handshakes:
+    """The bounds on a TLS port's connections before their handshake ends (seconds)."""
+
+    timeout: float = 10.0
+    max_open: int = 64
+    max_per_address: int = 8
+
+
+def remote_host(writer: asyncio.StreamWriter) -> str:
+    """The remote address of a connection, without its port."""
+    name = writer.get_extra_info("peername")
+    return str(name[0]) if isinstance(name, tuple) and name else str(name)
+
+
+class Slots:
+    """Connections held at once, in all and per remote address."""
+
+    def __init__(self, limit: int, per_address: int | None = None) -> None:
+        self.limit = limit
+        self.per_address = per_address if per_address is not None else limit
+        self.open = 0
+        self._held: dict[str, int] = {}
+
+    def full(self, address: str) -> str | None:
+        """Which bound another connection from ``address`` would pass: ``"all"``,
+        ``"address"`` or None (there is room)."""
+        if self._held.get(address, 0) >= self.per_address:
+            return "address"
+        return "all" if self.open >= self.limit else None
+
+    def take(self, address: str) -> None:
+        self.open += 1
+        self._held[address] = self._held.get(address, 0) + 1
+
+    def give(self, address: str) -> None:
+        self.open -= 1
+        held = self._held.pop(address, 0) - 1
+        if held > 0:
+            self._held[address] = held
+
+
+class TlsGate:
+    """A ``start_server`` callback: counts the connection from its accept, runs its TLS
+    handshake within bounds, then hands it to ``handler``.  ``port`` names the refusals
+    (``{port}_pre_handshake``, ``{port}_per_address``, ``{port}_handshake_timeout``)."""
+
+    def __init__(
+        self, context: ssl.SSLContext, bounds: Handshakes, handler: Handler, *, port: str
+    ) -> None:
+        self.context, self.bounds, self.handler, self.port = context, bounds, handler, port
+        self.slots = Slots(bounds.max_open, bounds.max_per_address)
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        address = remote_host(writer)
+        full = self.slots.full(address)
+        if full is not None:
+            REFUSALS.count(f"{self.port}_{'per_address' if full == 'address' else 'pre_handshake'}")
+            writer.transport.abort()  # nothing was read or written: free the descriptor now
+            return
+        if await self._handshake(writer, address):
+            await self.handler(reader, writer)
+
+    async def _handshake(self, writer: asyncio.StreamWriter, address: str) -> bool:
+        self.slots.take(address)
+        try:
+            async with asyncio.timeout(self.bounds.timeout):
+                # asyncio's own bound (60 s) stays as a backstop; ours comes first.
+                await writer.start_tls(self.context)
+        except TimeoutError:
+            REFUSALS.count(f"{self.port}_handshake_timeout")
+            writer.transport.abort()
+            return False
+        except OSError:  # ssl.SSLError is one: not TLS, or a certificate refused
+            writer.transport.abort()
+            return False
+        finally:
+            self.slots.give(address)
+        return True
+
+
+class _AcceptErrors:
+    """The loop's exception handler: one line per ``ACCEPT_LOG_INTERVAL`` for accept errors
+    (with how many it stands for), everything else to the loop's default handler."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.last: float | None = None
+        self.suppressed = 0
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("message") != _ACCEPT_ERROR:
+            loop.default_exception_handler(context)
+            return
+        now = self.clock()
+        if self.last is not None and now - self.last < ACCEPT_LOG_INTERVAL:
+            self.suppressed += 1
+            return
+        error = context.get("exception")
+        _log.error("cannot accept connections", error=str(error), suppressed=self.suppressed)
+        self.last, self.suppressed = now, 0
+
+
+def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
+    """Install the rate-limited handler of accept errors on ``loop``."""
+    loop.set_exception_handler(_AcceptErrors())

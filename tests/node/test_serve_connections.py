@@ -1,0 +1,278 @@
+"""Connections cannot take ``memlane serve``'s file descriptors (docs/operations.md §Ports,
+§Limits): plain TCP connections to the sync and join ports are counted from their accept, in
+all and per address, and dropped when their handshake takes too long; slow MCP HTTP
+connections are capped and dropped when their request head takes too long; the health port
+holds a bounded number; and a process out of descriptors says so in one line, not a traceback
+per accept, and answers again once they are free.  Every limit here is configured small."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import resource
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from node.address import Listen
+from node.identity import NODE_KEY_FILE
+from node.members import certs
+from node.mesh.join import JoinService, join
+from node.mesh.service import CA_FILE, NODE_CERT_FILE, SyncService
+from node.mesh.sync import SyncOptions
+from node.node import Node, system_wall
+from node.ports import Handshakes
+from node.refusals import REFUSALS
+from tests.node.servekit import certified_mesh, connected, memlane, poll, serve, setup, stop
+from tests.node.synckit import make_mesh
+from tests.node.test_mcp import MEMLANE, TIMEOUT, read_line
+from tests.node.test_mcp_http import ACCEPT, INITIALIZE
+from tests.node.test_serve_health import metrics
+
+PARTIAL_HEAD = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+
+
+def _closed(conn: socket.socket, wait: float = 0.05) -> bool:
+    """Whether the server closed ``conn`` (EOF or a reset), reading what it sent."""
+    conn.settimeout(wait)
+    try:
+        while conn.recv(65536):
+            pass
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _count_closed(conns: list[socket.socket], expected: int, within: float) -> int:
+    deadline = time.monotonic() + within
+    while (n := sum(map(_closed, conns))) < expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return n
+
+
+def _connections(address: str, n: int) -> list[socket.socket]:
+    host, port = address.rsplit(":", 1)
+    return [socket.create_connection((host, int(port)), timeout=5) for _ in range(n)]
+
+
+def _refusals(health: str, *limits: str) -> list[int]:
+    found = metrics(health)
+    return [found[f'memlane_limit_refusals_total{{limit="{name}"}}'] for name in limits]
+
+
+# -- the sync port ----------------------------------------------------------------------------
+
+
+def test_plain_connections_to_the_sync_port_are_bounded_per_address(tmp_path):
+    """Three plain connections from one address are held until the handshake timeout, the
+    rest closed at once; a member whose link was up before syncs meanwhile."""
+    site = setup(tmp_path)
+    (site["one"] / "config.toml").write_text(
+        '[mesh]\nlisten = "127.0.0.1:0"\nmax_handshakes_per_address = 3\n'
+        'handshake_timeout = "3s"\n')  # fmt: skip
+    first, shown = serve(site["one"])
+    running, plain = [first], []
+    try:
+        second, _ = serve(site["two"], "--peer", shown["sync"])
+        running.append(second)
+        poll("the member's link", lambda: connected(site["two"], site["one_id"]))
+        plain = _connections(shown["sync"], 8)
+        opened = time.monotonic()
+        assert _count_closed(plain, 5, within=1) == 5  # beyond the three, at once
+        written = json.loads(memlane("write", "--data", str(site["one"]), "--token",
+                                     site["writer"], "--title", "past the squatters",
+                                     "--json").stdout)  # fmt: skip
+        arrived = lambda: written["sr_id"] in _listed(site["two"], site["reader"])  # noqa: E731
+        poll("the SR on the member", arrived)
+        assert time.monotonic() - opened < 3  # … while the three were still held
+        assert _count_closed(plain, 8, within=4) == 8
+        assert time.monotonic() - opened >= 2.5  # dropped by the handshake timeout
+        assert _refusals(shown["health"], "sync_per_address", "sync_handshake_timeout",
+                         "sync_pre_handshake") == [5, 3, 0]  # fmt: skip
+    finally:
+        for conn in plain:
+            conn.close()
+        codes = [stop(proc) for proc in reversed(running)]
+    assert all(code == 0 for code, _ in codes), codes
+
+
+def _listed(data: Path, token: str) -> set[str]:
+    listed = memlane("timeline", "list", "--data", str(data), "--token", token, "--json")
+    return {r["sr_id"] for r in json.loads(listed.stdout)["results"]}
+
+
+async def _flood_then_handshake(dirs: dict[str, Path]) -> None:
+    handshakes = Handshakes(timeout=0.5, max_open=3, max_per_address=8)
+    async with Node.open(dirs["one"]) as node:
+        service = SyncService(node, options=SyncOptions(handshakes=handshakes))
+        await service.start(Listen("127.0.0.1", 0), [])
+        try:
+            host, port = service.address or ("", 0)
+            before = [REFUSALS.get(n) for n in ("sync_pre_handshake", "sync_handshake_timeout")]
+            plain = [await asyncio.open_connection(host, port) for _ in range(6)]
+            ends = await asyncio.gather(*(_ends_within(r, 0.3) for r, _ in plain))
+            assert sum(ends) == 3  # beyond max_open, closed at once
+            ends = await asyncio.gather(*(_ends_within(r, 2) for r, _ in plain))
+            assert all(ends)  # the others after the handshake timeout
+            after = [REFUSALS.get(n) for n in ("sync_pre_handshake", "sync_handshake_timeout")]
+            assert [a - b for a, b in zip(after, before, strict=True)] == [3, 3]
+            for _, writer in plain:
+                writer.close()
+            member = await asyncio.open_connection(host, port, ssl=_member_context(dirs["two"]))
+            member[1].close()  # the handshake slots are free again: a member's TLS gets in
+        finally:
+            await service.close()
+
+
+async def _ends_within(reader: asyncio.StreamReader, seconds: float) -> bool:
+    try:
+        async with asyncio.timeout(seconds):
+            return await reader.read() == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
+
+def _member_context(data: Path) -> certs.ssl.SSLContext:
+    ca, cert = (certs.load_pem((data / n).read_bytes()) for n in (CA_FILE, NODE_CERT_FILE))
+    context = certs.client_context(ca, cert, certs.private_key(data / NODE_KEY_FILE))
+    context.check_hostname = False
+    return context
+
+
+def test_connections_in_their_handshake_are_capped_in_all(tmp_path):
+    asyncio.run(_flood_then_handshake(certified_mesh(tmp_path, ["one", "two"])))
+
+
+async def _flood_the_join_port(root: Path) -> None:
+    dirs = await make_mesh(root, ["one"], system_wall)
+    async with Node.open(dirs["one"]) as authority:
+        handshakes = Handshakes(timeout=0.5, max_open=8, max_per_address=2)
+        joins = JoinService(authority, handshakes=handshakes)
+        await joins.start(Listen("127.0.0.1", 0))
+        try:
+            host, port = joins.address or ("", 0)
+            before = REFUSALS.get("join_per_address")
+            plain = [await asyncio.open_connection(host, port) for _ in range(5)]
+            assert sum(await asyncio.gather(*(_ends_within(r, 0.3) for r, _ in plain))) == 3
+            assert REFUSALS.get("join_per_address") - before == 3
+            assert all(await asyncio.gather(*(_ends_within(r, 2) for r, _ in plain)))
+            for _, writer in plain:
+                writer.close()
+            info = await join(root / "two", authority.create_invite(), host, port, seconds=5)
+            assert authority.membership.admits_peer(info.public_key, system_wall())
+        finally:
+            await joins.close()
+
+
+def test_plain_connections_cannot_hold_the_join_port(tmp_path):
+    asyncio.run(_flood_the_join_port(tmp_path))
+
+
+# -- the MCP and health ports -----------------------------------------------------------------
+
+
+def _status(request: urllib.request.Request | str) -> int | None:
+    """The status of an answer, or None when the connection was closed without one."""
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:  # closed, or reset, before an answer was read
+        return None
+
+
+def _initialize(url: str, token: str) -> int | None:
+    return _status(urllib.request.Request(url, json.dumps(INITIALIZE).encode(), method="POST",
+                   headers={**ACCEPT, "Content-Type": "application/json",
+                            "Authorization": f"Bearer {token}"}))  # fmt: skip
+
+
+def _read_all(conn: socket.socket, wait: float) -> bytes:
+    conn.settimeout(wait)
+    out = b""
+    with contextlib.suppress(OSError):
+        while chunk := conn.recv(65536):
+            out += chunk
+    return out
+
+
+def test_slow_mcp_connections_are_capped_and_dropped(tmp_path):
+    site = setup(tmp_path)
+    (site["one"] / "config.toml").write_text(
+        '[serve]\nmax_connections = 4\nheader_timeout = "1s"\n'
+    )
+    proc, shown = serve(site["one"])
+    slow, idle = [], []
+    try:
+        address = shown["mcp_http"].removeprefix("http://").split("/")[0]
+        slow = _connections(address, 4)
+        for conn in slow:
+            conn.sendall(PARTIAL_HEAD)
+        opened = time.monotonic()
+        extra = _connections(address, 1)[0]
+        slow.append(extra)
+        assert _read_all(extra, 1).startswith(b"HTTP/1.1 503 ")  # beyond the cap, at once
+        assert _closed(extra)
+        asked = time.monotonic()
+        assert _initialize(shown["mcp_http"], site["writer"]) in (503, None)  # not served …
+        assert time.monotonic() - asked < 0.5  # … but told at once
+        for conn in slow:  # one byte more: the head still does not end
+            conn.sendall(b"x")
+        assert _count_closed(slow, 5, within=3) == 5
+        assert time.monotonic() - opened >= 0.9  # dropped by the header timeout
+        assert _initialize(shown["mcp_http"], site["writer"]) == 200
+        health = shown["health"].removeprefix("http://")
+        idle = _connections(health, 17)
+        assert _count_closed(idle, 1, within=1) == 1  # the health port holds 16
+        for conn in idle:
+            conn.close()
+        poll("health again", lambda: _status(shown["health"] + "/healthz") == 200)
+        assert _refusals(shown["health"], "mcp_connections", "mcp_header_timeout",
+                         "health_connections") == [2, 4, 1]  # fmt: skip
+    finally:
+        for conn in [*slow, *idle]:
+            conn.close()
+        code, err = stop(proc)
+    assert code == 0, err
+
+
+# -- out of file descriptors ------------------------------------------------------------------
+
+
+def _few_descriptors() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))
+
+
+def test_out_of_descriptors_is_one_line_and_passes(tmp_path):
+    site = setup(tmp_path)
+    proc = subprocess.Popen(
+        [str(MEMLANE), "serve", "--data", str(site["one"]), "--json", "--mcp-http",
+         "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_few_descriptors,
+    )  # fmt: skip
+    held: list[socket.socket] = []
+    try:
+        shown = json.loads(read_line(proc.stdout, TIMEOUT))
+        address = shown["mcp_http"].removeprefix("http://").split("/")[0]
+        held = _connections(address, 60)  # more than the process may open
+        time.sleep(2.5)  # accept fails, and is retried every second
+        for conn in held:
+            conn.close()
+        poll("health again", lambda: _status(shown["health"] + "/healthz") == 200)
+    finally:
+        for conn in held:
+            conn.close()
+        code, err = stop(proc)
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if "cannot accept" in line]
+    assert 1 <= len(lines) <= 2, err[-2000:]
+    assert "Traceback" not in err
+    assert "Too many open files" in lines[0]
