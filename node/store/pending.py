@@ -71,20 +71,15 @@ class PendingTally:
     recounts first."""
 
     by_source: dict[str, _Held] = field(default_factory=dict)
+    total: _Held = field(default_factory=_Held)
     stale: bool = True
 
     async def recount(self, fetch: Fetch) -> None:
         rows = await fetch(_TALLY, ())
         self.by_source = {str(s): _Held(int(n), int(b)) for s, n, b in rows}
+        self.total = _Held(sum(h.entries for h in self.by_source.values()),
+                           sum(h.bytes for h in self.by_source.values()))  # fmt: skip
         self.stale = False
-
-    @property
-    def entries(self) -> int:
-        return sum(h.entries for h in self.by_source.values())
-
-    @property
-    def bytes(self) -> int:
-        return sum(h.bytes for h in self.by_source.values())
 
     async def refusal(self, fetch: Fetch, bounds: Bounds, source: str, size: int) -> str | None:
         """Why an entry of ``size`` bytes from ``source`` may not wait, or None; a refusal is
@@ -97,17 +92,17 @@ class PendingTally:
         return reason
 
     def add(self, source: str, size: int) -> None:
-        held = self.by_source.setdefault(source, _Held())
-        held.entries += 1
-        held.bytes += size
+        for held in (self.by_source.setdefault(source, _Held()), self.total):
+            held.entries += 1
+            held.bytes += size
 
 
 def _beyond(
     tally: PendingTally, bounds: Bounds, source: str, size: int
 ) -> tuple[str, str] | tuple[None, None]:
-    if tally.entries >= bounds.pending_limit:
+    if tally.total.entries >= bounds.pending_limit:
         return "pending_full", "the pending area is full"
-    if tally.bytes + size > bounds.pending_bytes:
+    if tally.total.bytes + size > bounds.pending_bytes:
         return "pending_bytes", "the pending area's bytes are used up"
     held = tally.by_source.get(source, _Held())
     if held.entries >= bounds.pending_per_source or held.bytes + size > source_bytes(bounds):

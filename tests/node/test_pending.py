@@ -20,6 +20,7 @@ import aiosqlite
 import pytest
 import pytest_asyncio
 
+from node.config import InvalidConfig, NodeConfig
 from node.identity import node_id
 from node.mesh.link import LinkOptions
 from node.mesh.sync import Sync, SyncOptions
@@ -167,6 +168,26 @@ async def test_a_bundle_of_waiting_entries_is_bounded_by_its_own_share(
         (row,) = await node.store.select_pending()
         assert (row.source[:7], row.entries, row.logs) == ("bundle:", 4, 1)
         assert (await node.receive(early, source="peer:w")).stored == 7
+
+
+async def test_the_bounds_are_configured_and_checked(node_dir: Path, wall: Any) -> None:
+    (node_dir / "config.toml").write_text(
+        "pending_limit = 50\npending_per_source = 5\npending_bytes = 1048576\n"
+        'pending_expiry = "2h"\n'
+    )
+    async with Node.open(node_dir, wall=wall) as node:
+        o = node.store.options
+        bounds = (o.pending_limit, o.pending_per_source, o.pending_bytes, o.pending_expiry_ms)
+        assert bounds == (50, 5, 1 << 20, 2 * HOUR)
+        assert (await node.receive(strangers(node.info.mesh, 7), source="peer:a")).pending == 5
+    with pytest.raises(InvalidConfig) as refused:
+        NodeConfig.from_mapping({"pending_per_source": -1, "pending_bytes": "1 MiB",
+                                 "pending_expiry": "a week"})  # fmt: skip
+    assert refused.value.problems == [
+        "pending_per_source must be a non-negative integer",
+        "pending_bytes must be a non-negative integer",
+        "pending_expiry: 'a week' is not a duration like 30s, 5m, 2h, 1d or 1w",
+    ]
 
 
 async def test_schema_13_gives_waiting_rows_their_size_and_an_arrival(tmp_path: Path) -> None:
