@@ -46,6 +46,9 @@
 - ``[discovery] interfaces`` (``[]``: every interface): the addresses zeroconf uses, e.g.
   ``["127.0.0.1"]``;
 - ``[discovery] max_peers`` (``16``): at most this many discovered nodes are dialled at once;
+- ``[discovery] max_waiting`` (``64``): at most this many more wait for a place;
+- ``[discovery] evict_after`` (``"10s"``): a dialled discovered node that has not linked for
+  this long gives its place to a waiting one;
 - ``[search] embedder`` (``"none"``): the semantic leg of ``e_timeline find`` — ``"none"``,
   ``"wordllama"`` (a 256-d model whose weights ship in the ``memlane[semantic]`` wheel, loaded
   with no network) or ``"endpoint"`` (an OpenAI-compatible ``/v1/embeddings`` server);
@@ -192,6 +195,8 @@ class NodeConfig:
     discovery: bool = True
     discovery_interfaces: tuple[str, ...] = ()
     discovery_max_peers: int = 16
+    discovery_max_waiting: int = 64
+    discovery_evict_after_ms: int = 10_000
     search: SearchConfig = field(default_factory=SearchConfig)
 
     @classmethod
@@ -400,8 +405,9 @@ def _serve_limits(raw: dict[str, Any], problems: list[str]) -> ServeLimits:
 
 
 def _discovery(raw: Any, problems: list[str]) -> dict[str, Any]:
-    if not isinstance(raw, dict) or set(raw) - {"enabled", "interfaces", "max_peers"}:
-        problems.append("discovery may set only enabled, interfaces and max_peers")
+    if not isinstance(raw, dict) or set(raw) - {"enabled", "interfaces", *_DISCOVERY_BOUNDS}:
+        problems.append("discovery may set only enabled, interfaces, max_peers, max_waiting and "
+                        "evict_after")  # fmt: skip
         return {}
     out: dict[str, Any] = {}
     enabled = raw.get("enabled", True)
@@ -413,12 +419,21 @@ def _discovery(raw: Any, problems: list[str]) -> dict[str, Any]:
         problems.append("discovery.interfaces must be a list of IP addresses")
     else:
         out["discovery_interfaces"] = tuple(interfaces)
-    cap = raw.get("max_peers", 16)
-    if type(cap) is not int or not 1 <= cap <= 256:
-        problems.append("discovery.max_peers must be an integer from 1 to 256")
-    else:
-        out["discovery_max_peers"] = cap
+    for key, top in (("max_peers", 256), ("max_waiting", 4096)):
+        cap = raw.get(key, _DISCOVERY_BOUNDS[key])
+        if type(cap) is not int or not 1 <= cap <= top:
+            problems.append(f"discovery.{key} must be an integer from 1 to {top}")
+        else:
+            out[f"discovery_{key}"] = cap
+    if "evict_after" in raw:
+        try:
+            out["discovery_evict_after_ms"] = parse_duration_ms(raw["evict_after"])
+        except ConfigError as exc:
+            problems.append(f"discovery.evict_after: {exc}")
     return out
+
+
+_DISCOVERY_BOUNDS = {"max_peers": 16, "max_waiting": 64, "evict_after": "10s"}
 
 
 def _is_ip(text: Any) -> bool:

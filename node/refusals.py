@@ -23,6 +23,7 @@ LIMITS = (
     "join_handshake_timeout",  # a join connection's handshake took 10 s
     "join_slots",  # every join slot (max_joins) is taken
     "join_idle",  # a join connection sent no request within read_timeout
+    "discovery_evicted",  # a discovered node unlinked for evict_after gave its place
     "mcp_body_bytes",  # an MCP HTTP body over max_body_bytes
     "mcp_json_shape",  # an MCP HTTP body nests or counts beyond max_json_depth / _values
     "mcp_sessions_per_token",  # one token holds max_sessions_per_token sessions

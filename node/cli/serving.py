@@ -212,8 +212,10 @@ async def _serve(args: argparse.Namespace, config: NodeConfig, listen: Listen,
 
             service = SyncService(node, options=_sync_options(config))
             if discover:
-                discovery = DiscoverySettings(config.discovery_interfaces,
-                                              config.discovery_max_peers)  # fmt: skip
+                discovery = DiscoverySettings(
+                    config.discovery_interfaces, config.discovery_max_peers,
+                    config.discovery_max_waiting, config.discovery_evict_after_ms / 1000,
+                )  # fmt: skip
         if args.join_listen is not None:
             from node.mesh.join import JoinService
 

@@ -18,8 +18,9 @@ a snapshot of the peer table kept in the store for ``memlane peers``.
   A link to a node that is no longer admitted (revoked, or its grant expired) is closed.
 - **Discovery** (``node.mesh.discovery``), when asked for: the listener is advertised with
   zeroconf, and nodes of this mesh found that way are dialled like static peers — at most
-  ``max_peers`` of them, dropped when their service goes.  A node of another mesh, or this
-  node itself, is ignored; a static peer's address is not dialled twice.
+  ``max_peers`` of them, taking turns with the waiting ones when they do not link
+  (``node.mesh.candidates``), dropped when their service goes.  A node of another mesh, or
+  this node itself, is ignored; a static peer's address is not dialled twice.
 - **Writes by other processes** (``memlane write`` on the same data directory) do not move
   this process's commit counter: the store is looked at once a second as well, so they go
   out to the peers within about a second.
@@ -48,8 +49,9 @@ from node.logging import get_logger
 from node.members import certs
 from node.members.authority import DEFAULT_CERT_LIFETIME_MS
 from node.members.errors import MeshError, NotAuthority
+from node.mesh.candidates import Candidates, Dialled
 from node.mesh.discovery import Discovery, Sighting
-from node.mesh.peers import Peer, PeerNode, PeerTable
+from node.mesh.peers import PeerNode, PeerTable
 from node.mesh.sync import Sync, SyncOptions
 from node.store import Store, Txn
 
@@ -178,12 +180,8 @@ async def read_peers(store: Store) -> dict[str, Any]:
 class DiscoverySettings:
     interfaces: tuple[str, ...] = ()  # () : every interface
     max_peers: int = 16
-
-
-@dataclass(frozen=True, slots=True)
-class _Discovered:
-    peer: Peer
-    address: str
+    max_waiting: int = 64
+    evict_after: float = 10.0  # seconds a dialled node may go unlinked while others wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +210,8 @@ class SyncService:
         self._authority = False
         self._static: set[str] = set()
         self.discovery: Discovery | None = None
-        self.discovered: dict[str, _Discovered] = {}
-        self._cap = 0
+        self.candidates: Candidates | None = None
+        self._rotation: asyncio.Task[None] | None = None
 
     def _peer_key(self, ssl_object: ssl.SSLObject | None) -> bytes:
         membership, wall = self.node.membership, self.node.store.wall
@@ -253,39 +251,49 @@ class SyncService:
         self._watch = asyncio.create_task(self._look(), name="memlane-sync-snapshot")
 
     async def _discover(self, settings: DiscoverySettings) -> None:
-        self._cap = settings.max_peers
+        self.candidates = Candidates(
+            max_peers=settings.max_peers, max_waiting=settings.max_waiting,
+            evict_after=settings.evict_after, hang_up=self.sync.hang_up,
+            dial=lambda seen: self.sync.dial(seen.host, seen.port, ssl=self._client),
+            linked=lambda peer: peer.key is not None and self.sync.peers.linked(peer.key),
+        )  # fmt: skip
         self.discovery = Discovery(mesh=self.node.info.mesh, key=self.node.key.public,
                                    interfaces=settings.interfaces, found=self.sighted,
                                    lost=self.vanished)  # fmt: skip
         host, port = self.address if self.address is not None else (None, None)
         await self.discovery.start(host, port)
+        self._rotation = asyncio.create_task(self._rotate(self.candidates),
+                                             name="memlane-discovery-rotation")  # fmt: skip
+
+    @property
+    def discovered(self) -> dict[str, Dialled]:
+        """The discovered nodes dialled now, by service name."""
+        return {} if self.candidates is None else dict(self.candidates.dialled)
 
     def sighted(self, seen: Sighting) -> None:
-        """Discovery resolved a service: dial it if it is another node of this mesh, not
-        dialled already (at that address) and the discovered peers are below their cap."""
+        """Discovery resolved a service: dial it, or let it wait for a place, if it is another
+        node of this mesh and not a static peer."""
         address = f"{seen.host}:{seen.port}"
-        known = self.discovered.get(seen.name)
         if seen.key == self.node.key.public or address in self._static:
             return
         if seen.mesh != self.node.info.mesh:
             _log.info("ignoring a node of another mesh", name=seen.name, address=address)
             return
-        if known is not None:
-            if known.address == address:
-                return
-            self.vanished(seen.name)  # it moved: dial the new address instead
-        if len(self.discovered) >= self._cap:
-            _log.warning("discovered peers at their limit", limit=self._cap, ignored=address)
-            return
-        _log.info("dialling a discovered node", name=seen.name, address=address)
-        peer = self.sync.dial(seen.host, seen.port, ssl=self._client)
-        self.discovered[seen.name] = _Discovered(peer, address)
+        if self.candidates is not None:
+            self.candidates.sighted(seen)
 
     def vanished(self, name: str) -> None:
         """A discovered service went: stop dialling it (an open link runs to its end)."""
-        gone = self.discovered.pop(name, None)
-        if gone is not None:
-            self.sync.hang_up(gone.peer)
+        if self.candidates is not None:
+            self.candidates.vanished(name)
+
+    @staticmethod
+    async def _rotate(candidates: Candidates) -> None:
+        """Give the places of dialled nodes that do not link to waiting ones, a few times
+        within ``evict_after``."""
+        while True:
+            await asyncio.sleep(candidates.evict_after / 4)
+            candidates.rotate()
 
     async def close(self) -> None:
         """Say bye on every link and save the final snapshot (once; nothing if never
@@ -295,6 +303,11 @@ class SyncService:
         self._running = False
         if self.discovery is not None:
             await self.discovery.close()
+        if self._rotation is not None:
+            self._rotation.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._rotation
+            self._rotation = None
         if self._watch is not None:
             self._watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):

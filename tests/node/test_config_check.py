@@ -24,6 +24,8 @@ health = "nowhere"
 enabled = "yes"
 interfaces = ["eth0"]
 max_peers = 0
+max_waiting = 5000
+evict_after = "soon"
 [search]
 embedder = "endpoint"
 batch = 0
@@ -35,6 +37,8 @@ BAD_PROBLEMS = [
     "discovery.enabled must be true or false (on or off)",
     "discovery.interfaces must be a list of IP addresses",
     "discovery.max_peers must be an integer from 1 to 256",
+    "discovery.max_waiting must be an integer from 1 to 4096",
+    "discovery.evict_after: 'soon' is not a duration like 30s, 5m, 2h, 1d or 1w",
     'search.url is required when search.embedder is "endpoint"',
     'search.model is required when search.embedder is "endpoint"',
     "search.batch must be an integer from 1 to 256",
@@ -54,6 +58,9 @@ def test_the_serving_keys_and_their_defaults():
     assert (config.mcp_http, config.health) == (Listen("0.0.0.0", 9000), None)
     assert (config.discovery, config.discovery_interfaces, config.discovery_max_peers) == (
         False, ("127.0.0.1",), 4)  # fmt: skip
+    assert (default.discovery_max_waiting, default.discovery_evict_after_ms) == (64, 10_000)
+    turns = NodeConfig.from_mapping({"discovery": {"max_waiting": 8, "evict_after": "1s"}})
+    assert (turns.discovery_max_waiting, turns.discovery_evict_after_ms) == (8, 1000)
 
 
 def test_the_search_keys_and_their_defaults():

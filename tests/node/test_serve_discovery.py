@@ -7,12 +7,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
+import subprocess
+import threading
+import urllib.request
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
+from zeroconf import IPVersion
+from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
 from node.address import Listen
-from node.mesh.discovery import Sighting, advertised_addresses, sighting
+from node.mesh.discovery import SERVICE_TYPE, Sighting, advertised_addresses, sighting
 from node.mesh.peers import PeerTable
 from node.mesh.service import DiscoverySettings, SyncService
 from node.node import Node
@@ -25,9 +35,12 @@ from tests.node.servekit import (
     peers,
     poll,
     serve,
+    setup,
     stop,
 )  # fmt: skip
+from tests.node.test_mcp import TIMEOUT
 
+T = TypeVar("T")
 LOOPBACK_ONLY = '[discovery]\ninterfaces = ["127.0.0.1"]\n'
 DISCOVER = ("--sync-listen", "127.0.0.1:0", "--discovery", "on")
 
@@ -160,14 +173,17 @@ def test_sightings_dialled_within_the_cap_and_dropped_when_gone(tmp_path):
                 seen("n1", 11)
                 seen("n1", 11)  # again: nothing new
                 seen("n2", 12)
-                seen("n3", 13)  # over the cap
+                seen("n3", 13)  # over the cap: it waits
                 assert sorted(service.discovered) == ["n1", "n2"]
+                assert sorted(service.candidates.waiting) == ["n3"]  # type: ignore[union-attr]
                 dialled = {p.address for p in service.sync.peers}
                 assert dialled == {"127.0.0.1:9", "127.0.0.1:11", "127.0.0.1:12"}
                 seen("n1", 21)  # moved
                 assert service.discovered["n1"].address == "127.0.0.1:21"
-                service.vanished("n2")
+                service.vanished("n2")  # n3 takes its place
                 service.vanished("n2")  # gone twice: nothing more
+                assert sorted(service.discovered) == ["n1", "n3"]
+                service.vanished("n3")
                 assert sorted(service.discovered) == ["n1"]
 
                 def settled(table: PeerTable) -> bool:
@@ -179,3 +195,113 @@ def test_sightings_dialled_within_the_cap_and_dropped_when_gone(tmp_path):
                 await service.close()
 
     asyncio.run(scenario())
+
+
+# -- advertisements that never link -------------------------------------------------------------
+
+SQUATTERS = 8  # half at closed ports, half at a TCP listener that never answers TLS
+SQUATTED = LOOPBACK_ONLY + 'max_peers = 4\nevict_after = "1s"\n'
+
+
+class Advertiser:
+    """Services of ``_memlane._tcp.local.`` registered on loopback from the test's own zeroconf,
+    on a loop in a thread of its own; all withdrawn by ``close``."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+        self.zc = self._run(self._open())
+
+    def _run(self, job: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(job, self.loop).result(TIMEOUT)
+
+    @staticmethod
+    async def _open() -> AsyncZeroconf:
+        return AsyncZeroconf(interfaces=["127.0.0.1"], ip_version=IPVersion.V4Only)
+
+    def advertise(self, services: list[tuple[str, bytes, bytes, int]]) -> None:
+        """``(name, mesh, key, port)`` each, at 127.0.0.1, registered at once."""
+
+        async def register() -> None:
+            infos = [AsyncServiceInfo(
+                SERVICE_TYPE, f"{name}.{SERVICE_TYPE}", port=port,
+                addresses=[socket.inet_aton("127.0.0.1")],
+                properties={"v": "1", "mesh": mesh.hex(), "node": key.hex()},
+            ) for name, mesh, key, port in services]  # fmt: skip
+            waits = await asyncio.gather(*(self.zc.async_register_service(i) for i in infos))
+            await asyncio.gather(*waits)
+
+        self._run(register())
+
+    def close(self) -> None:
+        async def withdraw() -> None:
+            await self.zc.async_unregister_all_services()
+            await self.zc.async_close()
+
+        self._run(withdraw())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(TIMEOUT)
+        self.loop.close()
+
+
+async def mesh_and_key(data: Path) -> tuple[bytes, bytes]:
+    async with Node.open(data) as node:
+        return node.info.mesh, node.key.public
+
+
+def closed_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        port: int = held.getsockname()[1]
+    return port
+
+
+def evictions(health: str) -> float:
+    with urllib.request.urlopen(f"{health}/metrics", timeout=TIMEOUT) as answer:
+        text = answer.read().decode()
+    (line,) = [x for x in text.splitlines() if 'limit="discovery_evicted"' in x]
+    return float(line.split()[-1])
+
+
+def test_advertisements_that_never_link_give_their_places_to_a_real_node(tmp_path):
+    """Services claiming the mesh's id take every one of the four places first; each is
+    evicted after a second without a link, and the real node, advertised after them, is
+    dialled and syncs."""
+    site = setup(tmp_path)
+    one, two = site["one"], site["two"]
+    mesh, key = asyncio.run(mesh_and_key(one))
+    written = json.loads(memlane("write", "--data", str(one), "--token", site["writer"],
+                                 "--title", "past the squatters", "--json").stdout)  # fmt: skip
+    (two / "config.toml").write_text(SQUATTED)
+    silent = socket.create_server(("127.0.0.1", 0), backlog=SQUATTERS)  # accepts, says nothing
+    ports = [closed_port() for _ in range(SQUATTERS // 2)]
+    ports += [silent.getsockname()[1]] * (SQUATTERS - len(ports))
+    squatters = [(f"squatter-{n}", mesh, os.urandom(32), port) for n, port in enumerate(ports)]
+    advertiser = Advertiser()
+    running: list[subprocess.Popen[str]] = []
+    try:
+        with ThreadPoolExecutor(3) as pool:  # at once: each takes a second or two
+            started = [pool.submit(serve, one, "--sync-listen", "127.0.0.1:0",
+                                   "--discovery", "off"),
+                       pool.submit(serve, two, *DISCOVER)]  # fmt: skip
+            pool.submit(advertiser.advertise, squatters).result()
+            (real, shown), (proc, seen) = (f.result() for f in started)
+        running += [real, proc]
+        squatted = {f"127.0.0.1:{port}" for port in ports}
+
+        def full() -> bool:  # every place taken by a squatter
+            rows = peers(two)["peers"]
+            return sum(r["address"] in squatted for r in rows if r["direction"] == "outbound") >= 4
+
+        poll("the squatters dialled", full)
+        port = int(shown["sync"].rsplit(":", 1)[1])
+        advertiser.advertise([(f"memlane-{site['one_id']}", mesh, key, port)])
+        poll("the SR synced", lambda: written["sr_id"] in timeline_ids(two, site["reader"]))
+        poll("the real node on the table", lambda: connected(two, site["one_id"]))
+        assert evictions(seen["health"]) >= 4
+    finally:
+        advertiser.close()
+        silent.close()
+        with ThreadPoolExecutor(2) as pool:
+            codes = list(pool.map(stop, running))
+    assert all(code == 0 for code, _ in codes), codes
