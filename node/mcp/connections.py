@@ -1,27 +1,33 @@
 """The MCP HTTP port's connections, bounded (docs/mcp.md §Limits): uvicorn's HTTP/1.1
-protocol (h11) with two bounds it does not have.
+protocol (h11) with the bounds it does not have.
 
-- **Connections**: at most ``max_connections`` open at once.  One more is answered ``503`` at
-  once, without reading it, and closed, so it holds its file descriptor no longer than that
-  (uvicorn's own ``limit_concurrency`` answers only once a whole request head has arrived).
-- **A request's head** must arrive within ``header_timeout`` of the connection's start, or of
-  the answer before it on a kept-alive connection; else the connection is closed.  h11 bounds
-  the head's size (16 KiB) but not its time, and uvicorn's keep-alive timer stops at the first
-  byte, so a client sending one byte a second would hold its connection for good.
+- **Connections**: at most ``max_connections`` open at once, counted from their accept — over
+  TLS too, whose handshake this protocol runs itself (``loop.start_tls``) so that a connection
+  that never completes one is counted and bounded.  One more is closed at once (in plain HTTP
+  after a ``503``), so it holds its file descriptor no longer than that (uvicorn's own
+  ``limit_concurrency`` answers only once a whole request head has arrived, and asyncio's TLS
+  counts nothing before the handshake ends, which it allows a minute).
+- **Time**: a TLS handshake must end within ``header_timeout``, and a request's head must
+  arrive within ``header_timeout`` of the connection's start, or of the answer before it on a
+  kept-alive connection; else the connection is closed.  h11 bounds the head's size (16 KiB)
+  but not its time, and uvicorn's keep-alive timer stops at the first byte, so a client
+  sending one byte a second would hold its connection for good.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from node.config import ServeLimits
+from node.ports import Slots
 from node.refusals import REFUSALS
 
-__all__ = ["bounded_protocol"]
+__all__ = ["BoundedH11", "bounded_protocol"]
 
 _BUSY_BODY = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
     "code": -32600, "message": "too many connections: try again later"}}).encode()  # fmt: skip
@@ -32,24 +38,62 @@ _BUSY = (
 )
 
 
-class _Bounded(H11Protocol):
-    max_connections = 256
+class BoundedH11(H11Protocol):
+    """One connection; the class attributes are one server's (``bounded_protocol``)."""
+
+    slots = Slots(256)
     header_timeout = 10.0
-    _refused = False
+    tls: ssl.SSLContext | None = None
+    _held = False  # a slot is taken
+    _admitted = False  # uvicorn's protocol has the connection
     _head_timer: asyncio.TimerHandle | None = None
+    _handshake: asyncio.Task[None] | None = None
+    _early = b""  # what arrived after the handshake, before this task took the connection
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if len(self.connections) >= self.max_connections:
+        if self.slots.full("") is not None:
             REFUSALS.count("mcp_connections")
-            self.transport, self._refused = transport, True
-            transport.write(_BUSY)
+            if self.tls is None:
+                transport.write(_BUSY)
             transport.close()
             return
+        self.slots.take("")
+        self._held = True
+        if self.tls is None:
+            self._admit(transport)
+        else:
+            self._handshake = self.loop.create_task(self._start_tls(transport))
+
+    async def _start_tls(self, transport: asyncio.Transport) -> None:
+        assert self.tls is not None
+        try:
+            secured = await self.loop.start_tls(
+                transport, self, self.tls, server_side=True,
+                ssl_handshake_timeout=self.header_timeout,
+            )  # fmt: skip
+        except ConnectionAbortedError:  # asyncio's word for a handshake out of time
+            REFUSALS.count("mcp_header_timeout")
+            secured = None
+        except OSError:  # ssl.SSLError is one: not TLS, or refused; start_tls closed it
+            secured = None
+        if secured is None:  # lost during the handshake
+            transport.abort()
+            self._release()
+            return
+        self._admit(secured)
+
+    def _admit(self, transport: asyncio.Transport) -> None:
+        self._admitted = True
         super().connection_made(transport)
         self._await_head()
+        early, self._early = self._early, b""
+        if early:
+            self.data_received(early)
 
     def data_received(self, data: bytes) -> None:
-        if self._refused:
+        if not self._admitted:  # TLS delivers what follows the handshake before start_tls returns
+            if self._held:  # (at most what the transport reads before the task resumes)
+                self._early += data
             return
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:  # the head is in: the request is the app's
@@ -62,7 +106,14 @@ class _Bounded(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_waiting()
-        super().connection_lost(exc)
+        self._release()
+        if self._admitted:
+            super().connection_lost(exc)
+
+    def _release(self) -> None:
+        if self._held:
+            self._held = False
+            self.slots.give("")
 
     def _await_head(self) -> None:
         self._stop_waiting()
@@ -82,9 +133,10 @@ class _Bounded(H11Protocol):
         self.transport.close()
 
 
-def bounded_protocol(limits: ServeLimits) -> type[H11Protocol]:
-    """uvicorn's HTTP/1.1 protocol with ``limits``' connection count and header timeout."""
-    return type("BoundedH11", (_Bounded,), {
-        "max_connections": limits.max_connections,
-        "header_timeout": limits.header_timeout_ms / 1000,
+def bounded_protocol(limits: ServeLimits, tls: ssl.SSLContext | None) -> type[BoundedH11]:
+    """uvicorn's HTTP/1.1 protocol for one server: ``limits``' connection count and header
+    timeout, and TLS with ``tls`` when given (uvicorn is then given none)."""
+    return type("BoundedH11", (BoundedH11,), {
+        "slots": Slots(limits.max_connections), "header_timeout": limits.header_timeout_ms / 1000,
+        "tls": tls,
     })  # fmt: skip

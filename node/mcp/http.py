@@ -12,9 +12,9 @@ of every request with the one that opened the session).
 uvicorn runs inside the caller's event loop — the loop that holds the open node and its
 store — on a socket the caller bound, so port 0 works and the address is known before the
 first request.  Stopping is the caller's: leaving ``http_server`` stops serving.  Its
-HTTP/1.1 protocol is uvicorn's with a cap on open connections and a bound on the time a
-request's head may take (``node.mcp.connections``, ``[serve] max_connections`` and
-``header_timeout``).
+HTTP/1.1 protocol is uvicorn's with a cap on open connections, counted from their accept, and
+a bound on the time a TLS handshake and a request's head may take (``node.mcp.connections``,
+``[serve] max_connections`` and ``header_timeout``); it runs the TLS handshake itself.
 """
 
 from __future__ import annotations
@@ -138,7 +138,6 @@ async def http_server(
         options = {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
     config = uvicorn.Config(
         http_app(node, host), lifespan="on", ws="none", log_config=None, log_level="warning",
-        http=bounded_protocol(node.config.serve_limits),
         access_log=False, proxy_headers=False, server_header=False,
         timeout_graceful_shutdown=_GRACE_SECONDS, **options,
     )  # fmt: skip
@@ -146,6 +145,10 @@ async def http_server(
         config.load()
     except OSError as exc:  # ssl.SSLError is one; nothing else here touches files
         raise OSError(f"cannot load the TLS certificate or key: {exc}") from exc
+    # The protocol runs the TLS handshake itself, so that it counts and bounds connections
+    # from their accept (node.mcp.connections); uvicorn listens in plain TCP.
+    config.http_protocol_class = bounded_protocol(node.config.serve_limits, config.ssl)
+    config.ssl = None
     server = _Embedded(config)
     serving = asyncio.create_task(server.serve(sockets=[listener]))
     try:

@@ -12,6 +12,7 @@ import contextlib
 import json
 import resource
 import socket
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -29,7 +30,7 @@ from node.refusals import REFUSALS
 from tests.node.servekit import certified_mesh, connected, memlane, poll, serve, setup, stop
 from tests.node.synckit import make_mesh
 from tests.node.test_mcp import MEMLANE, TIMEOUT, read_line
-from tests.node.test_mcp_http import ACCEPT, INITIALIZE
+from tests.node.test_mcp_http import ACCEPT, INITIALIZE, self_signed
 from tests.node.test_serve_health import metrics
 
 PARTIAL_HEAD = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
@@ -178,10 +179,12 @@ def test_plain_connections_cannot_hold_the_join_port(tmp_path):
 # -- the MCP and health ports -----------------------------------------------------------------
 
 
-def _status(request: urllib.request.Request | str) -> int | None:
+def _status(
+    request: urllib.request.Request | str, trust: ssl.SSLContext | None = None
+) -> int | None:
     """The status of an answer, or None when the connection was closed without one."""
     try:
-        with urllib.request.urlopen(request, timeout=5) as answer:
+        with urllib.request.urlopen(request, timeout=5, context=trust) as answer:
             return int(answer.status)
     except urllib.error.HTTPError as exc:
         return exc.code
@@ -189,10 +192,10 @@ def _status(request: urllib.request.Request | str) -> int | None:
         return None
 
 
-def _initialize(url: str, token: str) -> int | None:
+def _initialize(url: str, token: str, trust: ssl.SSLContext | None = None) -> int | None:
     return _status(urllib.request.Request(url, json.dumps(INITIALIZE).encode(), method="POST",
                    headers={**ACCEPT, "Content-Type": "application/json",
-                            "Authorization": f"Bearer {token}"}))  # fmt: skip
+                            "Authorization": f"Bearer {token}"}), trust)  # fmt: skip
 
 
 def _read_all(conn: socket.socket, wait: float) -> bytes:
@@ -242,6 +245,32 @@ def test_slow_mcp_connections_are_capped_and_dropped(tmp_path):
             conn.close()
         code, err = stop(proc)
     assert code == 0, err
+
+
+def test_mcp_connections_over_tls_are_counted_before_their_handshake(tmp_path):
+    site = setup(tmp_path)
+    cert, key = self_signed(tmp_path)
+    (site["one"] / "config.toml").write_text(
+        '[serve]\nmax_connections = 3\nheader_timeout = "1s"\n'
+    )
+    proc, shown = serve(site["one"], "--tls-cert", str(cert), "--tls-key", str(key))
+    silent: list[socket.socket] = []
+    try:
+        address = shown["mcp_http"].removeprefix("https://").split("/")[0]
+        silent = _connections(address, 4)  # plain TCP: no handshake ever starts
+        opened = time.monotonic()
+        assert _count_closed(silent, 1, within=0.5) == 1  # beyond max_connections, at once
+        assert _count_closed(silent, 4, within=3) == 4
+        assert time.monotonic() - opened >= 0.9  # the others when the handshake ran out of time
+        trust = ssl.create_default_context(cafile=str(cert))
+        assert _initialize(shown["mcp_http"], site["writer"], trust) == 200
+        assert _refusals(shown["health"], "mcp_connections", "mcp_header_timeout") == [1, 3]
+    finally:
+        for conn in silent:
+            conn.close()
+        code, err = stop(proc)
+    assert code == 0, err
+    assert "Traceback" not in err
 
 
 # -- out of file descriptors ------------------------------------------------------------------
