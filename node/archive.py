@@ -31,18 +31,27 @@ trusted until the secrets open (docs/operations.md §Backups, "Limits"):
   before the passphrase is even tried;
 - ``secrets.enc``: at most 64 MiB, refused from its size in the tar before it is read; its
   plaintext is canonical msgpack read with the same limit (nesting bounded by the decoder)
-  and must have the shape memlane writes.
+  and must have the shape memlane writes;
+- what it inflates: the archive is read once, as a stream, through a counter of the bytes
+  decompressed — the manifest first (at most 64 KiB of it and its headers before it is
+  checked), then only the members it lists, each refused from its tar header unless its size
+  is the manifest's, and the secrets — so a gzip bomb (a few KiB that inflate to gigabytes)
+  inflates at most the manifest's sizes plus 64 KiB of headers before it is refused; those
+  sizes must fit in the space free beside the target (or ``max_bytes``) before a byte is
+  written.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import io
 import json
 import os
 import shutil
 import tarfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
@@ -94,6 +103,9 @@ _MAX_MANIFEST_DEPTH = 8  # levels of arrays and objects: memlane writes 3
 # derivation runs before the passphrase can be checked (docs/operations.md §Backups).
 _LOG_N, _MAX_R, _MAX_P, _MAX_KDF_MEMORY = range(10, 18), 8, 1, 128 << 20
 _SALT_BYTES = range(16, 65)
+# Decompressed bytes beyond the members' own: tar headers (pax ones included), padding and the
+# end of the archive — memlane's take a few KiB.
+_HEADROOM = 1 << 16
 _TOKEN_COLUMNS = "hash, token_id, principal, workspace, scopes, created, expires, revoked"  # noqa: S105
 
 
@@ -350,15 +362,18 @@ async def restore_archive(
     now: int,
     keep_tokens: bool = False,
     progress: Progress | None = None,
+    max_bytes: int | None = None,
 ) -> RestoreReport:
     """Restore the archive at ``archive`` into ``data`` (which must hold no node);
-    ``progress`` is told the bytes unpacked (phase ``unpack``)."""
+    ``progress`` is told the bytes unpacked (phase ``unpack``).  Its files may take at most
+    ``max_bytes`` (None: the space free beside ``data``)."""
     _check_target(data)
     stage = data.with_name(f".{data.name}.restoring-{random_bytes(4).hex()}")
     stage.mkdir(mode=0o700, parents=True)
+    room = shutil.disk_usage(stage).free if max_bytes is None else max_bytes
     try:
         manifest, secrets = await asyncio.to_thread(_unpack, archive, stage, passphrase,
-                                                    progress or _quiet)  # fmt: skip
+                                                    progress or _quiet, room)  # fmt: skip
         report = await _rebuild(stage, manifest, secrets, now=now, keep_tokens=keep_tokens)
         _move_into_place(stage, data)
     finally:
@@ -378,34 +393,77 @@ def _move_into_place(stage: Path, data: Path) -> None:
 
 
 def _unpack(
-    archive: Path, stage: Path, passphrase: bytes, told: Progress
+    archive: Path, stage: Path, passphrase: bytes, told: Progress, room: int
 ) -> tuple[dict[str, Any], Any]:
     """Extract the listed files into ``stage``, each checked against the manifest, and open
     the secrets; anything amiss raises ``ArchiveError`` (``stage`` is then thrown away)."""
     try:
-        with tarfile.open(archive, mode="r:gz") as tar:
-            names = tar.getnames()  # reads the whole archive: a truncated one fails here
-            manifest = _read_manifest(tar)
-            if sorted(names) != sorted([_MANIFEST, _SECRETS, *manifest["files"]]):
-                raise ArchiveError("the archive holds other files than its manifest lists")
-            listed = manifest["files"]
-            done = _Counted("unpack", sum(_size(f) for f in listed.values()), told)
-            for name in listed:
-                _extract(tar, name, stage, listed[name], done)
-            done.finish()
-            sealed = _read_secrets(tar)
-    except (OSError, tarfile.TarError, EOFError) as exc:
+        with gzip.open(archive, "rb") as raw:
+            stream = _Inflated(cast(IO[bytes], raw), _MAX_MANIFEST + _HEADROOM)
+            with tarfile.open(fileobj=cast(IO[bytes], stream), mode="r|") as tar:
+                manifest = _read_manifest(tar)
+                listed = manifest["files"]
+                total = sum(_size(f) for f in listed.values())
+                if total > room:
+                    raise ArchiveError(f"the archive's files take {total:,} bytes, more than "
+                                       f"the {room:,} that may be written")  # fmt: skip
+                stream.allow(total + _MAX_SECRETS + _HEADROOM)
+                sealed = _unpack_members(tar, stage, listed, _Counted("unpack", total, told))
+            stream.drain()  # to the end: gzip checks its length and CRC there
+    except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
         raise ArchiveError(f"{archive} is not a readable memlane archive: {exc}") from exc
     return manifest, _open_secrets(sealed, passphrase, manifest)
 
 
-def _member(tar: tarfile.TarFile, name: str) -> IO[bytes]:
-    try:
-        f = tar.extractfile(name)
-    except KeyError:
-        f = None
+class _Inflated:
+    """The archive's decompressed bytes, counted: reading past ``limit`` raises
+    ``ArchiveError`` before more is inflated."""
+
+    def __init__(self, f: IO[bytes], limit: int) -> None:
+        self.f, self.limit, self.count = f, limit, 0
+
+    def allow(self, more: int) -> None:
+        self.limit = self.count + more
+
+    def read(self, size: int = -1) -> bytes:
+        room = self.limit - self.count
+        data = self.f.read(room + 1 if size < 0 or size > room else size)
+        self.count += len(data)
+        if self.count > self.limit:
+            raise ArchiveError(
+                f"the archive inflates to more than its manifest lists ({self.limit:,} bytes)"
+            )
+        return data
+
+    def drain(self) -> None:
+        while self.read(1 << 16):
+            pass
+
+
+def _unpack_members(
+    tar: tarfile.TarFile, stage: Path, listed: dict[str, Any], done: _Counted
+) -> bytes:
+    """Every member after the manifest — each listed file once, then the secrets — refused
+    from its header when it is anything else; return the sealed secrets."""
+    expected, sealed = {*listed, _SECRETS}, b""
+    while (member := tar.next()) is not None:
+        if member.name not in expected or not member.isreg():
+            raise ArchiveError("the archive holds other files than its manifest lists")
+        expected.discard(member.name)
+        if member.name == _SECRETS:
+            sealed = _read_secrets(tar, member)
+        else:
+            _extract(tar, member, stage, listed[member.name], done)
+    if expected:
+        raise ArchiveError("the archive holds other files than its manifest lists")
+    done.finish()
+    return sealed
+
+
+def _member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
+    f = tar.extractfile(member)
     if f is None:
-        raise ArchiveError(f"the archive lacks {name}")
+        raise ArchiveError(f"the archive's {member.name} is not a file")
     return f
 
 
@@ -427,13 +485,15 @@ def _read_manifest(tar: tarfile.TarFile) -> dict[str, Any]:
 
 
 def _parse_manifest(tar: tarfile.TarFile) -> Any:
-    """The manifest's JSON, refused unread when it is larger or deeper than memlane writes."""
-    f = _member(tar, _MANIFEST)
-    raw = f.read(_MAX_MANIFEST + 1)
-    if len(raw) > _MAX_MANIFEST:
+    """The manifest's JSON — the archive's first member, as memlane writes it — refused
+    unread when it is larger or deeper than memlane writes."""
+    member = tar.next()
+    if member is None or member.name != _MANIFEST:
+        raise ArchiveError("not a memlane archive (no manifest of one)")
+    if member.size > _MAX_MANIFEST:
         raise ArchiveError(f"the archive's manifest is larger than {_MAX_MANIFEST:,} bytes")
     try:
-        text = raw.decode()
+        text = _member(tar, member).read().decode()
     except UnicodeDecodeError as exc:
         raise ArchiveError("the archive's manifest is not JSON") from exc
     if _too_deep(text, _MAX_MANIFEST_DEPTH):
@@ -465,16 +525,19 @@ def _too_deep(text: str, limit: int) -> bool:
 
 
 def _is_listing(listed: Any) -> bool:
-    return (isinstance(listed, dict) and isinstance(listed.get("sha256"), str)
-            and type(listed.get("size")) is int)  # fmt: skip
+    size = listed.get("size") if isinstance(listed, dict) else None
+    return (
+        isinstance(listed, dict)
+        and isinstance(listed.get("sha256"), str)
+        and (type(size) is int and size >= 0)
+    )
 
 
-def _read_secrets(tar: tarfile.TarFile) -> bytes:
+def _read_secrets(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
     """``secrets.enc``, refused from its size in the tar before a byte of it is read."""
-    f = _member(tar, _SECRETS)
-    if tar.getmember(_SECRETS).size > _MAX_SECRETS:
+    if member.size > _MAX_SECRETS:
         raise ArchiveError(f"the archive's secrets are larger than {_MAX_SECRETS:,} bytes")
-    return f.read()
+    return _member(tar, member).read()
 
 
 def _size(listed: Any) -> int:
@@ -483,9 +546,12 @@ def _size(listed: Any) -> int:
 
 
 def _extract(
-    tar: tarfile.TarFile, name: str, stage: Path, listed: dict[str, Any], done: _Counted
+    tar: tarfile.TarFile, member: tarfile.TarInfo, stage: Path, listed: Any, done: _Counted
 ) -> None:
-    src, h, size = _member(tar, name), hashlib.sha256(), 0
+    name = member.name
+    if member.size != listed.get("size"):  # refused from its header, before a byte is written
+        raise ArchiveError(f"{name} in the archive does not match its checksum")
+    src, h, size = _member(tar, member), hashlib.sha256(), 0
     fd = os.open(stage / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as dst:
         while chunk := src.read(1 << 20):

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -368,3 +369,92 @@ async def test_secrets_larger_than_the_limit_are_refused_unread(tmp_path: Path, 
     archive = await an_archive(tmp_path, wall)
     crafted = rewritten(archive, tmp_path / "c.archive", {"secrets.enc": bytes((1 << 26) + 1)})
     await refused_at_once(crafted, tmp_path / "B", wall, "secrets are larger than 67,108,864")
+
+
+# -- what an archive inflates to -----------------------------------------------------------------
+
+BOMB = 32 << 20  # bytes of zeros: 32 KiB once gzipped
+
+
+def bombed(
+    archive: Path,
+    out: Path,
+    before: list[tuple[tarfile.TarInfo, bytes]],
+    change: dict[str, bytes],
+    listed: dict[str, Any] | None = None,
+) -> Path:
+    """The archive with ``before`` members ahead of it, some members' contents replaced, and
+    the manifest's listing of them changed as ``listed`` says (the tar written by hand, so a
+    member may claim any header)."""
+    manifest = manifest_of(archive)
+    manifest["files"] |= listed or {}
+    change = {"manifest.json": json.dumps(manifest).encode()} | change
+    with tarfile.open(archive) as src, gzip.open(out, "wb") as raw:
+        for info, data in before:
+            raw.write(info.tobuf(tarfile.GNU_FORMAT) + data)
+        with tarfile.open(fileobj=raw, mode="w|") as dst:
+            for member in src.getmembers():
+                f = src.extractfile(member)
+                assert f is not None
+                data = change.get(member.name, f.read())
+                member.size = len(data)
+                dst.addfile(member, io.BytesIO(data))
+    return out
+
+
+def long_name(size: int) -> tarfile.TarInfo:
+    """A GNU long-name header: tar readers take its ``size`` bytes as the next member's name."""
+    info = tarfile.TarInfo("././@LongLink")
+    info.type, info.size = tarfile.GNUTYPE_LONGNAME, size
+    return info
+
+
+def zeros_listed(size: int) -> dict[str, Any]:
+    return {"memlane.db": {"sha256": hashlib.sha256(bytes(size)).hexdigest(), "size": size}}
+
+
+BOMBS = {
+    # a header ahead of the manifest that tar readers load whole into memory
+    "a long name": ([(long_name(BOMB), bytes(BOMB))], {}, None,
+                    "inflates to more than its manifest lists"),
+    # a store of zeros, listed as such: more than may be written, refused before a byte is
+    "a listed store": ([], {"memlane.db": bytes(BOMB)}, zeros_listed(BOMB),
+                       "files take 33,554,432 bytes, more than the 4,194,304 that may be written"),
+    # a store larger than its listing: refused from its tar header
+    "an unlisted size": ([], {"memlane.db": bytes(BOMB)}, None, "does not match its checksum"),
+    "a negative size": ([], {}, {"ca.crt": {"sha256": "00", "size": -1}},
+                        "manifest is malformed: a file without its checksum"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("bomb", BOMBS.values(), ids=BOMBS.keys())
+async def test_a_gzip_bomb_is_refused_having_inflated_little_and_written_nothing(
+    tmp_path: Path, wall: Wall, bomb: tuple[Any, dict[str, bytes], Any, str]
+) -> None:
+    archive = await an_archive(tmp_path, wall)
+    before, change, listed, match = bomb
+    crafted = bombed(archive, tmp_path / "c.archive", before, change, listed)
+    assert crafted.stat().st_size < BOMB // 256
+    (tmp_path / "B").mkdir()
+    tracemalloc.start()
+    try:
+        with pytest.raises(ArchiveError, match=match):
+            await restore_archive(crafted, tmp_path / "B", SECRET, now=wall(), max_bytes=4 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, f"{peak:,} bytes at the peak"
+    assert names(tmp_path / "B") == []
+    assert not [n for n in names(tmp_path) if n.startswith(".")]
+
+
+async def test_an_archive_restores_within_the_bytes_its_files_take(
+    tmp_path: Path, wall: Wall
+) -> None:
+    archive = await an_archive(tmp_path, wall)
+    total = sum(f["size"] for f in manifest_of(archive)["files"].values())
+    with pytest.raises(ArchiveError, match="that may be written"):
+        await restore_archive(archive, tmp_path / "B", SECRET, now=wall(), max_bytes=total - 1)
+    await restore_archive(archive, tmp_path / "B", SECRET, now=wall(), max_bytes=total)
+    async with Node.open(tmp_path / "B", wall=wall) as restored:
+        assert (await restored.verify()).ok
