@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from node.address import Listen
+from node.config import MeshLimits, NodeConfig
 from node.identity import NODE_KEY_FILE
 from node.members import certs
 from node.mesh.join import JoinService, join
@@ -64,6 +65,34 @@ def _connections(address: str, n: int) -> list[socket.socket]:
 def _refusals(health: str, *limits: str) -> list[int]:
     found = metrics(health)
     return [found[f'memlane_limit_refusals_total{{limit="{name}"}}'] for name in limits]
+
+
+# -- the knobs ---------------------------------------------------------------------------------
+
+
+def test_the_connection_bounds_are_config_keys(tmp_path):
+    default = NodeConfig.from_mapping({})
+    assert default.mesh_limits == MeshLimits(32, 4, 64, 8, 10_000)
+    assert (default.serve_limits.max_connections, default.serve_limits.header_timeout_ms) == (
+        256, 10_000)  # fmt: skip
+    config = NodeConfig.from_mapping({
+        "mesh": {"max_connections": 8, "max_connections_per_key": 2, "max_handshakes": 5,
+                 "max_handshakes_per_address": 1, "handshake_timeout": "2s"},
+        "serve": {"max_connections": 3, "header_timeout": "1m"}})  # fmt: skip
+    assert config.mesh_limits == MeshLimits(8, 2, 5, 1, 2_000)
+    assert (config.serve_limits.max_connections, config.serve_limits.header_timeout_ms) == (
+        3, 60_000)  # fmt: skip
+    (tmp_path / "config.toml").write_text(
+        '[mesh]\nmax_handshakes = 0\nhandshake_timeout = "soon"\nmax_connections = "32"\n'
+        '[serve]\nmax_connections = -1\nheader_timeout = "1h"\n')  # fmt: skip
+    done = memlane("config", "check", "--config", str(tmp_path / "config.toml"), check=False)
+    assert done.returncode == 1
+    for problem in ("mesh.max_handshakes must be a positive integer",
+                    "mesh.max_connections must be a positive integer",
+                    "mesh.handshake_timeout: 'soon' is not a duration",
+                    "serve.max_connections must be a positive integer",
+                    "serve.header_timeout must be at most 10m"):  # fmt: skip
+        assert problem in done.stdout + done.stderr
 
 
 # -- the sync port ----------------------------------------------------------------------------
@@ -276,8 +305,11 @@ def test_mcp_connections_over_tls_are_counted_before_their_handshake(tmp_path):
 # -- out of file descriptors ------------------------------------------------------------------
 
 
+DESCRIPTORS = 40
+
+
 def _few_descriptors() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (DESCRIPTORS, DESCRIPTORS))
 
 
 def test_out_of_descriptors_is_one_line_and_passes(tmp_path):
@@ -292,7 +324,9 @@ def test_out_of_descriptors_is_one_line_and_passes(tmp_path):
         shown = json.loads(read_line(proc.stdout, TIMEOUT))
         address = shown["mcp_http"].removeprefix("http://").split("/")[0]
         held = _connections(address, 60)  # more than the process may open
-        time.sleep(2.5)  # accept fails, and is retried every second
+        fds = Path(f"/proc/{proc.pid}/fd")
+        poll("every descriptor taken", lambda: len(list(fds.iterdir())) >= DESCRIPTORS - 1)
+        time.sleep(2.2)  # out of descriptors for a while: accept fails, retried every second
         for conn in held:
             conn.close()
         poll("health again", lambda: _status(shown["health"] + "/healthz") == 200)
