@@ -48,6 +48,10 @@ _UNAUTHORIZED = json.dumps({"error": Unauthenticated().text}).encode()
 _REALM = 'Bearer realm="memlane"'
 _INVALID_TOKEN = f'{_REALM}, error="invalid_token"'
 _GRACE_SECONDS = 5  # open streams get this long to finish when the server stops
+# asyncio accepts up to the listen backlog's length of connections in one turn of the loop,
+# before any protocol can close the one beyond max_connections: uvicorn's 2,048 would take
+# that many descriptors at once.  asyncio's own default, as on the other ports.
+_BACKLOG = 100
 
 
 class BearerGate:
@@ -139,7 +143,7 @@ async def http_server(
     config = uvicorn.Config(
         http_app(node, host), lifespan="on", ws="none", log_config=None, log_level="warning",
         access_log=False, proxy_headers=False, server_header=False,
-        timeout_graceful_shutdown=_GRACE_SECONDS, **options,
+        timeout_graceful_shutdown=_GRACE_SECONDS, backlog=_BACKLOG, **options,
     )  # fmt: skip
     try:
         config.load()
