@@ -1,25 +1,42 @@
 """MCP over stdin/stdout for one principal (docs/mcp.md): ``memlane mcp --token T``.
 
-While it serves, the process's stdout is the wire; the SDK points file descriptor 1 at stderr
-for everything else, so logs and stray prints never corrupt a message.
+While it serves, the process's stdout is the wire; file descriptor 1 points at stderr for
+everything else, so logs and stray prints never corrupt a message.
 
-stdin is read by the event loop rather than by the SDK's reader thread: a thread blocked in
-``read()`` cannot be cancelled, so a SIGTERM arriving while the client keeps its end open
-would wait for the client's next line before the store could be closed.
+When stdin is a pipe (or a socket), as an MCP client starts us, the lines are this module's to
+read and write:
+
+- stdin is read by the event loop rather than by the SDK's reader thread: a thread blocked in
+  ``read()`` cannot be cancelled, so a SIGTERM arriving while the client keeps its end open
+  would wait for the client's next line before the store could be closed;
+- each line is parsed as the streamable HTTP transport parses a body — the standard library's
+  JSON, then the SDK's message types — so an argument holding a lone surrogate escape
+  (``"\\ud800"``, which the SDK's stdio parser refuses, answering nothing) reaches the tool as
+  the string it spells and is answered with the tool's refusal (``check_unicode``), as over
+  HTTP.
+
+Otherwise (a file, a terminal) the SDK's stdio transport reads and writes them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any, cast
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import IO, Any
 
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from mcp.shared.message import SessionMessage
+from mcp.types import jsonrpc_message_adapter
+from pydantic import ValidationError
 
 from node.mcp.server import build_server
 from node.node import Node
@@ -30,7 +47,7 @@ MAX_LINE = DEFAULT_MAX_REQUEST_BODY_SIZE  # one message, as the HTTP transport b
 
 
 class _Lines:
-    """stdin as the SDK's stdio transport consumes it (``async for line in stdin``)."""
+    """stdin's lines as text (``async for line in lines``)."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self.reader = reader
@@ -48,14 +65,16 @@ class _Lines:
         return line.decode("utf-8", errors="replace")
 
 
+def _is_pipe(fd: int) -> bool:
+    """Whether ``fd`` is a pipe or a socket (the loop reads those; a file or a terminal is the
+    SDK's to read)."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 @asynccontextmanager
-async def _stdin_lines() -> AsyncIterator[_Lines | None]:
-    """stdin through the loop when it is a pipe or a socket (as an MCP client starts us);
-    otherwise None, and the SDK reads it its own way."""
-    mode = os.fstat(sys.stdin.fileno()).st_mode
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
-        yield None
-        return
+async def _stdin_lines() -> AsyncIterator[_Lines]:
+    """stdin, a pipe or a socket, through the loop."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_LINE)
     transport, _ = await loop.connect_read_pipe(
@@ -67,11 +86,62 @@ async def _stdin_lines() -> AsyncIterator[_Lines | None]:
         transport.close()
 
 
+@contextmanager
+def _stdout_wire() -> Iterator[IO[bytes]]:
+    """stdout as the wire; file descriptor 1 points at stderr until it is given back, so
+    stray output (a print, a child's) never lands inside a message."""
+    saved = os.dup(1)
+    wire = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    try:
+        yield wire
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        wire.close()
+
+
+def _message(line: str) -> SessionMessage | Exception:
+    """One line's JSON-RPC message, parsed as the streamable HTTP transport parses a body, or
+    the error that the server reports for it (as the SDK's own stdio transport does)."""
+    try:
+        parsed = jsonrpc_message_adapter.validate_python(json.loads(line), by_name=False)
+    except (ValueError, ValidationError, RecursionError) as exc:
+        return exc
+    return SessionMessage(parsed)
+
+
+async def _read(lines: _Lines, into: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
+    async with into:
+        async for line in lines:
+            await into.send(_message(line))
+
+
+async def _write(source: MemoryObjectReceiveStream[SessionMessage], wire: IO[bytes]) -> None:
+    async with source:
+        async for out in source:
+            text = out.message.model_dump_json(by_alias=True, exclude_unset=True)
+            await asyncio.to_thread(wire.write, text.encode() + b"\n")
+
+
+async def _serve_lines(server: Server[Any], lines: _Lines, wire: IO[bytes]) -> None:
+    read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(_read, lines, read_in)
+        tasks.start_soon(_write, write_out, wire)
+        await server.run(read_out, write_in, server.create_initialization_options())
+        tasks.cancel_scope.cancel()
+
+
 async def serve_stdio(node: Node, token: str) -> None:
     """Serve until the client closes stdin (or the task is cancelled); every call acts as
     ``token``'s principal, and is refused once the token is revoked or expires."""
     server = build_server(node, token=token, surface="stdio")
-    async with _stdin_lines() as lines:
-        stdin = cast(Any, lines)  # the SDK types it as a file; it only iterates it
-        async with stdio_server(stdin=stdin) as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+    if _is_pipe(sys.stdin.fileno()):
+        async with _stdin_lines() as lines:
+            with _stdout_wire() as wire:
+                await _serve_lines(server, lines, wire)
+        return
+    async with stdio_server() as (read, write):  # the SDK reads and writes them its own way
+        await server.run(read, write, server.create_initialization_options())

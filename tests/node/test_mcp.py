@@ -16,6 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
@@ -540,6 +541,54 @@ def test_sigterm_stops_serving_and_closes_the_store(site):
         _, err = proc.communicate()
     assert "Traceback" not in err
     assert not (site.data / "memlane.db-wal").exists()  # closed: the last connection removes it
+
+
+def test_a_lone_surrogate_in_an_argument_is_answered_with_its_refusal(site):
+    """JSON's escapes can spell a lone surrogate ("\\ud800"), which no UTF-8 can carry: the
+    call is answered with the tool's refusal, as over HTTP (the SDK's stdio parser refused
+    the line and answered nothing), and the server goes on serving."""
+    calls = [
+        {"name": "e_write", "arguments": {"title": "a\ud800b", "text": "t"}},
+        {"name": "e_write", "arguments": {"title": "t", "tags": ["ok", "\udfff"]}},
+        {"name": "e_timeline", "arguments": {"action": "find", "query": "\ud83d"}},
+        {"name": "e_write", "arguments": {"title": "after them"}},
+    ]
+    lines = [{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": call}
+          for n, call in enumerate(calls, 1))]  # fmt: skip
+    sent = "not JSON\n" + "".join(json.dumps(line) + "\n" for line in lines)  # ASCII: escapes
+    assert "\\ud800" in sent
+    proc = subprocess.Popen(
+        [str(MEMLANE), "mcp", "--data", str(site.data), "--token", site.tokens["alice"]],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    watchdog = threading.Timer(TIMEOUT, proc.kill)  # a missing answer fails, never hangs
+    watchdog.start()
+    try:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        proc.stdin.write(sent)
+        proc.stdin.flush()
+        replies = {r["id"]: r for r in (json.loads(proc.stdout.readline())
+                                        for _ in range(1 + len(calls)))}  # fmt: skip
+        _, err = proc.communicate(timeout=TIMEOUT)  # stdin closed: it stops
+    finally:
+        watchdog.cancel()
+        proc.kill()
+        proc.wait(timeout=TIMEOUT)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    refused = [replies[n]["result"] for n in (1, 2, 3)]
+    assert all(r["isError"] for r in refused)
+    assert [r["structuredContent"]["error"] for r in refused] == [
+        "invalid title: must be Unicode text: it holds a lone surrogate (U+D800) at character 1",
+        "invalid tags: must be Unicode text: it holds a lone surrogate (U+DFFF) at character 0",
+        "invalid query: must be Unicode text: it holds a lone surrogate (U+D83D) at character 0",
+    ]
+    assert replies[4]["result"]["structuredContent"]["created"] is True
 
 
 # -- in the same process -----------------------------------------------------------------------
