@@ -27,7 +27,7 @@ import stat
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import IO, Any
+from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -87,18 +87,22 @@ async def _stdin_lines() -> AsyncIterator[_Lines]:
 
 
 @contextmanager
-def _stdout_wire() -> Iterator[IO[bytes]]:
-    """stdout as the wire; file descriptor 1 points at stderr until it is given back, so
-    stray output (a print, a child's) never lands inside a message."""
-    saved = os.dup(1)
-    wire = os.fdopen(os.dup(1), "wb", buffering=0)
+def _stdout_wire() -> Iterator[int]:
+    """stdout as the wire (a descriptor of its own); file descriptor 1 points at stderr until
+    it is given back, so stray output (a print, a child's) never lands inside a message."""
+    wire = os.dup(1)
     os.dup2(2, 1)
     try:
         yield wire
     finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        wire.close()
+        os.dup2(wire, 1)
+        os.close(wire)
+
+
+def _send(wire: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:  # a pipe may take a long message in parts
+        view = view[os.write(wire, view) :]
 
 
 def _message(line: str) -> SessionMessage | Exception:
@@ -117,14 +121,14 @@ async def _read(lines: _Lines, into: MemoryObjectSendStream[SessionMessage | Exc
             await into.send(_message(line))
 
 
-async def _write(source: MemoryObjectReceiveStream[SessionMessage], wire: IO[bytes]) -> None:
+async def _write(source: MemoryObjectReceiveStream[SessionMessage], wire: int) -> None:
     async with source:
         async for out in source:
             text = out.message.model_dump_json(by_alias=True, exclude_unset=True)
-            await asyncio.to_thread(wire.write, text.encode() + b"\n")
+            await asyncio.to_thread(_send, wire, text.encode() + b"\n")
 
 
-async def _serve_lines(server: Server[Any], lines: _Lines, wire: IO[bytes]) -> None:
+async def _serve_lines(server: Server[Any], lines: _Lines, wire: int) -> None:
     read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
     async with anyio.create_task_group() as tasks:
