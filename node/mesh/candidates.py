@@ -10,7 +10,8 @@ discovered nodes of this mesh take turns at a bounded number of places:
   a waiting one, and waits again behind every node tried fewer times (a *strike*); a node
   linked again loses its strikes;
 - a new sighting when ``max_waiting`` wait takes the place of the waiting node with the most
-  strikes, if it has any; otherwise it is ignored.
+  strikes, if it has any; otherwise it is ignored.  A node seen again (perhaps at a new
+  address) keeps its place, dialled or waiting.
 
 So advertisements that point at closed ports or at listeners that never finish TLS cannot
 hold every place for good: each is evicted after ``evict_after`` and tried again only after
@@ -85,8 +86,11 @@ class Candidates:
                 self._hang_up(known.peer)
                 known.seen, known.peer = seen, self._dial(seen)
             return
-        waited = self.waiting.pop(seen.name, None)
-        self._queue(seen, 0 if waited is None else waited.strikes)
+        waited = self.waiting.get(seen.name)
+        if waited is not None:  # seen again, perhaps at a new address: it keeps its place
+            waited.seen = seen
+            return
+        self._queue(seen, 0)
         self._fill()
 
     def vanished(self, name: str) -> None:

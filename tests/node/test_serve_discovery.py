@@ -22,10 +22,12 @@ from zeroconf import IPVersion
 from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
 from node.address import Listen
+from node.mesh.candidates import Candidates
 from node.mesh.discovery import SERVICE_TYPE, Sighting, advertised_addresses, sighting
 from node.mesh.peers import PeerTable
 from node.mesh.service import DiscoverySettings, SyncService
 from node.node import Node
+from node.refusals import REFUSALS
 from tests.node.servekit import (
     certified_mesh,
     connected,
@@ -191,6 +193,60 @@ def test_sightings_dialled_within_the_cap_and_dropped_when_gone(tmp_path):
 
                 async with asyncio.timeout(10):  # hung-up diallers leave the table
                     await service.sync.peers.wait_for(settled)
+            finally:
+                await service.close()
+
+    asyncio.run(scenario())
+
+
+def test_discovered_nodes_that_do_not_link_take_turns(tmp_path):
+    """Two places, three waiting: each round the unlinked dialled nodes go behind every node
+    evicted fewer times; a new sighting displaces the waiting node evicted most often, or is
+    ignored when none was; a node seen again keeps its place."""
+    one = certified_mesh(tmp_path, ["one"])["one"]
+    ports = {f"n{i}": closed_port() for i in range(1, 8)}
+
+    async def scenario() -> None:
+        async with Node.open(one) as node:
+            service = SyncService(node)
+            await service.start(None, [], None)
+            now = [0.0]
+            turns = Candidates(
+                max_peers=2, max_waiting=3, evict_after=10.0, hang_up=service.sync.hang_up,
+                dial=lambda seen: service.sync.dial(seen.host, seen.port),
+                linked=lambda peer: peer.key is not None and service.sync.peers.linked(peer.key),
+                clock=lambda: now[0],
+            )  # fmt: skip
+
+            def seen(name: str, port: int | None = None) -> None:
+                turns.sighted(Sighting(name, node.info.mesh, KEY, "127.0.0.1",
+                                       port or ports[name]))  # fmt: skip
+
+            def places() -> tuple[list[str], list[str]]:
+                return sorted(turns.dialled), list(turns.waiting)
+
+            def rotated() -> tuple[list[str], list[tuple[str, int]]]:
+                now[0] += 10
+                turns.rotate()
+                waiting = [(name, w.strikes) for name, w in turns.waiting.items()]
+                return sorted(turns.dialled), waiting
+
+            try:
+                for name in ("n1", "n2", "n3", "n4", "n5", "n6"):
+                    seen(name)  # n6: every place waiting, none evicted yet: ignored
+                assert places() == (["n1", "n2"], ["n3", "n4", "n5"])
+                evicted = REFUSALS.get("discovery_evicted")
+                assert rotated() == (["n3", "n4"], [("n5", 0), ("n1", 1), ("n2", 1)])
+                seen("n7")  # displaces n1, evicted most often and longest ago
+                seen("n2", 9)  # seen again at a new address: keeps its place
+                assert [(n, w.seen.port) for n, w in turns.waiting.items()] == [
+                    ("n5", ports["n5"]), ("n2", 9), ("n7", ports["n7"])]  # fmt: skip
+                assert rotated() == (["n5", "n7"], [("n2", 1), ("n3", 1), ("n4", 1)])
+                assert REFUSALS.get("discovery_evicted") == evicted + 4
+                turns.vanished("n5")  # its place goes to the first waiting
+                assert places() == (["n2", "n7"], ["n3", "n4"])
+                dialled = {p.address for p in service.sync.peers if p.state.value != "closed"}
+                assert f"127.0.0.1:{ports['n7']}" in dialled
             finally:
                 await service.close()
 
