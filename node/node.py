@@ -394,11 +394,12 @@ class Node:
         workspaces: Sequence[str] = (ALL_WORKSPACES,),
         cert_expires: int | None = None,
         label: str | None = None,
+        max_logs: int | None = None,
     ) -> Member:
         """Author ``member.add`` for ``key`` with the authority key (this node must hold it);
-        ``cert_expires`` defaults to 90 days from now."""
+        ``cert_expires`` defaults to 90 days from now, ``max_logs`` to the mesh's 64."""
         return await self.mesh_authority.add(
-            key, workspaces=workspaces, cert_expires=cert_expires, label=label
+            key, workspaces=workspaces, cert_expires=cert_expires, label=label, max_logs=max_logs
         )
 
     async def revoke_member(self, node: str) -> Member:

@@ -12,6 +12,7 @@ __all__ = ["LIMITS", "REFUSALS", "Refusals"]
 
 # One name per limit of docs/operations.md §Limits that refuses something at run time.
 LIMITS = (
+    "writer_logs",  # a log opened past its writer's max_logs: rejected, or one dropped
     "frame_cost",  # a sync frame holds more objects or depth than its message type allows
     "sync_connections",  # every sync slot is taken
     "sync_per_key",  # one node key holds max_connections_per_key connections
@@ -27,12 +28,12 @@ LIMITS = (
     "mcp_body_bytes",  # an MCP HTTP body over max_body_bytes
     "mcp_json_shape",  # an MCP HTTP body nests or counts beyond max_json_depth / _values
     "mcp_sessions_per_token",  # one token holds max_sessions_per_token sessions
-    "mcp_connections",  # max_connections MCP HTTP connections are open
-    "mcp_header_timeout",  # an MCP HTTP connection sent no request head within header_timeout
-    "health_connections",  # the health port's 16 connections are open
     "pending_full",  # pending_limit entries wait
     "pending_bytes",  # pending_bytes bytes wait
     "pending_source_quota",  # one source holds its share: pending_per_source, of the bytes too
+    "mcp_connections",  # max_connections MCP HTTP connections are open
+    "mcp_header_timeout",  # an MCP HTTP connection sent no request head within header_timeout
+    "health_connections",  # the health port's 16 connections are open
 )
 
 _NAME = "memlane_limit_refusals_total"

@@ -20,10 +20,12 @@ from node.errors import StoreError
 from node.logging import get_logger
 from node.store import Event, Received, Report, Store, Txn
 from node.store.audit import audit
+from node.store.logbound import DROPPED
 from node.store.reader import ChangedLog, Marks, Reader, SpanEntry
 from protocol.entry import Entry, LogId
 from protocol.errors import ProtocolError
 from protocol.messages import Frontier, Tip
+from protocol.messages import Span as FrontierSpan
 from protocol.signing import verify_signature
 
 __all__ = ["Changes", "FrontierSnapshot", "Replica"]
@@ -59,10 +61,19 @@ class Replica:
         snap = await self.reader.select_snapshot()
         tips, log_ids = [], {}
         for log in snap.logs:
-            if log.head_seq > 0 and log.head_id is not None:  # logs of which something is held
+            # Logs of which something is held, but not a dropped one (node.store.logbound).
+            if log.head_seq > 0 and log.head_id is not None and log.forked_at != DROPPED:
                 tips.append(Tip(log.writer, log.epoch, log.head_seq, log.head_id))
                 log_ids[(log.writer, log.epoch)] = log.log_id
         return FrontierSnapshot(Frontier.of(tips), log_ids, snap.pos)
+
+    def authority_first(self, spans: list[FrontierSpan]) -> list[FrontierSpan]:
+        """``spans`` with the authority's logs first: their member entries admit the other
+        writers, whose entries would otherwise wait in the pending area (docs/mesh.md §The
+        authority)."""
+        membership = self.store.membership
+        authority = membership.authority if membership is not None else None
+        return sorted(spans, key=lambda s: s.log[0] != authority)
 
     async def span(
         self, log_id: int, *, gt: int, lte: int, limit: int, max_bytes: int

@@ -20,6 +20,7 @@ from protocol.canonical import decode_canonical, encode_canonical
 from protocol.clock import MAX_WALL_MS
 from protocol.entry import MAX_PAYLOAD_BYTES
 from protocol.errors import LocalProtocolError, PayloadError, RemoteProtocolError
+from protocol.messages import MAX_FRONTIER_TIPS
 from protocol.schema import (
     Binary,
     Choice,
@@ -37,6 +38,7 @@ from protocol.schema import (
 
 __all__ = [
     "KINDS",
+    "MAX_LOGS",
     "MAX_MENTION",
     "Kind",
     "decode_payload",
@@ -54,6 +56,7 @@ _workspace = Text(64, 1, WORKSPACE)
 _principal = Text(128, 1, PRINCIPAL)
 _ms = Integer(0, MAX_WALL_MS)
 _count = Integer(0, (1 << 53) - 1)
+MAX_LOGS = MAX_FRONTIER_TIPS  # the most logs a member.add may grant: what a frontier lists
 _label = Text(64)
 _tags = TextList(Text(64), max_items=64)
 _instant_text = Text(40)
@@ -169,12 +172,14 @@ _ALL = (
         _f("workspace", _workspace, req=True), _f("principal", _principal, req=True),
         _f("row", Nested(_CALL_WINDOW_ROW), req=True),
     )), "workspace"),
-    Kind("member.add", 1, Schema((
+    Kind("member.add", 2, Schema((
         _f("node", Binary(32), req=True),
         _f("workspaces", TextList(Text(64, 1, rf"\*|{WORKSPACE}"), 256, 1), req=True),
         _f("cert_expires", _ms, req=True),
         _f("label", _label),
         _f("certificate", Text(4096, 1)),  # PEM: the node certificate of a renewal
+        # v2: how many logs (epochs) the key may open; absent, the mesh's default (64).
+        _f("max_logs", Integer(1, MAX_LOGS)),
     )), None),
     Kind("member.revoke", 1, Schema((
         _f("node", Binary(32), req=True),

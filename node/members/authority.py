@@ -86,11 +86,13 @@ class MeshAuthority:
         workspaces: Sequence[str] = (ALL_WORKSPACES,),
         cert_expires: int | None = None,
         label: str | None = None,
+        max_logs: int | None = None,
     ) -> Member:
         """Author ``member.add`` for ``key`` (also how a grant is changed or renewed)."""
         if cert_expires is None:
             cert_expires = self.store.wall() + DEFAULT_CERT_LIFETIME_MS
-        await self._grant(key, grant_payload(key, workspaces, cert_expires, label))
+        payload = grant_payload(key, workspaces, cert_expires, label, max_logs=max_logs)
+        await self._grant(key, payload)
         await self._release(key)
         return self._member(key)
 
@@ -134,7 +136,9 @@ class MeshAuthority:
             self.keys()[1], self.mesh, key, issued=self.store.wall(), expires=expires
         )
         pem = certs.pem(certificate).decode()
-        await self._grant(key, grant_payload(key, member.workspaces, expires, member.label, pem))
+        payload = grant_payload(key, member.workspaces, expires, member.label, pem,
+                                max_logs=member.max_logs)  # fmt: skip
+        await self._grant(key, payload)
 
     async def _grant(self, key: bytes, payload: dict[str, Any]) -> None:
         """Author ``member.add`` with ``payload``, unless ``key`` was revoked meanwhile."""

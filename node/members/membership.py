@@ -35,9 +35,21 @@ from protocol.entry import Header, decode_header
 from protocol.errors import PayloadError
 from protocol.kinds import KINDS, decode_payload, workspace_of
 
-__all__ = ["ALL_WORKSPACES", "MEMBER_KINDS", "Cutoff", "Member", "Membership", "grant_payload"]
+__all__ = [
+    "ALL_WORKSPACES",
+    "DEFAULT_MAX_LOGS",
+    "MEMBER_KINDS",
+    "Cutoff",
+    "Member",
+    "Membership",
+    "grant_payload",
+]
 
 ALL_WORKSPACES = "*"
+# How many logs (epochs: one at init, one more at each restore) a member may open when its
+# member.add names no max_logs (schema v1, or v2 without it): a rule of the mesh, the same on
+# every node, so every node refuses the same logs (docs/mesh.md §Logs per writer).
+DEFAULT_MAX_LOGS = 64
 MEMBER_KINDS = frozenset({"member.add", "member.revoke"})
 
 # Every applied member entry of the authority's logs, as "log_id:header hex:payload hex"
@@ -76,6 +88,7 @@ class Member:
     added_at: int | None = None
     revoked: Cutoff | None = None
     certificate: str | None = None  # PEM, when the grant carried one (an online renewal)
+    max_logs: int = DEFAULT_MAX_LOGS
     # The workspaces as a set, None for all: what the receive path looks up.
     allowed: frozenset[str] | None = dataclasses.field(default=None, compare=False, repr=False)
 
@@ -105,14 +118,18 @@ def grant_payload(
     cert_expires: int,
     label: str | None = None,
     certificate: str | None = None,
+    max_logs: int | None = None,
 ) -> dict[str, Any]:
-    """A valid ``member.add`` payload, or ``MeshError`` naming what is wrong."""
+    """A valid ``member.add`` payload, or ``MeshError`` naming what is wrong; ``max_logs``
+    only when it is not the mesh's default."""
     payload: dict[str, Any] = {"node": key, "workspaces": list(workspaces),
                                "cert_expires": cert_expires}  # fmt: skip
     if label is not None:
         payload["label"] = label
     if certificate is not None:
         payload["certificate"] = certificate
+    if max_logs is not None and max_logs != DEFAULT_MAX_LOGS:
+        payload["max_logs"] = max_logs
     try:
         KINDS["member.add"].schema.check(payload, authoring=True)
     except PayloadError as exc:
@@ -124,13 +141,14 @@ def _granted(key: bytes, entry: _Entry) -> Member:
     workspaces = tuple(entry.payload["workspaces"])
     allowed = None if ALL_WORKSPACES in workspaces else frozenset(workspaces)
     return Member(key, workspaces, entry.payload["cert_expires"], entry.payload.get("label"),
-                  entry.wall, None, entry.payload.get("certificate"), allowed)  # fmt: skip
+                  entry.wall, None, entry.payload.get("certificate"),
+                  entry.payload.get("max_logs", DEFAULT_MAX_LOGS), allowed)  # fmt: skip
 
 
 def _revoked(key: bytes, old: Member | None, entry: _Entry) -> Member:
     cut = Cutoff(entry.payload.get("last_epoch"), entry.payload["last_seq"], entry.wall)
     if old is None:
-        return Member(key, (), 0, None, None, cut, None, frozenset())
+        return Member(key, (), 0, None, None, cut, allowed=frozenset())
     return dataclasses.replace(old, revoked=cut)
 
 
@@ -170,6 +188,14 @@ class Membership:
             if workspace is not None and workspace not in allowed:
                 return f"its writer may not write into workspace {workspace!r}"
         return None
+
+    def max_logs(self, writer: bytes) -> int | None:
+        """How many logs ``writer`` may hold: None for the authority (no bound), its grant's
+        ``max_logs`` for a member (a writer not admitted yet waits, and is asked again)."""
+        member = self._members.get(writer)
+        if writer == self.authority or member is None:
+            return None
+        return member.max_logs
 
     def take_admitted(self) -> set[bytes]:
         admitted, self._admitted = self._admitted, set()

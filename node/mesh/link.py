@@ -227,7 +227,7 @@ async def catch_up(replica: Replica, snap: FrontierSnapshot, theirs: Frontier) -
     """What the peer lacks of ``snap``: per log, from the seq after the peer's tip — from the
     tip itself when the logs forked there, so the peer sees the fork."""
     spans = []
-    for span in snap.frontier.lacking(theirs):
+    for span in replica.authority_first(snap.frontier.lacking(theirs)):
         log_id = snap.log_ids[span.log]
         first = span.first
         if span.after is not None:

@@ -6,6 +6,7 @@ at open and reloaded after a rolled-back batch.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import aiosqlite
@@ -15,7 +16,9 @@ from node.store.pending import Fetch, PendingTally
 from protocol.clock import Hlc
 from protocol.entry import LogId
 
-__all__ = ["LogHead", "LogTable", "decode_hlc", "encode_hlc"]
+__all__ = ["DROPPED", "LogHead", "LogTable", "decode_hlc", "encode_hlc"]
+
+DROPPED = 0  # a log's forked_at when it is hidden whole: over its writer's bound (logbound)
 
 _PENDING_LOGS = "SELECT DISTINCT writer, epoch FROM pending"
 
@@ -54,6 +57,7 @@ class LogTable:
         self.next_log_id = 1
         self.pending_logs: set[LogId] = set()
         self.pending_tally = PendingTally()
+        self.writer_logs: Counter[bytes] = Counter()  # logs held per writer, dropped ones not
 
     async def load(self, conn: aiosqlite.Connection) -> None:
         self.heads.clear()
@@ -63,6 +67,8 @@ class LogTable:
             async for w, e, log_id, seq, head_id, forked in cur:
                 self.heads[(bytes(w), bytes(e))] = LogHead(log_id, seq, head_id, forked, seq)
         self.next_log_id = max((h.log_id for h in self.heads.values()), default=0) + 1
+        self.writer_logs = Counter(w for (w, _), h in self.heads.items()
+                                   if h.seq and h.forked_at != DROPPED)  # fmt: skip
         self.next_pos = await _scalar(conn, "SELECT coalesce(max(pos), 0) FROM headers") + 1
         async with conn.execute(_PENDING_LOGS) as cur:
             self.pending_logs = {(bytes(w), bytes(e)) async for w, e in cur}

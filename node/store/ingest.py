@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
+from node.refusals import REFUSALS
 from node.store.audit import Event, audit
 from node.store.heads import LogHead, LogTable
+from node.store.logbound import DROPPED, Crowded, make_room
 from node.store.txn import Txn
 from node.store.views import View
 from protocol.canonical import encode_canonical
@@ -50,6 +52,9 @@ class Admission(Protocol):
 
     def take_admitted(self) -> set[bytes]:
         """Writers admitted since the last call (their waiting entries can be released)."""
+
+    def max_logs(self, writer: bytes) -> int | None:
+        """How many logs ``writer`` may hold; None for no bound."""
 
 
 class _Options(Protocol):
@@ -227,6 +232,7 @@ class Ingest:
             # Marks the received entries already waiting, so they are not parked twice.
             new += self._admitted(await self._pending_of(log, head.seq, received))[0]
         await self._park(waiting)
+        new = await self._bounded(head, new)
         attached = await self._attach(head, new)
         leftover = [c for c in new if c.entry.id not in attached]
         old += [c for c in leftover if c.entry.header.seq <= head.seq]
@@ -234,6 +240,45 @@ class Ingest:
         await self._park([c for c in leftover if c.entry.header.seq > head.seq])
         if attached and log in self.store.logs.pending_logs:
             await self._drop_stale_pending(log, head.seq)
+
+    async def _bounded(self, head: LogHead, new: list[_Candidate]) -> list[_Candidate]:
+        """``new`` unless its log may not be held (docs/mesh.md §Logs per writer): a dropped
+        log takes nothing more, and a log its writer opens past its bound is rejected or
+        displaces the writer's last-ranked one."""
+        if head.forked_at == DROPPED:
+            return self._refuse(new, "its log was dropped: its writer opened more logs than "
+                                     "its member.add allows")  # fmt: skip
+        admission = self.store.membership
+        if head.seq or admission is None or not new:
+            return new
+        most = admission.max_logs(new[0].entry.header.writer)
+        amortised = self.store.options.amortised_verification
+        run = authentic_from(0, None, [c.entry for c in new], amortised=amortised)
+        if most is None or not run:
+            return new  # no bound, or no authentic first entry: nothing opens
+        room = await make_room(self.txn, self.store.logs, run[0].header, most)
+        if isinstance(room, Crowded):
+            return self._refuse(new, room.reason)
+        if room is not None:
+            await self._drop(room)
+        return new
+
+    def _refuse(self, cands: list[_Candidate], reason: str) -> list[_Candidate]:
+        REFUSALS.count("writer_logs")
+        for cand in cands:
+            self._reject(reason, cand.entry.id)
+            if cand.from_pending:
+                self.txn.add("DELETE FROM pending WHERE id = ?", (cand.entry.id,))
+                self.store.logs.pending_tally.stale = True
+        return []
+
+    async def _drop(self, head: LogHead) -> None:
+        """Hide ``head``'s log whole: a log of its writer ranked before it has arrived."""
+        REFUSALS.count("writer_logs")
+        await self.store.hide_log(self.txn, head, DROPPED)
+        self.txn.add("UPDATE logs SET forked_at = ? WHERE log_id = ?", (DROPPED, head.log_id))
+        reason = "log dropped: its writer opened one before it past the bound of its member.add"
+        self.store.audit_rejection(self.txn, self.source, Event.ENTRY_REJECTED, reason, head.id)
 
     async def _attach(self, head: LogHead, cands: list[_Candidate]) -> set[bytes]:
         amortised = self.store.options.amortised_verification
