@@ -349,7 +349,7 @@ class Node:
     async def import_bundle(
         self, path: Path | str, *, progress: Progress | None = None
     ) -> bundles.ImportReport:
-        """Verify and apply a bundle in one transaction (one ``bundle_imported`` event)."""
+        """Verify a bundle, then apply it a chunk at a time (one ``bundle_imported`` event)."""
         from node import bundles
 
         return await bundles.import_bundle(self.store, self.info.mesh, Path(path),

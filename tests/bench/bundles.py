@@ -8,7 +8,8 @@ entries of 20 writers, views built, and an empty receiver of the same mesh), cac
 
 - **export**: ``Node.export_bundle`` of everything the sender holds;
 - **import**: ``Node.import_bundle`` of that file into the receiver — both passes (verify the
-  whole file, then apply it in one transaction with the views and one audit event);
+  whole file, then apply it ``node.bundles.IMPORT_CHUNK`` entries a transaction with the
+  views, the write lock left free ``IMPORT_PAUSE`` between two, and one audit event);
 - **receive pipeline**: the same entries, read from the bundle before timing, through
   ``node.receive`` in batches of 1,000 (chain-amortised, as sync hands them over) into another
   copy of the receiver.
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from node.bundles import IMPORT_CHUNK
 from node.logging import configure_logging
 from node.node import Node
 from protocol.bundle import BundleReader
@@ -230,7 +232,7 @@ def _report(
         Row(EXPORT, exported["entries"], (exported["seconds"],), rss_mib=exported["peak"],
             note=f"{exported['bytes'] / exported['entries']:,.0f} bytes/entry; own process"),
         Row(IMPORT, n, (imported["seconds"],), rss_mib=imported["peak"],
-            note="one transaction; own process"),
+            note=f"{IMPORT_CHUNK:,} entries a transaction; own process"),
         Row(RECEIVE, n, (received["seconds"],), rss_mib=received["peak"],
             note=f"{_BATCH:,} entries/receive; all in memory"),
     ]  # fmt: skip
