@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from node.node import Node
 from tests.node.bundlekit import answers, caller, write
 from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter
+from tests.node.helpers import ForeignWriter, pending
 from tests.node.synckit import converged, held, make_mesh, syncing
 
 # One stage: (SRs written in team, in other, entries of the foreign writer, workspace bundle?)
@@ -54,7 +54,7 @@ async def _scenario(root: Path, stages: list[tuple[int, int, int, bool]], order:
                 c, await caller(c, workspace)
             )
         assert (await b.verify()).ok
-        assert b.store.logs.pending_count == 0
+        assert await pending(b) == set()
 
 
 async def _cut(
