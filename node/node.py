@@ -402,6 +402,11 @@ class Node:
             key, workspaces=workspaces, cert_expires=cert_expires, label=label, max_logs=max_logs
         )
 
+    async def set_max_logs(self, node: str, max_logs: int) -> Member:
+        """Author ``member.add`` for a member (node id or key hex), its grant unchanged but
+        for how many logs it may hold (docs/mesh.md §Logs per writer)."""
+        return await self.mesh_authority.regrant(node, max_logs=max_logs)
+
     async def revoke_member(self, node: str) -> Member:
         """Author ``member.revoke`` for a member (node id or key hex), after the last
         (epoch, seq) of it this node has accepted."""

@@ -19,6 +19,7 @@ __all__ = ["add_parsers"]
 _INVITE_HELP = "print a signed invite to this mesh, valid once and for a while"
 _MEMBERS_HELP = "list the nodes the authority's log has admitted or revoked"
 _PEERS_HELP = "list the sync peers of this node's `memlane serve`: state, lag, last error"
+_GRANT_HELP = "change how many logs a member may hold (its grant is otherwise kept)"
 _REVOKE_HELP = (
     "revoke a member: entries it writes after the last one this node has accepted from it "
     "are refused everywhere the revocation reaches"
@@ -26,7 +27,7 @@ _REVOKE_HELP = (
 
 
 def add_parsers(sub: Any) -> None:
-    """Register ``mesh invite``, ``mesh members``, ``mesh revoke`` and ``peers``."""
+    """Register ``mesh invite``, ``mesh members``, ``mesh grant``, ``mesh revoke``, ``peers``."""
     mesh = sub.add_parser("mesh", help="the mesh: invites, members, revocation")
     msub = mesh.add_subparsers(dest="action", required=True)
     invite = msub.add_parser("invite", help=_INVITE_HELP, description=_INVITE_HELP + (
@@ -41,6 +42,17 @@ def add_parsers(sub: Any) -> None:
     invite.set_defaults(handler=mesh_invite)
     members = msub.add_parser("members", help=_MEMBERS_HELP, description=_MEMBERS_HELP)
     members.set_defaults(handler=mesh_members)
+    grant = msub.add_parser("grant", help=_GRANT_HELP, description=_GRANT_HELP + (
+        ". Every node applies it to the logs it receives from then on."))  # fmt: skip
+    grant.add_argument("node", metavar="NODE_ID", help="the member's node id (or key in hex)")
+    grant.add_argument(
+        "--max-logs",
+        type=int,
+        required=True,
+        metavar="N",
+        help="how many logs (epochs) it may hold: 1 to 100000 (default 64)",
+    )
+    grant.set_defaults(handler=mesh_grant)
     revoke = msub.add_parser("revoke", help=_REVOKE_HELP, description=_REVOKE_HELP)
     revoke.add_argument("node", metavar="NODE_ID", help="the member's node id (or key in hex)")
     revoke.set_defaults(handler=mesh_revoke)
@@ -72,6 +84,12 @@ async def mesh_members(args: argparse.Namespace) -> Result:
     return Result(rows, "\n".join(table(_MEMBERS, [_cells(r) for r in rows])) or "no members")
 
 
+async def mesh_grant(args: argparse.Namespace) -> Result:
+    async with open_node(args) as node:
+        member = await node.set_max_logs(args.node, args.max_logs)
+    return Result(_row(member, False), f"{member.node_id} may hold {member.max_logs} logs")
+
+
 async def mesh_revoke(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         member = await node.revoke_member(args.node)
@@ -89,7 +107,7 @@ def _row(member: Member, own: bool) -> dict[str, Any]:
     }  # fmt: skip
     return {
         "node_id": member.node_id, "key": member.key.hex(), "label": member.label,
-        "workspaces": list(member.workspaces), "this_node": own,
+        "workspaces": list(member.workspaces), "max_logs": member.max_logs, "this_node": own,
         "cert_expires": format_instant(member.cert_expires) if member.added_at else None,
         "revoked": revoked,
     }  # fmt: skip
@@ -101,13 +119,13 @@ def _cutoff(cut: dict[str, Any]) -> str:
     return f"seq {cut['seq']} of epoch {cut['epoch']}"
 
 
-_MEMBERS = ("NODE ID", "WORKSPACES", "CERT EXPIRES", "LABEL", "THIS NODE", "REVOKED")
+_MEMBERS = ("NODE ID", "WORKSPACES", "MAX LOGS", "CERT EXPIRES", "LABEL", "THIS NODE", "REVOKED")
 
 
 def _cells(row: dict[str, Any]) -> list[Any]:
     cut = row["revoked"]
     revoked = None if cut is None else f"at {cut['at']} after {_cutoff(cut)}"
-    return [row["node_id"], row["workspaces"], row["cert_expires"], row["label"],
+    return [row["node_id"], row["workspaces"], row["max_logs"], row["cert_expires"], row["label"],
             "yes" if row["this_node"] else "no", revoked]  # fmt: skip
 
 

@@ -96,6 +96,17 @@ class MeshAuthority:
         await self._release(key)
         return self._member(key)
 
+    async def regrant(self, name: str, *, max_logs: int) -> Member:
+        """Author ``member.add`` for the member named by ``name`` with its grant as it is —
+        workspaces, certificate expiry, label, certificate — but ``max_logs``."""
+        member = self.membership.find(name)
+        if member.revoked is not None or member.added_at is None:
+            raise UnknownMember(f"node {member.node_id} is revoked: its grant cannot change")
+        payload = grant_payload(member.key, member.workspaces, member.cert_expires, member.label,
+                                member.certificate, max_logs=max_logs)  # fmt: skip
+        await self._grant(member.key, payload)
+        return self._member(member.key)
+
     async def revoke(self, name: str) -> Member:
         """Author ``member.revoke`` for the member named by ``name`` (node id or key hex),
         cutting it off after the last (epoch, seq) of it this node has accepted."""

@@ -64,9 +64,17 @@ def test_members_shows_grants_this_node_and_revocations(tmp_path: Path) -> None:
     listed = [re.split(r" {2,}", line)
               for line in ok(run("mesh", "members", "--data", data)).splitlines()]  # fmt: skip
     peer_id = node_id(peer.key.public)
-    assert listed[0] == ["NODE ID", "WORKSPACES", "CERT EXPIRES", "LABEL", "THIS NODE", "REVOKED"]
-    (mine,) = [row for row in listed if row[4] == "yes"]
-    assert mine[1:3] == ["*", "9999-12-31T23:59:59.999Z"]
+    assert listed[0] == [
+        "NODE ID",
+        "WORKSPACES",
+        "MAX LOGS",
+        "CERT EXPIRES",
+        "LABEL",
+        "THIS NODE",
+        "REVOKED",
+    ]
+    (mine,) = [row for row in listed if row[5] == "yes"]
+    assert mine[1:4] == ["*", "64", "9999-12-31T23:59:59.999Z"]
     assert [row[1] for row in listed if row[0] == peer_id] == ["team"]
 
     revoked = ok(run("mesh", "revoke", "--data", data, peer_id)).strip()
@@ -82,6 +90,25 @@ def test_members_shows_grants_this_node_and_revocations(tmp_path: Path) -> None:
                 if line.startswith(peer_id)]  # fmt: skip
     assert shown.endswith(f"  at {rows[peer_id]['revoked']['at']} after seq 2 of epoch "
                           f"{peer.epoch.hex()}")  # fmt: skip
+
+
+def test_grant_changes_how_many_logs_a_member_may_hold(tmp_path: Path) -> None:
+    data = init(tmp_path)
+
+    async def admit_one() -> str:
+        async with Node.open(data) as node:
+            writer = ForeignWriter(node.info.mesh, seed=b"\x34" * 32)
+            await admit(node, writer, workspaces=["team"])
+            return node_id(writer.key.public)
+
+    peer_id = asyncio.run(admit_one())
+    assert ok(run("mesh", "grant", "--data", data, peer_id, "--max-logs", "3")).strip() == (
+        f"{peer_id} may hold 3 logs"
+    )
+    rows = {r["node_id"]: r for r in json.loads(ok(run("mesh", "members", "--data", data,
+                                                       "--json")))}  # fmt: skip
+    assert (rows[peer_id]["max_logs"], rows[peer_id]["workspaces"]) == (3, ["team"])
+    assert "max_logs" in fails(run("mesh", "grant", "--data", data, peer_id, "--max-logs", "0"))
 
 
 def test_refusals_exit_1_and_store_nothing(tmp_path: Path) -> None:
