@@ -191,7 +191,7 @@ async def export_bundle(
     except ProtocolError as exc:
         raise BundleError(f"cannot export a bundle: {exc}") from exc
     writer = BundleWriter(key, header)
-    spans = _authority_first(snap.frontier.lacking(theirs or Frontier()), store)
+    spans = replica.authority_first(snap.frontier.lacking(theirs or Frontier()))
     tmp = out.with_name(out.name + ".partial")
     f = _open_write(tmp)
     size, payloads, total = 0, 0, sum(s.last - s.first + 1 for s in spans)
@@ -214,13 +214,6 @@ async def export_bundle(
         raise
     assert writer.end is not None
     return ExportReport(out, writer.end.bundle_id, writer.count, payloads, size)
-
-
-def _authority_first(spans: list[Span], store: Store) -> list[Span]:
-    """The authority's logs first: their member entries admit the other writers (docs/mesh.md
-    §The authority)."""
-    authority = store.membership.authority if store.membership else None
-    return sorted(spans, key=lambda s: s.log[0] != authority)
 
 
 async def _span_entries(replica: Replica, log_id: int, span: Span) -> AsyncIterator[Entry]:
