@@ -34,7 +34,7 @@ from tests.node.test_cli import make_token, ok, run
 MEMLANE = Path(sys.executable).with_name("memlane")
 PROCESSES = 8
 WRITES = 50
-KILLS = 3  # per process, at most
+KILLS = 2  # per process, at most
 TIMEOUT = 30.0  # for one run of a process to answer everything or exit
 INITIALIZE = {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {},
