@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from node.config import NodeConfig, SearchConfig
-from node.metrics import Metrics, Sample, render
+from node.metrics import _HELP, Metrics, Sample, render
 from node.node import Node
 from node.refusals import LIMITS
 from tests.node.bundlekit import caller, write
@@ -230,3 +230,12 @@ async def test_the_vector_index_metrics(tmp_path):
         assert _search_samples(await Metrics(node).collect()) == {
             "memlane_search_vectors": 0, "memlane_search_queued": 2,
             "memlane_search_fallbacks_total": 2}  # fmt: skip
+
+
+def test_every_metric_family_is_in_the_operations_table():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text("utf-8")
+    listed = set(re.findall(r"^\| `(memlane_[a-z_]+)", doc, re.MULTILINE))
+    text = render([Sample(name, 0) for name in _HELP])
+    families = set(re.findall(r"^# TYPE (memlane_[a-z_]+)", text, re.MULTILINE))
+    assert "memlane_limit_refusals_total" in families
+    assert families - listed == set()
