@@ -38,6 +38,7 @@ _HELP = {
     "memlane_entries": ("gauge", "entries held in the log (every writer)"),
     "memlane_logs": ("gauge", "logs held: one per (writer, epoch)"),
     "memlane_pending_entries": ("gauge", "entries waiting for a gap or their writer's admission"),
+    "memlane_pending_bytes": ("gauge", "bytes (headers and payloads) of the entries waiting"),
     "memlane_forks": ("gauge", "fork proofs held"),
     "memlane_audit_seq": ("gauge", "the newest seq of the audit feed"),
     "memlane_rejected_entries_total": ("counter", "entries refused since start"),
@@ -102,6 +103,8 @@ class Metrics:
             Sample("memlane_logs", int(await reader.scalar("SELECT count(*) FROM logs"))),
             Sample("memlane_pending_entries", int(await reader.scalar(
                 "SELECT count(*) FROM pending"))),
+            Sample("memlane_pending_bytes", int(await reader.scalar(
+                "SELECT coalesce(sum(size), 0) FROM pending"))),
             Sample("memlane_forks", int(await reader.scalar("SELECT count(*) FROM forks"))),
             Sample("memlane_audit_seq", newest),
         ]  # fmt: skip

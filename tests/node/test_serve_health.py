@@ -21,6 +21,7 @@ from node.metrics import _HELP, Metrics, Sample, render
 from node.node import Node
 from node.refusals import LIMITS
 from tests.node.bundlekit import caller, write
+from tests.node.helpers import ForeignWriter, admit
 from tests.node.servekit import memlane, poll, serve, setup, stop
 from tests.node.test_sync_crash import write_own
 
@@ -239,3 +240,16 @@ def test_every_metric_family_is_in_the_operations_table():
     families = set(re.findall(r"^# TYPE (memlane_[a-z_]+)", text, re.MULTILINE))
     assert "memlane_limit_refusals_total" in families
     assert families - listed == set()
+
+
+@pytest.mark.asyncio
+async def test_the_pending_area_is_measured_in_entries_and_bytes(tmp_path):
+    await Node.init(tmp_path / "n")
+    async with Node.open(tmp_path / "n") as node:
+        writer = ForeignWriter(node.info.mesh)
+        await admit(node, writer)
+        _, second = writer.run(2)
+        await node.receive([second], source="peer")  # above a gap: it waits
+        samples = {s.name: s.value for s in await Metrics(node).collect()}
+    assert samples["memlane_pending_entries"] == 1
+    assert samples["memlane_pending_bytes"] == len(second.raw) + len(second.payload or b"")
