@@ -62,7 +62,7 @@ __all__ = [
 
 _CHUNK = 1 << 20  # bytes read at a time
 _BATCH = 1000  # entries per receive batch (and per read of the store on export)
-# Entries an import applies in one transaction (docs/operations.md §Limits): ~0.3 s of the
+# Entries an import applies in one transaction (docs/operations.md §Limits): ~0.3–0.5 s of the
 # write lock on the development machine, and reading the next chunk from the file takes about
 # the pause after it, so the pause costs the import little.
 IMPORT_CHUNK = 2000
