@@ -17,7 +17,10 @@ __all__ = ["add_parsers"]
 
 _EXPORT_HELP = "write a bundle file of this node's entries, for a node that cannot sync"
 _FRONTIER_HELP = "write this node's frontier, for an exporter to cut an incremental bundle"
-_IMPORT_HELP = "verify a bundle file whole, then apply it in one transaction"
+_IMPORT_HELP = (
+    "verify a bundle file whole, then apply it a chunk at a time (run again, it finishes an "
+    "interrupted import)"
+)
 _CREATE_HELP = "back the whole node up (it may be running), its secrets under a passphrase"
 _RESTORE_HELP = (
     "restore an archive into a new --data directory: a new epoch, a new audit feed id, the "
