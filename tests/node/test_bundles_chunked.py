@@ -1,9 +1,10 @@
 """A bundle import in chunks (docs/bundles.md §What an import guarantees): another writer on the
 same store gets in between two chunks' transactions instead of after the import, and an import
 killed between chunks is finished by the next — one ``bundle_imported`` event counting the whole
-import, nothing twice, the store checking clean.  Real stores on real files: the second writer
-is a second node on the same data directory (SQLite's write lock is what they share); the
-killed import is a child process."""
+import, nothing twice, the store checking clean; a file changed after its first chunks keeps
+them, and two imports of one bundle at once leave one to finish it.  Real stores on real files:
+the second writer is a second node on the same data directory (SQLite's write lock is what they
+share); the killed import is a child process."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ async def test_another_writer_gets_in_between_the_chunks(tmp_path: Path, wall: W
     async with Node.open(dirs["B"], wall=wall) as b, Node.open(dirs["B"], wall=wall) as other:
         who = await caller(other)
         importing = asyncio.ensure_future(
-            bundles.import_bundle(b.store, b.info.mesh, path, chunk=250)
+            bundles.import_bundle(b.store, b.info.mesh, path, chunk=250, pause=0.05)
         )
         waited: list[tuple[float, float]] = []  # (when it returned, how long it took)
         started = time.monotonic()
@@ -140,6 +141,25 @@ async def test_a_file_changed_after_its_first_chunks_keeps_them_and_is_finished_
         assert len(await events(b, "bundle_imported")) == 1
 
 
+async def test_two_imports_of_one_bundle_at_once_leave_one_to_finish_it(
+    tmp_path: Path, wall: Wall
+) -> None:
+    dirs, path = await mesh_and_bundle(tmp_path, wall)
+    async with Node.open(dirs["B"], wall=wall) as b, Node.open(dirs["B"], wall=wall) as c:
+        outcomes = await asyncio.gather(
+            *(bundles.import_bundle(n.store, n.info.mesh, path, chunk=100, pause=0.01)
+              for n in (b, c)),
+            return_exceptions=True,
+        )  # fmt: skip
+        (stopped,) = [o for o in outcomes if isinstance(o, BaseException)]
+        (finished,) = [o for o in outcomes if isinstance(o, bundles.ImportReport)]
+        assert isinstance(stopped, bundles.BundleError), stopped
+        assert "is being imported by another process as well" in str(stopped)
+        assert (finished.new, finished.already_present) == (ENTRIES, 0)
+        (event,) = await events(b, "bundle_imported")
+        assert event.detail == finished.detail() | {"subjects": event.detail["subjects"]}
+
+
 def _headers(db: Path) -> int:
     with closing(sqlite3.connect(db)) as conn:
         count: int = conn.execute("SELECT count(*) FROM headers").fetchone()[0]
@@ -153,7 +173,8 @@ def _kill_mid_import(data: Path, bundle: Path, db: Path, *, stored: int) -> int:
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     try:
         assert child.stdout is not None
-        assert child.stdout.readline() == b"ready\n", child.stderr
+        line = child.stdout.readline()
+        assert line == b"ready\n", child.stderr.read() if child.stderr else line
         deadline = time.monotonic() + 30
         while (seen := _headers(db)) < stored and child.poll() is None:
             assert time.monotonic() < deadline, "the import stored nothing in time"
