@@ -109,7 +109,8 @@ class FrameReader:
         if len(self._buf) < end:
             return None
         self._start = end
-        return bytes(self._buf[begin:end])
+        with memoryview(self._buf) as view:  # one copy of the body, not a slice and a copy
+            return bytes(view[begin:end])
 
 
 # Bytes a msgpack header takes beyond its first, for types whose size is fixed (ints, floats,
@@ -210,4 +211,7 @@ def unpack_body(body: bytes, limits: BodyLimits) -> Any:
             f"{len(body) - used} bytes trail the message in its frame", field="body"
         )
     del unpacker  # it may hold a partly built document; the error's traceback holds this frame
-    raise failure
+    try:
+        raise failure
+    finally:  # nor may this frame hold its error: that is a cycle, freed only by a collection
+        del failure

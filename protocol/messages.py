@@ -583,7 +583,10 @@ def decode_message(body: bytes) -> Message:
     parsed = _parse(doc)
     del doc  # the raise below keeps this frame, and its locals, in the traceback
     if isinstance(parsed, RemoteProtocolError):
-        raise parsed
+        try:
+            raise parsed
+        finally:  # the error's traceback holds this frame: it may not hold the error back
+            del parsed
     if encode_message(parsed) != body:
         raise RemoteProtocolError("not canonical msgpack (re-encodes differently)", field="body")
     return parsed

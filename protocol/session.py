@@ -274,13 +274,16 @@ class Session:
         raises ``RemoteProtocolError`` (and the session fails)."""
         self._usable()
         try:
-            body = self._reader.next_frame()
-            if body is None:
-                return self._idle_event()
-            message = decode_message(body)
-            self._say(self._them, self._us, message, RemoteProtocolError)
+            return self._next_message()
         except ProtocolError as exc:
             raise self._fail(exc) from None
+
+    def _next_message(self) -> Event:
+        body = self._reader.next_frame()
+        if body is None:
+            return self._idle_event()
+        message = decode_message(body)
+        self._say(self._them, self._us, message, RemoteProtocolError)
         return message
 
     def error_reply(self) -> bytes:
@@ -378,13 +381,17 @@ class Session:
             )
 
     def _fail(self, exc: ProtocolError) -> ProtocolError:
-        # Held without its traceback, whose frames hold what was decoded (docs/protocol.md §2).
+        """Fail the session with ``exc``; return it without its traceback, whose frames hold
+        the frame's body and what was decoded of it — raised again, it starts from the
+        caller, and they are freed at once (a cycle would keep them until a collection), as is
+        what the session had buffered (docs/protocol.md §2)."""
         self._failure = type(exc)(exc.hint, field=exc.field)
+        self._reader = FrameReader()  # a failed session reads nothing more
         peer_listening = self._us.state is not State.CLOSED and not self._eof
         self._us.state = self._them.state = State.ERROR
         if peer_listening:
             self._reply = encode_frame(encode_message(_error_for(exc)))
-        return exc
+        return exc.with_traceback(None)
 
 
 def _error_for(exc: ProtocolError) -> Error:

@@ -11,6 +11,7 @@ payload, log, view or fork row changes.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import tracemalloc
 from collections.abc import AsyncIterator
@@ -179,6 +180,28 @@ async def test_a_frame_of_empty_arrays_is_refused_unread_and_an_honest_peer_sync
     assert len(await events(served.node, "sr_synced")) == WINDOW
     honest.close()
     assert isinstance(await served.outcome(), PeerGone)
+
+
+async def test_a_refused_frame_is_freed_when_its_link_ends_without_a_collection(
+    served: Served,
+) -> None:
+    """The refused frame's body must not wait for Python's cycle collector: thirty members
+    refused at once would otherwise leave the node holding some 300 MiB until it runs."""
+    body = b"\x92\x03" + b"\x91" * (MAX_FRAME_BYTES - 3) + b"\x90"  # too deep for a frontier
+    peer = await hello(served)
+    gc.collect()
+    gc.disable()
+    try:
+        tracemalloc.start()
+        peer.send_raw(len(body).to_bytes(4, "big") + body)
+        error = await served.outcome()
+        await peer.closed()
+        del error
+        held = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+    finally:
+        gc.enable()
+    assert held < len(body) // 4, f"{held} bytes still held"
 
 
 async def test_a_connection_cut_inside_a_frame_is_a_cut(served: Served) -> None:

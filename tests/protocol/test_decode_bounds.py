@@ -83,7 +83,7 @@ def test_a_bomb_is_refused_quickly_without_allocating(body: bytes) -> None:
         decode_message(body)
     assert caught.value.field == "body"
     elapsed, peak = _measured(lambda: decode_message(body))
-    assert elapsed < 0.2
+    assert elapsed < 0.5  # it took 2.6 to 6.3 s before the scan; 0.1 s now, 0.2 under load
     assert peak < 4 * len(body)
 
 
