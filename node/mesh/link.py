@@ -147,8 +147,12 @@ class LinkOptions:
     round_interval: float = 300.0  # start a new round this long after the last one began
     min_round_interval: float = 1.0  # answer a peer's new round no sooner than this
     max_fork_proofs: int = 256  # fork proofs one connection may bring
+    # Tips in one frontier message: the protocol's most; tests send fewer to see parts travel.
+    frontier_part: int = MAX_FRONTIER_LOGS
 
     def __post_init__(self) -> None:
+        if not 0 < self.frontier_part <= MAX_FRONTIER_LOGS:
+            raise ValueError(f"frontier_part must be in [1, {MAX_FRONTIER_LOGS}]")
         if not 0 < self.window_entries <= MAX_BATCH_ENTRIES * 64:
             raise ValueError("window_entries must be positive")
         if not 0 < self.batch_entries <= MAX_BATCH_ENTRIES:
@@ -605,10 +609,11 @@ class Link:
 
     async def _send_frontier(self, frontier: Frontier) -> None:
         """This round's frontier, in parts when it lists more logs than one message holds."""
-        parts = frontier.parts()
+        most = self.host.options.frontier_part
+        parts = frontier.parts(most)
         if len(parts) > 1 and FRONTIER_PARTS not in self.session.features:
             raise LinkFailed(f"this node holds {len(frontier.tips)} logs, more than one frontier "
-                             f"message lists ({MAX_FRONTIER_LOGS}), and the peer does not offer "
+                             f"message lists ({most}), and the peer does not offer "
                              f"{FRONTIER_PARTS!r} (protocol 1.1)")  # fmt: skip
         for part in parts:
             await self._write(self.session.send(part))

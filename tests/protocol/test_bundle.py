@@ -29,7 +29,7 @@ from protocol.clock import Hlc
 from protocol.entry import Entry, Header, payload_digest
 from protocol.errors import LocalProtocolError, RemoteProtocolError
 from protocol.frames import encode_frame
-from protocol.messages import Frontier, Tip
+from protocol.messages import MAX_FRONTIER_LOGS, Frontier, Tip
 from protocol.signing import SigningKey, seal
 
 MESH = b"\x11" * 16
@@ -197,6 +197,25 @@ def test_a_frontier_file_round_trips_and_refuses_garbage() -> None:
     ):
         with pytest.raises(RemoteProtocolError):
             decode_frontier_file(bad)
+
+
+def test_frontiers_of_more_logs_than_a_frontier_message_travel_in_bundles() -> None:
+    """A bundle cut from a node of 10,001 logs, and its frontier file, read back whole (the
+    export raised "tips: must be a tuple of 0 to 10000 items" before)."""
+    tips = Frontier(tuple(Tip(i.to_bytes(32), b"\x05" * 8, 1, b"\x09" * 32)
+                          for i in range(MAX_FRONTIER_LOGS + 1)))  # fmt: skip
+    head = header(frontier=tips, since=tips)
+    (got, end) = read(bundle([], head=head))
+    assert got == head
+    assert isinstance(end, BundleEnd)
+    file = FrontierFile(MESH, EXPORTER.public, tips)
+    assert decode_frontier_file(encode_frontier_file(file)) == file
+
+
+def test_a_header_of_empty_arrays_is_refused_before_it_is_unpacked() -> None:
+    doc = [1, {"frontier": [[]] * 2_000_000}]  # 2 MB that would be two million lists
+    with pytest.raises(RemoteProtocolError, match="more than"):
+        read(MAGIC + encode_frame(encode_canonical(doc)))
 
 
 def test_header_fields_are_checked_when_built() -> None:
