@@ -3,7 +3,8 @@
 
 The labels are bounded: ``limit`` is a name of ``LIMITS``, each at zero from the start so a
 rate is defined before the first refusal.  The counts are the process's (counters restart with
-it), in ``REFUSALS``; ``render`` in ``node.metrics`` appends them to what ``/metrics`` answers.
+it), in ``REFUSALS``; ``render`` in ``node.serve.metrics`` appends them to what ``/metrics``
+answers.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ request, sync, discovery, health and metrics).
 configured (or ``--sync-listen`` / ``--peer`` is given): mutual TLS with this node's
 certificate (``node.mesh.service``), and, unless ``[discovery] enabled = false`` or
 ``--discovery off``, zeroconf discovery of the mesh's other nodes.  It answers ``/healthz`` and
-``/metrics`` on ``[serve] health`` (``node.health``).  On the authority node,
+``/metrics`` on ``[serve] health`` (``node.serve.health``).  On the authority node,
 ``--join-listen`` also accepts joins (``node.mesh.join``, docs/mesh.md §Joining).  The
 configuration is read first, whole (the file, ``MEMLANE_*``, then flags); with any problem
 every one is reported and nothing starts.
@@ -37,11 +37,11 @@ from node.errors import NodeError, Unauthenticated
 
 if TYPE_CHECKING:  # the node loads when a server starts, not to parse a command line
     from node.config import NodeConfig
-    from node.health import HealthEndpoint
     from node.mesh.join import JoinService
     from node.mesh.service import DiscoverySettings, SyncService
     from node.mesh.sync import SyncOptions
     from node.node import Node
+    from node.serve.health import HealthEndpoint
 
 __all__ = ["add_parsers", "run_mcp", "run_serve"]
 
@@ -260,8 +260,8 @@ async def _serve_mcp(
     except OSError as exc:
         raise OSError(f"cannot listen on {listen.host}:{listen.port}: {exc.strerror}") from exc
     with listener:
-        from node.health import HealthEndpoint
         from node.mcp.http import http_server
+        from node.serve.health import HealthEndpoint
 
         async with (
             http_server(node, listener, tls=tls) as endpoint,
@@ -286,7 +286,7 @@ async def _optional_health(endpoint: HealthEndpoint, listen: Listen | None
     if listen is None:
         yield None
         return
-    from node.health import health_server
+    from node.serve.health import health_server
 
     async with health_server(endpoint, listen) as url:
         yield url

@@ -9,8 +9,8 @@ from the moment a server for it is built, every tool at zero, so a rate is defin
 first call.
 
 The counts are the process's (as Prometheus expects of counters: they restart with it), in
-``METER``; ``render`` in ``node.metrics`` appends them to what ``/metrics`` answers.  A server
-built without a surface — a client in the same process — is not counted.
+``METER``; ``render`` in ``node.serve.metrics`` appends them to what ``/metrics`` answers.  A
+server built without a surface — a client in the same process — is not counted.
 """
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from node.config import NodeConfig, SearchConfig
-from node.metrics import _HELP, Metrics, Sample, render
 from node.node import Node
 from node.refusals import LIMITS
+from node.serve.metrics import _HELP, Metrics, Sample, render
 from tests.node.bundlekit import caller, write
 from tests.node.helpers import ForeignWriter, admit
 from tests.node.servekit import memlane, poll, serve, setup, stop

@@ -6,9 +6,9 @@ network only the operators' scrapers reach (it is ``127.0.0.1:8766`` by default)
 ``503`` when it does not; the JSON body also says whether sync runs and how many peer nodes
 it knows and how many of them are connected, counted per node however many connections one
 has had (peers come and go; they do not make a node unhealthy).  ``/metrics`` is
-``node.metrics`` in the Prometheus text format.  A request is read with limits (8 KiB of head,
-five seconds); anything else is answered ``404`` or ``405`` and the connection closed.  At most
-``MAX_CONNECTIONS`` (16) connections are open at once; one more is closed at once, so
+``node.serve.metrics`` in the Prometheus text format.  A request is read with limits (8 KiB of
+head, five seconds); anything else is answered ``404`` or ``405`` and the connection closed.  At
+most ``MAX_CONNECTIONS`` (16) connections are open at once; one more is closed at once, so
 connections to this port cannot take the process's file descriptors.
 """
 
@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from node.address import Listen
 from node.errors import NodeError
-from node.metrics import Metrics, render
 from node.ports import Slots
 from node.refusals import REFUSALS
+from node.serve.metrics import Metrics, render
 
 if TYPE_CHECKING:
     from node.mesh.service import SyncService
