@@ -647,8 +647,4 @@ async def _new_epoch(store: Store, txn: Txn, writer: bytes, name: str, epoch: by
     store.put_state(txn, name, epoch)
     if head is None or head.id is None:
         return
-    txn.add(
-        "INSERT INTO logs (log_id, writer, epoch, head_seq, head_id, forked_at) "
-        "VALUES ((SELECT coalesce(max(log_id), 0) + 1 FROM logs), ?, ?, 0, ?, NULL)",
-        (writer, epoch, head.id),
-    )
+    store.insert_new_epoch(txn, writer, epoch, head.id)

@@ -482,7 +482,7 @@ class _Import:
             resumed = _Resumed(self.key, done, (total.stored, total.duplicate, total.filled,
                                                 total.pending, total.rejected))  # fmt: skip
             if last:
-                txn.add(_STATE_DELETE, (self._state,))
+                self.store.delete_state(txn, self._state)
                 self._audit(txn, total)
             else:
                 self.store.put_state(txn, self._state, resumed.encode())
@@ -493,25 +493,20 @@ class _Import:
     async def _same_progress(self, txn: Txn) -> None:
         """Refuse to go on if another import of the same bundle moved its progress meanwhile
         (read under the write lock)."""
-        row = await txn.fetchone(_STATE_SELECT, (self._state,))
-        now = bytes(row[0]) if row is not None else None
+        now = await self.store.select_state(txn, self._state)
         if now != (self.saved.encode() if self.saved is not None else None):
             raise BundleError(f"{self.path} is being imported by another process as well; "
                               "this import stopped (the other finishes it)")  # fmt: skip
 
     def _audit(self, txn: Txn, total: Report) -> None:
         report = self._report(total)
-        at = max(self.store.clock.last.wall, self.store.wall())
+        at = self.store.now_ms()
         audit(txn, Event.BUNDLE_IMPORTED, at, detail=report.detail() | {"subjects": self.key})
 
     def _report(self, total: Report | None = None) -> ImportReport:
         t, v = total or self.total, self.verified
         return ImportReport(v.end.bundle_id, node_id(v.header.exporter), t.stored, t.duplicate,
                             t.filled, t.rejected, t.pending)  # fmt: skip
-
-
-_STATE_SELECT = "SELECT value FROM state WHERE key = ?"
-_STATE_DELETE = "DELETE FROM state WHERE key = ?"
 
 
 def _copy(total: Report) -> Report:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from node.errors import StoreError
 from node.logging import get_logger
 from node.store import Event, Received, Report, Store, Txn
-from node.store.audit import audit
 from node.store.logbound import DROPPED
 from node.store.reader import ChangedLog, Marks, Reader, SpanEntry
 from protocol.entry import Entry, LogId
@@ -135,15 +134,7 @@ class Replica:
     async def audit_peer(self, event: Event, source: str, detail: Mapping[str, object]) -> None:
         """``peer_connected`` / ``peer_disconnected`` (docs/tools/e_audit.md §Events), at most one
         per peer and event a minute, the next one counting those it stands for."""
-        count = self.store.limiter.admit(source, event, self.store.wall())
-        if count is None:
-            return
-
-        async def op(txn: Txn) -> None:
-            at = max(self.store.clock.last.wall, self.store.wall())
-            audit(txn, event, at, detail={"source": source, "count": count, **detail})
-
-        await self.store.run(op)
+        await self.store.audit_limited(event, source, detail)
 
 
 class Changes:

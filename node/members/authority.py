@@ -33,15 +33,6 @@ __all__ = [
 DEFAULT_CERT_LIFETIME_MS = 90 * 24 * 3600 * 1000
 DEFAULT_INVITE_LIFETIME_MS = 24 * 3600 * 1000
 
-# The newest log of a writer (by its head's clock) and how far this node has accepted it:
-# up to its head, or to just before a fork point.
-_LAST_ACCEPTED = (
-    "SELECT l.epoch, CASE WHEN l.forked_at IS NULL THEN l.head_seq "
-    "ELSE min(l.head_seq, l.forked_at - 1) END "
-    "FROM logs l JOIN headers h ON h.log_id = l.log_id AND h.seq = l.head_seq "
-    "WHERE l.writer = ? ORDER BY h.hlc_wall DESC, h.hlc_counter DESC LIMIT 1"
-)
-
 
 class MeshAuthority:
     """Membership changes, invites and certificates, on the node holding the authority key."""
@@ -117,8 +108,8 @@ class MeshAuthority:
                 raise UnknownMember(f"node {member.node_id} is already revoked")
             if member.key == self.own_key:
                 raise MeshError("a node cannot revoke its own key")
-            found = await txn.fetchone(_LAST_ACCEPTED, (member.key,))
-            epoch, seq = (bytes(found[0]), int(found[1])) if found else (None, 0)
+            found = await self.store.select_last_accepted(txn, member.key)
+            epoch, seq = found if found else (None, 0)
             payload = {"node": member.key, "last_epoch": epoch if seq else None, "last_seq": seq}
             built.append(member.key)
             return encode_payload("member.revoke", payload), payload
@@ -206,10 +197,10 @@ class MeshAuthority:
         done: list[invites.Redeemed] = []
 
         async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
-            used = await txn.fetchone("SELECT 1 FROM state WHERE key = ?", (used_key,))
+            used = await self.store.has_state(txn, used_key)
             self._refuse_revoked(joiner)
             redeemed = invites.redeem(
-                text, joiner, now, authority=private, mesh=self.mesh, used=used is not None,
+                text, joiner, now, authority=private, mesh=self.mesh, used=used,
                 cert_lifetime_ms=cert_lifetime_ms,
             )  # fmt: skip
             self.store.put_state(txn, used_key, joiner)

@@ -81,6 +81,8 @@ class Host(Protocol):
 
     def decode_known(self, entry: Entry) -> dict[str, Any] | None: ...
 
+    def now_ms(self, wall: int | None = None) -> int: ...
+
     def audit_rejection(
         self, txn: Txn, source: str, event: Event, reason: str, entry: bytes | None
     ) -> None: ...
@@ -312,14 +314,13 @@ class Ingest:
                 entry.id,
             )
         if self.event is not None:
-            # Arrival is stamped at this node's moment (its wall clock, or its clock when
-            # that is ahead): the clock alone would be the newest entry received before this
-            # one, whatever its workspace, and that time is not the caller's to see
-            # (docs/authority.md §Why nothing leaks).
+            # Arrival is stamped at this node's moment (``Store.now_ms``): the clock alone
+            # would be the newest entry received before this one, whatever its workspace, and
+            # that time is not the caller's to see (docs/authority.md §Why nothing leaks).
             audit(
                 self.txn,
                 self.event,
-                max(self.store.clock.last.wall, wall),
+                self.store.now_ms(wall),
                 entry=entry.id,
                 subject=_subject(cand.payload),
                 workspace=_workspace(cand.payload),

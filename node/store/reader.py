@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from node.errors import StoreError
+from node.store.failures import translated
 from node.store.txn import in_thread
 from protocol.canonical import decode_canonical
 
@@ -103,6 +103,7 @@ Fetch = Callable[..., list[Any]]  # (sql, args=()) -> rows, on the reader's own 
 # The reader's page cache: 16 MiB, not SQLite's 2 MiB, so that a search's postings, the narrow
 # rows they are checked against and the page's SR rows stay cached between questions.
 READ_CACHE = "PRAGMA cache_size=-16384"
+_READ_FAILED = "reading the store failed"
 
 
 class Reader:
@@ -124,10 +125,8 @@ class Reader:
     async def fetchall(self, sql: str, args: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         # One hop to the connection's thread and back (a cursor took three: execute, fetch,
         # close — each a wake-up of both threads).
-        try:
+        with translated(_READ_FAILED):
             return list(await self._conn.execute_fetchall(sql, args))
-        except sqlite3.Error as exc:
-            raise StoreError(f"reading the store failed: {exc}") from exc
 
     async def run(self, fn: Callable[[Fetch], T]) -> T:
         """Run ``fn`` on the connection's thread, reading through the ``fetch`` it is given
@@ -136,10 +135,8 @@ class Reader:
         def call(db: sqlite3.Connection) -> T:
             return fn(lambda sql, args=(): db.execute(sql, args).fetchall())
 
-        try:
+        with translated(_READ_FAILED):
             return await in_thread(self._conn, call)
-        except sqlite3.Error as exc:
-            raise StoreError(f"reading the store failed: {exc}") from exc
 
     async def scalar(self, sql: str, args: Sequence[Any] = ()) -> Any:
         rows = await self.fetchall(sql, args)
@@ -261,6 +258,22 @@ class Reader:
 
     async def max_audit_seq(self) -> int:
         return int(await self.scalar("SELECT coalesce(max(seq), 0) FROM audit"))
+
+    async def select_audit_counts(self, *, gt: int, lte: int) -> dict[str, int]:
+        """How many events of each kind the feed holds with ``gt < seq <= lte``."""
+        rows = await self.fetchall(
+            "SELECT event, count(*) FROM audit WHERE seq > ? AND seq <= ? GROUP BY event",
+            (gt, lte),
+        )
+        return {str(event): int(count) for event, count in rows}
+
+    async def max_pos(self) -> int:
+        """The newest header position (0 for an empty store)."""
+        return int(await self.scalar("SELECT coalesce(max(pos), 0) FROM headers"))
+
+    async def sum_pending_bytes(self) -> int:
+        """The bytes of the entries waiting in the pending area."""
+        return int(await self.scalar("SELECT coalesce(sum(size), 0) FROM pending"))
 
     async def count(self, table: str) -> int:
         if table not in _COUNTABLE:

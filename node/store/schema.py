@@ -10,7 +10,8 @@ import sqlite3
 
 import aiosqlite
 
-from node.errors import StoreError, StoreVersionError
+from node.errors import StoreVersionError
+from node.store.failures import translated
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SEARCH_TOKENIZER", "migrate", "refuse_newer"]
 
@@ -492,13 +493,14 @@ async def migrate(conn: aiosqlite.Connection, *, upto: int = SCHEMA_VERSION) -> 
     if found >= upto:
         return found
     script = "".join(MIGRATIONS[found:upto])
-    try:
-        await conn.executescript(f"BEGIN IMMEDIATE;{script}")
-        await conn.execute("DELETE FROM schema_version")
-        await conn.execute("INSERT INTO schema_version VALUES (?)", (upto,))
-        await conn.commit()
-    except sqlite3.Error as exc:
-        if conn.in_transaction:
-            await conn.rollback()
-        raise StoreError(f"migrating the store from version {found} failed: {exc}") from exc
+    with translated(f"migrating the store from version {found} failed"):
+        try:
+            await conn.executescript(f"BEGIN IMMEDIATE;{script}")
+            await conn.execute("DELETE FROM schema_version")
+            await conn.execute("INSERT INTO schema_version VALUES (?)", (upto,))
+            await conn.commit()
+        except sqlite3.Error:
+            if conn.in_transaction:
+                await conn.rollback()
+            raise
     return found

@@ -8,8 +8,7 @@ other local write in the same group commit), and ``select_*`` / ``max_*`` reads.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from node.errors import StoreError
 from node.progress import Progress
 from node.store import ingest
 from node.store.audit import Event, RejectionLimiter, audit
+from node.store.failures import translated
 from node.store.heads import LogHead, LogTable, decode_hlc, encode_hlc
 from node.store.pending import SWEEP_EVERY_MS, SourceRow, delete_pending, expire_pending
 from node.store.pending import select_sources as _select_sources
@@ -45,6 +45,12 @@ _LOG_UPSERT = (
     "head_seq = excluded.head_seq, head_id = excluded.head_id, forked_at = excluded.forked_at"
 )
 _STATE_UPSERT = "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)"
+_LAST_ACCEPTED = (
+    "SELECT l.epoch, CASE WHEN l.forked_at IS NULL THEN l.head_seq "
+    "ELSE min(l.head_seq, l.forked_at - 1) END "
+    "FROM logs l JOIN headers h ON h.log_id = l.log_id AND h.seq = l.head_seq "
+    "WHERE l.writer = ? ORDER BY h.hlc_wall DESC, h.hlc_counter DESC LIMIT 1"
+)
 _REPLAY = (
     "SELECT h.pos, h.log_id, h.raw, p.data FROM headers h JOIN payloads p ON p.pos = h.pos "
     "WHERE h.pos > ? AND h.applied = 1 ORDER BY h.pos LIMIT 1000"
@@ -151,10 +157,8 @@ class Store:
         in the same transaction as every append (``node.views.default_views``)."""
         store = cls(path, wall, options or StoreOptions(), views)
         try:
-            await store._open()
-        except sqlite3.Error as exc:
-            await store.close()
-            raise StoreError(f"cannot open the store at {path}: {exc}") from exc
+            with translated(f"cannot open the store at {path}"):
+                await store._open()
         except BaseException:
             await store.close()
             raise
@@ -226,10 +230,12 @@ class Store:
         §Views at a moment)."""
         return self.clock.last.wall
 
-    def now_ms(self) -> int:
-        """The moment a read is answered at: this node's clock, or its wall clock when that
-        has moved on since the clock last ticked (``catch_up_views`` brings views there)."""
-        return max(self.clock.last.wall, self.wall())
+    def now_ms(self, wall: int | None = None) -> int:
+        """This node's moment: its wall clock, or its clock when that is ahead — what a read
+        is answered at (``catch_up_views`` brings views there) and what arrivals, imports and
+        peer events are stamped with.  ``wall`` is a reading of the wall clock already taken
+        (the receive path's, for the entry it stamps); ``self.wall()`` when None."""
+        return max(self.clock.last.wall, self.wall() if wall is None else wall)
 
     def _save_clock(self, txn: Txn) -> None:
         if self.clock.last != self._clock_saved:
@@ -478,11 +484,17 @@ class Store:
             return None
         return decode_payload(entry.header.kind, entry.payload)
 
+    def admit_event(self, source: str, event: Event) -> int | None:
+        """The audit feed's rate limit (``RejectionLimiter``, docs/tools/e_audit.md): how many
+        ``event``s of ``source`` the one written now stands for, or None when it is only
+        counted."""
+        return self.limiter.admit(source, event, self.wall())
+
     def audit_rejection(
         self, txn: Txn, source: str, event: Event, reason: str, entry: bytes | None
     ) -> None:
         now = self.clock.last.wall
-        count = self.limiter.admit(source, event, self.wall())
+        count = self.admit_event(source, event)
         if count is not None:
             audit(
                 txn,
@@ -492,6 +504,19 @@ class Store:
                 detail={"source": source, "reason": reason, "count": count},
             )
 
+    async def audit_limited(self, event: Event, source: str, detail: Mapping[str, object]) -> None:
+        """Write ``event`` of ``source`` in a transaction of its own, stamped at this node's
+        moment, unless the rate limit only counts it (``admit_event``): ``peer_connected`` /
+        ``peer_disconnected``, at most one a peer and event a minute."""
+        count = self.admit_event(source, event)
+        if count is None:
+            return
+
+        async def op(txn: Txn) -> None:
+            audit(txn, event, self.now_ms(), detail={"source": source, "count": count, **detail})
+
+        await self.run(op)
+
     # -- state -------------------------------------------------------------------------------
 
     async def get_state(self, key: str) -> bytes | None:
@@ -500,6 +525,32 @@ class Store:
 
     def put_state(self, txn: Txn, key: str, value: bytes) -> None:
         txn.add(_STATE_UPSERT, (key, value))
+
+    def delete_state(self, txn: Txn, key: str) -> None:
+        txn.add("DELETE FROM state WHERE key = ?", (key,))
+
+    async def select_state(self, txn: Txn, key: str) -> bytes | None:
+        """A state value as ``txn`` sees it (under the write lock, unlike ``get_state``)."""
+        row = await txn.fetchone("SELECT value FROM state WHERE key = ?", (key,))
+        return bytes(row[0]) if row is not None else None
+
+    async def has_state(self, txn: Txn, key: str) -> bool:
+        return await txn.fetchone("SELECT 1 FROM state WHERE key = ?", (key,)) is not None
+
+    async def select_last_accepted(self, txn: Txn, writer: bytes) -> tuple[bytes, int] | None:
+        """The newest log of ``writer`` (by its head's clock) and how far this node has
+        accepted it: up to its head, or to just before a fork point; None: no log of it."""
+        found = await txn.fetchone(_LAST_ACCEPTED, (writer,))
+        return (bytes(found[0]), int(found[1])) if found else None
+
+    def insert_new_epoch(self, txn: Txn, writer: bytes, epoch: bytes, prev: bytes) -> None:
+        """A new epoch's log row of ``writer``, holding ``prev`` (the old epoch's head) at
+        seq 0 until its first entry is sealed, which names it as its ``prev``."""
+        txn.add(
+            "INSERT INTO logs (log_id, writer, epoch, head_seq, head_id, forked_at) "
+            "VALUES ((SELECT coalesce(max(log_id), 0) + 1 FROM logs), ?, ?, 0, ?, NULL)",
+            (writer, epoch, prev),
+        )
 
     def head_of(self, log: LogId) -> LogHead | None:
         return self.logs.heads.get(log)

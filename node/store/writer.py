@@ -24,6 +24,7 @@ from typing import Any
 import aiosqlite
 
 from node.errors import NodeError, StoreError
+from node.store.failures import store_error
 from node.store.txn import Txn
 
 __all__ = ["GroupWriter", "Operation"]
@@ -157,7 +158,7 @@ class GroupWriter:
         await self._on_rollback()
         error: BaseException = cause
         if isinstance(cause, sqlite3.Error | ValueError):
-            error = StoreError(f"the write transaction failed and was rolled back: {cause}")
+            error = store_error("the write transaction failed and was rolled back", cause)
         elif not isinstance(cause, NodeError):
             error = StoreError(f"the batch failed and was rolled back: {cause!r}")
         for job in batch:
