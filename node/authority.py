@@ -43,27 +43,5 @@ class Caller:
         """Owner-or-admin actions (adjust, delete, undelete, forget, amend)."""
         return workspace == self.workspace and (owner == self.principal or self.is_admin)
 
-    def may_read_sr(self, workspace: str, owner: str, private: bool) -> bool:
-        """The read rule for one SR (docs/authority.md §The read rule): its workspace, with
-        read scope; a private SR only for its owner and the workspace's admins."""
-        return (
-            self.has("read:workspace")
-            and workspace == self.workspace
-            and (not private or owner == self.principal or self.is_admin)
-        )
-
     def may_read_private_fields(self, owner: str) -> bool:
         return owner == self.principal or self.is_admin
-
-    def readable_srs(self, table: str = "srs") -> tuple[str, tuple[str, ...]]:
-        """The same rule as SQL over ``srs`` rows shown at this moment and not deleted here:
-        every view filters with it before counting, ranking or paging."""
-        if not self.has("read:workspace"):
-            return "0", ()
-        base = f"{table}.live = 1 AND {table}.deleted = 0 AND {table}.workspace = ?"
-        if self.is_admin:
-            return base, (self.workspace,)
-        return f"{base} AND ({table}.private = 0 OR {table}.owner = ?)", (
-            self.workspace,
-            self.principal,
-        )

@@ -157,6 +157,7 @@ class Membership:
 
     kinds = MEMBER_KINDS
     clear: tuple[str, ...] = ()  # nothing stored: rebuilt from the log itself
+    restore: tuple[str, ...] = ()
     next_due: int | None = None
 
     def __init__(self, authority: bytes | None = None) -> None:

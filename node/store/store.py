@@ -58,12 +58,6 @@ _REPLAY = (
 _APPLIED_COUNT = (
     "SELECT count(*) FROM headers h JOIN payloads p ON p.pos = h.pos WHERE h.applied = 1"
 )
-# Replayed rows start undeleted; only SRs with local deletions need their newest flag again.
-_DELETIONS_REAPPLY = (
-    "UPDATE srs SET deleted = coalesce((SELECT d.deleted FROM deletions d "
-    "WHERE d.sr_id = srs.sr_id ORDER BY d.hlc_wall DESC, d.hlc_counter DESC, d.pos DESC "
-    "LIMIT 1), 0) WHERE sr_id IN (SELECT sr_id FROM deletions)"
-)
 
 Wall = Callable[[], int]
 _EXPIRED = "it waited in the pending area longer than pending_expiry"
@@ -456,7 +450,9 @@ class Store:
                 after, applied = rows[-1][0], applied + len(rows)
                 if progress is not None:
                     progress("rebuild", applied, max(total, applied))
-            txn.add(_DELETIONS_REAPPLY, ())
+            for view in self.views:
+                for sql in view.restore:
+                    txn.add(sql, ())
             txn.add("DELETE FROM state WHERE key = 'views_stale'", ())
             return applied
 

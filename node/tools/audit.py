@@ -20,6 +20,7 @@ from node.authority import Caller
 from node.errors import Refusal
 from node.store import AuditRow, Event, Reader
 from node.tools.args import check_names, integer
+from node.views.read_rule import may_read_sr
 from protocol.timefmt import format_instant
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "e_audit"]
@@ -94,7 +95,7 @@ async def _readable(
                              caller.workspace)  # fmt: skip
     return (
         {i for i, (workspace, owner, private) in srs.items()
-         if caller.may_read_sr(workspace, owner, bool(private))},
+         if may_read_sr(caller, workspace, owner, bool(private))},
         {i for i, (vault, who, _) in episodes.items()
          if vault == caller.workspace and (who == caller.principal or caller.is_admin)},
     )  # fmt: skip

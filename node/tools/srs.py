@@ -18,6 +18,8 @@ from node.store import Authored, Event, Txn
 from node.store.audit import audit
 from node.store.store import Content
 from node.tools.args import check_names, encode, optional_time, present
+from node.views.read_rule import may_read_sr
+from node.views.srs import mark_deleted, select_live
 from protocol.entry import Entry
 from protocol.kinds import UUID
 from protocol.timefmt import format_instant
@@ -57,15 +59,12 @@ async def _sr_row(
     deleted SR is hidden on this node, so only undelete may address it."""
     if not _is_id(sr_id):
         raise _unknown(sr_id)
-    row = await txn.fetchone(
-        "SELECT workspace, owner, private, deleted FROM srs WHERE sr_id = ? AND live = 1",
-        (sr_id,),
-    )
-    if row is None or not caller.may_read_sr(str(row[0]), str(row[1]), bool(row[2])):
+    sr = await select_live(txn, sr_id)
+    if sr is None or not may_read_sr(caller, sr.workspace, sr.owner, sr.private):
         raise _unknown(sr_id)
-    if row[3] and not deleted_ok:
+    if sr.deleted and not deleted_ok:
         raise _unknown(sr_id)
-    return str(row[0]), str(row[1]), bool(row[3])
+    return sr.workspace, sr.owner, sr.deleted
 
 
 async def _writable(txn: Txn, caller: Caller, sr_id: object, *, deleted_ok: bool = False) -> bool:
@@ -168,10 +167,7 @@ async def _set_deleted(
         if await _writable(txn, caller, sr_id, deleted_ok=True) == deleted:
             return False
         hlc = store.now()
-        txn.add("INSERT INTO deletions (sr_id, deleted, hlc_wall, hlc_counter, principal) "
-                "VALUES (?, ?, ?, ?, ?)", (sr_id, int(deleted), hlc.wall, hlc.counter,
-                                          caller.principal))  # fmt: skip
-        txn.add("UPDATE srs SET deleted = ? WHERE sr_id = ?", (int(deleted), sr_id))
+        mark_deleted(txn, str(sr_id), deleted, hlc, caller.principal)
         event = Event.SR_DELETED if deleted else Event.SR_UNDELETED
         audit(txn, event, hlc.wall, workspace=caller.workspace, subject=str(sr_id),
               principal=caller.principal)  # fmt: skip

@@ -29,6 +29,7 @@ from node.tools.timeline_spec import (
 )
 from node.views import timeline as tl
 from node.views.query_terms import query_terms
+from node.views.read_rule import readable_srs
 
 if TYPE_CHECKING:  # numpy and the embedders load only where an embedder is configured
     from node.search.index import VectorIndex
@@ -111,7 +112,7 @@ def _check_since(spec: TimelineSpec, moment: int) -> None:
 
 
 async def _check_anchor(reader: Reader, caller: Caller, anchor: str) -> None:
-    rule, params = caller.readable_srs()
+    rule, params = readable_srs(caller)
     found = await reader.scalar(
         f"SELECT count(*) FROM srs WHERE srs.sr_id = ? AND {rule}",  # noqa: S608
         (anchor, *params),

@@ -31,6 +31,7 @@ class CallWindowView:
 
     kinds = frozenset({"call.window"})
     clear: tuple[str, ...] = ("DELETE FROM call_windows",)
+    restore: tuple[str, ...] = ()
     next_due: int | None = None  # rows are listed once their time has come, by the reader
 
     def bind(self, moment: Callable[[], int]) -> None:

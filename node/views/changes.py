@@ -23,6 +23,7 @@ from typing import Any
 from node.authority import Caller
 from node.store import Reader
 from node.views.fold import COMPARED, SrState
+from node.views.read_rule import may_read_sr
 from protocol.canonical import decode_canonical, encode_canonical
 
 __all__ = ["Change", "describe", "select_changes"]
@@ -115,7 +116,7 @@ class _Side:
 
 def _side(caller: Caller, deleted: int, cols: tuple[Any, ...]) -> _Side:
     present, workspace, owner, private, full, public, links = cols
-    visible = bool(present) and caller.may_read_sr(workspace, owner, bool(private))
+    visible = bool(present) and may_read_sr(caller, workspace, owner, bool(private))
     own = visible and caller.may_read_private_fields(owner)
     digest = bytes(full if own else public) if visible else b""
     return _Side(visible, bool(deleted), digest, bytes(full or b""), bytes(links or b""), own)
@@ -334,8 +335,8 @@ def _kept(caller: Caller, links: tuple[str, ...], states: dict[str, SrState | No
         visible = (
             state is not None
             and state.exists
-            and caller.may_read_sr(
-                state.workspace or "", state.owner or "", state.visibility == "private"
+            and may_read_sr(
+                caller, state.workspace or "", state.owner or "", state.visibility == "private"
             )
         )
         if visible:

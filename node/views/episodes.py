@@ -101,6 +101,7 @@ class EpisodeView:
         "DELETE FROM episodes",
         "DELETE FROM episode_due",
     )
+    restore: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self._horizon: Callable[[], int] = lambda: 0

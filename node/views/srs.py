@@ -8,6 +8,8 @@
   ingest time has come (``wall ≤`` this node's clock) — with its local deletion flag, and the
   search and link tables follow it (``sr_fts``, ``sr_tags``, ``sr_links``).  A version from
   the future waits in ``sr_due`` until the clock reaches it.
+- ``deletions`` holds this node's local deletes and undeletes (``mark_deleted``), never in
+  the log; ``srs.deleted`` is an SR's newest.
 
 Everything here is derived from the log (plus local deletions): ``rebuild`` replays it.
 """
@@ -19,6 +21,7 @@ import re
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -28,9 +31,20 @@ from node.store.views import Applied
 from node.views.fold import SrState, digests, fold_all, fold_entry, order_key
 from node.views.shown import shown_blob
 from protocol.canonical import decode_canonical
+from protocol.clock import Hlc
 from protocol.kinds import decode_payload
 
-__all__ = ["DOC_SLOTS", "LAST_MS", "SrView", "state_blob", "terms", "token_count"]
+__all__ = [
+    "DOC_SLOTS",
+    "LAST_MS",
+    "LiveSr",
+    "SrView",
+    "mark_deleted",
+    "select_live",
+    "state_blob",
+    "terms",
+    "token_count",
+]
 
 # Tokens as FTS5's unicode61 tokenizer cuts them: runs of letters and digits.
 _TOKEN = re.compile(r"[^\W_]+")
@@ -92,6 +106,18 @@ _HIDE = (
     "DELETE FROM sr_versions WHERE pos IN (SELECT pos FROM headers WHERE log_id = ? AND seq >= ?)"
 )
 _DUE = "INSERT OR IGNORE INTO sr_due (wall, sr_id) VALUES (?, ?)"
+_LIVE = "SELECT workspace, owner, private, deleted FROM srs WHERE sr_id = ? AND live = 1"
+_DELETION = (
+    "INSERT INTO deletions (sr_id, deleted, hlc_wall, hlc_counter, principal) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
+_FLAG_DELETED = "UPDATE srs SET deleted = ? WHERE sr_id = ?"
+# Replayed rows start undeleted; only SRs with local deletions need their newest flag again.
+_DELETIONS_REAPPLY = (
+    "UPDATE srs SET deleted = coalesce((SELECT d.deleted FROM deletions d "
+    "WHERE d.sr_id = srs.sr_id ORDER BY d.hlc_wall DESC, d.hlc_counter DESC, d.pos DESC "
+    "LIMIT 1), 0) WHERE sr_id IN (SELECT sr_id FROM deletions)"
+)
 _CACHE = 4096
 # The node id of a writer's key: an SR entry's writer is one of a mesh's few nodes.
 _writer_id = lru_cache(maxsize=256)(node_id)
@@ -118,6 +144,7 @@ class SrView:
         "DELETE FROM sr_due",
         "INSERT INTO sr_fts (sr_fts) VALUES ('delete-all')",
     )
+    restore: tuple[str, ...] = (_DELETIONS_REAPPLY,)
 
     def __init__(self) -> None:
         self._horizon: Callable[[], int] = lambda: 0  # this node's moment, given by bind
@@ -288,3 +315,28 @@ def _version_row(sr_id: str, ord_: bytes, pos: int, wall: int, state: SrState) -
 
 def _creates(item: Applied) -> bool:
     return item.kind == "sr.put" and bool(item.payload.get("create"))
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSr:
+    """An SR shown at this moment, as the read rule and the write tools see it."""
+
+    workspace: str
+    owner: str
+    private: bool
+    deleted: bool  # deleted on this node
+
+
+async def select_live(txn: Txn, sr_id: str) -> LiveSr | None:
+    """The SR ``sr_id`` as shown at this moment (deleted here or not), or None."""
+    row = await txn.fetchone(_LIVE, (sr_id,))
+    if row is None:
+        return None
+    return LiveSr(str(row[0]), str(row[1]), bool(row[2]), bool(row[3]))
+
+
+def mark_deleted(txn: Txn, sr_id: str, deleted: bool, hlc: Hlc, principal: str) -> None:
+    """Delete (or undelete) an SR on this node only: a local row stamped with this node's
+    clock, and the flag of its current row (docs/authority.md, e_delete / e_undelete)."""
+    txn.add(_DELETION, (sr_id, int(deleted), hlc.wall, hlc.counter, principal))
+    txn.add(_FLAG_DELETED, (int(deleted), sr_id))

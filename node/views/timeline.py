@@ -1,7 +1,7 @@
 """Reading the SR view for e_timeline: list, intersect, traverse and find
 (docs/tools/e_timeline.md).
 
-Every query filters by the caller's read rule (``Caller.readable_srs``) *before* it counts,
+Every query filters by the caller's read rule (``readable_srs``) *before* it counts,
 ranks or pages, so rows the caller cannot read change nothing it sees.  Orders break ties by
 ``sr_id``, never by arrival, so every node holding the same entries answers alike.
 """
@@ -21,6 +21,7 @@ import msgpack
 from node.authority import Caller
 from node.store import Reader
 from node.store.reader import Fetch
+from node.views.read_rule import readable_scopes, readable_srs
 from node.views.srs import DOC_SLOTS, LAST_MS, terms
 
 __all__ = [
@@ -77,7 +78,7 @@ def _order(order_by: str, table: str = "srs") -> tuple[str, str]:
 
 
 def _filters(q: Query) -> tuple[list[str], list[Any]]:
-    rule, params = q.caller.readable_srs()
+    rule, params = readable_srs(q.caller)
     narrow, narrow_args = _narrowing(q)
     where: list[str] = [rule, *narrow]
     args: list[Any] = [*params, *narrow_args]
@@ -226,7 +227,7 @@ async def term_share(reader: Reader, caller: Caller, text: str) -> float:
     total = await _readable_count(reader, caller)
     if not total:
         return 0.0
-    rule, params = caller.readable_srs()
+    rule, params = readable_srs(caller)
     found = terms(text)
     match = " ".join(f'"{t}"' for t in found) or '""'  # every term, anywhere
     if _index_decides(text, " ".join(found)):  # the docs holding them, their narrow rows
@@ -259,13 +260,9 @@ async def scope_stats(reader: Reader, caller: Caller) -> tuple[int, int]:
 
 def _stats(caller: Caller, *more: str) -> tuple[str, list[Any]]:
     """The query of ``caller``'s scope statistics (each of ``more`` a column after them)."""
-    where, args = "workspace = ?", [caller.workspace]
-    if not caller.has("read:workspace"):
-        where, args = "0", []
-    elif not caller.is_admin:
-        where, args = f"{where} AND (private = 0 OR owner = ?)", [*args, caller.principal]
+    where, args = readable_scopes(caller)
     columns = ", ".join(("coalesce(sum(docs), 0)", "coalesce(sum(length), 0)", *more))
-    return f"SELECT {columns} FROM sr_stats WHERE {where}", args  # noqa: S608
+    return f"SELECT {columns} FROM sr_stats WHERE {where}", list(args)  # noqa: S608
 
 
 class Neighbour(Protocol):
@@ -348,7 +345,7 @@ def _postings(fetch: Fetch, q: Query, wanted: list[str]) -> list[Any]:
     readable SR), not in the wide ``srs``.  One statement: a compound SELECT gives its parts'
     rows in order."""
     stats, stats_args = _stats(q.caller, "NULL")
-    rule, params = q.caller.readable_srs("srs")
+    rule, params = readable_srs(q.caller, "srs")
     narrow, narrow_args = _narrowing(q)
     passes = " AND ".join(narrow) or "1"
     rows = fetch(
@@ -440,7 +437,7 @@ def _vector_leg(
 def _passing(fetch: Fetch, q: Query, found: Sequence[Neighbour]) -> set[tuple[int, str]]:
     """(doc, sr_id) of the SRs of ``found`` the caller can read, its filters pass, and whose
     vector is of their current text (not queued)."""
-    rule, params = q.caller.readable_srs("srs")
+    rule, params = readable_srs(q.caller, "srs")
     narrow, narrow_args = _narrowing(q)
     passes = " AND ".join([rule, *narrow])
     out: set[tuple[int, str]] = set()
@@ -489,7 +486,7 @@ def _competition_ranks(scored: list[Scored], of: dict[int, float]) -> dict[int, 
 
 def _pending(fetch: Fetch, q: Query) -> int:
     """How many SRs the caller can read wait to be embedded."""
-    rule, params = q.caller.readable_srs("srs")
+    rule, params = readable_srs(q.caller, "srs")
     rows = fetch(  # the queue leads (CROSS JOIN): it is short, what the caller reads is not
         "SELECT count(*) FROM sr_embed_queue e CROSS JOIN sr_docs srs ON srs.doc = e.doc "  # noqa: S608
         f"WHERE {rule}",

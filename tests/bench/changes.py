@@ -42,6 +42,7 @@ from typing import Any
 from node.authority import Caller
 from node.identity import DB_FILE
 from node.node import Node
+from node.views.read_rule import may_read_sr
 from protocol.canonical import decode_canonical, encode_canonical
 from protocol.clock import Hlc
 from protocol.kinds import encode_payload
@@ -368,7 +369,7 @@ def brute_force(conn: sqlite3.Connection, caller: Caller, since: int, as_of: int
     flipped: set[str] = set()  # SRs the caller reads at one moment and not the other
 
     def readable(cols: Sequence[Any]) -> bool:
-        return bool(cols[0]) and caller.may_read_sr(cols[1], cols[2], bool(cols[3]))
+        return bool(cols[0]) and may_read_sr(caller, cols[1], cols[2], bool(cols[3]))
 
     for row in conn.execute(_EVERY_SR, args):
         sr_id, changed_at, d1, d2 = row[:4]
@@ -444,8 +445,11 @@ def _readable(
         if (
             t
             and t.get("exists")
-            and caller.may_read_sr(
-                t.get("workspace") or "", t.get("owner") or "", t.get("visibility") == "private"
+            and may_read_sr(
+                caller,
+                t.get("workspace") or "",
+                t.get("owner") or "",
+                t.get("visibility") == "private",
             )
         ):
             kept.append(target)

@@ -16,6 +16,7 @@ import pytest
 from node.authority import Caller
 from node.node import Node
 from node.views import timeline as tl
+from node.views.read_rule import readable_srs
 from node.views.srs import DOC_SLOTS, terms
 from protocol.clock import Hlc
 from tests.node.conftest import CallerFactory, Wall
@@ -173,7 +174,7 @@ async def test_term_shares_count_what_the_caller_can_read(
                         sr_id=listed["results"][0]["sr_id"])  # fmt: skip
     reader = node.store.reader
     assert reader is not None
-    rule, params = alice.readable_srs()
+    rule, params = readable_srs(alice)
     total = await reader.scalar(f"SELECT count(*) FROM srs WHERE {rule}", params)
     for text in ("red", "Red", "plum pear", "fig apple", "nothing", "!!"):
         ands = " ".join(f'"{t}"' for t in terms(text)) or '""'
