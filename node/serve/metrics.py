@@ -88,26 +88,20 @@ class Metrics:
         if self._seen_seq is None:
             await self.start()
         newest = await reader.max_audit_seq()
-        rows = await reader.fetchall(
-            "SELECT event, count(*) FROM audit WHERE seq > ? AND seq <= ? GROUP BY event",
-            (self._seen_seq, newest),
-        )
-        for event, count in rows:
+        counts = await reader.select_audit_counts(gt=self._seen_seq or 0, lte=newest)
+        for event, count in counts.items():
             name = _COUNTED.get(event)
             if name is not None:
-                self._counts[name] += int(count)
+                self._counts[name] += count
         self._seen_seq = newest
         gauges = [
-            Sample("memlane_entries", int(await reader.scalar(
-                "SELECT coalesce(max(pos), 0) FROM headers"))),
-            Sample("memlane_logs", int(await reader.scalar("SELECT count(*) FROM logs"))),
-            Sample("memlane_pending_entries", int(await reader.scalar(
-                "SELECT count(*) FROM pending"))),
-            Sample("memlane_pending_bytes", int(await reader.scalar(
-                "SELECT coalesce(sum(size), 0) FROM pending"))),
-            Sample("memlane_forks", int(await reader.scalar("SELECT count(*) FROM forks"))),
+            Sample("memlane_entries", await reader.max_pos()),
+            Sample("memlane_logs", await reader.count("logs")),
+            Sample("memlane_pending_entries", await reader.count("pending")),
+            Sample("memlane_pending_bytes", await reader.sum_pending_bytes()),
+            Sample("memlane_forks", await reader.count("forks")),
             Sample("memlane_audit_seq", newest),
-        ]  # fmt: skip
+        ]
         counters = [Sample(name, value) for name, value in self._counts.items()]
         return [*gauges, *counters, *await self._search(), *self._sync()]
 
