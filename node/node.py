@@ -44,7 +44,7 @@ from node.store import Received, Report, Store, StoreOptions, Txn
 from node.tools import audit, episode_reads, episodes, srs, timeline, windows
 from node.tools.args import check_unicode
 from node.tools.periods import declared_periods
-from node.verify import VerifyReport, verify_log
+from node.transfer.verify import VerifyReport, verify_log
 from node.views import default_views
 from node.windows.zones import zone_named
 from protocol.entry import Entry
@@ -53,8 +53,8 @@ from protocol.messages import Frontier
 from protocol.signing import SigningKey
 
 if TYPE_CHECKING:  # loaded where they are used: the bundle and archive code, the embedders
-    from node import archive, bundles
     from node.search.index import VectorIndex
+    from node.transfer import archive, bundles
 
 __all__ = ["Node", "NodeInfo", "system_wall"]
 
@@ -333,7 +333,7 @@ class Node:
     ) -> bundles.ExportReport:
         """Write a bundle of this node's entries (or of what the frontier file ``since``
         lacks; with ``workspace``, only that workspace's payloads)."""
-        from node import bundles
+        from node.transfer import bundles
 
         frontier = None if since is None else Path(since)
         return await bundles.export_bundle(self.store, self.key, self.info.mesh, Path(out),
@@ -342,7 +342,7 @@ class Node:
 
     async def write_frontier(self, out: Path | str) -> Frontier:
         """Write this node's frontier for an exporter to cut an incremental bundle from."""
-        from node import bundles
+        from node.transfer import bundles
 
         return await bundles.write_frontier(self.store, self.key, self.info.mesh, Path(out))
 
@@ -350,7 +350,7 @@ class Node:
         self, path: Path | str, *, progress: Progress | None = None
     ) -> bundles.ImportReport:
         """Verify a bundle, then apply it a chunk at a time (one ``bundle_imported`` event)."""
-        from node import bundles
+        from node.transfer import bundles
 
         return await bundles.import_bundle(self.store, self.info.mesh, Path(path),
                                            progress=progress)  # fmt: skip
@@ -359,7 +359,7 @@ class Node:
         self, out: Path | str, passphrase: bytes, *, progress: Progress | None = None
     ) -> archive.ArchiveReport:
         """Back the whole node up to ``out``, its secrets encrypted with ``passphrase``."""
-        from node import archive
+        from node.transfer import archive
 
         return await archive.create_archive(self.path, Path(out), passphrase,
                                             now=self.store.wall(), progress=progress)  # fmt: skip
@@ -374,8 +374,8 @@ class Node:
         wall: Wall = system_wall,
         progress: Progress | None = None,
     ) -> archive.RestoreReport:
-        """Restore an archive into the empty directory ``data`` (see ``node.archive``)."""
-        from node import archive
+        """Restore an archive into the empty directory ``data`` (``node.transfer.archive``)."""
+        from node.transfer import archive
 
         return await archive.restore_archive(Path(path), _data_dir(data), passphrase,
                                              now=wall(), keep_tokens=keep_tokens,

@@ -96,10 +96,10 @@ async def bundle_import(args: argparse.Namespace) -> Result:
 
 
 def _passphrase(path: Path) -> bytes:
-    """The passphrase in ``path``, as ``node.archive.read_passphrase`` reads it (its bytes, the
-    trailing newline dropped), but of a bounded size: a passphrase file of /dev/zero or
-    /dev/urandom is refused, not read until memory runs out."""
-    from node.archive import ArchiveError
+    """The passphrase in ``path``, as ``node.transfer.archive.read_passphrase`` reads it (its
+    bytes, the trailing newline dropped), but of a bounded size: a passphrase file of /dev/zero
+    or /dev/urandom is refused, not read until memory runs out."""
+    from node.transfer.archive import ArchiveError
 
     head = read_prefix(path, "the passphrase file")
     if len(head) > LINE_LIMIT:

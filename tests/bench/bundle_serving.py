@@ -6,8 +6,8 @@ The stores are the sync benchmark's (``sync.stores``), cached under ``.bench-cac
 bundle is exported from the sender (as the ``bundles`` benchmark does) and every import works
 on a copy of the receiver.  Each step runs in its own child process (spawn):
 
-- **import alone**: ``Node.import_bundle``, chunked (``node.bundles.IMPORT_CHUNK`` entries a
-  transaction), nothing else writing;
+- **import alone**: ``Node.import_bundle``, chunked (``node.transfer.bundles.IMPORT_CHUNK``
+  entries a transaction), nothing else writing;
 - **import in one transaction**: the same with a chunk of the whole bundle, as imports were
   before they were chunked;
 - **import beside a writer**: the chunked import while a writer process — ``Node.open`` on
@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from node import bundles
 from node.errors import NodeError
 from node.logging import configure_logging
 from node.node import Node
+from node.transfer import bundles
 from tests.bench import sync
 from tests.bench.bundles import _copy, _export_main, _step
 from tests.bench.common import (

@@ -8,8 +8,8 @@ entries of 20 writers, views built, and an empty receiver of the same mesh), cac
 
 - **export**: ``Node.export_bundle`` of everything the sender holds;
 - **import**: ``Node.import_bundle`` of that file into the receiver — both passes (verify the
-  whole file, then apply it ``node.bundles.IMPORT_CHUNK`` entries a transaction with the
-  views, the write lock left free ``IMPORT_PAUSE`` between two, and one audit event);
+  whole file, then apply it ``node.transfer.bundles.IMPORT_CHUNK`` entries a transaction with
+  the views, the write lock left free ``IMPORT_PAUSE`` between two, and one audit event);
 - **receive pipeline**: the same entries, read from the bundle before timing, through
   ``node.receive`` in batches of 1,000 (chain-amortised, as sync hands them over) into another
   copy of the receiver.
@@ -33,9 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from node.bundles import IMPORT_CHUNK
 from node.logging import configure_logging
 from node.node import Node
+from node.transfer.bundles import IMPORT_CHUNK
 from protocol.bundle import BundleReader
 from protocol.entry import Entry
 from tests.bench import sync

@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any
 
 from node.address import Listen
-from node.archive import ArchiveError, create_archive
 from node.identity import NODE_KEY_FILE
 from node.logging import configure_logging
 from node.members import certs
@@ -58,6 +57,7 @@ from node.mesh.service import CA_FILE, NODE_CERT_FILE, SyncService
 from node.mesh.sync import Sync
 from node.node import Node, system_wall
 from node.replica import Replica
+from node.transfer.archive import ArchiveError, create_archive
 from protocol.entry import Entry
 from protocol.frames import MAX_FRAME_BYTES
 from protocol.messages import MAX_BATCH_ENTRIES, Credit, Error, FrontierDigest, Push

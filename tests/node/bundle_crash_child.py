@@ -13,8 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from node import bundles
 from node.node import Node
+from node.transfer import bundles
 
 
 def say(line: str) -> None:

@@ -23,10 +23,16 @@ from typing import Any
 import msgpack
 import pytest
 
-from node import archive as archives
-from node.archive import ArchiveError, Kdf, WrongPassphrase, create_archive, restore_archive
 from node.errors import Unauthenticated
 from node.node import Node
+from node.transfer import archive as archives
+from node.transfer.archive import (
+    ArchiveError,
+    Kdf,
+    WrongPassphrase,
+    create_archive,
+    restore_archive,
+)
 from tests.node.bundlekit import answers, caller, write
 from tests.node.conftest import Wall
 from tests.node.helpers import admit, events

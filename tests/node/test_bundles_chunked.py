@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from node import bundles
 from node.identity import DB_FILE
 from node.node import Node
+from node.transfer import bundles
 from protocol.bundle import BundleHeader, BundleWriter
 from protocol.entry import Entry
 from protocol.messages import Frontier

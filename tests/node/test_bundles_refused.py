@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from node.bundles import BundleError
 from node.identity import AUTHORITY_KEY_FILE
 from node.node import Node
+from node.transfer.bundles import BundleError
 from protocol.bundle import BundleHeader, BundleReader, BundleWriter
 from protocol.clock import Hlc
 from protocol.entry import Entry, Header, payload_digest
