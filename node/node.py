@@ -48,8 +48,8 @@ from node.transfer.verify import VerifyReport, verify_log
 from node.views import default_views
 from node.windows.zones import zone_named
 from protocol.entry import Entry
+from protocol.frontier import Frontier
 from protocol.kinds import encode_payload
-from protocol.messages import Frontier
 from protocol.signing import SigningKey
 
 if TYPE_CHECKING:  # loaded where they are used: the bundle and archive code, the embedders

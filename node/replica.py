@@ -23,8 +23,7 @@ from node.store.logbound import DROPPED
 from node.store.reader import ChangedLog, Marks, Reader, SpanEntry
 from protocol.entry import Entry, LogId
 from protocol.errors import ProtocolError
-from protocol.messages import Frontier, Tip
-from protocol.messages import Span as FrontierSpan
+from protocol.frontier import Frontier, LogRange, Tip
 from protocol.signing import verify_signature
 
 __all__ = ["Changes", "FrontierSnapshot", "Replica"]
@@ -66,7 +65,7 @@ class Replica:
                 log_ids[(log.writer, log.epoch)] = log.log_id
         return FrontierSnapshot(Frontier.of(tips), log_ids, snap.pos)
 
-    def authority_first(self, spans: list[FrontierSpan]) -> list[FrontierSpan]:
+    def authority_first(self, spans: list[LogRange]) -> list[LogRange]:
         """``spans`` with the authority's logs first: their member entries admit the other
         writers, whose entries would otherwise wait in the pending area (docs/mesh.md §The
         authority)."""

@@ -32,7 +32,7 @@ from protocol.canonical import decode_canonical, encode_canonical
 from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, Entry, LogId
 from protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from protocol.frames import FrameReader, encode_frame, scan_body
-from protocol.messages import MAX_FRONTIER_TIPS, Frontier
+from protocol.frontier import MAX_FRONTIER_TIPS, Frontier
 from protocol.signing import SigningKey, linked, verify_signature
 
 __all__ = [

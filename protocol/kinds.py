@@ -20,7 +20,7 @@ from protocol.canonical import decode_canonical, encode_canonical
 from protocol.clock import MAX_WALL_MS
 from protocol.entry import MAX_PAYLOAD_BYTES
 from protocol.errors import LocalProtocolError, PayloadError, RemoteProtocolError
-from protocol.messages import MAX_FRONTIER_TIPS
+from protocol.frontier import MAX_FRONTIER_TIPS
 from protocol.schema import (
     Binary,
     Choice,

@@ -21,13 +21,13 @@ from enum import Enum
 from typing import Final
 
 from protocol._state import TRANSITIONS, State, Step, next_state, state_diagram
+from protocol.batch import WireEntry, batch_room, entry_cost
 from protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from protocol.frames import FrameReader, encode_frame
+from protocol.frontier import FRONTIER_PARTS, MAX_FRONTIER_TIPS, Frontier, FrontierPart, Tip
 from protocol.messages import (
-    FRONTIER_PARTS,
     MAX_CREDIT,
     MAX_ERROR_TEXT,
-    MAX_FRONTIER_TIPS,
     PROTOCOL_MAJOR,
     PROTOCOL_MINOR,
     SUPPORTED_MAJORS,
@@ -37,18 +37,12 @@ from protocol.messages import (
     Error,
     ErrorCode,
     ForkProof,
-    Frontier,
     FrontierDigest,
-    FrontierPart,
     Hello,
     Message,
     Push,
-    Tip,
-    WireEntry,
-    batch_room,
     decode_message,
     encode_message,
-    entry_cost,
 )
 
 __all__ = [

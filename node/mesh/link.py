@@ -19,260 +19,48 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
-from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from node.errors import NodeError
 from node.identity import node_id
-from node.members.errors import MeshError
-from node.mesh.peers import DuplicateLink, Peer, PeerState, PeerTable
+from node.mesh.errors import (
+    LinkError,
+    LinkFailed,
+    LinkRefused,
+    PeerClosedWithError,
+    PeerFlooding,
+    PeerGone,
+    PeerSilent,
+    PeerStalled,
+    guarded,
+)
+from node.mesh.host import LinkHost, LinkOptions
+from node.mesh.outbox import Outbox, PeerHolds, catch_up
+from node.mesh.peers import DuplicateLink, Peer, PeerState
 from node.mesh.progress import CatchUpLog
-from node.refusals import REFUSALS
-from node.replica import Changes, FrontierSnapshot, Replica
-from node.store import Event, Received
-from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, Entry, LogId
-from protocol.errors import LocalProtocolError, OverLimits, ProtocolError, RemoteProtocolError
+from node.replica import FrontierSnapshot
+from node.store import Event
+from protocol.batch import WireEntry, entry_cost
+from protocol.errors import ProtocolError
 from protocol.frames import MAX_FRAME_BYTES
+from protocol.frontier import FRONTIER_PARTS, Frontier, FrontierPart
 from protocol.messages import (
-    FRONTIER_PARTS,
-    MAX_BATCH_ENTRIES,
     MAX_ERROR_TEXT,
-    MAX_FRONTIER_LOGS,
     Bye,
     Credit,
     Entries,
     Error,
-    ErrorCode,
     ForkProof,
-    Frontier,
     FrontierDigest,
-    FrontierPart,
     Hello,
     Message,
     Push,
-    WireEntry,
-    entry_cost,
 )
 from protocol.session import NEED_DATA, ConnectionClosed, Session, State
 
-__all__ = [
-    "Link",
-    "LinkError",
-    "LinkFailed",
-    "LinkHost",
-    "LinkOptions",
-    "LinkRefused",
-    "Outbox",
-    "PeerClosedWithError",
-    "PeerFlooding",
-    "PeerGone",
-    "PeerHolds",
-    "PeerProtocolError",
-    "PeerSilent",
-    "PeerStalled",
-    "Span",
-    "catch_up",
-]
+__all__ = ["Link", "LinkHost", "LinkOptions"]
 
 _SPEAKING = (State.HELLO, State.DIGEST, State.FRONTIER, State.STREAMING, State.LIVE)
-_LARGEST_ENTRY = MAX_HEADER_BYTES + MAX_PAYLOAD_BYTES
-
-
-# -- errors ------------------------------------------------------------------------------------
-
-
-class LinkError(MeshError):
-    """A sync connection ended abnormally; ``code`` is what the peer is told, if anything."""
-
-    code: ErrorCode | None = None
-
-
-class PeerProtocolError(LinkError):
-    """The peer broke the protocol (a bad frame, a message out of turn, beyond credit)."""
-
-
-class LinkRefused(LinkError):
-    """This node will not sync with the peer: not the certificate's key, not admitted,
-    itself, or already connected."""
-
-    code = ErrorCode.REFUSED
-
-
-class PeerFlooding(LinkError):
-    """The peer sent more of something than one connection may carry."""
-
-    code = ErrorCode.REFUSED
-
-
-class PeerSilent(LinkError):
-    """No hello from the peer in time."""
-
-
-class PeerStalled(LinkError):
-    """The peer stopped reading: a write did not drain in time."""
-
-
-class PeerGone(LinkError):
-    """The connection was cut (reset, or ended without bye)."""
-
-
-class PeerClosedWithError(LinkError):
-    """The peer closed with an error message."""
-
-
-class LinkFailed(LinkError):
-    """This node failed on its side (its store, or a bug)."""
-
-    code = ErrorCode.INTERNAL
-
-
-# -- configuration -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LinkOptions:
-    """Per-connection limits and timers (seconds); tests shorten them."""
-
-    window_entries: int = 1024  # credit granted: entries in flight towards this node
-    window_bytes: int = 8 << 20  # … and bytes (at least one largest entry, §7)
-    # Entries sent in one batch: half the window, so the peer's window holds two — the next
-    # batch travels while the peer stores one, and a cut loses no more than the window.
-    batch_entries: int = 512
-    read_chunk: int = 64 << 10
-    hello_timeout: float = 10.0
-    write_timeout: float = 30.0
-    close_timeout: float = 5.0
-    round_interval: float = 300.0  # start a new round this long after the last one began
-    min_round_interval: float = 1.0  # answer a peer's new round no sooner than this
-    max_fork_proofs: int = 256  # fork proofs one connection may bring
-    # Tips in one frontier message: the protocol's most; tests send fewer to see parts travel.
-    frontier_part: int = MAX_FRONTIER_LOGS
-
-    def __post_init__(self) -> None:
-        if not 0 < self.frontier_part <= MAX_FRONTIER_LOGS:
-            raise ValueError(f"frontier_part must be in [1, {MAX_FRONTIER_LOGS}]")
-        if not 0 < self.window_entries <= MAX_BATCH_ENTRIES * 64:
-            raise ValueError("window_entries must be positive")
-        if not 0 < self.batch_entries <= MAX_BATCH_ENTRIES:
-            raise ValueError(f"batch_entries must be in [1, {MAX_BATCH_ENTRIES}]")
-        if self.window_bytes < _LARGEST_ENTRY:
-            raise ValueError(f"window_bytes must be at least {_LARGEST_ENTRY} (one entry)")
-
-
-@dataclass(slots=True)
-class LinkHost:
-    """What every link of a node shares: the store, its change signal, the peer table."""
-
-    replica: Replica
-    changes: Changes
-    table: PeerTable
-    options: LinkOptions
-    # Whether a node key may sync with this node (membership); None lets every key in.
-    admits: Callable[[bytes], bool] | None = None
-
-
-# -- what goes out -----------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Span:
-    log_id: int
-    next: int
-    last: int
-
-
-class Outbox:
-    """Spans of logs to send, read from the store a budget at a time: it holds no more than
-    the credit the peer has granted (plus what a batch could not take)."""
-
-    def __init__(self, spans: Sequence[Span]) -> None:
-        self._spans = deque(spans)
-        self._buffer: list[WireEntry] = []
-        self._cost = 0
-
-    @property
-    def exhausted(self) -> bool:
-        return not self._spans and not self._buffer
-
-    @property
-    def size(self) -> int:
-        return sum(s.last - s.next + 1 for s in self._spans) + len(self._buffer)
-
-    async def peek(self, replica: Replica, *, entries: int, nbytes: int) -> list[WireEntry]:
-        """The next entries, as many as ``entries`` and ``nbytes`` allow."""
-        while self._spans and len(self._buffer) < entries and self._cost < nbytes:
-            span = self._spans[0]
-            rows = await replica.span(span.log_id, gt=span.next - 1, lte=span.last,
-                                      limit=entries - len(self._buffer),
-                                      max_bytes=nbytes - self._cost)  # fmt: skip
-            if not rows:
-                if nbytes - self._cost < _LARGEST_ENTRY:
-                    break  # the next entry may not fit: wait for credit
-                self._spans.popleft()  # nothing there any more (cannot happen: append-only)
-                continue
-            for row in rows:
-                item = (row.raw, row.payload)
-                self._buffer.append(item)
-                self._cost += entry_cost(item)
-            span.next = rows[-1].seq + 1
-            if span.next > span.last:
-                self._spans.popleft()
-        return self._buffer
-
-    def consume(self, n: int) -> list[WireEntry]:
-        taken, self._buffer = self._buffer[:n], self._buffer[n:]
-        self._cost -= sum(map(entry_cost, taken))
-        return taken
-
-
-async def catch_up(replica: Replica, snap: FrontierSnapshot, theirs: Frontier) -> Outbox:
-    """What the peer lacks of ``snap``: per log, from the seq after the peer's tip — from the
-    tip itself when the logs forked there, so the peer sees the fork."""
-    spans = []
-    for span in replica.authority_first(snap.frontier.lacking(theirs)):
-        log_id = snap.log_ids[span.log]
-        first = span.first
-        if span.after is not None:
-            held = await replica.entry_id(log_id, first - 1)
-            if held is not None and held != span.after:
-                first -= 1
-        spans.append(Span(log_id, first, span.last))
-    return Outbox(spans)
-
-
-@dataclass(slots=True)
-class PeerHolds:
-    """What this side knows its peer holds, for live pushes: per log the highest seq, and
-    the store position up to which the store's changes have been worked out."""
-
-    seqs: dict[LogId, int] = field(default_factory=dict)
-    cursor: int = 0
-
-    def note(self, log: LogId, seq: int) -> None:
-        if seq > self.seqs.get(log, 0):
-            self.seqs[log] = seq
-
-    def round_done(self, snapshot: FrontierSnapshot, theirs: Frontier | None) -> None:
-        """A round ended: the peer holds (or was sent) every log to ``snapshot``, and its
-        own frontier ``theirs``."""
-        for tip in (*snapshot.frontier.tips, *(theirs.tips if theirs else ())):
-            self.note(tip.log, tip.seq)
-        self.cursor = max(self.cursor, snapshot.pos)
-
-    async def pushes(self, replica: Replica) -> Outbox:
-        """What the store gained past the cursor, per log from the seq the peer holds (taken
-        as held once it is in the outbox)."""
-        spans = []
-        for log in await replica.changed(gt=self.cursor):
-            key = (log.writer, log.epoch)
-            held = self.seqs.get(key, 0)
-            if log.head_seq > held:
-                spans.append(Span(log.log_id, held + 1, log.head_seq))
-                self.seqs[key] = log.head_seq
-            self.cursor = max(self.cursor, log.pos)
-        return Outbox(spans)
 
 
 @dataclass(slots=True)
@@ -361,8 +149,8 @@ class Link:
         self._wake.set()
 
     async def _run_loops(self) -> None:
-        receive = asyncio.create_task(self._guard(self._receive_loop()))
-        drive = asyncio.create_task(self._guard(self._drive_loop()))
+        receive = asyncio.create_task(guarded(self._receive_loop()))
+        drive = asyncio.create_task(guarded(self._drive_loop()))
         try:
             done, _ = await asyncio.wait({receive, drive}, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -376,24 +164,6 @@ class Link:
             for task in (receive, drive):
                 task.cancel()
             await asyncio.gather(receive, drive, return_exceptions=True)
-
-    @staticmethod
-    async def _guard(loop: Coroutine[Any, Any, None]) -> None:
-        """Run one loop, translating what escapes it into a ``LinkError``."""
-        try:
-            await loop
-        except RemoteProtocolError as exc:
-            if isinstance(exc, OverLimits):
-                REFUSALS.count("frame_cost")
-            if exc.field == "eof":  # the stream ended inside a frame: cut, not malformed
-                raise PeerGone(f"the connection was cut: {exc}") from exc
-            raise PeerProtocolError(str(exc)) from exc
-        except LocalProtocolError as exc:
-            raise LinkFailed(f"this node broke the protocol: {exc}") from exc
-        except LinkError:
-            raise
-        except NodeError as exc:
-            raise LinkFailed(str(exc)) from exc
 
     def _tell(self, error: LinkError) -> None:
         """Write the error message the peer should see, if it can still be told."""
@@ -494,7 +264,7 @@ class Link:
         if not items:
             return
         assert self.source is not None  # the session lets entries in only after hello
-        report = await self.host.replica.receive(self._note_held(items), source=self.source)
+        report = await self.host.replica.receive(self._holds.received(items), source=self.source)
         self.peer.received += len(items)
         self.peer.lag_in = max(0, self.peer.lag_in - report.stored)
         self._catch_up.took(self.source, self.peer.received, self.peer.lag_in)
@@ -504,28 +274,6 @@ class Link:
         if self.session.our_state in _SPEAKING:
             grant = Credit(len(items), sum(map(entry_cost, items)))
             await self._write(self.session.send(grant))
-
-    def _note_held(self, items: tuple[WireEntry, ...]) -> list[Received]:
-        """The peer holds what it sends: never push those entries back to it.  The batch
-        for the store, each header decoded once, here; an entry whose header does not
-        decode, or whose payload is not the one its header names, goes on as it came, and
-        the store rejects it as it would have."""
-        batch: list[Received] = []
-        for raw, payload in items:
-            try:
-                entry = Entry.decode(raw, None)
-            except ProtocolError:
-                batch.append((raw, payload))
-                continue
-            self._holds.note(entry.header.log, entry.header.seq)
-            entry = entry.with_payload(payload)
-            try:
-                entry.check_payload()
-            except ProtocolError:
-                batch.append((raw, payload))
-                continue
-            batch.append(entry)
-        return batch
 
     async def _take_proof(self, first: bytes, second: bytes) -> None:
         inbound = self._inbound

@@ -24,7 +24,9 @@ from typing import Any
 
 from node.errors import NodeError
 from node.logging import get_logger
-from node.mesh.link import Link, LinkError, LinkHost, LinkOptions
+from node.mesh.errors import LinkError
+from node.mesh.host import LinkHost, LinkOptions
+from node.mesh.link import Link
 from node.mesh.peers import Peer, PeerTable, TooManyConnections
 from node.ports import Handler, Handshakes, TlsGate
 from node.refusals import REFUSALS

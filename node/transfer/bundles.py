@@ -44,8 +44,8 @@ from protocol.bundle import (
 from protocol.canonical import decode_canonical, encode_canonical
 from protocol.entry import Entry
 from protocol.errors import ProtocolError
+from protocol.frontier import Frontier, LogRange
 from protocol.kinds import decode_payload, is_known, workspace_of
-from protocol.messages import Frontier, Span
 from protocol.signing import SigningKey
 
 __all__ = [
@@ -216,7 +216,7 @@ async def export_bundle(
     return ExportReport(out, writer.end.bundle_id, writer.count, payloads, size)
 
 
-async def _span_entries(replica: Replica, log_id: int, span: Span) -> AsyncIterator[Entry]:
+async def _span_entries(replica: Replica, log_id: int, span: LogRange) -> AsyncIterator[Entry]:
     after = span.first - 1
     while after < span.last:
         rows = await replica.span(log_id, gt=after, lte=span.last, limit=_BATCH,

@@ -58,9 +58,10 @@ from node.mesh.sync import Sync
 from node.node import Node, system_wall
 from node.replica import Replica
 from node.transfer.archive import ArchiveError, create_archive
+from protocol.batch import MAX_BATCH_ENTRIES
 from protocol.entry import Entry
 from protocol.frames import MAX_FRAME_BYTES
-from protocol.messages import MAX_BATCH_ENTRIES, Credit, Error, FrontierDigest, Push
+from protocol.messages import Credit, Error, FrontierDigest, Push
 from tests.bench.common import SMOKE, peak_rss_mib, progress, table
 from tests.node.helpers import FAR_FUTURE_MS, ForeignWriter, admit, pending
 from tests.node.servekit import certified_mesh, connected, issue, memlane, node_id_of, peers

@@ -43,13 +43,13 @@ from typing import Any
 from node.identity import DB_FILE, NODE_KEY_FILE
 from node.logging import configure_logging
 from node.members import certs
-from node.mesh.link import LinkOptions
+from node.mesh.host import LinkOptions
 from node.mesh.peers import PeerState
 from node.mesh.sync import PeerKey, Sync, SyncOptions
 from node.node import Node
 from node.store.schema import MIGRATIONS, SCHEMA_VERSION
+from protocol.batch import MAX_BATCH_ENTRIES
 from protocol.entry import Entry
-from protocol.messages import MAX_BATCH_ENTRIES
 from protocol.signing import SigningKey, authentic_from
 from tests.bench.common import (
     SMOKE,

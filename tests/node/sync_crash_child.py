@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from node.logging import configure_logging
-from node.mesh.link import LinkOptions
+from node.mesh.host import LinkOptions
 from node.mesh.peers import PeerState
 from node.mesh.sync import Sync, SyncOptions
 from node.node import Node

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from node.identity import AUTHORITY_KEY_FILE, DB_FILE, NODE_KEY_FILE, random_bytes
-from node.mesh.link import LinkOptions
+from node.mesh.host import LinkOptions
 from node.mesh.sync import Sync, SyncOptions
 from node.node import Node
 from node.replica import Replica

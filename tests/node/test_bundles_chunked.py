@@ -24,7 +24,7 @@ from node.node import Node
 from node.transfer import bundles
 from protocol.bundle import BundleHeader, BundleWriter
 from protocol.entry import Entry
-from protocol.messages import Frontier
+from protocol.frontier import Frontier
 from tests.node.bundlekit import caller
 from tests.node.conftest import Wall
 from tests.node.helpers import ForeignWriter, events

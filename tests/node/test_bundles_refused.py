@@ -16,7 +16,7 @@ from node.transfer.bundles import BundleError
 from protocol.bundle import BundleHeader, BundleReader, BundleWriter
 from protocol.clock import Hlc
 from protocol.entry import Entry, Header, payload_digest
-from protocol.messages import Frontier
+from protocol.frontier import Frontier
 from protocol.signing import SigningKey, seal
 from tests.node.bundlekit import caller, snapshot, write
 from tests.node.conftest import Wall

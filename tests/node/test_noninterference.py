@@ -47,7 +47,7 @@ from node.node import Node
 from node.tools import audit as audit_tool
 from protocol.bundle import BundleHeader, BundleWriter
 from protocol.clock import Hlc
-from protocol.messages import Frontier
+from protocol.frontier import Frontier
 from protocol.timefmt import format_instant
 from tests.node.conftest import Wall
 from tests.node.helpers import ForeignWriter, admit

@@ -22,7 +22,7 @@ import pytest_asyncio
 
 from node.config import InvalidConfig, NodeConfig
 from node.identity import node_id
-from node.mesh.link import LinkOptions
+from node.mesh.host import LinkOptions
 from node.mesh.sync import Sync, SyncOptions
 from node.node import Node
 from node.refusals import REFUSALS

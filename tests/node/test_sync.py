@@ -22,7 +22,7 @@ import pytest
 from node.authority import Caller
 from node.identity import NODE_KEY_FILE
 from node.members import certs
-from node.mesh.link import LinkOptions
+from node.mesh.host import LinkOptions
 from node.mesh.peers import PeerState
 from node.mesh.sync import PeerKey, Sync, SyncOptions
 from node.node import Node

@@ -21,26 +21,26 @@ import msgpack
 import pytest
 import pytest_asyncio
 
-from node.mesh.link import (
+from node.mesh.errors import (
     LinkError,
-    LinkOptions,
     PeerFlooding,
     PeerGone,
     PeerProtocolError,
     PeerSilent,
     PeerStalled,
 )
+from node.mesh.host import LinkOptions
 from node.mesh.sync import Sync, SyncOptions
 from node.node import Node
 from protocol.entry import Entry
 from protocol.frames import MAX_FRAME_BYTES
+from protocol.frontier import Frontier
 from protocol.messages import (
     Credit,
     Entries,
     Error,
     ErrorCode,
     ForkProof,
-    Frontier,
     FrontierDigest,
     Hello,
     Push,

@@ -22,7 +22,7 @@ from node.node import Node
 from node.refusals import REFUSALS
 from node.replica import Replica
 from protocol.entry import Entry
-from protocol.messages import MAX_FRONTIER_LOGS
+from protocol.frontier import MAX_FRONTIER_LOGS
 from tests.node.conftest import Wall
 from tests.node.helpers import FAR_FUTURE_MS, ForeignWriter, events, sr_payload
 from tests.node.synckit import FAST, converged, make_mesh, syncing

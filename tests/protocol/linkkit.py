@@ -12,19 +12,10 @@ from collections.abc import Sequence
 
 from protokit import MESH, seal_one
 
+from protocol.batch import WireEntry
 from protocol.entry import Entry, LogId
-from protocol.messages import (
-    Bye,
-    Credit,
-    Entries,
-    Frontier,
-    FrontierDigest,
-    FrontierPart,
-    Message,
-    Push,
-    WireEntry,
-    encode_message,
-)
+from protocol.frontier import Frontier, FrontierPart
+from protocol.messages import Bye, Credit, Entries, FrontierDigest, Message, Push, encode_message
 from protocol.session import NEED_DATA, ConnectionClosed, Event, Session, State
 from protocol.signing import SigningKey, authentic_from
 

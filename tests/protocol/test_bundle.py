@@ -29,7 +29,7 @@ from protocol.clock import Hlc
 from protocol.entry import Entry, Header, payload_digest
 from protocol.errors import LocalProtocolError, RemoteProtocolError
 from protocol.frames import encode_frame
-from protocol.messages import MAX_FRONTIER_LOGS, Frontier, Tip
+from protocol.frontier import MAX_FRONTIER_LOGS, Frontier, Tip
 from protocol.signing import SigningKey, seal
 
 MESH = b"\x11" * 16

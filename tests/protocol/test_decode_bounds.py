@@ -20,21 +20,19 @@ from hypothesis import strategies as st
 from linkkit import pair_in
 from protokit import FAST
 
+from protocol.batch import MAX_BATCH_ENTRIES
 from protocol.errors import LocalProtocolError, RemoteProtocolError
 from protocol.frames import MAX_FRAME_BYTES, encode_frame, scan_body
+from protocol.frontier import MAX_FRONTIER_LOGS, FrontierPart, Tip
 from protocol.messages import (
-    MAX_BATCH_ENTRIES,
     MAX_FEATURES,
-    MAX_FRONTIER_LOGS,
     MAX_VERSIONS,
     Entries,
     Error,
     ErrorCode,
-    FrontierPart,
     Hello,
     Message,
     Push,
-    Tip,
     decode_message,
     encode_message,
 )

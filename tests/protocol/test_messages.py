@@ -15,11 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from protokit import FAST
 
+from protocol.batch import MAX_BATCH_ENTRIES, batch_room, entry_cost
 from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES
 from protocol.errors import LocalProtocolError, RemoteProtocolError
 from protocol.frames import MAX_FRAME_BYTES, FrameReader, encode_frame
+from protocol.frontier import Frontier, FrontierPart, Tip
 from protocol.messages import (
-    MAX_BATCH_ENTRIES,
     MAX_CREDIT,
     MAX_ERROR_TEXT,
     MAX_FEATURES,
@@ -28,17 +29,12 @@ from protocol.messages import (
     Entries,
     Error,
     ForkProof,
-    Frontier,
     FrontierDigest,
-    FrontierPart,
     Hello,
     Message,
     Push,
-    Tip,
-    batch_room,
     decode_message,
     encode_message,
-    entry_cost,
 )
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "messages.json").read_text("utf-8"))

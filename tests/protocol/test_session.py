@@ -12,9 +12,8 @@ from protokit import MESH, seal_one
 
 from protocol.entry import Entry, LogId
 from protocol.errors import LocalProtocolError, RemoteProtocolError
+from protocol.frontier import MAX_FRONTIER_LOGS, MAX_FRONTIER_TIPS, Frontier, FrontierPart, Tip
 from protocol.messages import (
-    MAX_FRONTIER_LOGS,
-    MAX_FRONTIER_TIPS,
     PROTOCOL_MAJOR,
     SUPPORTED_MAJORS,
     Bye,
@@ -23,13 +22,10 @@ from protocol.messages import (
     Error,
     ErrorCode,
     ForkProof,
-    Frontier,
     FrontierDigest,
-    FrontierPart,
     Hello,
     Message,
     Push,
-    Tip,
     decode_message,
 )
 from protocol.session import Balance, ConnectionClosed, Session, State

@@ -11,19 +11,10 @@ import pytest
 from linkkit import LOG_A, LOG_B, Replica, deliver, frame, pair_in
 
 from protocol.errors import LocalProtocolError, RemoteProtocolError
-from protocol.messages import (
-    Bye,
-    Credit,
-    Entries,
-    Error,
-    ForkProof,
-    FrontierDigest,
-    FrontierPart,
-    Message,
-    MessageType,
-    Push,
-)
+from protocol.frontier import FrontierPart
+from protocol.messages import Bye, Credit, Entries, Error, ForkProof, FrontierDigest, Message, Push
 from protocol.session import TRANSITIONS, Session, State, Step, state_diagram, step_of
+from protocol.wire import MessageType
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 STATES = [s for s in State if s is not State.ERROR]

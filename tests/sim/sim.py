@@ -73,16 +73,16 @@ from typing import Any
 from node.authority import Caller
 from node.errors import Refusal
 from node.identity import node_id, random_source
-from node.mesh.link import Outbox, PeerHolds, catch_up
+from node.mesh.outbox import Outbox, PeerHolds, catch_up
 from node.node import Node
 from node.replica import FrontierSnapshot, Replica
 from node.store import StoreOptions
 from node.store.reader import Marks
+from protocol.batch import MAX_BATCH_ENTRIES, WireEntry, entry_cost
 from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, decode_header
 from protocol.errors import ProtocolError, RemoteProtocolError
 from protocol.frames import MAX_FRAME_BYTES
 from protocol.messages import (
-    MAX_BATCH_ENTRIES,
     Bye,
     Credit,
     Entries,
@@ -92,8 +92,6 @@ from protocol.messages import (
     Hello,
     Message,
     Push,
-    WireEntry,
-    entry_cost,
 )
 from protocol.session import NEED_DATA, ConnectionClosed, Session, State
 from protocol.timefmt import format_instant

@@ -17,6 +17,7 @@ from typing import Any
 from protocol.clock import Hlc
 from protocol.entry import Entry
 from protocol.frames import encode_frame
+from protocol.frontier import Frontier, Tip
 from protocol.messages import (
     Bye,
     Credit,
@@ -24,12 +25,10 @@ from protocol.messages import (
     Error,
     ErrorCode,
     ForkProof,
-    Frontier,
     FrontierDigest,
     Hello,
     Message,
     Push,
-    Tip,
     encode_message,
 )
 from protocol.signing import SigningKey, seal
