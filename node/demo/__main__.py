@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from node.demo_agent import Agent
-from node.demo_nodes import Served, memlane, until
+from node.demo.agent import Agent
+from node.demo.nodes import Served, memlane, until
 from node.node import system_wall
 from protocol.timefmt import format_instant
 
