@@ -28,6 +28,7 @@ from typing import Any
 from node.identity import node_id
 from node.members.errors import MeshError, UnknownMember
 from node.store.ingest import Wait
+from node.store.members import select_authority, select_member_entries
 from node.store.txn import Txn
 from node.store.views import Applied
 from protocol.clock import Hlc
@@ -51,16 +52,6 @@ ALL_WORKSPACES = "*"
 # every node, so every node refuses the same logs (docs/mesh.md §Logs per writer).
 DEFAULT_MAX_LOGS = 64
 MEMBER_KINDS = frozenset({"member.add", "member.revoke"})
-
-# Every applied member entry of the authority's logs, as "log_id:header hex:payload hex"
-# joined by commas (the store hands a view one scalar query at open).
-_LOAD = (
-    "SELECT group_concat(h.log_id || ':' || hex(h.raw) || ':' || hex(p.data), ',') "
-    "FROM headers h JOIN payloads p ON p.pos = h.pos "
-    "WHERE h.applied = 1 AND h.kind IN ('member.add', 'member.revoke') AND h.log_id IN "
-    "(SELECT log_id FROM logs WHERE writer = (SELECT value FROM state WHERE key = 'authority'))"
-)
-_AUTHORITY = "SELECT value FROM state WHERE key = 'authority'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,14 +222,12 @@ class Membership:
 
     async def load(self, scalar: Callable[[str], Awaitable[Any]]) -> None:
         self.reset()
-        self.authority = await scalar(_AUTHORITY) or self.authority
-        for item in str(await scalar(_LOAD) or "").split(","):
-            if item:
-                log_id, raw, data = item.split(":")
-                h = decode_header(bytes.fromhex(raw))
-                payload = decode_payload(h.kind, bytes.fromhex(data))
-                self._entries[(int(log_id), h.seq)] = _entry(h.hlc, h.epoch, h.seq, int(log_id),
-                                                             h.kind, payload)  # fmt: skip
+        self.authority = await select_authority(scalar) or self.authority
+        for log_id, raw, data in await select_member_entries(scalar):
+            h = decode_header(raw)
+            payload = decode_payload(h.kind, data)
+            self._entries[(log_id, h.seq)] = _entry(h.hlc, h.epoch, h.seq, log_id, h.kind,
+                                                    payload)  # fmt: skip
         self._refold(mark=False)
 
     async def prepare(self, txn: Txn, payloads: Sequence[tuple[str, dict[str, Any]]]) -> None:
