@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from node.errors import NodeError
 from node.identity import node_id
@@ -28,7 +28,6 @@ from node.mesh.errors import (
     LinkFailed,
     LinkRefused,
     PeerClosedWithError,
-    PeerFlooding,
     PeerGone,
     PeerSilent,
     PeerStalled,
@@ -38,6 +37,7 @@ from node.mesh.host import LinkHost, LinkOptions
 from node.mesh.outbox import Outbox, PeerHolds, catch_up
 from node.mesh.peers import DuplicateLink, Peer, PeerState
 from node.mesh.progress import CatchUpLog
+from node.mesh.proofs import ForkProofs
 from node.replica import FrontierSnapshot
 from node.store import Event
 from protocol.batch import WireEntry, entry_cost
@@ -71,14 +71,6 @@ class _Round:
     finished: bool = False
 
 
-@dataclass(slots=True)
-class _Inbound:
-    """Fork proofs the peer has sent (bounded by ``max_fork_proofs``)."""
-
-    proofs: set[frozenset[bytes]] = field(default_factory=set)
-    count: int = 0
-
-
 # -- the link ----------------------------------------------------------------------------------
 
 
@@ -109,9 +101,7 @@ class Link:
         self._last_round = float("-inf")
         self._holds = PeerHolds()
         self._push: Outbox | None = None
-        self._forks_seen = 0
-        self._proofs_sent: set[frozenset[bytes]] = set()
-        self._inbound = _Inbound()
+        self._proofs = ForkProofs(host.options.max_fork_proofs)
         self._stopped: str | None = None
         self._catch_up = CatchUpLog()
 
@@ -276,15 +266,8 @@ class Link:
             await self._write(self.session.send(grant))
 
     async def _take_proof(self, first: bytes, second: bytes) -> None:
-        inbound = self._inbound
-        inbound.count += 1
-        if inbound.count > self.host.options.max_fork_proofs:
-            raise PeerFlooding(f"more than {self.host.options.max_fork_proofs} fork proofs")
-        pair = frozenset((first, second))
-        if pair in inbound.proofs:
+        if not self._proofs.taken(first, second):
             return
-        inbound.proofs.add(pair)
-        self._proofs_sent.add(pair)  # no need to tell the peer its own proof
         assert self.source is not None
         await self.host.replica.take_fork_proof(first, second, source=self.source)
 
@@ -430,12 +413,10 @@ class Link:
 
     async def _gossip_forks(self) -> None:
         forks = self.host.changes.marks.forks
-        if forks == self._forks_seen:
+        if forks == self._proofs.forks_seen:
             return
-        self._forks_seen = forks
+        self._proofs.forks_seen = forks
         for first, second in await self.host.replica.fork_proofs():
-            pair = frozenset((first, second))
-            if pair in self._proofs_sent or self.session.our_state not in _SPEAKING:
+            if self.session.our_state not in _SPEAKING or not self._proofs.to_tell(first, second):
                 continue
-            self._proofs_sent.add(pair)
             await self._write(self.session.send(ForkProof(first, second)))
