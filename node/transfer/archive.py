@@ -56,7 +56,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
-import aiosqlite
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
@@ -72,6 +71,7 @@ from node.identity import (
 )
 from node.progress import Progress
 from node.store import Store, StoreOptions, Txn
+from node.store.backup import backup_without
 from node.store.schema import SCHEMA_VERSION
 from node.views import default_views
 from protocol.canonical import decode_canonical, encode_canonical
@@ -215,17 +215,8 @@ async def _snapshot(db: Path, copy: Path) -> tuple[list[list[Any]], dict[str, An
     """Back the store up into ``copy`` (one consistent read), then take the token rows out of
     the copy — overwritten on disk, not just unlinked — and return them with the state the
     manifest names."""
-    async with aiosqlite.connect(db) as src, aiosqlite.connect(copy) as dst:
-        await src.backup(dst)
-        await dst.execute("PRAGMA journal_mode=DELETE")
-        await dst.execute("PRAGMA secure_delete=ON")
-        async with dst.execute(f"SELECT {_TOKEN_COLUMNS} FROM tokens ORDER BY token_id") as cur:  # noqa: S608
-            tokens = [list(row) for row in await cur.fetchall()]
-        await dst.execute("DELETE FROM tokens")
-        await dst.commit()
-        await dst.execute("VACUUM")
-        async with dst.execute("SELECT key, value FROM state") as cur:
-            state = {str(k): bytes(v) for k, v in await cur.fetchall()}
+    take = f"SELECT {_TOKEN_COLUMNS} FROM tokens ORDER BY token_id"  # noqa: S608
+    tokens, state = await backup_without(db, copy, take=take, drop="DELETE FROM tokens")
     info = {"mesh": state.get("mesh", b"").hex(), "feed_id": state.get("feed_id", b"").decode(),
             "epoch": state.get("epoch", b"").hex(), "node_id": ""}  # fmt: skip
     return tokens, info
