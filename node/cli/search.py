@@ -17,6 +17,7 @@ from node.cli.progress import bars
 from node.cli.table import count
 from node.errors import ConfigError, EmbedderError, EmbedderUnavailable
 from node.progress import Progress
+from node.views.sr_queries import count_live
 
 if TYPE_CHECKING:  # numpy and the embedders load only where an embedder is configured
     from node.node import Node
@@ -87,7 +88,7 @@ async def search_rebuild(args: argparse.Namespace) -> Result:
 async def _live_srs(node: Node) -> int:
     reader = node.store.reader
     assert reader is not None
-    return int(await reader.scalar("SELECT count(*) FROM srs WHERE live = 1"))
+    return await count_live(reader)
 
 
 async def _probe(index: VectorIndex) -> None:

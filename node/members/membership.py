@@ -149,6 +149,7 @@ class Membership:
     kinds = MEMBER_KINDS
     clear: tuple[str, ...] = ()  # nothing stored: rebuilt from the log itself
     restore: tuple[str, ...] = ()
+    countable: tuple[str, ...] = ()
     next_due: int | None = None
 
     def __init__(self, authority: bytes | None = None) -> None:

@@ -27,6 +27,7 @@ from node.search.held import Held, Near, Quantised, Scored, quantise
 from node.search.tables import forgetting
 from node.store import Store
 from node.store.txn import Txn
+from node.views.sr_queries import queue_live, select_embedded, select_queued
 
 __all__ = ["IndexStatus", "VectorIndex", "embedded_text"]
 
@@ -34,11 +35,6 @@ log = get_logger(__name__)
 
 IDLE_POLL = 1.0  # seconds between looks at an empty queue (other processes write too)
 RETRY = (1.0, 60.0)  # seconds to wait after a failed batch: first, and at most (doubling)
-
-_QUEUED = (
-    "SELECT q.doc, s.sr_id, s.title, s.text, s.tags_text FROM sr_embed_queue q "
-    "LEFT JOIN srs s ON s.doc = q.doc AND s.live = 1 ORDER BY q.doc DESC LIMIT ?"
-)
 
 
 def embedded_text(title: str, text: str, tags_text: str) -> str:
@@ -103,7 +99,7 @@ class VectorIndex:
         self.stored = self.embedder.model
         forgetting(txn)
         txn.add("INSERT INTO sr_vector_model (model) VALUES (?)", (self.embedder.model,))
-        txn.add("INSERT INTO sr_embed_queue (doc) SELECT doc FROM srs WHERE live = 1", ())
+        queue_live(txn)
 
     async def rebuild(self) -> None:
         """Drop every vector and queue every SR again (``memlane search rebuild``)."""
@@ -183,7 +179,7 @@ class VectorIndex:
         """Embed one batch of the queue; how many queued docs it took (0: none were)."""
         reader = self.store.reader
         assert reader is not None
-        rows = await reader.fetchall(_QUEUED, (self.batch,))
+        rows = await select_queued(reader, limit=self.batch)
         if not rows:
             return 0
         texts = {r[1]: embedded_text(*r[2:]) for r in rows if r[1] is not None}
@@ -218,10 +214,7 @@ class VectorIndex:
         reads as it was embedded (an SR written meanwhile at the same doc stays queued)."""
         taken: list[tuple[str, int, Quantised]] = []
         for doc, sr_id, *_ in rows:
-            now = await txn.fetchone(
-                "SELECT title, text, tags_text FROM srs WHERE doc = ? AND sr_id IS ? AND live = 1",
-                (doc, sr_id),
-            )
+            now = await select_embedded(txn, doc, sr_id)
             if sr_id is not None and now is not None and embedded_text(*now) == texts[sr_id]:
                 vec = made.get(sr_id)
                 if vec is None:

@@ -175,7 +175,8 @@ class Store:
             max_batch=self.options.max_batch,
         )
         self._writer.start()
-        self.reader = await Reader.open(self.path)
+        countable = frozenset(t for view in self.views for t in view.countable)
+        self.reader = await Reader.open(self.path, countable=countable)
         if await self.reader.state("views_stale") is not None:
             await self.rebuild_views()
 

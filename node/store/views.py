@@ -5,7 +5,8 @@ A view is state derived from the log, written in the same transaction as each ap
 ``apply`` receives each entry as it is appended, ``hide`` withdraws what a log contributed
 from a position on (a fork), ``clear`` lists the statements that empty it so the log can be
 replayed into it, and ``restore`` those that put back, after the replay, what it keeps that
-the log does not (the SR view's local deletions).  A view that holds versions not yet due
+the log does not (the SR view's local deletions); ``countable`` names its tables whose rows
+``Reader.count`` may count.  A view that holds versions not yet due
 (an entry from the future takes effect when its time comes: docs/tools/e_timeline.md §Views
 at a moment) keeps ``next_due`` and makes them current in ``catch_up``.
 """
@@ -42,6 +43,7 @@ class View(Protocol):
     kinds: frozenset[str]
     clear: tuple[str, ...]
     restore: tuple[str, ...]
+    countable: tuple[str, ...]
     next_due: int | None
 
     def bind(self, moment: Callable[[], int]) -> None:

@@ -13,14 +13,16 @@ Seq values are node-wide positions, so gaps show that other events exist, never 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from node.authority import Caller
 from node.errors import Refusal
 from node.store import AuditRow, Event, Reader
 from node.tools.args import check_names, integer
+from node.views.episode_reads import select_episode_readers
 from node.views.read_rule import may_read_sr
+from node.views.sr_queries import select_sr_readers
 from protocol.timefmt import format_instant
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "e_audit"]
@@ -28,12 +30,8 @@ __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "e_audit"]
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 _CHUNK = 500
-_SR_READERS = (
-    "SELECT v.sr_id, v.workspace, v.owner, v.private FROM sr_versions v "
-    "WHERE v.sr_id IN ({}) AND v.present = 1 "
-    "AND v.ord = (SELECT max(ord) FROM sr_versions w WHERE w.sr_id = v.sr_id)"
-)
-_EPISODE_READERS = "SELECT id, vault, caller, 0 FROM episodes WHERE vault = ? AND id IN ({})"
+# Who may read a chunk of subjects: each id found, with the columns the read rule judges.
+_Select = Callable[[list[str]], Awaitable[dict[str, tuple[Any, ...]]]]
 
 
 async def e_audit(
@@ -90,9 +88,11 @@ async def _readable(
     judged by its newest version — also one whose time has not yet come — so an event is judged
     the same however long it waits, and a consumer never passes it by."""
     ids = sorted(subjects)
-    srs = await _lookup(reader, _SR_READERS, ids)
-    episodes = await _lookup(reader, _EPISODE_READERS, [i for i in ids if i not in srs],
-                             caller.workspace)  # fmt: skip
+    srs = await _lookup(lambda chunk: select_sr_readers(reader, chunk), ids)
+    episodes = await _lookup(
+        lambda chunk: select_episode_readers(reader, caller.workspace, chunk),
+        [i for i in ids if i not in srs],
+    )
     return (
         {i for i, (workspace, owner, private) in srs.items()
          if may_read_sr(caller, workspace, owner, bool(private))},
@@ -126,15 +126,10 @@ def _detail(row: AuditRow, caller: Caller) -> dict[str, Any] | None:
     return {k: (v.hex() if isinstance(v, bytes) else v) for k, v in row.detail.items()}
 
 
-async def _lookup(
-    reader: Reader, sql: str, ids: list[str], *first: str
-) -> dict[str, tuple[Any, ...]]:
+async def _lookup(select: _Select, ids: list[str]) -> dict[str, tuple[Any, ...]]:
     found: dict[str, tuple[Any, ...]] = {}
     for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        sent = [*first, *chunk]
-        for row in await reader.fetchall(sql.format(",".join("?" * len(chunk))), sent):
-            found[row[0]] = tuple(row[1:])
+        found.update(await select(ids[start : start + _CHUNK]))
     return found
 
 

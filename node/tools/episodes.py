@@ -17,6 +17,7 @@ from node.ids import uuid7
 from node.store import Authored, Event, Txn
 from node.store.audit import audit
 from node.tools.args import check_names, encode, optional_time, present
+from node.views.episodes import select_manager, select_newest_id
 from protocol.timefmt import format_instant
 
 __all__ = ["work_forget", "work_record", "work_result"]
@@ -51,11 +52,8 @@ def _unknown(episode_id: object) -> Refusal:
 async def _manageable(txn: Txn, caller: Caller, episode_id: object) -> None:
     if not isinstance(episode_id, str):
         raise _unknown(episode_id)
-    row = await txn.fetchone(
-        "SELECT vault, caller FROM episodes WHERE vault = ? AND id = ? AND blocked = 0",
-        (caller.workspace, episode_id),
-    )
-    if row is None or not caller.may_manage(str(row[1]), str(row[0])):
+    found = await select_manager(txn, caller.workspace, episode_id)
+    if found is None or not caller.may_manage(found[1], found[0]):
         raise _unknown(episode_id)
 
 
@@ -70,12 +68,7 @@ async def work_record(author: Author, caller: Caller, args: Mapping[str, Any]) -
     payload: dict[str, Any] = dict(base)
 
     async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
-        row = await txn.fetchone(
-            "SELECT id FROM episodes WHERE vault = ? AND caller = ? AND blocked = 0 "
-            "ORDER BY ts DESC, ord DESC LIMIT 1",
-            (caller.workspace, caller.principal),
-        )
-        payload["prev_id"] = row[0] if row else None
+        payload["prev_id"] = await select_newest_id(txn, caller.workspace, caller.principal)
         return encode("episode.record", payload), payload
 
     authored = await author.write("episode.record", build)

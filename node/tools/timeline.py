@@ -27,9 +27,9 @@ from node.tools.timeline_spec import (
     invalid,
     parse_spec,
 )
+from node.views import sr_queries
 from node.views import timeline as tl
 from node.views.query_terms import query_terms
-from node.views.read_rule import readable_srs
 
 if TYPE_CHECKING:  # numpy and the embedders load only where an embedder is configured
     from node.search.index import VectorIndex
@@ -112,12 +112,7 @@ def _check_since(spec: TimelineSpec, moment: int) -> None:
 
 
 async def _check_anchor(reader: Reader, caller: Caller, anchor: str) -> None:
-    rule, params = readable_srs(caller)
-    found = await reader.scalar(
-        f"SELECT count(*) FROM srs WHERE srs.sr_id = ? AND {rule}",  # noqa: S608
-        (anchor, *params),
-    )
-    if not found:
+    if not await sr_queries.has_readable(reader, caller, anchor):
         raise invalid(f"unknown sr_id: {anchor}")
 
 
@@ -179,15 +174,5 @@ async def _shed(
 async def _traverse(reader: Reader, q: tl.Query, anchor: str) -> tuple[list[tl.Doc], bool]:
     """SRs linked from the (checked) anchor or linking to it (depth 1), that the caller can
     read."""
-    page = await tl.select_page(reader, q, extra=["srs.sr_id != ?"], extra_args=[anchor],
-                                source=_LINKED, source_args=[anchor] * 2)  # fmt: skip
+    page = await sr_queries.select_linked(reader, q, anchor)
     return page.docs, page.has_more
-
-
-# The anchor's neighbours lead the plan (CROSS JOIN fixes the order): looked up by sr_id, then
-# sorted — rather than walking the time index over every readable SR to find a few of them.
-_LINKED = (
-    "(SELECT dst AS sr_id FROM sr_links WHERE src = ? "
-    "UNION SELECT src FROM sr_links WHERE dst = ?) AS linked "
-    "CROSS JOIN srs ON srs.sr_id = linked.sr_id"
-)

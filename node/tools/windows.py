@@ -36,6 +36,7 @@ from node.errors import Refusal
 from node.store import Reader
 from node.tools.args import check_names, encode, integer, text
 from node.tools.timeline_spec import invalid
+from node.views.call_windows import select_call_windows
 from node.windows.decide import Call, Decision, decide
 from node.windows.forms import Period
 from node.windows.spans import Span
@@ -171,28 +172,6 @@ class WindowGuard:
 _ARGUMENTS = frozenset({"tool", "turn", "tool_call_id", "latest", "page", "page_size"})
 
 
-def _filters(caller: Caller, args: Mapping[str, Any], moment: int) -> tuple[str, list[Any]]:
-    """Rows readable by the caller (its own; every principal's with admin:workspace) whose
-    time has come, narrowed by the arguments."""
-    where, params = ["workspace = ?", "wall <= ?"], [caller.workspace, moment]
-    if not caller.is_admin:
-        where.append("principal = ?")
-        params.append(caller.principal)
-    for name, column in (("tool", "tool"), ("turn", "turn"), ("tool_call_id", "call_id")):
-        if args.get(name) is not None:
-            where.append(f"{column} = ?")
-            params.append(args[name])
-    return " AND ".join(where), params
-
-
-def _latest_only(where: str) -> str:
-    return (
-        f"{where} AND NOT EXISTS (SELECT 1 FROM call_windows later "  # noqa: S608
-        "WHERE later.workspace = c.workspace AND later.principal = c.principal "
-        "AND later.call_id = c.call_id AND later.turn = c.turn AND later.ord > c.ord)"
-    )
-
-
 async def call_windows(
     reader: Reader, caller: Caller, args: Mapping[str, Any], moment: int
 ) -> dict[str, Any]:
@@ -209,12 +188,9 @@ async def call_windows(
         raise Refusal("invalid latest: must be true or false")
     page = integer(args, "page", 1, 100_000, 1)
     size = integer(args, "page_size", 1, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE)
-    where, params = _filters(caller, args, moment)
-    if latest:
-        where = _latest_only(where)
-    rows = await reader.fetchall(
-        f"SELECT row FROM call_windows c WHERE {where} ORDER BY ord LIMIT ? OFFSET ?",  # noqa: S608
-        (*params, size + 1, (page - 1) * size),
-    )
-    found = [json.loads(r[0]) for r in rows]
+    rows = await select_call_windows(
+        reader, caller, moment, tool=args.get("tool"), turn=args.get("turn"),
+        call_id=args.get("tool_call_id"), latest=latest, limit=size + 1, offset=(page - 1) * size,
+    )  # fmt: skip
+    found = [json.loads(r) for r in rows]
     return {"rows": found[:size], "page": page, "page_size": size, "has_more": len(found) > size}

@@ -1,5 +1,5 @@
 """Reading episodes under the reader contract (docs/tools/work_episode_chain.md): the chain
-walk and the list.
+walk and the list; and who may read an episode, for the audit feed.
 
 An episode passes when it is not forgotten (``blocked``), its ``ts`` has come, it has not
 expired, and it is in the caller's vault and — unless ``any_caller`` — the caller's own.
@@ -19,6 +19,7 @@ answer is one committed state's, and the same either way.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -26,7 +27,7 @@ from typing import Any
 from node.authority import Caller
 from node.store import Reader
 
-__all__ = ["COLUMNS", "Filters", "Scope", "page", "walk"]
+__all__ = ["COLUMNS", "Filters", "Scope", "page", "select_episode_readers", "walk"]
 
 # The chain fields, in the order of the tool's specification (docs/tools/work_episode_chain.md
 # §Each episode (detailed); ``tags`` is JSON text, ``blocked`` an integer).
@@ -191,3 +192,15 @@ async def page(
         args | {"limit": size + 1, "offset": (number - 1) * size},
     )
     return [_episode(r[:-1], bool(r[-1])) for r in rows[:size]], len(rows) > size
+
+
+_READERS = "SELECT id, vault, caller, 0 FROM episodes WHERE vault = ? AND id IN ({})"
+
+
+async def select_episode_readers(
+    reader: Reader, vault: str, ids: Sequence[str]
+) -> dict[str, tuple[Any, ...]]:
+    """Of ``ids`` (one statement's worth), each episode of ``vault`` with its vault and
+    caller — forgotten or not, its time come or not."""
+    rows = await reader.fetchall(_READERS.format(",".join("?" * len(ids))), [vault, *ids])
+    return {row[0]: tuple(row[1:]) for row in rows}

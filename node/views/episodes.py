@@ -28,7 +28,7 @@ from node.store.txn import Txn
 from node.store.views import Applied
 from node.views.fold import order_key
 
-__all__ = ["LATER", "EpisodeView"]
+__all__ = ["LATER", "EpisodeView", "select_manager", "select_newest_id"]
 
 LATER = ("task_result", "verdict_at", "status", "eligibility", "trust")
 _DEFAULT = {"status": "recorded", "eligibility": "eligible"}
@@ -75,6 +75,11 @@ _REFRESH = (
 # when an amendment earlier in the batch queued the plain refresh first.
 _REFRESH_RECORD = _REFRESH + " /* after a record */"
 _DUE = "INSERT OR IGNORE INTO episode_due (wall, vault, id) VALUES (?, ?, ?)"
+_MANAGER = "SELECT vault, caller FROM episodes WHERE vault = ? AND id = ? AND blocked = 0"
+_NEWEST = (
+    "SELECT id FROM episodes WHERE vault = ? AND caller = ? AND blocked = 0 "
+    "ORDER BY ts DESC, ord DESC LIMIT 1"
+)
 
 
 def _later(payload: dict[str, Any]) -> str:
@@ -102,6 +107,7 @@ class EpisodeView:
         "DELETE FROM episode_due",
     )
     restore: tuple[str, ...] = ()
+    countable: tuple[str, ...] = ("episode_entries", "episodes", "episode_due")
 
     def __init__(self) -> None:
         self._horizon: Callable[[], int] = lambda: 0
@@ -159,3 +165,15 @@ class EpisodeView:
         txn.add("DELETE FROM episode_due WHERE wall <= ?", (moment,))
         row = await txn.fetchone("SELECT min(wall) FROM episode_due")
         self.next_due = row[0] if row else None
+
+
+async def select_manager(txn: Txn, vault: str, episode_id: str) -> tuple[str, str] | None:
+    """The vault and caller of the episode ``episode_id`` of ``vault``, unless forgotten."""
+    row = await txn.fetchone(_MANAGER, (vault, episode_id))
+    return None if row is None else (str(row[0]), str(row[1]))
+
+
+async def select_newest_id(txn: Txn, vault: str, caller: str) -> Any:
+    """The id of ``caller``'s newest episode in ``vault`` not forgotten (None: none)."""
+    row = await txn.fetchone(_NEWEST, (vault, caller))
+    return row[0] if row else None

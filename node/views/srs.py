@@ -145,6 +145,9 @@ class SrView:
         "INSERT INTO sr_fts (sr_fts) VALUES ('delete-all')",
     )
     restore: tuple[str, ...] = (_DELETIONS_REAPPLY,)
+    countable: tuple[str, ...] = (
+        "deletions", "sr_versions", "srs", "sr_tags", "sr_links", "sr_due", "sr_fts",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self._horizon: Callable[[], int] = lambda: 0  # this node's moment, given by bind
