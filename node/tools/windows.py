@@ -39,7 +39,7 @@ from node.tools.timeline_spec import invalid
 from node.views.call_windows import select_call_windows
 from node.windows.decide import Call, Decision, decide
 from node.windows.forms import Period
-from node.windows.spans import Span
+from node.windows.spans import TimeSpan
 from node.windows.turn import META_KEY, Turn, parse_turn
 from protocol.timefmt import TimeFormatError, parse_time
 
@@ -84,7 +84,7 @@ def turn_argument(tool: str) -> Refusal:
     return Refusal(f"{tool} does not take turn: {where}")
 
 
-def _in(value: Any, asked: Span) -> bool:
+def _in(value: Any, asked: TimeSpan) -> bool:
     try:
         ms = parse_time(value) if isinstance(value, str) else None
     except TimeFormatError:
@@ -92,7 +92,7 @@ def _in(value: Any, asked: Span) -> bool:
     return ms is not None and asked.start <= ms < asked.end
 
 
-def trim_results(answer: dict[str, Any], asked: Span, field: str) -> dict[str, Any]:
+def trim_results(answer: dict[str, Any], asked: TimeSpan, field: str) -> dict[str, Any]:
     """A widened fill to a tool that declares ``filtersToAsked``: keep the results whose
     ``field`` lies in ``asked``."""
     results = answer.get("results")

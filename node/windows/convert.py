@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 from node.windows.facts import fact_problem, partly_beyond_retention
 from node.windows.forms import Bound, Facts, Form, form_max_range, tool_facts
-from node.windows.spans import UNIT_MS, Span, ceil_to, lookback_range, spell_duration
+from node.windows.spans import UNIT_MS, TimeSpan, ceil_to, lookback_range, spell_duration
 from node.windows.zones import date_of, midnights, read_wall, wall_of
 from protocol.timefmt import format_instant
 
@@ -39,8 +39,8 @@ class Conversion:
     form: int
     values: dict[str, Any]
     rounded: bool = False
-    sent: Span | None = None  # a widened read: the range the tool reads
-    extra: tuple[Span, ...] = ()
+    sent: TimeSpan | None = None  # a widened read: the range the tool reads
+    extra: tuple[TimeSpan, ...] = ()
     partly_beyond_retention: bool = False
 
 
@@ -109,7 +109,7 @@ def write_bound(bound: Bound, ms: int, offset: int, zone: ZoneInfo | None, *,
     return _wall_text(t, zone, step), False
 
 
-def _pairs(form: Form, span: Span, ctx: Ctx) -> tuple[Any, Any, bool] | None:
+def _pairs(form: Form, span: TimeSpan, ctx: Ctx) -> tuple[Any, Any, bool] | None:
     zone = _zone(form, ctx)
     assert form.lower is not None
     assert form.upper is not None
@@ -120,7 +120,7 @@ def _pairs(form: Form, span: Span, ctx: Ctx) -> tuple[Any, Any, bool] | None:
     return a[0], b[0], a[1] or b[1]
 
 
-def _ranged(form: Form, span: Span, ctx: Ctx) -> Values | None:
+def _ranged(form: Form, span: TimeSpan, ctx: Ctx) -> Values | None:
     pair = _pairs(form, span, ctx)
     if pair is None:
         return None
@@ -140,7 +140,7 @@ def _finest(units: str) -> int:
     return min(UNIT_MS[u] for u in units)
 
 
-def _lookback(form: Form, span: Span, lookback: int | None, ctx: Ctx) -> Values | None:
+def _lookback(form: Form, span: TimeSpan, lookback: int | None, ctx: Ctx) -> Values | None:
     sign = "-" if form.signed else ""
     if lookback is not None:
         text = spell_duration(lookback, form.units)
@@ -156,7 +156,7 @@ def _lookback(form: Form, span: Span, lookback: int | None, ctx: Ctx) -> Values 
     return {str(form.argument): sign + text}, rounded
 
 
-def _day(form: Form, span: Span, ctx: Ctx) -> Values | None:
+def _day(form: Form, span: TimeSpan, ctx: Ctx) -> Values | None:
     zone = _zone(form, ctx)
     if zone is None:
         return None
@@ -167,28 +167,28 @@ def _day(form: Form, span: Span, ctx: Ctx) -> Values | None:
     return _with_zone({str(form.argument): day.isoformat()}, form, ctx), False
 
 
-def convert_exact(form: Form, span: Span, lookback: int | None, ctx: Ctx) -> Values | None:
+def convert_exact(form: Form, span: TimeSpan, lookback: int | None, ctx: Ctx) -> Values | None:
     """The values that hold the window exactly under ``form``, or None."""
     if form.kind == "lookback":
         return _lookback(form, span, lookback, ctx)
     if lookback is not None:
-        span = Span(ctx.now - lookback, ctx.now, ctx.now_offset, ctx.now_offset)
+        span = TimeSpan(ctx.now - lookback, ctx.now, ctx.now_offset, ctx.now_offset)
     if form.kind == "day":
         return _day(form, span, ctx)
     return _ranged(form, span, ctx)
 
 
-def _extra(sent: Span, span: Span) -> tuple[Span, ...]:
+def _extra(sent: TimeSpan, span: TimeSpan) -> tuple[TimeSpan, ...]:
     """The parts of ``sent`` outside the window: before, then after (UTC)."""
     parts = []
     if sent.start < span.start:
-        parts.append(Span(sent.start, span.start))
+        parts.append(TimeSpan(sent.start, span.start))
     if span.end < sent.end:
-        parts.append(Span(span.end, sent.end))
+        parts.append(TimeSpan(span.end, sent.end))
     return tuple(parts)
 
 
-def _wider_day(form: Form, span: Span, ctx: Ctx) -> tuple[dict[str, Any], Span] | None:
+def _wider_day(form: Form, span: TimeSpan, ctx: Ctx) -> tuple[dict[str, Any], TimeSpan] | None:
     zone = _zone(form, ctx)
     if zone is None or date_of(span.start, zone) != date_of(span.end - 1, zone):
         return None
@@ -196,10 +196,10 @@ def _wider_day(form: Form, span: Span, ctx: Ctx) -> tuple[dict[str, Any], Span] 
     start, end = midnights(day, zone), midnights(day + timedelta(days=1), zone)
     if len(start) != 1 or len(end) != 1:
         return None
-    return _with_zone({str(form.argument): day.isoformat()}, form, ctx), Span(start[0], end[0])
+    return _with_zone({str(form.argument): day.isoformat()}, form, ctx), TimeSpan(start[0], end[0])
 
 
-def _wider_lookback(form: Form, span: Span, ctx: Ctx) -> tuple[dict[str, Any], Span] | None:
+def _wider_lookback(form: Form, span: TimeSpan, ctx: Ctx) -> tuple[dict[str, Any], TimeSpan] | None:
     if span.end >= ctx.now - ctx.granularity:
         return None
     length = ceil_to(ctx.now - span.start, _finest(form.units))
@@ -211,8 +211,8 @@ def _wider_lookback(form: Form, span: Span, ctx: Ctx) -> tuple[dict[str, Any], S
 
 
 def convert_widened(
-    form: Form, span: Span, lookback: int | None, ctx: Ctx
-) -> tuple[dict[str, Any], Span, tuple[Span, ...]] | None:
+    form: Form, span: TimeSpan, lookback: int | None, ctx: Ctx
+) -> tuple[dict[str, Any], TimeSpan, tuple[TimeSpan, ...]] | None:
     """A ``day`` or ``lookback`` read wider than the window: the values,
     ``sent`` and ``extra``; None when the form cannot, or the read adds nothing."""
     if lookback is not None or form.kind not in ("day", "lookback"):
@@ -224,7 +224,7 @@ def convert_widened(
     return (read[0], read[1], extra) if extra else None
 
 
-def _multi_day(forms: tuple[Form, ...], span: Span, ctx: Ctx) -> bool:
+def _multi_day(forms: tuple[Form, ...], span: TimeSpan, ctx: Ctx) -> bool:
     for form in forms:
         zone = _zone(form, ctx)
         if form.kind != "day" or zone is None:
@@ -235,7 +235,7 @@ def _multi_day(forms: tuple[Form, ...], span: Span, ctx: Ctx) -> bool:
 
 
 def _passes(
-    forms: tuple[Form, ...], facts: Facts, span: Span, lookback: int | None, ctx: Ctx
+    forms: tuple[Form, ...], facts: Facts, span: TimeSpan, lookback: int | None, ctx: Ctx
 ) -> Conversion | None:
     own_caps = any(f.max_range is not None for f in forms)
     for i, form in enumerate(forms):
@@ -254,7 +254,7 @@ def _passes(
 
 
 def convert_for_tool(
-    span: Span, lookback: int | None, forms: tuple[Form, ...], facts: Facts, ctx: Ctx
+    span: TimeSpan, lookback: int | None, forms: tuple[Form, ...], facts: Facts, ctx: Ctx
 ) -> Conversion | str:
     """The conversion of a person's window for the tool, or the refusal code (a fill)."""
     problem = fact_problem(span, tool_facts(forms, facts), ctx.now)

@@ -20,7 +20,7 @@ from node.windows.facts import fact_problem, partly_beyond_retention
 from node.windows.forms import Facts, Form, form_facts
 from node.windows.readback import is_missing, read_back, wall_gap_argument
 from node.windows.rows import CallWindowRow, Person
-from node.windows.spans import Span, lookback_as_bounds
+from node.windows.spans import TimeSpan, lookback_as_bounds
 from node.windows.turn import Turn, Window
 
 __all__ = ["Call", "Decision", "decide"]
@@ -43,7 +43,7 @@ class Call:
 class Decision:
     row: CallWindowRow
     values: Mapping[str, Any] | None = None  # a fill: the arguments it adds
-    trim: Span | None = None  # a widened fill to a tool that filters: keep only this
+    trim: TimeSpan | None = None  # a widened fill to a tool that filters: keep only this
 
 
 def _row(call: Call, how: str, **fields: Any) -> CallWindowRow:
@@ -107,7 +107,7 @@ def _filled(call: Call, w: Window, conv: Conversion) -> Decision:
 # -- sent: read back and judged ----------------------------------------------------------------
 
 
-def _read(call: Call) -> tuple[int, Span] | None:
+def _read(call: Call) -> tuple[int, TimeSpan] | None:
     for i, form in enumerate(call.forms):
         asked = read_back(form, call.args, call.turn.now, call.app_zone)
         if asked is not None:
@@ -147,7 +147,7 @@ def _present(call: Call) -> Decision:
     return _judged(call, _row(call, "model-chosen", form=form, asked=asked, person=only))
 
 
-def _is_window(asked: Span, w: Window, now: int) -> bool:
+def _is_window(asked: TimeSpan, w: Window, now: int) -> bool:
     if asked.same(w.span):
         return True
     return w.lookback is not None and asked.same(lookback_as_bounds(now, w.lookback))
@@ -157,7 +157,7 @@ def _norm(text: str | None) -> str:
     return re.sub(r"\s+", " ", (text or "").lower()).strip()
 
 
-def _named(call: Call, asked: Span) -> tuple[Window, bool] | None:
+def _named(call: Call, asked: TimeSpan) -> tuple[Window, bool] | None:
     """The window a quote of the person's names (``by: quote``), and whether it is the one
     sent; None when no quote names one."""
     if call.turn.quotes is None:

@@ -4,7 +4,7 @@ the first problem, in the order listed there, and ``partlyBeyondRetention``."""
 from __future__ import annotations
 
 from node.windows.forms import Facts
-from node.windows.spans import Span
+from node.windows.spans import TimeSpan
 
 __all__ = ["REFUSALS", "fact_problem", "partly_beyond_retention"]
 
@@ -14,7 +14,7 @@ REFUSALS = (
 )  # fmt: skip
 
 
-def fact_problem(span: Span, facts: Facts, now: int) -> str | None:
+def fact_problem(span: TimeSpan, facts: Facts, now: int) -> str | None:
     if facts.direction == "past" and span.start > now:
         return "time-future"
     if facts.direction == "future" and span.end <= now:
@@ -26,6 +26,6 @@ def fact_problem(span: Span, facts: Facts, now: int) -> str | None:
     return None
 
 
-def partly_beyond_retention(span: Span, facts: Facts, now: int) -> bool:
+def partly_beyond_retention(span: TimeSpan, facts: Facts, now: int) -> bool:
     """``from < now − retention < to``: the call still runs, and is marked."""
     return facts.retention is not None and span.start < now - facts.retention < span.end

@@ -16,7 +16,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from node.windows.forms import Bound, Form
-from node.windows.spans import Span, lookback_range, parse_duration
+from node.windows.spans import TimeSpan, lookback_range, parse_duration
 from node.windows.zones import midnights, read_wall, zone_named
 from protocol.timefmt import TimeFormatError, parse_date, parse_instant
 
@@ -161,14 +161,16 @@ def _halves(form: Form, value: Any) -> tuple[Any, Any] | None:
     return value[form.keys[0]], value[form.keys[1]]
 
 
-def _span(start: int | None, end: int | None) -> Span | None:
+def _span(start: int | None, end: int | None) -> TimeSpan | None:
     """A range strict instants can spell (years 1 to 9999), with ``from < to``."""
     if start is None or end is None or not _FIRST_MS <= start < end <= _END_MS:
         return None
-    return Span(start, end)
+    return TimeSpan(start, end)
 
 
-def _bounds(form: Form, args: Mapping[str, Any], zone: ZoneInfo | None, now: int) -> Span | None:
+def _bounds(
+    form: Form, args: Mapping[str, Any], zone: ZoneInfo | None, now: int
+) -> TimeSpan | None:
     ends: list[int | None] = []
     for bound, upper in ((form.lower, False), (form.upper, True)):
         assert bound is not None
@@ -182,7 +184,7 @@ def _bounds(form: Form, args: Mapping[str, Any], zone: ZoneInfo | None, now: int
     return _span(ends[0], ends[1])
 
 
-def _lookback(form: Form, value: Any, now: int) -> Span | None:
+def _lookback(form: Form, value: Any, now: int) -> TimeSpan | None:
     if not isinstance(value, str):
         return None
     if form.signed != value.startswith("-"):
@@ -193,7 +195,7 @@ def _lookback(form: Form, value: Any, now: int) -> Span | None:
 
 def read_back(
     form: Form, args: Mapping[str, Any], now: int, app_zone: ZoneInfo | None
-) -> Span | None:
+) -> TimeSpan | None:
     """The half-open range the call's values ask for under ``form``, spelled in UTC."""
     try:
         return _read_back(form, args, now, app_zone)
@@ -203,7 +205,7 @@ def read_back(
 
 def _read_back(
     form: Form, args: Mapping[str, Any], now: int, app_zone: ZoneInfo | None
-) -> Span | None:
+) -> TimeSpan | None:
     zone = form_zone(form, args, app_zone)
     if form.kind == "bounds":
         return _bounds(form, args, zone, now)
@@ -213,7 +215,7 @@ def _read_back(
     if form.kind == "day":
         day = parse_day(value)
         found = None if day is None or zone is None else _day_bounds(day, zone)
-        return None if found is None else Span(found[0], found[0] + found[1])
+        return None if found is None else TimeSpan(found[0], found[0] + found[1])
     halves = _halves(form, value)
     if halves is None:
         return None

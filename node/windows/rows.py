@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from node.windows.spans import Span, parse_span
+from node.windows.spans import TimeSpan, parse_span
 
 __all__ = ["HOWS", "CallWindowRow", "Person", "from_wire"]
 
@@ -23,7 +23,7 @@ _FLAGS = ("rounded", "trimmedByTool", "partlyBeyondRetention")
 class Person:
     """The person's window a row names: its range (with its own offsets) and source."""
 
-    span: Span
+    span: TimeSpan
     source: str
     mention: int | None = None  # present exactly when source is not "control"
 
@@ -42,12 +42,12 @@ class CallWindowRow:
     tool_name: str
     how: str
     form: int | None = None
-    asked: Span | None = None
+    asked: TimeSpan | None = None
     person: Person | None = None
     by: str | None = None
     rounded: bool = False
-    sent: Span | None = None
-    extra: tuple[Span, ...] = ()  # differs.extra
+    sent: TimeSpan | None = None
+    extra: tuple[TimeSpan, ...] = ()  # differs.extra
     trimmed_by_tool: bool = False
     partly_beyond_retention: bool = False
     why: str | None = None

@@ -1,6 +1,6 @@
 """Ranges, durations and look-backs (docs/time-windows.md).
 
-A ``Span`` is a half-open range ``[start, end)`` in integer milliseconds, remembering the
+A ``TimeSpan`` is a half-open range ``[start, end)`` in integer milliseconds, remembering the
 offset each end was written in so that it is spelled back the same way.  Two spans are the
 same range when they hold the same instants, whatever their offsets (``same``).
 """
@@ -16,7 +16,7 @@ from protocol.timefmt import TimeFormatError, format_instant, parse_instant
 
 __all__ = [
     "UNIT_MS",
-    "Span",
+    "TimeSpan",
     "ceil_to",
     "lookback_as_bounds",
     "lookback_range",
@@ -30,7 +30,7 @@ _DURATION = re.compile(r"([1-9][0-9]*)([smhdw])\Z", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
-class Span:
+class TimeSpan:
     start: int
     end: int
     start_offset: int = 0  # minutes east of UTC, as written
@@ -41,11 +41,11 @@ class Span:
         """``to − 1ms − from``: what ``maxRange`` is an inclusive ceiling on."""
         return self.end - 1 - self.start
 
-    def same(self, other: Span) -> bool:
+    def same(self, other: TimeSpan) -> bool:
         return self.start == other.start and self.end == other.end
 
-    def utc(self) -> Span:
-        return Span(self.start, self.end)
+    def utc(self) -> TimeSpan:
+        return TimeSpan(self.start, self.end)
 
     def wire(self) -> dict[str, str]:
         return {
@@ -54,7 +54,7 @@ class Span:
         }
 
 
-def parse_span(value: Any, what: str) -> Span:
+def parse_span(value: Any, what: str) -> TimeSpan:
     """``{"from", "to"}`` strict instants with ``from < to``; ``ValueError`` says why."""
     if not isinstance(value, Mapping) or set(value) != {"from", "to"}:
         raise ValueError(f"{what} must be an object with exactly from and to")
@@ -69,7 +69,7 @@ def parse_span(value: Any, what: str) -> Span:
         ends.append(parsed)
     if ends[0].ms >= ends[1].ms:
         raise ValueError(f"{what}: from must be before to")
-    return Span(ends[0].ms, ends[1].ms, ends[0].offset_minutes, ends[1].offset_minutes)
+    return TimeSpan(ends[0].ms, ends[1].ms, ends[0].offset_minutes, ends[1].offset_minutes)
 
 
 def parse_duration(text: Any, units: str = "smhdw") -> int | None:
@@ -92,11 +92,11 @@ def ceil_to(ms: int, step: int) -> int:
     return -(-ms // step) * step
 
 
-def lookback_range(now: int, length: int, now_offset: int = 0) -> Span:
+def lookback_range(now: int, length: int, now_offset: int = 0) -> TimeSpan:
     """``[now − L, now + 1ms)``: a look-back holds both ends; ``from`` in now's offset."""
-    return Span(now - length, now + 1, now_offset, now_offset)
+    return TimeSpan(now - length, now + 1, now_offset, now_offset)
 
 
-def lookback_as_bounds(now: int, length: int) -> Span:
+def lookback_as_bounds(now: int, length: int) -> TimeSpan:
     """``[now − L, now)``, spelled in UTC."""
-    return Span(now - length, now)
+    return TimeSpan(now - length, now)

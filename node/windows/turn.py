@@ -15,7 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from node.windows.errors import WindowError
-from node.windows.spans import Span, lookback_range, parse_duration, parse_span
+from node.windows.spans import TimeSpan, lookback_range, parse_duration, parse_span
 from node.windows.zones import zone_named
 from protocol.kinds import MAX_MENTION
 from protocol.timefmt import TimeFormatError, parse_instant
@@ -37,7 +37,7 @@ class Window:
     """One window of the person's (an item of the turn's ``windows``)."""
 
     source: str
-    span: Span
+    span: TimeSpan
     zone: ZoneInfo
     mention: int | None = None
     quote: str | None = None
@@ -54,7 +54,7 @@ class Turn:
     now_offset: int
     zone: ZoneInfo
     windows: tuple[Window, ...] = ()
-    open: tuple[tuple[Span, ...], ...] = ()
+    open: tuple[tuple[TimeSpan, ...], ...] = ()
     mentions: int = 0
     quotes: Mapping[str, str] | None = None
 
@@ -79,7 +79,7 @@ def _list(value: Any, what: str) -> list[Any]:
     return value
 
 
-def _span(value: Any, what: str) -> Span:
+def _span(value: Any, what: str) -> TimeSpan:
     try:
         span = parse_span(value, what)
     except ValueError as exc:
@@ -87,7 +87,7 @@ def _span(value: Any, what: str) -> Span:
     return _since_1970(span, what)
 
 
-def _since_1970(span: Span, what: str) -> Span:
+def _since_1970(span: TimeSpan, what: str) -> TimeSpan:
     """Windows of a memory node's data: none starts before the Unix epoch (the tools refuse
     such times too) or ends after 9999-12-30, so every instant and the day after it have a
     wall time in every zone."""
@@ -136,7 +136,7 @@ def _window(raw: Any, i: int, now: tuple[int, int], zone: ZoneInfo) -> Window:
                   lookback, answer)  # fmt: skip
 
 
-def _open(value: Any) -> tuple[tuple[Span, ...], ...]:
+def _open(value: Any) -> tuple[tuple[TimeSpan, ...], ...]:
     lists = _list(value, "open")
     return tuple(
         tuple(_span(r, f"open[{i}][{j}]") for j, r in enumerate(_list(ranges, f"open[{i}]")))

@@ -12,7 +12,7 @@ import pytest
 
 from node.windows.convert import Conversion, convert_exact, convert_for_tool
 from node.windows.readback import read_back
-from node.windows.spans import Span
+from node.windows.spans import TimeSpan
 from node.windows.zones import read_wall
 from tests.node.windowkit import (
     BERLIN,
@@ -181,7 +181,7 @@ def test_a_doubled_hour_reads_nothing_and_fills_nothing(zone, wall):
     assert (
         row([WALL], {"start": text, "end": text[:11] + "05:00", "tz": zone.key})["how"] == "unread"
     )
-    window = Span(first - 3_600_000, first)
+    window = TimeSpan(first - 3_600_000, first)
     assert convert_exact(period(WALL).forms[0], window, None, ctx(zone)) is None
 
 

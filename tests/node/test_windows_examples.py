@@ -11,7 +11,7 @@ import pytest
 
 from node.windows.convert import Conversion
 from node.windows.facts import fact_problem
-from node.windows.spans import Span
+from node.windows.spans import TimeSpan
 from tests.node.windowkit import (
     DAY,
     DAY_MS,
@@ -50,7 +50,7 @@ def conversion(found: Conversion | str) -> Conversion:
     return found
 
 
-def wire(spans: tuple[Span, ...]) -> list[dict[str, str]]:
+def wire(spans: tuple[TimeSpan, ...]) -> list[dict[str, str]]:
     return [s.wire() for s in spans]
 
 

@@ -16,7 +16,7 @@ from node.windows.decide import Call, Decision, decide
 from node.windows.errors import WindowError
 from node.windows.forms import Form
 from node.windows.readback import read_back
-from node.windows.spans import Span, lookback_range
+from node.windows.spans import TimeSpan, lookback_range
 from node.windows.turn import parse_turn
 from protocol.timefmt import format_instant
 from tests.node.windowkit import (
@@ -52,22 +52,24 @@ SETTINGS = settings(max_examples=200, deadline=None)
 
 
 @st.composite
-def windows(draw: st.DrawFn) -> Span:
+def windows(draw: st.DrawFn) -> TimeSpan:
     start = NOW + draw(st.integers(-40 * DAY_MS, DAY_MS))
     length = draw(st.integers(1, 3 * DAY_MS))
     if draw(st.booleans()):  # most windows people name are on whole minutes
         start, length = start // MIN * MIN, max(1, length // MIN) * MIN
-    return Span(start, start + length)
+    return TimeSpan(start, start + length)
 
 
-def _decided(window: Span, zone: ZoneInfo, forms: list[dict[str, Any]]) -> tuple[Decision, Call]:
+def _decided(
+    window: TimeSpan, zone: ZoneInfo, forms: list[dict[str, Any]]
+) -> tuple[Decision, Call]:
     p = period(*forms)
     w = answered(rng(format_instant(window.start), format_instant(window.end)), zone=zone.key)
     call = Call("t", {}, p.forms, p.facts, turn(windows=[w]), zone)
     return decide(call), call
 
 
-def _read(call: Call, found: Decision) -> Span | None:
+def _read(call: Call, found: Decision) -> TimeSpan | None:
     form: Form = call.forms[found.row.form or 0]
     return read_back(form, dict(found.values or {}), NOW, call.app_zone)
 
@@ -78,7 +80,9 @@ zones = st.sampled_from([LA, BERLIN, UTC])
 
 @SETTINGS
 @given(windows(), zones, forms_st)
-def test_a_fill_never_narrows_the_persons_window(window: Span, zone: ZoneInfo, forms: Any) -> None:
+def test_a_fill_never_narrows_the_persons_window(
+    window: TimeSpan, zone: ZoneInfo, forms: Any
+) -> None:
     found, call = _decided(window, zone, forms)
     if found.row.how != "filled":
         return
@@ -96,7 +100,7 @@ def test_a_fill_never_narrows_the_persons_window(window: Span, zone: ZoneInfo, f
 @SETTINGS
 @given(windows(), zones, forms_st)
 def test_an_exact_fill_reads_back_to_exactly_the_window(
-    window: Span, zone: ZoneInfo, forms: Any
+    window: TimeSpan, zone: ZoneInfo, forms: Any
 ) -> None:
     found, call = _decided(window, zone, forms)
     exact = found.row.how == "filled" and found.row.sent is None and not found.row.rounded
@@ -123,7 +127,9 @@ def test_a_lookback_fill_reads_back_to_the_lookback(minutes: int, form: dict[str
 
 @SETTINGS
 @given(windows(), zones, forms_st)
-def test_extra_and_the_window_are_exactly_sent(window: Span, zone: ZoneInfo, forms: Any) -> None:
+def test_extra_and_the_window_are_exactly_sent(
+    window: TimeSpan, zone: ZoneInfo, forms: Any
+) -> None:
     found, _ = _decided(window, zone, forms)
     sent = found.row.sent
     if found.row.how != "filled" or sent is None or found.row.trimmed_by_tool:

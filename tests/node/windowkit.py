@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 from node.windows.convert import Conversion, Ctx, convert_exact, convert_for_tool
 from node.windows.decide import Call, Decision, decide
 from node.windows.forms import Period, declare
-from node.windows.spans import Span, parse_span
+from node.windows.spans import TimeSpan, parse_span
 from node.windows.turn import Turn, parse_turn
 from protocol.timefmt import parse_instant
 
@@ -70,7 +70,7 @@ def period(*forms: Any, **facts: Any) -> Period:
     return declare("t", SCHEMA, {"forms": list(forms), "facts": facts})
 
 
-def span(r: dict[str, str]) -> Span:
+def span(r: dict[str, str]) -> TimeSpan:
     return parse_span(r, "range")
 
 
@@ -89,10 +89,10 @@ def exact(form: Any, r: dict[str, str], lookback: int | None = None, **kw: Any) 
 
 
 def convert(
-    forms: list[Any], r: dict[str, str] | Span, lookback: int | None = None, **facts: Any
+    forms: list[Any], r: dict[str, str] | TimeSpan, lookback: int | None = None, **facts: Any
 ) -> Conversion | str:
     p = period(*forms, **facts)
-    s = r if isinstance(r, Span) else span(r)
+    s = r if isinstance(r, TimeSpan) else span(r)
     return convert_for_tool(s, lookback, p.forms, p.facts, ctx())
 
 
