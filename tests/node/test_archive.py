@@ -25,7 +25,6 @@ import pytest
 
 from node.errors import Unauthenticated
 from node.node import Node
-from node.transfer import archive as archives
 from node.transfer.archive import (
     ArchiveError,
     Kdf,
@@ -33,6 +32,7 @@ from node.transfer.archive import (
     create_archive,
     restore_archive,
 )
+from node.transfer.archive import secrets as sealing
 from tests.node.bundlekit import answers, caller, write
 from tests.node.conftest import Wall
 from tests.node.helpers import admit, events
@@ -346,7 +346,7 @@ async def test_the_command_refuses_a_deeply_nested_manifest_without_a_traceback(
 
 def resealed(archive: Path, out: Path, plain: bytes) -> Path:
     """The archive with other secrets sealed in it, under its own passphrase and manifest."""
-    sealed = archives._seal(plain, SECRET, manifest_of(archive))
+    sealed = sealing._seal(plain, SECRET, manifest_of(archive))
     return rewritten(archive, out, {"secrets.enc": sealed})
 
 
