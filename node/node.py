@@ -39,6 +39,7 @@ from node.members.authority import (
 from node.members.invites import Redeemed
 from node.members.membership import ALL_WORKSPACES, Member, Membership
 from node.progress import Progress
+from node.schema import MIGRATIONS
 from node.search.tables import forget_index
 from node.store import Received, Report, Store, StoreOptions, Txn
 from node.tools import audit, episode_reads, episodes, srs, timeline, windows
@@ -143,7 +144,7 @@ class Node:
         authority = create_key(path / AUTHORITY_KEY_FILE)
         (path / DB_FILE).touch(mode=0o600)  # SQLite gives its -wal and -shm files this mode
         store = await Store.open(path / DB_FILE, wall=wall, options=_options(NodeConfig.load(path)),
-                                 views=default_views())  # fmt: skip
+                                 views=default_views(), migrations=MIGRATIONS)  # fmt: skip
         try:
             info = await _init_state(store, key, authority)
         finally:
@@ -160,7 +161,7 @@ class Node:
         path = _data_dir(path)
         (path / DB_FILE).touch(mode=0o600)
         store = await Store.open(path / DB_FILE, wall=wall, options=_options(NodeConfig.load(path)),
-                                 views=default_views())  # fmt: skip
+                                 views=default_views(), migrations=MIGRATIONS)  # fmt: skip
         epoch, feed_id = random_bytes(8), random_bytes(8).hex()
 
         async def op(txn: Txn) -> None:
@@ -196,7 +197,8 @@ class Node:
         config = config or NodeConfig.load(path)
         membership = Membership()
         store = await Store.open(path / DB_FILE, wall=wall, options=options or _options(config),
-                                 views=(*default_views(), membership))  # fmt: skip
+                                 views=(*default_views(), membership),
+                                 migrations=MIGRATIONS)  # fmt: skip
         try:
             info = await _load_info(store, key)
             store.mesh = info.mesh

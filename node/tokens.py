@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from node.authority import SCOPES, Caller
@@ -19,7 +19,30 @@ from node.identity import random_bytes
 from node.store import Store, Txn
 from protocol.kinds import PRINCIPAL, WORKSPACE
 
-__all__ = ["IssuedToken", "TokenInfo", "authenticate", "issue", "revoke", "select_tokens"]
+__all__ = [
+    "TOKEN_STEPS",
+    "IssuedToken",
+    "TokenInfo",
+    "authenticate",
+    "issue",
+    "revoke",
+    "select_tokens",
+]
+
+# The tokens' table, made by the store's first step (``node.schema`` composes the steps).
+_TOKENS = """\
+CREATE TABLE tokens (
+    hash BLOB PRIMARY KEY,
+    token_id TEXT NOT NULL UNIQUE,
+    principal TEXT NOT NULL,
+    workspace TEXT NOT NULL,
+    scopes TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    expires INTEGER,
+    revoked INTEGER
+) WITHOUT ROWID;
+"""
+TOKEN_STEPS: Mapping[int, str] = {1: _TOKENS}
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 A derived index, never in the signed log or a bundle: ``sr_vectors`` holds one vector per SR
 (int8, node/search/held.py) for the text it was made from, the embedder's model is named in
 ``sr_vector_model``, and ``sr_embed_queue`` lists the docs written or moved since (triggers on
-``srs`` keep it while a model is named; node/store/schema.py).  A worker embeds the queue in
+``srs`` keep it while a model is named; node/search/schema.py).  A worker embeds the queue in
 the background, in batches, newest first, so writes never wait for an embedder; an SR whose
 text did not change (it only moved, or the views were rebuilt) keeps its vector.  An index
 made by another model is dropped and made again, never mixed.

@@ -1,4 +1,4 @@
-"""Dropping the vector index's tables (node/store/schema.py ``_VECTORS``): plain SQL, no numpy,
+"""Dropping the vector index's tables (node/search/schema.py ``_VECTORS``): plain SQL, no numpy,
 so a node with no embedder can drop a stored index without loading what makes one."""
 
 from __future__ import annotations

@@ -114,11 +114,17 @@ class Store:
     """The node's log and local state in one SQLite file."""
 
     def __init__(
-        self, path: Path, wall: Wall, options: StoreOptions, views: Sequence[View] = ()
+        self,
+        path: Path,
+        wall: Wall,
+        options: StoreOptions,
+        views: Sequence[View] = (),
+        migrations: Sequence[str] = (),
     ) -> None:
         self.path = path
         self.wall = wall
         self.options = options
+        self.migrations = tuple(migrations)
         self.logs = LogTable()
         self.clock = HybridClock(max_skew_ms=options.max_clock_skew_ms)
         self.limiter = RejectionLimiter()
@@ -146,10 +152,13 @@ class Store:
         wall: Wall,
         options: StoreOptions | None = None,
         views: Sequence[View] = (),
+        migrations: Sequence[str],
     ) -> Store:
-        """Open (creating and migrating as needed) the store at ``path``; ``views`` are kept
-        in the same transaction as every append (``node.views.default_views``)."""
-        store = cls(path, wall, options or StoreOptions(), views)
+        """Open (creating and migrating as needed) the store at ``path``, brought through
+        ``migrations`` (``node.schema.MIGRATIONS``: every owner's statements, version by
+        version); ``views`` are kept in the same transaction as every append
+        (``node.views.default_views``)."""
+        store = cls(path, wall, options or StoreOptions(), views, migrations)
         try:
             with translated(f"cannot open the store at {path}"):
                 await store._open()
@@ -160,11 +169,12 @@ class Store:
 
     async def _open(self) -> None:
         self._conn = await aiosqlite.connect(self.path, isolation_level=None)
-        await refuse_newer(self._conn)  # a newer store is refused before anything touches it
+        # A newer store is refused before anything touches it.
+        await refuse_newer(self._conn, len(self.migrations))
         await self._conn.execute("PRAGMA journal_mode=WAL")
         await self._conn.execute(f"PRAGMA synchronous={self.options.synchronous}")
         await self._conn.execute("PRAGMA foreign_keys=ON")
-        await migrate(self._conn)
+        await migrate(self._conn, self.migrations)
         await self._reload()
         self._data_version = await self._scalar("PRAGMA data_version")
         self._writer = GroupWriter(

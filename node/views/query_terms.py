@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
-from node.store.schema import SEARCH_TOKENIZER
+from node.views.schema import SEARCH_TOKENIZER
 
 __all__ = ["MAX_CACHED", "STOP_WORDS", "QueryTerm", "query_terms"]
 

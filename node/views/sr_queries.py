@@ -2,7 +2,7 @@
 anchor and the SRs linked to it (e_timeline), who may read an SR by its newest version (the
 audit feed), how many SRs are shown (``memlane search status``), and what the vector index
 embeds (node/search/index.py) — the docs ``sr_embed_queue`` lists, which triggers on ``srs``
-keep (node/store/schema.py), with their SRs' text.
+keep (node/search/schema.py), with their SRs' text.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from typing import Any
 
 from node.identity import DB_FILE
 from node.node import Node
-from node.store.schema import MIGRATIONS, SCHEMA_VERSION
+from node.schema import MIGRATIONS, SCHEMA_VERSION
 from node.views.episode_reads import COLUMNS
 from protocol.clock import Hlc
 from protocol.kinds import encode_payload

@@ -40,8 +40,8 @@ from node.authority import Caller
 from node.identity import node_id
 from node.ids import uuid7
 from node.node import Node
+from node.schema import MIGRATIONS, SCHEMA_VERSION
 from node.store import StoreOptions
-from node.store.schema import MIGRATIONS, SCHEMA_VERSION
 from node.views.fold import lane_uuid_of
 from node.views.srs import DOC_SLOTS, token_count
 from protocol.clock import Hlc

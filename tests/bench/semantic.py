@@ -36,9 +36,9 @@ from typing import Any
 from node.config import CONFIG_FILE
 from node.identity import DB_FILE
 from node.node import Node
+from node.schema import MIGRATIONS, SCHEMA_VERSION
 from node.search.embedders import WordLlamaEmbedder
 from node.store.reader import READ_CACHE
-from node.store.schema import MIGRATIONS, SCHEMA_VERSION
 from node.views.query_terms import STOP_WORDS
 from protocol.clock import Hlc
 from protocol.kinds import encode_payload

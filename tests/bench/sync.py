@@ -47,7 +47,7 @@ from node.mesh.host import LinkOptions
 from node.mesh.peers import PeerState
 from node.mesh.sync import PeerKey, Sync, SyncOptions
 from node.node import Node
-from node.store.schema import MIGRATIONS, SCHEMA_VERSION
+from node.schema import MIGRATIONS, SCHEMA_VERSION
 from protocol.batch import MAX_BATCH_ENTRIES
 from protocol.entry import Entry
 from protocol.signing import SigningKey, authentic_from

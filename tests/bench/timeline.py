@@ -27,8 +27,8 @@ from typing import Any
 
 from node.identity import DB_FILE
 from node.node import Node
+from node.schema import MIGRATIONS, SCHEMA_VERSION
 from node.store.reader import READ_CACHE
-from node.store.schema import MIGRATIONS, SCHEMA_VERSION
 from protocol.clock import Hlc
 from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, seal

@@ -15,9 +15,11 @@ import pytest
 
 from node.errors import StoreVersionError
 from node.node import Node
+from node.schema import MIGRATIONS, SCHEMA_VERSION
 from node.store import Store
-from node.store.schema import MIGRATIONS, SCHEMA_VERSION, SEARCH_TOKENIZER, migrate
+from node.store.schema import migrate
 from node.views import default_views
+from node.views.schema import SEARCH_TOKENIZER
 from protocol.clock import Hlc
 from tests.node.helpers import ForeignWriter
 
@@ -49,7 +51,7 @@ def snapshot(directory: Path) -> dict[str, bytes]:
 
 async def make_v1(path: Path) -> None:
     async with aiosqlite.connect(path, isolation_level=None) as conn:
-        found = await migrate(conn, upto=1)
+        found = await migrate(conn, MIGRATIONS, upto=1)
         assert found == 0
         await conn.execute("INSERT INTO state (key, value) VALUES ('mesh', ?)", (b"m" * 16,))
 
@@ -65,7 +67,7 @@ async def test_a_version_1_store_is_migrated_on_open(tmp_path: Path, wall: Any) 
     assert await version(path) == 1
     assert not LATER_TABLES & await tables(path)
 
-    store = await Store.open(path, wall=wall, views=default_views())
+    store = await Store.open(path, wall=wall, views=default_views(), migrations=MIGRATIONS)
     try:
         assert await store.get_state("mesh") == b"m" * 16  # what it held is kept
         # The migrated tables work: a received entry is stored and applied to the SR view.
@@ -81,7 +83,7 @@ async def test_a_version_1_store_is_migrated_on_open(tmp_path: Path, wall: Any) 
     assert await tables(path) >= LATER_TABLES
 
     # Opening a current store again migrates nothing and loses nothing.
-    store = await Store.open(path, wall=wall, views=default_views())
+    store = await Store.open(path, wall=wall, views=default_views(), migrations=MIGRATIONS)
     try:
         assert store.reader is not None
         assert await store.reader.count("headers") == 1
@@ -96,8 +98,8 @@ async def test_migrate_reports_the_version_it_found(tmp_path: Path) -> None:
     path = tmp_path / "memlane.db"
     await make_v1(path)
     async with aiosqlite.connect(path, isolation_level=None) as conn:
-        assert await migrate(conn) == 1
-        assert await migrate(conn) == SCHEMA_VERSION
+        assert await migrate(conn, MIGRATIONS) == 1
+        assert await migrate(conn, MIGRATIONS) == SCHEMA_VERSION
     assert await version(path) == SCHEMA_VERSION
 
 
@@ -112,7 +114,7 @@ async def test_a_newer_store_is_refused_and_left_untouched(
     tmp_path: Path, wall: Any, journal: str
 ) -> None:
     path = tmp_path / "memlane.db"
-    store = await Store.open(path, wall=wall, views=default_views())
+    store = await Store.open(path, wall=wall, views=default_views(), migrations=MIGRATIONS)
     try:
         await store.receive([ForeignWriter(b"m" * 16).next(hlc=Hlc(wall.now, 0))], source="peer")
     finally:
@@ -125,7 +127,7 @@ async def test_a_newer_store_is_refused_and_left_untouched(
     assert set(before) == {"memlane.db"}
 
     with pytest.raises(StoreVersionError, match=f"schema version {SCHEMA_VERSION + 1}"):
-        await Store.open(path, wall=wall, views=default_views())
+        await Store.open(path, wall=wall, views=default_views(), migrations=MIGRATIONS)
 
     assert snapshot(tmp_path) == before
 
@@ -153,9 +155,9 @@ async def test_episodes_keep_their_rows_when_clustered_by_caller(tmp_path: Path)
         for i in range(30)
     ]  # fmt: skip
     async with aiosqlite.connect(path, isolation_level=None) as conn:
-        await migrate(conn, upto=before)
+        await migrate(conn, MIGRATIONS, upto=before)
         await conn.executemany(f"INSERT INTO episodes VALUES ({', '.join('?' * 23)})", rows)
-        await migrate(conn)
+        await migrate(conn, MIGRATIONS)
         kept = await conn.execute_fetchall("SELECT * FROM episodes")
         other_caller = (*rows[1][:6], "mallory", *rows[1][7:])
         with pytest.raises(sqlite3.IntegrityError):
@@ -203,7 +205,7 @@ async def test_a_version_6_store_answers_the_same_after_its_views_are_rebuilt(
     current = tmp_path / "node" / "memlane.db"
     old = tmp_path / "v6.db"
     async with aiosqlite.connect(old, isolation_level=None) as conn:
-        await migrate(conn, upto=6)
+        await migrate(conn, MIGRATIONS, upto=6)
         await conn.execute("ATTACH DATABASE ? AS cur", (str(current),))
         await copy_current(conn, LOG_TABLES)
         await conn.execute("DETACH DATABASE cur")
@@ -238,7 +240,7 @@ async def test_a_version_7_store_gets_a_stemmed_search_index_from_its_log(
     assert [len(b["results"]) for b in before] == [3, 4, 3, 3]
     current, old = tmp_path / "node" / "memlane.db", tmp_path / "v7.db"
     async with aiosqlite.connect(old, isolation_level=None) as conn:
-        await migrate(conn, upto=7)
+        await migrate(conn, MIGRATIONS, upto=7)
         await conn.execute("ATTACH DATABASE ? AS cur", (str(current),))
         await copy_current(conn, (*LOG_TABLES, "sr_versions", "srs", "sr_tags", "sr_links"))
         await conn.execute("DETACH DATABASE cur")
@@ -271,12 +273,12 @@ async def test_a_store_with_a_fork_proof_migrates_and_checks_clean(tmp_path: Pat
     before = next(i for i, script in enumerate(MIGRATIONS) if "forks_key_first" in script)
     proofs = [(b"w" * 32, b"e" * 16, seq, b"kept-%d" % seq, b"other-%d" % seq) for seq in (3, 9)]
     async with aiosqlite.connect(path, isolation_level=None) as conn:
-        await migrate(conn, upto=before)
+        await migrate(conn, MIGRATIONS, upto=before)
         await conn.executemany(
             "INSERT INTO forks (writer, epoch, seq, kept_raw, other_raw) VALUES (?, ?, ?, ?, ?)",
             proofs,
         )
-        assert await migrate(conn) == before
+        assert await migrate(conn, MIGRATIONS) == before
         kept = await conn.execute_fetchall(
             "SELECT writer, epoch, seq, kept_raw, other_raw FROM forks ORDER BY seq"
         )

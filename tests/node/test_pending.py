@@ -26,8 +26,9 @@ from node.mesh.host import LinkOptions
 from node.mesh.sync import Sync, SyncOptions
 from node.node import Node
 from node.refusals import REFUSALS
+from node.schema import MIGRATIONS, SCHEMA_VERSION
 from node.store import StoreOptions
-from node.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from node.store.schema import migrate
 from protocol.entry import Entry
 from protocol.messages import Credit, FrontierDigest, Push
 from tests.node.helpers import ForeignWriter, admit, events, pending
@@ -197,13 +198,13 @@ async def test_schema_13_gives_waiting_rows_their_size_and_an_arrival(tmp_path: 
     assert before == 12 < SCHEMA_VERSION  # the script that takes a store to version 13
     row = (b"i" * 32, b"w" * 32, b"e" * 8, 4, b"r" * 100, b"p" * 50, "peer:x")
     async with aiosqlite.connect(path, isolation_level=None) as conn:
-        await migrate(conn, upto=before)
+        await migrate(conn, MIGRATIONS, upto=before)
         await conn.execute(
             "INSERT INTO pending (id, writer, epoch, seq, raw, payload, source) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             row,
         )
-        assert await migrate(conn) == before
+        assert await migrate(conn, MIGRATIONS) == before
         ((size, arrived),) = await conn.execute_fetchall("SELECT size, arrived FROM pending")
         checked = await conn.execute_fetchall("PRAGMA integrity_check")
     now = time.time_ns() // 1_000_000

@@ -19,7 +19,7 @@ from node.identity import (
     node_id,
     random_bytes,
 )
-from node.store.schema import SCHEMA_VERSION
+from node.schema import SCHEMA_VERSION
 from protocol.signing import SigningKey
 
 __all__ = ["PLAIN_FILES", "ArchiveError", "Kdf", "WrongPassphrase"]

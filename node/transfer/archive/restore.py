@@ -44,6 +44,7 @@ from node.identity import (
     write_key,
 )
 from node.progress import Progress
+from node.schema import MIGRATIONS
 from node.store import Store, StoreOptions, Txn
 from node.transfer.archive.counting import _Counted, _quiet
 from node.transfer.archive.manifest import (
@@ -216,7 +217,7 @@ async def _rebuild(
         write_key(stage / AUTHORITY_KEY_FILE, authority)
         logs.append((SigningKey(authority).public, "authority_epoch"))
     store = await Store.open(stage / DB_FILE, wall=lambda: now, options=StoreOptions(),
-                             views=default_views())  # fmt: skip
+                             views=default_views(), migrations=MIGRATIONS)  # fmt: skip
     feed_id, epoch = random_bytes(8).hex(), random_bytes(8)
     tokens = [list(row) for row in secrets["tokens"]]
     revoked = 0 if keep_tokens else sum(row[7] is None for row in tokens)
