@@ -1,4 +1,4 @@
-"""The configuration (node/config.py, docs/operations.md §Configure): ``[serve]``,
+"""The configuration (node/config/, docs/operations.md §Configure): ``[serve]``,
 ``[discovery]`` and ``[search]``, the ``MEMLANE_*`` overrides, ``--config FILE``, and
 ``memlane config check`` reporting every problem at once; ``memlane serve`` with a bad
 configuration starts nothing."""

@@ -1,0 +1,51 @@
+"""``[mesh]``: the sync listener, the peers ``memlane serve`` dials, and what other parties
+may make its sync port hold."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from node.address import Listen
+from node.config.values import _address, _bounds, _counts, _timeout
+
+__all__ = ["MeshLimits"]
+
+
+@dataclass(frozen=True, slots=True)
+class MeshLimits:
+    """What other parties may make ``memlane serve``'s sync port hold (docs/mesh.md §Memory
+    and limits): connections, and those still in their TLS handshake."""
+
+    max_connections: int = 32
+    max_connections_per_key: int = 4
+    max_handshakes: int = 64
+    max_handshakes_per_address: int = 8
+    handshake_timeout_ms: int = 10_000
+
+
+_MESH_LIMITS = _counts(MeshLimits)
+
+_MESH_KEYS = (*_MESH_LIMITS, "handshake_timeout")
+
+
+def _mesh(raw: Any, problems: list[str]) -> tuple[Listen | None, tuple[Listen, ...]]:
+    if not isinstance(raw, dict) or set(raw) - {"listen", "peers", *_MESH_KEYS}:
+        problems.append(f"mesh may set only listen, peers and {', '.join(_MESH_KEYS)}")
+        return None, ()
+    listen = None
+    if "listen" in raw:
+        listen = _address(raw["listen"], "mesh.listen", problems, any_port=True)
+    peers = raw.get("peers", [])
+    if not isinstance(peers, list):
+        problems.append('mesh.peers must be a list of "HOST:PORT" strings')
+        return listen, ()
+    found = [_address(p, "mesh.peers", problems, any_port=False) for p in peers]
+    return listen, tuple(p for p in found if p is not None)
+
+
+def _mesh_limits(raw: Any, problems: list[str]) -> MeshLimits:
+    if not isinstance(raw, dict) or set(raw) - {"listen", "peers", *_MESH_KEYS}:
+        return MeshLimits()  # _mesh said so
+    values = _bounds(raw, _MESH_LIMITS, "mesh", problems)
+    return MeshLimits(**values, **_timeout(raw, "handshake_timeout", "mesh", problems))
