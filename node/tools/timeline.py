@@ -29,6 +29,7 @@ from node.tools.timeline_spec import (
 )
 from node.views import sr_queries
 from node.views import timeline as tl
+from node.views.find import Semantic, find
 from node.views.query_terms import query_terms
 
 if TYPE_CHECKING:  # numpy and the embedders load only where an embedder is configured
@@ -65,7 +66,7 @@ async def e_timeline(
         found = query_terms(spec.query or "")
         words, shed = await _shed(reader, caller, [t.word for t in found], spec.shed_idf_noise)
         semantic, said = await _semantic(vectors, spec.query or "")
-        page = await tl.find(reader, q, [t.term for t in found if t.word in words], semantic)
+        page = await find(reader, q, [t.term for t in found if t.word in words], semantic)
         docs, more, answer["shed_terms"] = page.docs, page.has_more, shed
         if page.pending is not None:
             answer |= said | {"semantic_pending": page.pending}
@@ -118,7 +119,7 @@ async def _check_anchor(reader: Reader, caller: Caller, anchor: str) -> None:
 
 async def _semantic(
     vectors: VectorIndex | None, text: str
-) -> tuple[tl.Semantic | None, dict[str, Any]]:
+) -> tuple[Semantic | None, dict[str, Any]]:
     """The vector leg of a find, and what the answer says of it: whether it ranked this
     answer, and if not, why — an embedder that is down, or slower than ``QUERY_TIMEOUT``
     (or ``[search] timeout``, if shorter), leaves the answer to BM25; it never holds it up."""
@@ -131,9 +132,9 @@ async def _semantic(
     except (EmbedderError, TimeoutError) as exc:
         vectors.fallbacks += 1
         log.warning("semantic_fallback", error=str(exc) or "timeout", waited_s=wait)
-        return tl.Semantic(None, vectors.weight), {"semantic_used": False,
-                                                   "semantic_error": _why(exc, wait)}  # fmt: skip
-    return tl.Semantic(vectors.nearest(query), vectors.weight), {"semantic_used": True}
+        return Semantic(None, vectors.weight), {"semantic_used": False,
+                                                "semantic_error": _why(exc, wait)}  # fmt: skip
+    return Semantic(vectors.nearest(query), vectors.weight), {"semantic_used": True}
 
 
 def _why(exc: Exception, wait: float) -> str:

@@ -74,7 +74,7 @@ NOT_YET_MOVED: frozenset[tuple[str, str]] = frozenset(
         # The embed queue joined with the SR view's rows, and kept by triggers on them.
         ("node/search/schema.py", "srs"),
         ("node/views/sr_queries.py", "sr_embed_queue"),
-        ("node/views/timeline.py", "sr_embed_queue"),
+        ("node/views/find.py", "sr_embed_queue"),
     }
 )
 

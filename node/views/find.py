@@ -1,0 +1,257 @@
+"""e_timeline's find: BM25 over title, text and tags with the statistics of what the caller
+can read, and the vector leg fused with it by reciprocal rank (docs/tools/e_timeline.md,
+docs/search.md §The vector index and fusion).
+
+What the caller cannot read counts nowhere: not in a term's document frequency, not among
+the vector leg's nearest.  Ties go by ``sr_id``, never by doc, so every node holding the same
+entries answers alike.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from node.store import Reader
+from node.store.reader import Fetch
+from node.views.read_rule import readable_srs
+from node.views.timeline import Page, Query, _doc, _narrowing, _stats
+
+__all__ = ["FUSION_K", "VECTOR_DEPTH", "Neighbour", "Semantic", "find"]
+
+_K1, _B = 1.2, 0.75
+
+
+class Neighbour(Protocol):
+    """A held vector near the query (node/search/held.py): its similarity, SR and doc."""
+
+    @property
+    def sim(self) -> int: ...
+    @property
+    def sr_id(self) -> str: ...
+    @property
+    def doc(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Semantic:
+    """The vector leg of a find: the held vectors nearest its query, and their weight."""
+
+    # the n nearest held vectors, ties at the cut included; None: the query has no vector,
+    # so BM25 ranks alone (and the answer still counts what waits to be embedded)
+    nearest: Callable[[int], Sequence[Neighbour]] | None
+    weight: float
+
+
+async def find(
+    reader: Reader, q: Query, wanted: Sequence[str], semantic: Semantic | None = None
+) -> Page:
+    """BM25 over title, text and tags of the index's ``wanted`` terms, with the statistics of
+    what ``q.caller`` can read — fused with the vector leg's ranks when ``semantic`` is given.
+    Relevance decides which SRs are on each page — page p holds ranks (p−1)·size+1 …
+    p·size of those that pass the caller's filters — and ``q.order_by`` orders them within
+    it; each carries its ``score`` and ``rank``.  One hop to the reader's thread: its reads
+    depend on one another."""
+    terms_ = list(dict.fromkeys(wanted))
+    return await reader.run(lambda fetch: _find(fetch, q, terms_, semantic))
+
+
+def _find(fetch: Fetch, q: Query, wanted: list[str], semantic: Semantic | None) -> Page:
+    scored: list[Scored] = []
+    if wanted:
+        (_, _, docs, length, _), *postings = _postings(fetch, q, wanted)
+        scored = _scores(postings, docs, length / docs if docs else 1.0)
+    need = q.page * q.page_size + 1
+    if semantic is None or semantic.nearest is None:
+        ranked = _ranked(fetch, scored, need)
+    else:
+        near = _vector_leg(fetch, q, semantic.nearest)
+        ranked = _fused(fetch, scored, near, need, semantic.weight)
+    first = (q.page - 1) * q.page_size
+    chosen = {doc: (first + i + 1, score)
+              for i, (score, _, doc) in enumerate(ranked[first : first + q.page_size])}  # fmt: skip
+    pending = None if semantic is None else _pending(fetch, q)
+    if not chosen:
+        return Page([], False, pending)
+    field, _, way = q.order_by.rpartition("_")
+    rows = fetch(
+        f"SELECT shown, doc, {field}, sr_id FROM srs NOT INDEXED "  # noqa: S608 - a column name
+        f"WHERE doc IN ({','.join('?' * len(chosen))})",
+        list(chosen),
+    )
+    rows.sort(key=lambda r: (-1 if r[2] is None else r[2], r[3]), reverse=way == "desc")
+    found = [_doc(shown) | {"score": _shown_score(chosen[doc][1]), "rank": chosen[doc][0]}
+             for shown, doc, _, _ in rows]  # fmt: skip
+    return Page(found, len(ranked) > first + q.page_size, pending)
+
+
+def _shown_score(score: float) -> float:
+    """A score as results show it: positive, to six places (the rank carries the order)."""
+    return round(-score, 6)
+
+
+# doc, term, frequency, doc length, whether the doc passes the caller's filters
+Posting = tuple[int, str, int, int, int]
+
+
+def _postings(fetch: Fetch, q: Query, wanted: list[str]) -> list[Any]:
+    """The caller's scope statistics as (None, None, documents, length, None), then a
+    posting per (doc, term) for each readable SR holding any wanted term — all of them:
+    document frequencies count what the caller can read, not what it filters; whether each
+    passes the filters comes along.  Each doc is looked up in ``sr_docs`` (a narrow row per
+    readable SR), not in the wide ``srs``.  One statement: a compound SELECT gives its parts'
+    rows in order."""
+    stats, stats_args = _stats(q.caller, "NULL")
+    rule, params = readable_srs(q.caller, "srs")
+    narrow, narrow_args = _narrowing(q)
+    passes = " AND ".join(narrow) or "1"
+    rows = fetch(
+        f"SELECT NULL, NULL, * FROM ({stats}) UNION ALL "  # noqa: S608
+        f"SELECT v.doc, v.term, count(*), srs.doclen, {passes} "
+        "FROM sr_vocab v JOIN sr_docs srs ON srs.doc = v.doc "  # the rule's columns, narrow
+        f"WHERE v.term IN ({','.join('?' * len(wanted))}) AND {rule} GROUP BY v.doc, v.term",
+        (*stats_args, *narrow_args, *wanted, *params),
+    )
+    assert rows[0][0] is None, "the statistics come first"
+    return rows
+
+
+Scored = tuple[float, int]  # -score, doc
+
+
+def _scores(postings: list[Posting], docs: int, avgdl: float) -> list[Scored]:
+    """(-score, doc) of each doc that passes the caller's filters.  A doc's score is the sum
+    of its terms' parts in the order its postings came (by term), as ``sum`` adds them."""
+    df = Counter(p[1] for p in postings)  # postings are unique per (doc, term)
+    idf = {t: math.log(1 + (docs - n + 0.5) / (n + 0.5)) for t, n in df.items()}
+    if len(df) == 1:  # one term: one posting per doc, whose part is the doc's score
+        (weight,) = idf.values()
+        return [
+            (-(weight * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * doclen / avgdl))), doc)
+            for doc, _, tf, doclen, passes in postings
+            if passes
+        ]
+    parts: dict[int, tuple[float, int, list[float]]] = {}
+    for doc, term, tf, doclen, passes in postings:
+        found = parts.get(doc)
+        if found is None:
+            found = parts[doc] = (_K1 * (1 - _B + _B * doclen / avgdl), passes, [])
+        found[2].append(idf[term] * tf * (_K1 + 1) / (tf + found[0]))
+    return [(-sum(terms), doc) for doc, (_, passes, terms) in parts.items() if passes]
+
+
+Ranked = tuple[float, str, int]  # -score, sr_id, doc: in rank order when sorted
+
+
+def _ranked(fetch: Fetch, scored: list[Scored], wanted: int) -> list[Ranked]:
+    """The ``wanted`` best of ``scored`` in rank order: by score, ties by ``sr_id`` (docs
+    differ from node to node; sr_ids do not).  Only the candidates — those scoring at least
+    the ``wanted``-th best — are named."""
+    if len(scored) > wanted:
+        cut = heapq.nsmallest(wanted, scored)[-1][0]
+        scored = [s for s in scored if s[0] <= cut]
+    names: dict[int, str] = {}
+    for start in range(0, len(scored), 500):
+        chunk = [doc for _, doc in scored[start : start + 500]]
+        names.update(fetch(
+            f"SELECT doc, sr_id FROM srs NOT INDEXED WHERE doc IN ({','.join('?' * len(chunk))})",  # noqa: S608
+            chunk,
+        ))  # fmt: skip
+    return sorted((score, names[doc], doc) for score, doc in scored)[:wanted]
+
+
+# -- the vector leg (docs/search.md §The vector index and fusion) -------------------------------
+
+VECTOR_DEPTH = 100  # the vector leg's ranks that count: its 100 nearest readable SRs
+FUSION_K = 60  # reciprocal rank fusion's constant: a leg's rank r counts 1 / (60 + r)
+
+
+def _vector_leg(
+    fetch: Fetch, q: Query, nearest: Callable[[int], Sequence[Neighbour]]
+) -> list[tuple[int, Neighbour]]:
+    """(rank, neighbour) of the ``VECTOR_DEPTH`` nearest SRs that the caller can read and its
+    filters pass, ties at the cut included: the held vectors are asked for more until that
+    many pass (or none are left), so what the caller cannot read never takes a place.  An SR
+    queued for embedding (written since its vector was made) is left to BM25."""
+    count = VECTOR_DEPTH
+    while True:
+        found = nearest(count)
+        passing = _passing(fetch, q, found)
+        kept = [n for n in found if (n.doc, n.sr_id) in passing]
+        if len(kept) >= VECTOR_DEPTH or len(found) < count:
+            break
+        count *= 4
+    if len(kept) > VECTOR_DEPTH:
+        cut = kept[VECTOR_DEPTH - 1].sim
+        kept = [n for n in kept if n.sim >= cut]
+    ranks, better = [], 0  # competition ranks: ties share theirs
+    for i, n in enumerate(kept):
+        better = i if i == 0 or n.sim != kept[i - 1].sim else better
+        ranks.append((better + 1, n))
+    return ranks
+
+
+def _passing(fetch: Fetch, q: Query, found: Sequence[Neighbour]) -> set[tuple[int, str]]:
+    """(doc, sr_id) of the SRs of ``found`` the caller can read, its filters pass, and whose
+    vector is of their current text (not queued)."""
+    rule, params = readable_srs(q.caller, "srs")
+    narrow, narrow_args = _narrowing(q)
+    passes = " AND ".join([rule, *narrow])
+    out: set[tuple[int, str]] = set()
+    for start in range(0, len(found), 500):
+        docs = [n.doc for n in found[start : start + 500]]
+        out.update(fetch(
+            "SELECT srs.doc, s.sr_id FROM sr_docs srs JOIN srs s ON s.doc = srs.doc "  # noqa: S608
+            f"WHERE srs.doc IN ({','.join('?' * len(docs))}) AND {passes} "
+            "AND srs.doc NOT IN (SELECT doc FROM sr_embed_queue)",
+            (*docs, *params, *narrow_args),
+        ))  # fmt: skip
+    return out
+
+
+def _fused(
+    fetch: Fetch,
+    scored: list[Scored],
+    near: list[tuple[int, Neighbour]],
+    wanted: int,
+    weight: float,
+) -> list[Ranked]:
+    """The ``wanted`` best by weighted reciprocal rank fusion: (1 − weight) / (60 + BM25 rank)
+    + weight / (60 + vector rank), a leg counting only where it ranks the SR; ranks are
+    competition ranks (ties share theirs), the fused order's ties go by ``sr_id``.  An SR the
+    vector leg does not rank scores by its BM25 rank alone, so beyond the BM25 best
+    ``wanted`` + |near| none can reach the ``wanted`` best."""
+    best = _ranked(fetch, scored, wanted + len(near))
+    near_docs = {n.doc for _, n in near}
+    bm25 = {doc: s for s, doc in scored if doc in near_docs} | {doc: s for s, _, doc in best}
+    names = {doc: sr_id for _, sr_id, doc in best} | {n.doc: n.sr_id for _, n in near}
+    fused = dict.fromkeys(names, 0.0)
+    for doc, rank in _competition_ranks(scored, bm25).items():
+        fused[doc] += (1 - weight) / (FUSION_K + rank)
+    for rank, n in near:
+        fused[n.doc] += weight / (FUSION_K + rank)
+    return sorted((-f, names[doc], doc) for doc, f in fused.items())[:wanted]
+
+
+def _competition_ranks(scored: list[Scored], of: dict[int, float]) -> dict[int, int]:
+    """The BM25 rank of each doc of ``of`` (doc → its -score): 1 + how many score higher.
+    Only the scores above the lowest asked about are sorted."""
+    worst = max(of.values(), default=0.0)
+    order = sorted(s for s, _ in scored if s <= worst)
+    return {doc: 1 + bisect.bisect_left(order, s) for doc, s in of.items()}
+
+
+def _pending(fetch: Fetch, q: Query) -> int:
+    """How many SRs the caller can read wait to be embedded."""
+    rule, params = readable_srs(q.caller, "srs")
+    rows = fetch(  # the queue leads (CROSS JOIN): it is short, what the caller reads is not
+        "SELECT count(*) FROM sr_embed_queue e CROSS JOIN sr_docs srs ON srs.doc = e.doc "  # noqa: S608
+        f"WHERE {rule}",
+        params,
+    )
+    return int(rows[0][0])
