@@ -1,0 +1,18 @@
+"""The log's contract (tests/node/store_contract.py) run against the SQLite store on real
+files: as a node opens it by default, and with per-entry verification and one operation a
+batch (the same verdicts and the same logs, reached the other way)."""
+
+from __future__ import annotations
+
+from node.store import StoreOptions
+from tests.node.store_contract import StoreContract
+
+
+class TestStore(StoreContract):
+    def options(self) -> StoreOptions:
+        return StoreOptions()
+
+
+class TestStorePerEntry(StoreContract):
+    def options(self) -> StoreOptions:
+        return StoreOptions(amortised_verification=False, max_batch=1)
