@@ -12,7 +12,7 @@ import pytest
 
 from node.errors import Refusal
 from node.node import Node
-from node.store.reader import AuditRow
+from node.store.reader import AuditRow, LogRow, StoredEntry
 from protocol.clock import Hlc
 from protocol.entry import Entry
 from protocol.kinds import encode_payload
@@ -104,17 +104,20 @@ async def counts(node: Node) -> dict[str, int]:
     return {t: await reader.count(t) for t in STORED_TABLES}
 
 
-async def digest(node: Node) -> str:
-    """A digest of every stored header and payload, in store order."""
+async def held_entries(node: Node) -> list[tuple[LogRow, StoredEntry]]:
+    """Every stored entry with its log, log by log in seq order (the reader's selects)."""
     reader = node.store.reader
     assert reader is not None
-    rows = await reader.fetchall(
-        "SELECT h.raw, p.data FROM headers h LEFT JOIN payloads p ON p.pos = h.pos ORDER BY h.pos"
-    )
+    return [(log, e) for log in await reader.select_logs()
+            async for e in reader.iter_entries(log.log_id)]  # fmt: skip
+
+
+async def digest(node: Node) -> str:
+    """A digest of every stored header and payload, in store order."""
     h = hashlib.sha256()
-    for raw, data in rows:
-        h.update(bytes(raw))
-        h.update(bytes(data) if data is not None else b"-")
+    for _, entry in sorted(await held_entries(node), key=lambda held: held[1].pos):
+        h.update(entry.raw)
+        h.update(entry.payload if entry.payload is not None else b"-")
     return h.hexdigest()
 
 

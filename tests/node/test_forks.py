@@ -77,10 +77,8 @@ async def fork_events(node: Node) -> list[AuditRow]:
 async def fork_rows(node: Node) -> list[tuple[bytes, bytes, int, bytes, bytes]]:
     reader = node.store.reader
     assert reader is not None
-    rows = await reader.fetchall(
-        "SELECT writer, epoch, seq, kept_raw, other_raw FROM forks ORDER BY seq"
-    )
-    return [(bytes(w), bytes(e), s, bytes(k), bytes(o)) for w, e, s, k, o in rows]
+    rows = [(decode_header(k), k, o) for k, o in await reader.select_forks()]
+    return sorted(((h.writer, h.epoch, h.seq, k, o) for h, k, o in rows), key=lambda r: r[2])
 
 
 async def applied_by_seq(node: Node, writer: ForeignWriter) -> dict[int, bool]:

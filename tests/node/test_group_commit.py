@@ -8,6 +8,7 @@ rest of its batch commits.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from node.authority import Caller
 from node.errors import Refusal
 from node.node import Node
-from tests.node.helpers import counts
+from tests.node.helpers import counts, held_entries
 
 AUTHORS = 32
 ROUNDS = 4
@@ -33,15 +34,9 @@ async def callers(node: Node, n: int) -> list[Caller]:
 
 async def own_log(node: Node) -> list[tuple[int, bytes, bool, bool]]:
     """This node's own log: (seq, id, applied, has payload) in seq order."""
-    reader = node.store.reader
-    assert reader is not None
-    rows = await reader.fetchall(
-        "SELECT h.seq, h.id, h.applied, p.pos IS NOT NULL FROM headers h "
-        "JOIN logs l ON l.log_id = h.log_id LEFT JOIN payloads p ON p.pos = h.pos "
-        "WHERE l.writer = ? AND l.epoch = ? ORDER BY h.seq",
-        (node.info.public_key, node.info.epoch),
-    )
-    return [(r[0], bytes(r[1]), bool(r[2]), bool(r[3])) for r in rows]
+    own = (node.info.public_key, node.info.epoch)
+    return [(e.seq, hashlib.sha256(e.raw).digest(), e.applied, e.payload is not None)
+            for log, e in await held_entries(node) if (log.writer, log.epoch) == own]  # fmt: skip
 
 
 async def sr_index(node: Node) -> set[str]:

@@ -30,13 +30,8 @@ async def caller_of(node: Node, token: str | None = None) -> tuple[Caller, str]:
 
 
 async def hlc_of(node: Node, entry_id: bytes) -> Hlc:
-    reader = node.store.reader
-    assert reader is not None
-    rows = await reader.fetchall(
-        "SELECT hlc_wall, hlc_counter FROM headers WHERE id = ?", (entry_id,)
-    )
-    ((wall, counter),) = rows
-    return Hlc(wall, counter)
+    (hlc,) = [e.header.hlc for e in await node.entries() if e.id == entry_id]
+    return hlc
 
 
 async def write(node: Node, caller: Caller, title: str) -> Hlc:

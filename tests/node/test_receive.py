@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import itertools
 import shutil
 import tempfile
@@ -35,6 +36,7 @@ from tests.node.helpers import (
     counts,
     digest,
     events,
+    held_entries,
     pending,
     sr_payload,
 )
@@ -64,13 +66,8 @@ def replace_last(writer: ForeignWriter, entry: Entry) -> Entry:
 
 async def stored(node: Node) -> dict[bytes, tuple[int, bool, bool]]:
     """Every stored header id → (seq, applied, has payload)."""
-    reader = node.store.reader
-    assert reader is not None
-    rows = await reader.fetchall(
-        "SELECT h.id, h.seq, h.applied, p.pos IS NOT NULL FROM headers h "
-        "LEFT JOIN payloads p ON p.pos = h.pos"
-    )
-    return {bytes(r[0]): (r[1], bool(r[2]), bool(r[3])) for r in rows}
+    return {hashlib.sha256(e.raw).digest(): (e.seq, e.applied, e.payload is not None)
+            for _, e in await held_entries(node)}  # fmt: skip
 
 
 async def head_of(node: Node, writer: ForeignWriter) -> tuple[int, bytes | None]:

@@ -26,7 +26,7 @@ from node.mesh.host import LinkOptions
 from node.mesh.peers import PeerState
 from node.mesh.sync import PeerKey, Sync, SyncOptions
 from node.node import Node
-from protocol.entry import Entry
+from protocol.entry import Entry, decode_header
 from tests.node.conftest import Wall
 from tests.node.helpers import ForeignWriter, events, sr_payload
 from tests.node.synckit import (
@@ -302,8 +302,8 @@ async def test_two_branches_of_a_log_meet_and_both_nodes_hold_the_fork(
 async def _forks(node: Node) -> list[tuple[Any, ...]]:
     reader = node.store.reader
     assert reader is not None
-    rows = await reader.fetchall("SELECT writer, epoch, seq, kept_raw, other_raw FROM forks")
-    return [tuple(bytes(v) if isinstance(v, bytes | memoryview) else v for v in r) for r in rows]
+    rows = [(decode_header(kept), kept, other) for kept, other in await reader.select_forks()]
+    return [(h.writer, h.epoch, h.seq, kept, other) for h, kept, other in rows]
 
 
 async def _logs(node: Node) -> list[Any]:

@@ -19,8 +19,9 @@ import pytest
 
 from node.errors import Forbidden, Refusal
 from node.node import Node
+from protocol.entry import decode_header
 from protocol.kinds import decode_payload
-from tests.node.helpers import refused, stored
+from tests.node.helpers import events, refused, stored
 
 UNKNOWN = "00000000-0000-7000-8000-0000000000aa"
 LINK = "01890000-0000-7000-8000-000000000001"
@@ -28,23 +29,19 @@ INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?Z\Z")
 
 
 async def audit_rows(node: Node, event: str) -> list[tuple[Any, ...]]:
-    reader = node.store.reader
-    assert reader is not None
-    return await reader.fetchall(
-        "SELECT subject, principal, workspace, entry FROM audit WHERE event = ? ORDER BY seq",
-        (event,),
-    )
+    return [(r.subject, r.principal, r.workspace, r.entry) for r in await events(node, event)]
 
 
 async def header_id(node: Node, entry_id: str) -> tuple[bytes, bytes, str]:
     """(id column, raw header, kind) of the stored header with this id."""
     reader = node.store.reader
     assert reader is not None
-    rows = await reader.fetchall(
-        "SELECT id, raw, kind FROM headers WHERE id = ?", (bytes.fromhex(entry_id),)
-    )
+    rows = [s for log in await reader.select_logs()
+            for s in await reader.select_span(log.log_id, gt=0, lte=log.head_seq,
+                                              limit=1_000_000, max_bytes=1 << 40)
+            if s.id == bytes.fromhex(entry_id)]  # fmt: skip
     assert len(rows) == 1
-    return bytes(rows[0][0]), bytes(rows[0][1]), rows[0][2]
+    return rows[0].id, rows[0].raw, decode_header(rows[0].raw).kind
 
 
 # -- bad input ---------------------------------------------------------------------------------
