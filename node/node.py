@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from cryptography import x509
-
 from node import tokens
 from node.authoring import Author
 from node.authority import Caller
@@ -31,17 +29,15 @@ from node.identity import (
     node_id,
     random_bytes,
 )  # fmt: skip
-from node.members.authority import (
-    DEFAULT_CERT_LIFETIME_MS,
-    DEFAULT_INVITE_LIFETIME_MS,
-    MeshAuthority,
-)
-from node.members.invites import Redeemed
-from node.members.membership import ALL_WORKSPACES, Member, Membership
+from node.members.authority import MeshAuthority
+from node.members.membership import Membership
+from node.members.mesh import Mesh
 from node.progress import Progress
+from node.replica import Replica
 from node.schema import MIGRATIONS
-from node.search.tables import forget_index
-from node.store import Received, Report, Store, StoreOptions, Txn
+from node.search.opened import open_index
+from node.store import Reader, Received, Report, Store, StoreOptions, Txn
+from node.store.pending import SourceRow
 from node.tools import audit, episode_reads, episodes, srs, timeline, windows
 from node.tools.args import check_unicode
 from node.tools.periods import declared_periods
@@ -126,11 +122,11 @@ class Node:
         self.info = info
         self.config = config
         self.author = Author(store, key, info.mesh, info.epoch)
-        self.membership = membership
         self.vectors: VectorIndex | None = None  # the semantic leg's index, when configured
         self.declare_periods()
-        self.mesh_authority = MeshAuthority(store, membership, info.mesh,
-                                            path / AUTHORITY_KEY_FILE, key.public)  # fmt: skip
+        authority = MeshAuthority(store, membership, info.mesh, path / AUTHORITY_KEY_FILE,
+                                  key.public)  # fmt: skip
+        self.mesh = Mesh(store, membership, authority)  # who belongs, the authority's acts
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -204,7 +200,7 @@ class Node:
             store.mesh = info.mesh
             store.membership = membership
             node = cls(path, store, key, info, config, membership)
-            async with _vector_index(store, config, embed=embed) as node.vectors:
+            async with open_index(store, config.search, embed=embed) as node.vectors:
                 yield node
         finally:
             await store.close()
@@ -288,8 +284,7 @@ class Node:
 
     @_tool
     async def call_windows(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        assert self.store.reader is not None
-        return await windows.call_windows(self.store.reader, caller, args, self.store.now_ms())
+        return await windows.call_windows(self.reader(), caller, args, self.store.now_ms())
 
     def declare_periods(self, extra: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """Check every tool's period forms (``DeclarationError`` names a bad one) and use
@@ -299,6 +294,10 @@ class Node:
             raise ConfigError(f"zone {self.config.zone!r} is not an IANA time zone name")
         periods = declared_periods(self.config.retention_ms, extra)
         self.windows = windows.WindowGuard(self.author, periods, zone)
+
+    def periods(self) -> frozenset[str]:
+        """The tools that declare period forms: their calls carry the turn's context."""
+        return frozenset(self.windows.periods)
 
     @_tool
     async def work_episode_chain(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
@@ -314,14 +313,44 @@ class Node:
 
     @_tool
     async def e_audit(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        assert self.store.reader is not None
-        return await audit.e_audit(self.store.reader, self.info.feed_id, caller, args)
+        return await audit.e_audit(self.reader(), self.info.feed_id, caller, args)
 
     # -- the log -------------------------------------------------------------------------------
 
     async def receive(self, entries: Sequence[Received], *, source: str) -> Report:
         """Append entries from elsewhere (see ``Store.receive``)."""
         return self._written(await self.store.receive(entries, source=source))
+
+    def replica(self) -> Replica:
+        """The store as sync reads and writes it, for this node's mesh (``node.replica``)."""
+        return Replica(self.store, self.info.mesh)
+
+    def reader(self) -> Reader:
+        """The store's reads (``Reader``): counts, positions and the audit feed's tallies."""
+        assert self.store.reader is not None
+        return self.store.reader
+
+    def wall(self) -> int:
+        """This node's wall clock (ms): what a duration given as an argument counts from."""
+        return self.store.wall()
+
+    async def refresh(self) -> None:
+        """Take in what another process committed (an empty write transaction)."""
+        await self.store.refresh()
+
+    async def rebuild_views(self, progress: Progress | None = None) -> int:
+        """Empty every view and replay the log into it, in one transaction (``memlane views
+        rebuild``); how many entries were applied (``progress`` phase ``rebuild``)."""
+        return await self.store.rebuild_views(progress=progress)
+
+    async def pending(self) -> tuple[list[SourceRow], StoreOptions]:
+        """What each source holds in the pending area, and the bounds it is held within."""
+        return await self.store.select_pending(), self.store.options
+
+    async def clear_pending(self, *, source: str | None = None, before: int | None = None) -> int:
+        """Delete the waiting entries of ``source`` (all when None) that arrived before
+        ``before`` (ms by the wall clock; any time when None); how many."""
+        return await self.store.clear_pending(source=source, before=before)
 
     # -- bundles and the archive (docs/bundles.md, docs/operations.md §Backups) ------------------
 
@@ -383,103 +412,17 @@ class Node:
                                              now=wall(), keep_tokens=keep_tokens,
                                              progress=progress)  # fmt: skip
 
-    # -- the mesh (docs/mesh.md) -----------------------------------------------------------------
-
-    def members(self) -> list[Member]:
-        """Every node key the authority's log has added or revoked."""
-        return self.membership.members()
-
-    async def admit_member(
-        self,
-        key: bytes,
-        *,
-        workspaces: Sequence[str] = (ALL_WORKSPACES,),
-        cert_expires: int | None = None,
-        label: str | None = None,
-        max_logs: int | None = None,
-    ) -> Member:
-        """Author ``member.add`` for ``key`` with the authority key (this node must hold it);
-        ``cert_expires`` defaults to 90 days from now, ``max_logs`` to the mesh's 64."""
-        return await self.mesh_authority.add(
-            key, workspaces=workspaces, cert_expires=cert_expires, label=label, max_logs=max_logs
-        )
-
-    async def set_max_logs(self, node: str, max_logs: int) -> Member:
-        """Author ``member.add`` for a member (node id or key hex), its grant unchanged but
-        for how many logs it may hold (docs/mesh.md §Logs per writer)."""
-        return await self.mesh_authority.regrant(node, max_logs=max_logs)
-
-    async def revoke_member(self, node: str) -> Member:
-        """Author ``member.revoke`` for a member (node id or key hex), after the last
-        (epoch, seq) of it this node has accepted."""
-        return await self.mesh_authority.revoke(node)
-
-    def create_invite(
-        self,
-        *,
-        workspaces: Sequence[str] = (ALL_WORKSPACES,),
-        lifetime_ms: int = DEFAULT_INVITE_LIFETIME_MS,
-        label: str | None = None,
-        expires: int | None = None,
-    ) -> str:
-        """A signed, single-use invite to this mesh (``memlane mesh invite``), valid for
-        ``lifetime_ms`` from now, or until ``expires`` (ms) when given."""
-        return self.mesh_authority.invite(
-            workspaces=workspaces, lifetime_ms=lifetime_ms, label=label, expires=expires
-        )
-
-    async def redeem_invite(
-        self, invite: str, joiner_key: bytes, *, cert_lifetime_ms: int = DEFAULT_CERT_LIFETIME_MS
-    ) -> Redeemed:
-        """The authority's side of a join: admit ``joiner_key`` on ``invite``."""
-        return await self.mesh_authority.redeem(
-            invite, joiner_key, cert_lifetime_ms=cert_lifetime_ms
-        )
-
-    def authority_certificate(self) -> x509.Certificate:
-        return self.mesh_authority.authority_certificate()
-
-    def node_certificate(self, key: bytes | None = None) -> x509.Certificate:
-        """A certificate for an admitted node key (this node's by default)."""
-        return self.mesh_authority.node_certificate(self.key.public if key is None else key)
-
     async def verify(self) -> VerifyReport:
-        assert self.store.reader is not None
-        return await verify_log(self.store.reader)
+        return await verify_log(self.reader())
 
     async def entries(self) -> list[Entry]:
         """Every stored entry, log by log in seq order (for tests and small exports)."""
-        reader = self.store.reader
-        assert reader is not None
+        reader = self.reader()
         out: list[Entry] = []
         for log in await reader.select_logs():
             async for stored in reader.iter_entries(log.log_id):
                 out.append(Entry.decode(stored.raw, stored.payload))
         return out
-
-
-@asynccontextmanager
-async def _vector_index(
-    store: Store, config: NodeConfig, *, embed: bool
-) -> AsyncIterator[VectorIndex | None]:
-    """The configured embedder's index, open while the node is; with none, no index is kept
-    (a stored one is dropped, where ``embed`` says the node is the one that embeds)."""
-    if config.search.embedder == "none":
-        if embed:  # (a one-shot command under another configuration leaves it alone)
-            await forget_index(store)
-        yield None
-        return
-    from node.search.embedders import make_embedder  # numpy loads only where one is kept
-    from node.search.index import VectorIndex
-
-    search = config.search
-    index = VectorIndex(store, make_embedder(search), batch=search.batch,
-                        weight=search.fusion_weight, timeout=search.timeout_ms / 1000)  # fmt: skip
-    try:
-        await index.open(work=embed)
-        yield index
-    finally:
-        await index.aclose()
 
 
 async def _init_state(store: Store, key: SigningKey, authority: SigningKey) -> NodeInfo:

@@ -139,7 +139,7 @@ async def _join(args: argparse.Namespace) -> Result:
 
 async def token_create(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        expires = None if args.expires is None else args.expires.at(node.store.wall())
+        expires = None if args.expires is None else args.expires.at(node.wall())
         issued = await node.create_token(args.principal, args.workspace, args.scopes, expires)
     return Result({"token": issued.token, "token_id": issued.token_id}, issued.token)
 
@@ -183,7 +183,7 @@ async def log_verify(args: argparse.Namespace) -> Result:
 
 async def views_rebuild(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        applied = await node.store.rebuild_views(progress=bars({"rebuild": ENTRIES}))
+        applied = await node.rebuild_views(progress=bars({"rebuild": ENTRIES}))
     return Result({"applied": applied}, f"views rebuilt from {count(applied, 'entry', 'entries')}")
 
 

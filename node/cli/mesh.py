@@ -64,8 +64,8 @@ def add_parsers(sub: Any) -> None:
 
 async def mesh_invite(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        text = node.create_invite(workspaces=args.workspaces, label=args.label,
-                                  expires=args.expires.at(node.store.wall()))  # fmt: skip
+        text = node.mesh.create_invite(workspaces=args.workspaces, label=args.label,
+                                       expires=args.expires.at(node.wall()))  # fmt: skip
     from node.members import invites
 
     invite = invites.read(text)
@@ -79,20 +79,20 @@ async def mesh_invite(args: argparse.Namespace) -> Result:
 
 async def mesh_members(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        members, own = node.members(), node.info.public_key
+        members, own = node.mesh.members(), node.info.public_key
     rows = [_row(m, m.key == own) for m in members]
     return Result(rows, "\n".join(table(_MEMBERS, [_cells(r) for r in rows])) or "no members")
 
 
 async def mesh_grant(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        member = await node.set_max_logs(args.node, args.max_logs)
+        member = await node.mesh.set_max_logs(args.node, args.max_logs)
     return Result(_row(member, False), f"{member.node_id} may hold {member.max_logs} logs")
 
 
 async def mesh_revoke(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        member = await node.revoke_member(args.node)
+        member = await node.mesh.revoke_member(args.node)
     row = _row(member, False)
     cut = row["revoked"]
     text = f"revoked {member.node_id} after {_cutoff(cut)}"
@@ -137,7 +137,7 @@ async def peers_list(args: argparse.Namespace) -> Result:
     from node.mesh.service import read_peers
 
     async with open_node(args) as node:
-        snapshot = await read_peers(node.store)
+        snapshot = await read_peers(node)
     if snapshot["at"] is None:
         return Result(snapshot, "no peers: sync has not run on this node")
     at = format_instant(snapshot["at"])

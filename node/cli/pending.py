@@ -46,8 +46,7 @@ def _duration(text: str) -> int:
 
 async def pending_list(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        rows = await node.store.select_pending()
-        options = node.store.options
+        rows, options = await node.pending()
     sources = [_row(r) for r in rows]
     entries, size = sum(r.entries for r in rows), sum(r.bytes for r in rows)
     limits = {"pending_limit": options.pending_limit,
@@ -76,8 +75,8 @@ def _spelled(ms: int) -> str:
 
 async def pending_clear(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        before = None if args.older_than is None else node.store.wall() - args.older_than
-        cleared = await node.store.clear_pending(source=args.source, before=before)
+        before = None if args.older_than is None else node.wall() - args.older_than
+        cleared = await node.clear_pending(source=args.source, before=before)
     data = {"cleared": cleared, "source": args.source,
             "older_than_ms": args.older_than}  # fmt: skip
     return Result(data, f"cleared {count(cleared, 'entry', 'entries')} from the pending area")

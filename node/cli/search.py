@@ -86,9 +86,7 @@ async def search_rebuild(args: argparse.Namespace) -> Result:
 
 
 async def _live_srs(node: Node) -> int:
-    reader = node.store.reader
-    assert reader is not None
-    return await count_live(reader)
+    return await count_live(node.reader())
 
 
 async def _probe(index: VectorIndex) -> None:

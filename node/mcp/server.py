@@ -156,8 +156,9 @@ class _Tools:
             return _refused(f"unknown tool: {params.name}")
         method: ToolMethod = getattr(self.node, spec.method)
         arguments = params.arguments or {}
-        turn = _turn(params) if spec.name in self.node.windows.periods else {}
-        if "turn" in arguments and spec.name in self.node.windows.periods:
+        periods = self.node.periods()
+        turn = _turn(params) if spec.name in periods else {}
+        if "turn" in arguments and spec.name in periods:
             return _refused(turn_argument(spec.name).text)
         try:
             caller = await self.caller_of(ctx)

@@ -3,7 +3,7 @@
 - **The authority's side**, ``JoinService``: ``memlane serve --join-listen HOST:PORT`` on the
   authority node.  TLS 1.3 where only the server shows a certificate (its ``node.crt``); each
   connection carries one ``JoinRequest`` and gets one ``JoinAnswer`` or ``JoinRefused``
-  (``protocol.join``), then is closed.  The invite is redeemed with ``Node.redeem_invite``,
+  (``protocol.join``), then is closed.  The invite is redeemed with ``Node.mesh.redeem_invite``,
   which records its use and authors the joiner's ``member.add`` in one transaction.  At most
   ``max_joins`` connections are served at once, and one that has not sent its request within
   ``read_timeout`` is dropped, so idle connections cannot hold the port; before that, a
@@ -38,7 +38,6 @@ from node.mesh.service import CA_FILE, NODE_CERT_FILE, certificates
 from node.node import Node, NodeInfo, Wall, system_wall
 from node.ports import Handshakes, TlsGate
 from node.refusals import REFUSALS
-from node.store import Store
 from protocol.errors import ProtocolError
 from protocol.frames import PREFIX_BYTES, encode_frame
 from protocol.join import (
@@ -56,7 +55,7 @@ from protocol.join import (
 )
 from protocol.signing import SigningKey, verify_signature
 
-__all__ = ["JOIN_TIMEOUT", "MAX_JOINS", "READ_TIMEOUT", "JoinService", "authority_entries", "join"]
+__all__ = ["JOIN_TIMEOUT", "MAX_JOINS", "READ_TIMEOUT", "JoinService", "join"]
 
 _log = get_logger("node.mesh.join")
 
@@ -89,19 +88,6 @@ def _address(host: str, port: int) -> str:
 # -- the authority's side --------------------------------------------------------------------
 
 
-async def authority_entries(store: Store, authority: bytes) -> list[tuple[bytes, bytes | None]]:
-    """Every stored entry of the authority's logs (raw header, payload), log by log in seq
-    order: what a joiner needs to know the members."""
-    reader = store.reader
-    assert reader is not None
-    out: list[tuple[bytes, bytes | None]] = []
-    for log in await reader.select_logs():
-        if log.writer == authority:
-            async for stored in reader.iter_entries(log.log_id):
-                out.append((stored.raw, stored.payload))
-    return out
-
-
 class JoinService:
     """Accepts joins on the authority node: ``start`` listens, ``close`` stops."""
 
@@ -127,7 +113,7 @@ class JoinService:
         return None if self.address is None else _address(*self.address)
 
     async def start(self, listen: Listen) -> None:
-        self.node.mesh_authority.keys()  # NotAuthority on any other node
+        self.node.mesh.require_authority()  # NotAuthority on any other node
         ca, certificate = certificates(self.node)
         self._ca = certs.pem(ca)
         key = certs.private_key(self.node.path / NODE_KEY_FILE)
@@ -180,12 +166,12 @@ class JoinService:
             signed = proof_message(invite.invite_id, request.key)
             if not verify_signature(request.key, request.proof, signed):
                 raise InviteError("the joiner's proof of its key does not verify")
-            redeemed = await node.redeem_invite(request.invite, request.key)
+            redeemed = await node.mesh.redeem_invite(request.invite, request.key)
         except (NodeError, ProtocolError) as exc:  # MeshError: the invite, the joiner's key
             _log.warning("a join was refused", reason=str(exc))
             return encode_refused(JoinRefused(str(exc)))
-        entries = await authority_entries(node.store, node.membership.authority or b"")
-        answer = JoinAnswer(node.info.mesh, node.membership.authority or b"", tuple(entries),
+        entries = await node.mesh.authority_entries()
+        answer = JoinAnswer(node.info.mesh, node.mesh.authority_key or b"", tuple(entries),
                             self._ca, certs.pem(redeemed.certificate))  # fmt: skip
         _log.info("a node joined", node=redeemed.payload.get("node", b"").hex())
         try:
@@ -307,7 +293,7 @@ async def _make(work: Path, key: SigningKey, answer: JoinAnswer, wall: Wall) -> 
     await Node.init_member(work, mesh=answer.mesh, authority=answer.authority, wall=wall)
     async with Node.open(work, wall=wall) as node:
         await node.receive(answer.entries, source="join")
-        if not node.membership.admits_peer(key.public, wall()):
+        if not node.mesh.admits(key.public, wall()):
             raise MeshError("the authority's log it sent does not admit this node")
         info = node.info
     for name, data in ((CA_FILE, answer.ca), (NODE_CERT_FILE, answer.certificate)):

@@ -5,7 +5,7 @@ a snapshot of the peer table kept in the store for ``memlane peers``.
 - **Certificate files** in the data directory: ``ca.crt`` (the mesh's authority certificate)
   and ``node.crt`` (this node's certificate), both PEM.  The authority node certifies itself:
   it writes both when either is missing or its certificate has expired.  A member node needs
-  both, issued by the authority (``Node.authority_certificate``, ``Node.node_certificate``).
+  both, issued by the authority (``Mesh.authority_certificate``, ``Mesh.node_certificate``).
 - **The peer snapshot** is the ``state`` row ``sync_peers`` (JSON): whether sync runs, where
   it listens, when the snapshot was taken, and one row per peer.  It is written when sync
   starts, whenever the table changed (looked at every second, written at least every 30 s)
@@ -48,12 +48,12 @@ from node.identity import NODE_KEY_FILE
 from node.logging import get_logger
 from node.members import certs
 from node.members.authority import DEFAULT_CERT_LIFETIME_MS
-from node.members.errors import MeshError, NotAuthority
+from node.members.errors import MeshError
+from node.members.mesh import PEERS_STATE
 from node.mesh.candidates import Candidates, Dialled
 from node.mesh.discovery import Discovery, Sighting
 from node.mesh.peers import PeerNode, PeerTable
 from node.mesh.sync import Sync, SyncOptions
-from node.store import Store, Txn
 
 if TYPE_CHECKING:
     from node.node import Node
@@ -74,7 +74,6 @@ _log = get_logger("node.mesh.service")
 
 CA_FILE = "ca.crt"
 NODE_CERT_FILE = "node.crt"
-PEERS_STATE = "sync_peers"
 LOOK_INTERVAL = 1.0  # seconds between looks at the store and at the peer table
 SNAPSHOT_MAX_AGE = 30.0  # the snapshot is written at least this often while sync runs
 RENEW_BEFORE_MS = 30 * 24 * 3600 * 1000  # the authority renews grants ending sooner
@@ -99,11 +98,7 @@ def _write(path: Path, data: bytes) -> None:
 
 def holds_authority(node: Node) -> bool:
     """Whether this is the authority node (its data directory holds the authority key)."""
-    try:
-        node.mesh_authority.keys()
-    except NotAuthority:
-        return False
-    return True
+    return node.mesh.holds_authority()
 
 
 def certificates(node: Node) -> tuple[x509.Certificate, x509.Certificate]:
@@ -111,12 +106,12 @@ def certificates(node: Node) -> tuple[x509.Certificate, x509.Certificate]:
     the authority node writes them first when needed.  ``MeshError`` when they are missing,
     expired or not this node's."""
     ca_path, cert_path = node.path / CA_FILE, node.path / NODE_CERT_FILE
-    now = node.store.wall()
+    now = node.wall()
     if holds_authority(node):
         current = cert_path.exists() and ca_path.exists()
         if not current or _expired(certs.load_pem(cert_path.read_bytes()), now):
-            _write(ca_path, certs.pem(node.authority_certificate()))
-            _write(cert_path, certs.pem(node.node_certificate()))
+            _write(ca_path, certs.pem(node.mesh.authority_certificate()))
+            _write(cert_path, certs.pem(node.mesh.node_certificate()))
     missing = [p.name for p in (ca_path, cert_path) if not p.exists()]
     if missing:
         raise MeshError(
@@ -127,7 +122,7 @@ def certificates(node: Node) -> tuple[x509.Certificate, x509.Certificate]:
     ca, certificate = (certs.load_pem(p.read_bytes()) for p in (ca_path, cert_path))
     ca_key = ca.public_key()
     if not isinstance(ca_key, Ed25519PublicKey) or (
-        certs.raw_public(ca_key) != node.membership.authority
+        certs.raw_public(ca_key) != node.mesh.authority_key
     ):
         raise MeshError(f"{ca_path} is not the certificate of this mesh's authority")
     if _expired(certificate, now):
@@ -164,9 +159,9 @@ def peer_rows(table: PeerTable, *, closed: bool = False) -> list[dict[str, Any]]
     return [_peer_row(p, closed=closed) for p in table.nodes()]
 
 
-async def read_peers(store: Store) -> dict[str, Any]:
+async def read_peers(node: Node) -> dict[str, Any]:
     """The snapshot ``memlane serve`` left (an empty one when sync never ran here)."""
-    raw = await store.get_state(PEERS_STATE)
+    raw = await node.mesh.saved_peers()
     if raw is None:
         return {"serving": False, "at": None, "listen": None, "peers": []}
     found: dict[str, Any] = json.loads(raw)
@@ -197,8 +192,8 @@ class SyncService:
 
     def __init__(self, node: Node, *, options: SyncOptions | None = None) -> None:
         self.node = node
-        self.sync = Sync(node.store, mesh=node.info.mesh, key=node.key.public,
-                         options=options, peer_key=self._peer_key)  # fmt: skip
+        self.sync = Sync(node.replica(), key=node.key.public, options=options,
+                         peer_key=self._peer_key)  # fmt: skip
         self.address: tuple[str, int] | None = None
         self._watch: asyncio.Task[None] | None = None
         self._written: _Snapshot | None = None
@@ -214,8 +209,7 @@ class SyncService:
         self._rotation: asyncio.Task[None] | None = None
 
     def _peer_key(self, ssl_object: ssl.SSLObject | None) -> bytes:
-        membership, wall = self.node.membership, self.node.store.wall
-        return certs.verified_peer(ssl_object, lambda key: membership.admits_peer(key, wall()))
+        return certs.verified_peer(ssl_object, self.node.mesh.admits)
 
     @property
     def listening(self) -> str | None:
@@ -325,7 +319,7 @@ class SyncService:
             await asyncio.sleep(LOOK_INTERVAL)
             self.sync.changes.recheck()  # entries another process wrote here
             try:
-                await self.node.store.refresh()  # … and membership changed by one
+                await self.node.refresh()  # … and membership changed by one
                 self._close_unadmitted()
                 await self._keep_certified()
             except NodeError as exc:  # e.g. a failed renewal: again at the next look
@@ -339,21 +333,21 @@ class SyncService:
                     _log.warning("saving the peer snapshot failed", error=str(exc))
 
     def _close_unadmitted(self) -> None:
-        membership, now = self.node.membership, self.node.store.wall()
+        mesh, now = self.node.mesh, self.node.wall()
         for peer in self.sync.peers:
             key, close = peer.key, peer.close
-            if key is not None and close is not None and not membership.admits_peer(key, now):
+            if key is not None and close is not None and not mesh.admits(key, now):
                 close("no longer an admitted member of this mesh")
 
     async def _keep_certified(self) -> None:
         """The authority renews the grants about to end; a member takes the certificate of
         its own renewed grant."""
         if self._authority:
-            await self.node.mesh_authority.renew_due(
+            await self.node.mesh.renew_due(
                 before_ms=RENEW_BEFORE_MS, lifetime_ms=DEFAULT_CERT_LIFETIME_MS
             )
             return
-        grant = self.node.membership.get(self.node.key.public)
+        grant = self.node.mesh.member(self.node.key.public)
         if grant is None or grant.certificate is None or self._server is None:
             return
         if grant.cert_expires // 1000 <= self._cert_expires // 1000:  # X.509 counts seconds
@@ -369,12 +363,8 @@ class SyncService:
         _log.info("took a renewed certificate", expires=certificate.not_valid_after_utc.isoformat())
 
     async def _save(self, snapshot: _Snapshot) -> None:
-        at = self.node.store.wall()
+        at = self.node.wall()
         data = json.dumps({"serving": snapshot.serving, "at": at, "listen": snapshot.listen,
                            "peers": snapshot.peers}, sort_keys=True).encode()  # fmt: skip
-
-        async def op(txn: Txn) -> None:
-            self.node.store.put_state(txn, PEERS_STATE, data)
-
-        await self.node.store.run(op)
+        await self.node.mesh.save_peers(data)
         self._written, self._written_at = snapshot, time.monotonic()

@@ -1,13 +1,14 @@
 """Sync over the network: a listener, dialled peers kept connected, one ``Link`` per
 connection (docs/mesh.md §Sync in practice, docs/protocol.md).
 
-``Sync`` takes the store, the mesh id and this node's key.  ``listen`` accepts connections and
-``dial`` keeps one peer connected, reconnecting with exponential backoff (with jitter) after a
-failure; each connection resumes from both sides' committed frontiers, and the store's
-idempotent receive means nothing is applied twice.  Either may run over TLS: pass the
-``ssl.SSLContext`` to ``listen``/``dial`` and a ``peer_key`` function that returns the verified
-key of the peer's certificate (or raises a ``NodeError``) — the link then refuses a hello that
-names another key.  ``attach`` runs a link over streams connected some other way.
+``Sync`` takes the store as a ``Replica`` of one mesh (``Node.replica``) and this node's key.
+``listen`` accepts connections and ``dial`` keeps one peer connected, reconnecting with
+exponential backoff (with jitter) after a failure; each connection resumes from both sides'
+committed frontiers, and the store's idempotent receive means nothing is applied twice.
+Either may run over TLS: pass the ``ssl.SSLContext`` to ``listen``/``dial`` and a ``peer_key``
+function that returns the verified key of the peer's certificate (or raises a ``NodeError``) —
+the link then refuses a hello that names another key.  ``attach`` runs a link over streams
+connected some other way.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from node.mesh.peers import Peer, PeerTable, TooManyConnections
 from node.ports import Handler, Handshakes, TlsGate
 from node.refusals import REFUSALS
 from node.replica import Changes, Replica
-from node.store import Store
 from protocol.messages import Error, ErrorCode
 from protocol.session import Session
 
@@ -69,18 +69,17 @@ class Sync:
 
     def __init__(
         self,
-        store: Store,
+        replica: Replica,
         *,
-        mesh: bytes,
         key: bytes,
         options: SyncOptions | None = None,
         admits: Callable[[bytes], bool] | None = None,
         peer_key: PeerKey | None = None,
     ) -> None:
         self.options = options or SyncOptions()
-        self.mesh = mesh
+        self.mesh = replica.mesh
         self.key = key
-        self.replica = Replica(store, mesh)
+        self.replica = replica
         self.changes = Changes(self.replica, interval=self.options.poll_interval)
         self.peers = PeerTable(key, max_connections=self.options.max_connections)
         self.host = LinkHost(self.replica, self.changes, self.peers, self.options.link, admits)

@@ -46,7 +46,7 @@ async def health(node: Node, service: SyncService | None) -> tuple[bool, dict[st
 
     try:
         async with asyncio.timeout(_WRITE_PROBE_SECONDS):
-            await node.store.refresh()  # a write transaction that writes nothing
+            await node.refresh()  # a write transaction that writes nothing
         writable: str | None = None
     except (NodeError, TimeoutError) as exc:
         writable = str(exc) or "no write transaction within 2 s"

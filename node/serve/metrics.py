@@ -25,7 +25,6 @@ from node.store.audit import Event
 if TYPE_CHECKING:
     from node.mesh.service import SyncService
     from node.node import Node
-    from node.store.reader import Reader
 
 __all__ = ["Metrics", "Sample", "render"]
 
@@ -76,15 +75,10 @@ class Metrics:
 
     async def start(self) -> None:
         """Counters count from here."""
-        self._seen_seq = await self._reader().max_audit_seq()
-
-    def _reader(self) -> Reader:
-        reader = self.node.store.reader
-        assert reader is not None
-        return reader
+        self._seen_seq = await self.node.reader().max_audit_seq()
 
     async def collect(self) -> list[Sample]:
-        reader = self._reader()
+        reader = self.node.reader()
         if self._seen_seq is None:
             await self.start()
         newest = await reader.max_audit_seq()

@@ -56,7 +56,6 @@ from node.members.membership import DEFAULT_MAX_LOGS
 from node.mesh.service import CA_FILE, NODE_CERT_FILE, SyncService
 from node.mesh.sync import Sync
 from node.node import Node, system_wall
-from node.replica import Replica
 from node.transfer.archive import ArchiveError, create_archive
 from protocol.batch import MAX_BATCH_ENTRIES
 from protocol.entry import Entry
@@ -631,7 +630,7 @@ async def _push(peer: RawPeer, entries: Sequence[Entry], window: int) -> None:
 async def _pending(root: Path, n: int) -> dict[str, Any]:
     await Node.init(root / "pending")
     async with Node.open(root / "pending") as node:
-        sync = Sync(node.store, mesh=node.info.mesh, key=node.key.public)
+        sync = Sync(node.replica(), key=node.key.public)
         writer = ForeignWriter(node.info.mesh)
         await admit(node, writer)
         e1, e2 = writer.run(2)
@@ -705,21 +704,21 @@ async def _default_max_logs(root: Path, n: int) -> tuple[int, int]:
     await Node.init(root / "logs-default")
     async with Node.open(root / "logs-default") as node:
         key = ForeignWriter(b"", seed=_LOG_SEED).key.public
-        await node.admit_member(key, cert_expires=FAR_FUTURE_MS)
+        await node.mesh.admit_member(key, cert_expires=FAR_FUTURE_MS)
         report = await node.receive(_one_entry_logs(node.info.mesh, n), source="peer")
         return report.stored, report.rejected
 
 
 async def _writer_logs(node: Node) -> int:
     key = ForeignWriter(b"", seed=_LOG_SEED).key.public
-    frontier = (await Replica(node.store, node.info.mesh).snapshot()).frontier
+    frontier = (await node.replica().snapshot()).frontier
     return sum(t.writer == key for t in frontier.tips)
 
 
 async def _granted(dirs: dict[str, Path], n: int) -> dict[str, Any]:
     async with Node.open(dirs["a"]) as a:
         key = ForeignWriter(b"", seed=_LOG_SEED).key.public
-        await a.admit_member(key, cert_expires=FAR_FUTURE_MS, max_logs=n)
+        await a.mesh.admit_member(key, cert_expires=FAR_FUTURE_MS, max_logs=n)
         assert (await a.receive(_one_entry_logs(a.info.mesh, n), source="bundle")).stored == n
     async with Node.open(dirs["a"]) as a, Node.open(dirs["b"]) as b:
         one, two = SyncService(a), SyncService(b)

@@ -97,7 +97,7 @@ async def main(data: Path, host: str, port: int, seed: int, own: int, finish: bo
     async with Node.open(data) as node:
         say("ready")
         await write_own(node, seed, own)
-        async with Sync(node.store, mesh=node.info.mesh, key=node.key.public,
+        async with Sync(node.replica(), key=node.key.public,
                         options=OPTIONS) as sync:  # fmt: skip
             acknowledging(sync)
             sync.dial(host, port)

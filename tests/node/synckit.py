@@ -18,7 +18,6 @@ from node.identity import AUTHORITY_KEY_FILE, DB_FILE, NODE_KEY_FILE, random_byt
 from node.mesh.host import LinkOptions
 from node.mesh.sync import Sync, SyncOptions
 from node.node import Node
-from node.replica import Replica
 from protocol.entry import Entry
 from protocol.frames import FrameReader, encode_frame
 from protocol.messages import Hello, Message, decode_message, encode_message
@@ -68,12 +67,12 @@ async def make_mesh(
 
 @asynccontextmanager
 async def syncing(node: Node, options: SyncOptions = FAST) -> AsyncIterator[Sync]:
-    async with Sync(node.store, mesh=node.info.mesh, key=node.key.public, options=options) as sync:
+    async with Sync(node.replica(), key=node.key.public, options=options) as sync:
         yield sync
 
 
 async def frontier_digest(node: Node) -> bytes:
-    snap = await Replica(node.store, node.info.mesh).snapshot()
+    snap = await node.replica().snapshot()
     return snap.frontier.digest()
 
 

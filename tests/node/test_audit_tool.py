@@ -209,7 +209,7 @@ async def test_node_events_only_for_admins(node: Node, history: dict[str, Any]) 
     foreign = ForeignWriter(node.info.mesh, seed=b"\x05" * 32)
     await admit(node, foreign)
     far = foreign.next("sr.put", sr_payload("00000000-0000-7000-8000-000000000009", title="f"),
-                       hlc=Hlc(node.store.wall() + 3_600_000, 0))  # fmt: skip
+                       hlc=Hlc(node.wall() + 3_600_000, 0))  # fmt: skip
     await node.receive([far], source="peer-c")
     assert "clock_skew" not in {e["event"] for e in await every_event(node, h["alice"])}
     skew = [e for e in await every_event(node, h["root"]) if e["event"] == "clock_skew"]

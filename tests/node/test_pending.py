@@ -232,7 +232,7 @@ OPTIONS = SyncOptions(
 async def served(node_dir: Path, wall: Any) -> AsyncIterator[tuple[Node, tuple[str, int]]]:
     options = StoreOptions(pending_limit=12, pending_per_source=4)
     async with Node.open(node_dir, wall=wall, options=options) as node:
-        sync = Sync(node.store, mesh=node.info.mesh, key=node.key.public, options=OPTIONS)
+        sync = Sync(node.replica(), key=node.key.public, options=OPTIONS)
 
         async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await sync.attach(reader, writer)

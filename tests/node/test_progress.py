@@ -62,7 +62,7 @@ async def test_a_rebuild_tells_the_entries_it_replays(tmp_path: Path, wall: Wall
     async with Node.open(dirs["A"], wall=wall) as a:
         await write(a, await caller(a), *[f"note {i}" for i in range(1500)])
         told = Told()
-        applied = await a.store.rebuild_views(progress=told)
+        applied = await a.rebuild_views(progress=told)
         assert told.phases() == ["rebuild"]
         assert told.check("rebuild") == (applied, applied)
         assert applied > 1500

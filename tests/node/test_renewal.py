@@ -32,12 +32,12 @@ def test_the_authority_renews_only_grants_about_to_end(tmp_path):
         dirs = await make_mesh(tmp_path, ["one", "soon", "later", "gone"], system_wall)
         keys = {n: await _key(dirs[n]) for n in ("soon", "later", "gone")}
         async with Node.open(dirs["one"]) as one:
-            now = one.store.wall()
-            await one.admit_member(keys["soon"], workspaces=["team"], label="soon",
+            now = one.wall()
+            await one.mesh.admit_member(keys["soon"], workspaces=["team"], label="soon",
                                    cert_expires=now + HOUR_MS)  # fmt: skip
-            await one.admit_member(keys["gone"], cert_expires=now + HOUR_MS)
-            await one.revoke_member(keys["gone"].hex())
-            renewed = await one.mesh_authority.renew_due(
+            await one.mesh.admit_member(keys["gone"], cert_expires=now + HOUR_MS)
+            await one.mesh.revoke_member(keys["gone"].hex())
+            renewed = await one.mesh.renew_due(
                 before_ms=RENEW_BEFORE_MS, lifetime_ms=DEFAULT_CERT_LIFETIME_MS)  # fmt: skip
             assert [m.key for m in renewed] == [keys["soon"]]  # not "later", revoked, or itself
             grant = renewed[0]
@@ -45,15 +45,15 @@ def test_the_authority_renews_only_grants_about_to_end(tmp_path):
             assert now + DEFAULT_CERT_LIFETIME_MS <= grant.cert_expires
             assert grant.certificate is not None
             certificate = certs.load_pem(grant.certificate.encode())
-            authority = one.membership.authority
+            authority = one.mesh.authority_key
             assert authority is not None
             issued = certs.issued_by(certs.der(certificate), authority, one.info.mesh,
-                                     one.store.wall())  # fmt: skip
+                                     one.wall())  # fmt: skip
             assert issued == keys["soon"]
             ends = certificate.not_valid_after_utc.timestamp() * 1000
             assert ends == grant.cert_expires // 1000 * 1000  # X.509 counts seconds
-            assert one.membership.get(keys["later"]).cert_expires == FAR_FUTURE_MS  # type: ignore[union-attr]
-            again = await one.mesh_authority.renew_due(
+            assert one.mesh.member(keys["later"]).cert_expires == FAR_FUTURE_MS  # type: ignore[union-attr]
+            again = await one.mesh.renew_due(
                 before_ms=RENEW_BEFORE_MS, lifetime_ms=DEFAULT_CERT_LIFETIME_MS)  # fmt: skip
             assert again == []
 
@@ -71,8 +71,8 @@ def test_a_member_takes_its_renewed_certificate_online(tmp_path):
 
     async def short_grant() -> None:  # the member's certificate ends within the hour
         async with Node.open(one) as node:
-            await node.admit_member(two_key, cert_expires=node.store.wall() + HOUR_MS)
-            (two / NODE_CERT_FILE).write_bytes(certs.pem(node.node_certificate(two_key)))
+            await node.mesh.admit_member(two_key, cert_expires=node.wall() + HOUR_MS)
+            (two / NODE_CERT_FILE).write_bytes(certs.pem(node.mesh.node_certificate(two_key)))
 
     asyncio.run(short_grant())
     before = _cert_ends(two)

@@ -305,7 +305,7 @@ async def scenario(tmp_path: Path, seed: int) -> tuple[Acks, list[Round], set[by
         await write_own(a, OWN_ON_A)
         sender = Sender(a, writers)
         await sender.grow(rng, INITIAL)
-        async with Sync(a.store, mesh=a.info.mesh, key=a.key.public, options=FAST) as sync:
+        async with Sync(a.replica(), key=a.key.public, options=FAST) as sync:
             address = sender.address = await sync.listen()
             for n in range(KILLS + EARLY):
                 kind = rng.choice(KINDS) if n >= EARLY else "early"

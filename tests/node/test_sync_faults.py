@@ -89,7 +89,7 @@ class Served:
 
 @pytest_asyncio.fixture
 async def served(node: Node) -> AsyncIterator[Served]:
-    sync = Sync(node.store, mesh=node.info.mesh, key=node.key.public, options=OPTIONS)
+    sync = Sync(node.replica(), key=node.key.public, options=OPTIONS)
     outcomes: asyncio.Queue[LinkError | None] = asyncio.Queue()
 
     async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

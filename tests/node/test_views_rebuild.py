@@ -249,7 +249,7 @@ async def test_rebuild_changes_no_view_and_no_answer(node: Node, wall: Wall) -> 
     applied = sum(e.applied for _, e in await held_entries(node))
     docs = await reader.fetchall("SELECT doc FROM srs ORDER BY sr_id")
 
-    assert await node.store.rebuild_views() == applied
+    assert await node.rebuild_views() == applied
     assert await snapshot(node) == before
     assert await answers(node, callers) == before_answers
     # Docs are keyed by ingest time, not by arrival: each in its millisecond's slots.
@@ -260,7 +260,7 @@ async def test_rebuild_changes_no_view_and_no_answer(node: Node, wall: Wall) -> 
         r[0] // DOC_SLOTS for r in await reader.fetchall("SELECT doc FROM srs ORDER BY sr_id")
     ]
     # Twice is the same as once; and the rebuilt views still catch up when time comes.
-    await node.store.rebuild_views()
+    await node.rebuild_views()
     assert await snapshot(node) == before
     wall.now += HOUR
     titles = [r["title"] for r in (await node.e_timeline(callers["alice"], action="list",

@@ -325,7 +325,7 @@ async def test_rows_are_derived_from_the_log(node, make_caller, three):
     await node.e_timeline(alice, action="list", turn=context(open=[[M]]))
     await node.e_timeline(alice, action="list", turn=context(windows=[answered(M)]))
     before = await rows(node, alice)
-    assert await node.store.rebuild_views() > 0
+    assert await node.rebuild_views() > 0
     assert await rows(node, alice) == before
     entries = [e for e in await node.entries() if e.header.kind == "call.window"]
     assert len(entries) == 2

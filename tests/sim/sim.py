@@ -249,7 +249,7 @@ class SimNode:
             Node.open(self.path, wall=self.wall, options=OPTIONS)
         )
         self.stack, self._node = stack, node
-        self._replica = Replica(node.store, node.info.mesh)
+        self._replica = node.replica()
         self.callers = {p: await node.authenticate(t) for p, t in self.tokens.items()}
         self.lives += 1
 
@@ -884,7 +884,7 @@ async def holdings(node: Node) -> dict[str, Any]:
         h = entry.header
         heads[f"{h.writer.hex()[:12]}/{h.epoch.hex()}"] = (h.seq, entry.id.hex())
         ids.append(entry.id)
-    forks = await Replica(node.store, node.info.mesh).fork_proofs()
+    forks = await node.replica().fork_proofs()
     digest = hashlib.sha256(b"".join(sorted(ids))).hexdigest()
     return {"heads": heads, "ids": sorted(ids), "digest": digest, "forks": sorted(forks)}
 
