@@ -11,7 +11,6 @@ import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -20,23 +19,16 @@ from node.authoring import Author
 from node.authority import Caller
 from node.config import NodeConfig
 from node.errors import ConfigError, NotInitialised
-from node.identity import (
-    AUTHORITY_KEY_FILE,
-    DB_FILE,
-    NODE_KEY_FILE,
-    create_key,
-    load_key,
-    node_id,
-    random_bytes,
-)  # fmt: skip
+from node.identity import AUTHORITY_KEY_FILE, DB_FILE, NODE_KEY_FILE, create_key, load_key
 from node.members.authority import MeshAuthority
 from node.members.membership import Membership
 from node.members.mesh import Mesh
+from node.node_state import NodeInfo, join_mesh, load_info, new_mesh
 from node.progress import Progress
 from node.replica import Replica
 from node.schema import MIGRATIONS
 from node.search.opened import open_index
-from node.store import Reader, Received, Report, Store, StoreOptions, Txn
+from node.store import Reader, Received, Report, Store, StoreOptions
 from node.store.pending import SourceRow
 from node.tools import audit, episode_reads, episodes, srs, timeline, windows
 from node.tools.args import check_unicode
@@ -46,7 +38,6 @@ from node.views import default_views
 from node.windows.zones import zone_named
 from protocol.entry import Entry
 from protocol.frontier import Frontier
-from protocol.kinds import encode_payload
 from protocol.signing import SigningKey
 
 if TYPE_CHECKING:  # loaded where they are used: the bundle and archive code, the embedders
@@ -57,7 +48,6 @@ __all__ = ["Node", "NodeInfo", "system_wall"]
 
 Wall = Callable[[], int]
 T = TypeVar("T")
-_FAR_FUTURE_MS = 253_402_300_799_999
 
 
 ToolMethod = TypeVar("ToolMethod", bound=Callable[..., Awaitable[dict[str, Any]]])
@@ -82,15 +72,6 @@ def _data_dir(path: Path | str) -> Path:
 
 def system_wall() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class NodeInfo:
-    node_id: str
-    public_key: bytes
-    mesh: bytes
-    epoch: bytes
-    feed_id: str
 
 
 def _options(config: NodeConfig) -> StoreOptions:
@@ -142,7 +123,7 @@ class Node:
         store = await Store.open(path / DB_FILE, wall=wall, options=_options(NodeConfig.load(path)),
                                  views=default_views(), migrations=MIGRATIONS)  # fmt: skip
         try:
-            info = await _init_state(store, key, authority)
+            info = await new_mesh(store, key, authority)
         finally:
             await store.close()
         return info
@@ -158,17 +139,8 @@ class Node:
         (path / DB_FILE).touch(mode=0o600)
         store = await Store.open(path / DB_FILE, wall=wall, options=_options(NodeConfig.load(path)),
                                  views=default_views(), migrations=MIGRATIONS)  # fmt: skip
-        epoch, feed_id = random_bytes(8), random_bytes(8).hex()
-
-        async def op(txn: Txn) -> None:
-            for name, value in (
-                ("mesh", mesh), ("epoch", epoch), ("authority", authority),
-                ("feed_id", feed_id.encode()),
-            ):  # fmt: skip
-                store.put_state(txn, name, value)
-
         try:
-            await store.run(op)
+            await join_mesh(store, mesh, authority)
         finally:
             await store.close()
 
@@ -196,7 +168,7 @@ class Node:
                                  views=(*default_views(), membership),
                                  migrations=MIGRATIONS)  # fmt: skip
         try:
-            info = await _load_info(store, key)
+            info = await load_info(store, key)
             store.mesh = info.mesh
             store.membership = membership
             node = cls(path, store, key, info, config, membership)
@@ -423,33 +395,3 @@ class Node:
             async for stored in reader.iter_entries(log.log_id):
                 out.append(Entry.decode(stored.raw, stored.payload))
         return out
-
-
-async def _init_state(store: Store, key: SigningKey, authority: SigningKey) -> NodeInfo:
-    mesh, epoch, authority_epoch = random_bytes(16), random_bytes(8), random_bytes(8)
-    feed_id = random_bytes(8).hex()
-
-    async def op(txn: Txn) -> None:
-        for name, value in (
-            ("mesh", mesh), ("epoch", epoch), ("authority", authority.public),
-            ("authority_epoch", authority_epoch), ("feed_id", feed_id.encode()),
-        ):  # fmt: skip
-            store.put_state(txn, name, value)
-
-    await store.run(op)
-    payload = {"node": key.public, "workspaces": ["*"], "cert_expires": _FAR_FUTURE_MS}
-    data = encode_payload("member.add", payload)
-
-    async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
-        return data, payload
-
-    await store.author(authority, mesh, authority_epoch, "member.add", build)
-    return NodeInfo(node_id(key.public), key.public, mesh, epoch, feed_id)
-
-
-async def _load_info(store: Store, key: SigningKey) -> NodeInfo:
-    values = {k: await store.get_state(k) for k in ("mesh", "epoch", "feed_id")}
-    mesh, epoch, feed = values["mesh"], values["epoch"], values["feed_id"]
-    if mesh is None or epoch is None or feed is None:
-        raise NotInitialised(f"the store at {store.path} was never initialised")
-    return NodeInfo(node_id(key.public), key.public, mesh, epoch, feed.decode())
