@@ -21,12 +21,12 @@ from enum import Enum
 from typing import Final
 
 from protocol._state import TRANSITIONS, State, Step, next_state, state_diagram
-from protocol.batch import WireEntry, batch_room, entry_cost
+from protocol.batch import WireEntry, batch_room
+from protocol.credit import Balance, grant, spend
 from protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from protocol.frames import FrameReader, encode_frame
 from protocol.frontier import FRONTIER_PARTS, MAX_FRONTIER_TIPS, Frontier, FrontierPart, Tip
 from protocol.messages import (
-    MAX_CREDIT,
     MAX_ERROR_TEXT,
     PROTOCOL_MAJOR,
     PROTOCOL_MINOR,
@@ -48,7 +48,6 @@ from protocol.messages import (
 __all__ = [
     "NEED_DATA",
     "TRANSITIONS",
-    "Balance",
     "ConnectionClosed",
     "Event",
     "NeedData",
@@ -77,17 +76,6 @@ class ConnectionClosed:
 
 
 Event = Message | NeedData | ConnectionClosed
-
-
-@dataclass(frozen=True, slots=True)
-class Balance:
-    """Credit not yet spent: entries and bytes."""
-
-    entries: int = 0
-    nbytes: int = 0
-
-    def covers(self, entries: int, nbytes: int) -> bool:
-        return entries <= self.entries and nbytes <= self.nbytes
 
 
 # Which error code tells the peer about a failure, by the field the failure names.
@@ -313,9 +301,9 @@ class Session:
             case Entries(entries=items) | Push(entries=items):
                 if step is not Step.PUSH and listener.frontier is None:
                     raise error("entries wait for the receiver's frontier", field="state")
-                speaker.credit = _spend(speaker.credit, items, error)
+                speaker.credit = spend(speaker.credit, items, error)
             case Credit(entries=entries, nbytes=nbytes):
-                listener.credit = _grant(listener.credit, entries, nbytes, error)
+                listener.credit = grant(listener.credit, entries, nbytes, error)
         speaker.state = target
         if step is Step.DIGEST and speaker.digest == listener.digest:
             self._match(speaker, listener)
@@ -395,21 +383,3 @@ def _error_for(exc: ProtocolError) -> Error:
         code = ErrorCode.INTERNAL
     versions = SUPPORTED_MAJORS if code is ErrorCode.VERSION else ()
     return Error(code, str(exc)[:MAX_ERROR_TEXT], versions)
-
-
-def _spend(credit: Balance, items: tuple[WireEntry, ...], error: type[ProtocolError]) -> Balance:
-    entries, nbytes = len(items), sum(map(entry_cost, items))
-    if not credit.covers(entries, nbytes):
-        raise error(
-            f"{entries} entries of {nbytes} bytes exceed the credit of {credit.entries} "
-            f"entries and {credit.nbytes} bytes",
-            field="credit",
-        )
-    return Balance(credit.entries - entries, credit.nbytes - nbytes)
-
-
-def _grant(credit: Balance, entries: int, nbytes: int, error: type[ProtocolError]) -> Balance:
-    total = Balance(credit.entries + entries, credit.nbytes + nbytes)
-    if total.entries > MAX_CREDIT or total.nbytes > MAX_CREDIT:
-        raise error(f"outstanding credit may not exceed {MAX_CREDIT}", field="credit")
-    return total
