@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
 
 from node.errors import NodeError
 from node.identity import node_id
@@ -38,7 +37,7 @@ from node.mesh.outbox import Outbox, PeerHolds, catch_up
 from node.mesh.peers import DuplicateLink, Peer, PeerState
 from node.mesh.progress import CatchUpLog
 from node.mesh.proofs import ForkProofs
-from node.replica import FrontierSnapshot
+from node.mesh.rounds import Rounds
 from node.store import Event
 from protocol.batch import WireEntry, entry_cost
 from protocol.errors import ProtocolError
@@ -61,14 +60,6 @@ from protocol.session import NEED_DATA, ConnectionClosed, Session, State
 __all__ = ["Link", "LinkHost", "LinkOptions"]
 
 _SPEAKING = (State.HELLO, State.DIGEST, State.FRONTIER, State.STREAMING, State.LIVE)
-
-
-@dataclass(slots=True)
-class _Round:
-    snapshot: FrontierSnapshot
-    started: float
-    outbox: Outbox | None = None
-    finished: bool = False
 
 
 # -- the link ----------------------------------------------------------------------------------
@@ -97,8 +88,7 @@ class Link:
         self._wake = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._hello_deadline = self._loop.time() + host.options.hello_timeout
-        self._round: _Round | None = None
-        self._last_round = float("-inf")
+        self._rounds = Rounds(host.options, self._loop.time)
         self._holds = PeerHolds()
         self._push: Outbox | None = None
         self._proofs = ForkProofs(host.options.max_fork_proofs)
@@ -272,9 +262,9 @@ class Link:
         await self.host.replica.take_fork_proof(first, second, source=self.source)
 
     def _note_lag(self, theirs: Frontier) -> None:
-        if self._round is None:
+        if self._rounds.current is None:
             return
-        ours = {t.log: t.seq for t in self._round.snapshot.frontier.tips}
+        ours = {t.log: t.seq for t in self._rounds.current.snapshot.frontier.tips}
         self.peer.lag_in = sum(max(0, t.seq - ours.get(t.log, 0)) for t in theirs.tips)
 
     # -- driving -----------------------------------------------------------------------------
@@ -284,24 +274,24 @@ class Link:
             self._wake.clear()
             if self.source is not None:
                 await self._step()
-            delay = self._next_timer()
+            delay = self._rounds.next_timer(self.session)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
 
     async def _step(self) -> None:
         s = self.session
-        if s.owes_digest and self._may_answer_round():
+        if s.owes_digest and self._rounds.may_answer():
             await self._send_digest()
-        if s.owes_frontier and self._round is not None:
-            await self._send_frontier(self._round.snapshot.frontier)
+        if s.owes_frontier and self._rounds.current is not None:
+            await self._send_frontier(self._rounds.current.snapshot.frontier)
         if s.may_stream:
             await self._stream()
         if s.our_state is State.LIVE:
             self._finish_round()
             await self._push_changes()
             await self._gossip_forks()
-            if s.caught_up and self._round_due():
+            if s.caught_up and self._rounds.due():
                 await self._send_digest()
         self._note_state()
 
@@ -311,30 +301,13 @@ class Link:
             self.peer.state = state
             self.host.table.touch()
 
-    def _next_timer(self) -> float | None:
-        """Seconds until a timer of this link is due: a round to answer or to start."""
-        now = self._loop.time()
-        if self.session.owes_digest:
-            return max(0.0, self._last_round + self.host.options.min_round_interval - now)
-        if self.session.caught_up:
-            return max(0.0, self._last_round + self.host.options.round_interval - now)
-        return None
-
-    def _may_answer_round(self) -> bool:
-        since = self._loop.time() - self._last_round
-        return self._round is None or since >= self.host.options.min_round_interval
-
-    def _round_due(self) -> bool:
-        return self._loop.time() - self._last_round >= self.host.options.round_interval
-
     async def _send_digest(self) -> None:
         """Snapshot the frontier and send its digest (this round's, docs/protocol.md §4)."""
         snapshot = await self.host.replica.snapshot()
         s = self.session
         if not (s.owes_digest or s.caught_up):
             return  # the connection moved on while the store was read
-        self._round = _Round(snapshot, self._loop.time())
-        self._last_round = self._round.started
+        self._rounds.start(snapshot)
         self._push = None
         await self._write(s.send(FrontierDigest(snapshot.frontier.digest())))
 
@@ -352,7 +325,7 @@ class Link:
     async def _stream(self) -> None:
         """Catch-up: what the peer's frontier lacks, in batches within credit; the last
         batch says ``done``."""
-        s, r = self.session, self._round
+        s, r = self.session, self._rounds.current
         assert r is not None
         if r.outbox is None:
             theirs = s.their_frontier
@@ -390,7 +363,7 @@ class Link:
     def _finish_round(self) -> None:
         """This side has finished its round: the peer now holds (or has been sent) every
         log to this side's snapshot, and its own frontier."""
-        r = self._round
+        r = self._rounds.current
         if r is None or r.finished:
             return
         r.finished = True
