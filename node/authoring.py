@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from node.store import Authored, Store, Txn
-from node.store.store import Content
+from node.store.sealing import Content
 from protocol.signing import SigningKey
 
 __all__ = ["Author"]

@@ -27,8 +27,8 @@ from typing import Any
 
 from node.identity import node_id
 from node.members.errors import MeshError, UnknownMember
-from node.store.ingest import Wait
 from node.store.members import select_authority, select_member_entries
+from node.store.received import Wait
 from node.store.txn import Txn
 from node.store.views import Applied
 from protocol.clock import Hlc
@@ -159,7 +159,7 @@ class Membership:
         self._last: tuple[int, int, bytes, int] = (-1, 0, b"", 0)
         self._admitted: set[bytes] = set()
 
-    # -- the receive path (node.store.ingest.Admission) ----------------------------------------
+    # -- the receive path (node.store.received.Admission) -------------------------------------
 
     def check(self, header: Header, payload: dict[str, Any] | None) -> str | Wait | None:
         writer = header.writer

@@ -1,9 +1,11 @@
 """The store: the log, local state, and the views, in one SQLite file."""
 
 from node.store.audit import Event
-from node.store.ingest import Received, Report
+from node.store.core import StoreOptions
 from node.store.reader import AuditRow, LogRow, Reader, StoredEntry
-from node.store.store import Authored, Store, StoreOptions
+from node.store.received import Received, Report
+from node.store.sealing import Authored
+from node.store.store import Store
 from node.store.txn import Txn
 
 __all__ = [

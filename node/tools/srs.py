@@ -16,7 +16,7 @@ from node.errors import Refusal
 from node.ids import uuid7
 from node.store import Authored, Event, Txn
 from node.store.audit import audit
-from node.store.store import Content
+from node.store.sealing import Content
 from node.tools.args import check_names, encode, optional_time, present
 from node.views.read_rule import may_read_sr
 from node.views.srs import mark_deleted, select_live

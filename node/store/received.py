@@ -1,0 +1,170 @@
+"""What a receive is handed and answers, and what one receive holds while it runs.
+
+``Received`` entries go in, a ``Report`` comes out; ``Host`` is what the receive path needs of
+the store it runs in and ``Admission`` the membership rule it applies (docs/mesh.md).
+``_Receive`` holds one receive's store, transaction, source and report, the rejections it
+audits and the membership rule's verdicts (step 2 of node/store/ingest.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+from node.store.audit import Event
+from node.store.heads import LogHead, LogTable
+from node.store.txn import Txn
+from node.store.views import View
+from protocol.canonical import encode_canonical
+from protocol.clock import HybridClock
+from protocol.entry import Entry, Header
+
+
+class Wait(Enum):
+    """An entry that may become admissible: it waits in the pending area."""
+
+    FOR_MEMBER = "its writer's member.add is not here yet"
+
+
+class Admission(Protocol):
+    """The membership rule the receive path applies (``node.members.membership``)."""
+
+    authority: bytes | None
+
+    def check(self, header: Header, payload: dict[str, Any] | None) -> str | Wait | None:
+        """None when the entry may be stored, ``Wait`` when it must wait, else why not."""
+
+    def take_admitted(self) -> set[bytes]:
+        """Writers admitted since the last call (their waiting entries can be released)."""
+
+    def max_logs(self, writer: bytes) -> int | None:
+        """How many logs ``writer`` may hold; None for no bound."""
+
+
+class _Options(Protocol):
+    pending_limit: int
+    pending_per_source: int
+    pending_bytes: int
+    pending_expiry_ms: int
+    amortised_verification: bool
+
+
+class Host(Protocol):
+    """What the receive path needs of the store it runs in."""
+
+    logs: LogTable
+    clock: HybridClock
+    views: tuple[View, ...]
+    wall: Callable[[], int]
+    membership: Admission | None
+
+    @property
+    def options(self) -> _Options: ...
+
+    def admit(self, entry: Entry) -> str | None: ...
+
+    def decode_known(self, entry: Entry) -> dict[str, Any] | None: ...
+
+    def now_ms(self, wall: int | None = None) -> int: ...
+
+    def audit_rejection(
+        self, txn: Txn, source: str, event: Event, reason: str, entry: bytes | None
+    ) -> None: ...
+
+    async def append_attached(
+        self, txn: Txn, head: LogHead, entry: Entry, payload: dict[str, Any] | None
+    ) -> int: ...
+
+    async def apply_views(
+        self, txn: Txn, pos: int, head: LogHead, entry: Entry, payload: dict[str, Any]
+    ) -> None: ...
+
+    async def hide_log(self, txn: Txn, head: LogHead, from_seq: int) -> None: ...
+
+
+__all__ = ["Admission", "Host", "Received", "Report", "Wait"]
+
+Received = Entry | tuple[bytes, bytes | None]
+
+
+@dataclass(slots=True)
+class Report:
+    """What one receive did, entry by entry counted."""
+
+    stored: int = 0
+    duplicate: int = 0
+    filled: int = 0
+    pending: int = 0
+    rejected: int = 0
+    forks: int = 0
+    stored_ids: list[bytes] = field(default_factory=list)
+    # The entries with content stored or filled in, by the SR or episode they are about: what
+    # a bundle brought each reader (node/tools/audit.py).
+    subjects: Counter[str] = field(default_factory=Counter)
+
+    def brought(self, payload: dict[str, Any] | None) -> None:
+        subject = _subject(payload)
+        if subject is not None:
+            self.subjects[subject] += 1
+
+
+@dataclass(slots=True)
+class _Candidate:
+    entry: Entry
+    payload: dict[str, Any] | None
+    from_pending: bool = False
+
+
+class _Receive:
+    """One receive operation inside the writer's transaction: what it holds."""
+
+    def __init__(self, store: Host, txn: Txn, source: str, event: Event | None) -> None:
+        self.store = store
+        self.txn = txn
+        self.source = source
+        self.event = event
+        self.report = Report()
+        self._detail = encode_canonical({"source": source})
+
+    def _reject(self, reason: str, entry_id: bytes | None) -> None:
+        self.report.rejected += 1
+        self.store.audit_rejection(self.txn, self.source, Event.ENTRY_REJECTED, reason, entry_id)
+
+    # -- 2. membership ------------------------------------------------------------------------
+
+    def _admitted(self, cands: list[_Candidate]) -> tuple[list[_Candidate], list[_Candidate]]:
+        """``cands`` split into those the membership rule admits and those that must wait;
+        the rest are rejected (a waiting one leaves the pending area)."""
+        admission = self.store.membership
+        if admission is None:
+            return cands, []
+        admitted, waiting = [], []
+        for cand in cands:
+            verdict = admission.check(cand.entry.header, cand.payload)
+            if verdict is None:
+                admitted.append(cand)
+            elif verdict is Wait.FOR_MEMBER:
+                waiting.append(cand)
+            else:
+                self._reject(verdict, cand.entry.id)
+                if cand.from_pending:
+                    self.txn.add("DELETE FROM pending WHERE id = ?", (cand.entry.id,))
+                    self.store.logs.pending_tally.stale = True
+        return admitted, waiting
+
+
+def _subject(payload: dict[str, Any] | None) -> str | None:
+    if payload is None:
+        return None
+    value = payload.get("sr_id") or payload.get("id")
+    return value if isinstance(value, str) else None
+
+
+def _workspace(payload: dict[str, Any] | None) -> str | None:
+    if payload is None:
+        return None
+    value = payload.get("workspace") or payload.get("vault")
+    return value if isinstance(value, str) else None
