@@ -22,7 +22,7 @@ from node.errors import ConfigError, NotInitialised
 from node.identity import AUTHORITY_KEY_FILE, DB_FILE, NODE_KEY_FILE, create_key, load_key
 from node.members.authority import MeshAuthority
 from node.members.membership import Membership
-from node.members.mesh import Mesh
+from node.members.mesh import MeshMembers
 from node.node_state import NodeInfo, join_mesh, load_info, new_mesh
 from node.progress import Progress
 from node.replica import Replica
@@ -107,7 +107,8 @@ class Node:
         self.declare_periods()
         authority = MeshAuthority(store, membership, info.mesh, path / AUTHORITY_KEY_FILE,
                                   key.public)  # fmt: skip
-        self.mesh = Mesh(store, membership, authority)  # who belongs, the authority's acts
+        # Who belongs, and the authority's acts.
+        self.membership = MeshMembers(store, membership, authority)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

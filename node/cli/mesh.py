@@ -64,7 +64,7 @@ def add_parsers(sub: Any) -> None:
 
 async def mesh_invite(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        text = node.mesh.create_invite(workspaces=args.workspaces, label=args.label,
+        text = node.membership.create_invite(workspaces=args.workspaces, label=args.label,
                                        expires=args.expires.at(node.wall()))  # fmt: skip
     from node.members import invites
 
@@ -79,20 +79,20 @@ async def mesh_invite(args: argparse.Namespace) -> Result:
 
 async def mesh_members(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        members, own = node.mesh.members(), node.info.public_key
+        members, own = node.membership.members(), node.info.public_key
     rows = [_row(m, m.key == own) for m in members]
     return Result(rows, "\n".join(table(_MEMBERS, [_cells(r) for r in rows])) or "no members")
 
 
 async def mesh_grant(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        member = await node.mesh.set_max_logs(args.node, args.max_logs)
+        member = await node.membership.set_max_logs(args.node, args.max_logs)
     return Result(_row(member, False), f"{member.node_id} may hold {member.max_logs} logs")
 
 
 async def mesh_revoke(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        member = await node.mesh.revoke_member(args.node)
+        member = await node.membership.revoke_member(args.node)
     row = _row(member, False)
     cut = row["revoked"]
     text = f"revoked {member.node_id} after {_cutoff(cut)}"

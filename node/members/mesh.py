@@ -1,4 +1,4 @@
-"""This node's mesh as ``serve``, joins and the CLI ask it (``Node.mesh``, docs/mesh.md): who
+"""This node's mesh as ``serve``, joins and the CLI ask it (``Node.membership``, docs/mesh.md): who
 belongs and whom the live membership admits, what the authority node does (membership
 changes, invites, certificates, their renewal), the authority's log a joiner is sent, and the
 peer snapshot ``memlane serve`` leaves in the store for ``memlane peers``.
@@ -20,12 +20,12 @@ from node.members.invites import Redeemed
 from node.members.membership import ALL_WORKSPACES, Member, Membership
 from node.store import Store, Txn
 
-__all__ = ["PEERS_STATE", "Mesh"]
+__all__ = ["PEERS_STATE", "MeshMembers"]
 
 PEERS_STATE = "sync_peers"  # the state row of the peer snapshot (node.mesh.service)
 
 
-class Mesh:
+class MeshMembers:
     """Membership and the mesh authority of one node, over its store."""
 
     def __init__(self, store: Store, membership: Membership, authority: MeshAuthority) -> None:

@@ -3,8 +3,9 @@
 - **The authority's side**, ``JoinService``: ``memlane serve --join-listen HOST:PORT`` on the
   authority node.  TLS 1.3 where only the server shows a certificate (its ``node.crt``); each
   connection carries one ``JoinRequest`` and gets one ``JoinAnswer`` or ``JoinRefused``
-  (``protocol.join``), then is closed.  The invite is redeemed with ``Node.mesh.redeem_invite``,
-  which records its use and authors the joiner's ``member.add`` in one transaction.  At most
+  (``protocol.join``), then is closed.  The invite is redeemed with
+  ``Node.membership.redeem_invite``, which records its use and authors the joiner's
+  ``member.add`` in one transaction.  At most
   ``max_joins`` connections are served at once, and one that has not sent its request within
   ``read_timeout`` is dropped, so idle connections cannot hold the port; before that, a
   connection is counted from its accept and its handshake bounded (``JOIN_HANDSHAKES``:
@@ -113,7 +114,7 @@ class JoinService:
         return None if self.address is None else _address(*self.address)
 
     async def start(self, listen: Listen) -> None:
-        self.node.mesh.require_authority()  # NotAuthority on any other node
+        self.node.membership.require_authority()  # NotAuthority on any other node
         ca, certificate = certificates(self.node)
         self._ca = certs.pem(ca)
         key = certs.private_key(self.node.path / NODE_KEY_FILE)
@@ -166,12 +167,12 @@ class JoinService:
             signed = proof_message(invite.invite_id, request.key)
             if not verify_signature(request.key, request.proof, signed):
                 raise InviteError("the joiner's proof of its key does not verify")
-            redeemed = await node.mesh.redeem_invite(request.invite, request.key)
+            redeemed = await node.membership.redeem_invite(request.invite, request.key)
         except (NodeError, ProtocolError) as exc:  # MeshError: the invite, the joiner's key
             _log.warning("a join was refused", reason=str(exc))
             return encode_refused(JoinRefused(str(exc)))
-        entries = await node.mesh.authority_entries()
-        answer = JoinAnswer(node.info.mesh, node.mesh.authority_key or b"", tuple(entries),
+        entries = await node.membership.authority_entries()
+        answer = JoinAnswer(node.info.mesh, node.membership.authority_key or b"", tuple(entries),
                             self._ca, certs.pem(redeemed.certificate))  # fmt: skip
         _log.info("a node joined", node=redeemed.payload.get("node", b"").hex())
         try:
@@ -293,7 +294,7 @@ async def _make(work: Path, key: SigningKey, answer: JoinAnswer, wall: Wall) -> 
     await Node.init_member(work, mesh=answer.mesh, authority=answer.authority, wall=wall)
     async with Node.open(work, wall=wall) as node:
         await node.receive(answer.entries, source="join")
-        if not node.mesh.admits(key.public, wall()):
+        if not node.membership.admits(key.public, wall()):
             raise MeshError("the authority's log it sent does not admit this node")
         info = node.info
     for name, data in ((CA_FILE, answer.ca), (NODE_CERT_FILE, answer.certificate)):

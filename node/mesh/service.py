@@ -5,7 +5,8 @@ a snapshot of the peer table kept in the store for ``memlane peers``.
 - **Certificate files** in the data directory: ``ca.crt`` (the mesh's authority certificate)
   and ``node.crt`` (this node's certificate), both PEM.  The authority node certifies itself:
   it writes both when either is missing or its certificate has expired.  A member node needs
-  both, issued by the authority (``Mesh.authority_certificate``, ``Mesh.node_certificate``).
+  both, issued by the authority (``MeshMembers.authority_certificate`` and
+  ``node_certificate``).
 - **The peer snapshot** is the ``state`` row ``sync_peers`` (JSON): whether sync runs, where
   it listens, when the snapshot was taken, and one row per peer.  It is written when sync
   starts, whenever the table changed (looked at every second, written at least every 30 s)
@@ -98,7 +99,7 @@ def _write(path: Path, data: bytes) -> None:
 
 def holds_authority(node: Node) -> bool:
     """Whether this is the authority node (its data directory holds the authority key)."""
-    return node.mesh.holds_authority()
+    return node.membership.holds_authority()
 
 
 def certificates(node: Node) -> tuple[x509.Certificate, x509.Certificate]:
@@ -110,8 +111,8 @@ def certificates(node: Node) -> tuple[x509.Certificate, x509.Certificate]:
     if holds_authority(node):
         current = cert_path.exists() and ca_path.exists()
         if not current or _expired(certs.load_pem(cert_path.read_bytes()), now):
-            _write(ca_path, certs.pem(node.mesh.authority_certificate()))
-            _write(cert_path, certs.pem(node.mesh.node_certificate()))
+            _write(ca_path, certs.pem(node.membership.authority_certificate()))
+            _write(cert_path, certs.pem(node.membership.node_certificate()))
     missing = [p.name for p in (ca_path, cert_path) if not p.exists()]
     if missing:
         raise MeshError(
@@ -122,7 +123,7 @@ def certificates(node: Node) -> tuple[x509.Certificate, x509.Certificate]:
     ca, certificate = (certs.load_pem(p.read_bytes()) for p in (ca_path, cert_path))
     ca_key = ca.public_key()
     if not isinstance(ca_key, Ed25519PublicKey) or (
-        certs.raw_public(ca_key) != node.mesh.authority_key
+        certs.raw_public(ca_key) != node.membership.authority_key
     ):
         raise MeshError(f"{ca_path} is not the certificate of this mesh's authority")
     if _expired(certificate, now):
@@ -161,7 +162,7 @@ def peer_rows(table: PeerTable, *, closed: bool = False) -> list[dict[str, Any]]
 
 async def read_peers(node: Node) -> dict[str, Any]:
     """The snapshot ``memlane serve`` left (an empty one when sync never ran here)."""
-    raw = await node.mesh.saved_peers()
+    raw = await node.membership.saved_peers()
     if raw is None:
         return {"serving": False, "at": None, "listen": None, "peers": []}
     found: dict[str, Any] = json.loads(raw)
@@ -209,7 +210,7 @@ class SyncService:
         self._rotation: asyncio.Task[None] | None = None
 
     def _peer_key(self, ssl_object: ssl.SSLObject | None) -> bytes:
-        return certs.verified_peer(ssl_object, self.node.mesh.admits)
+        return certs.verified_peer(ssl_object, self.node.membership.admits)
 
     @property
     def listening(self) -> str | None:
@@ -333,21 +334,21 @@ class SyncService:
                     _log.warning("saving the peer snapshot failed", error=str(exc))
 
     def _close_unadmitted(self) -> None:
-        mesh, now = self.node.mesh, self.node.wall()
+        members, now = self.node.membership, self.node.wall()
         for peer in self.sync.peers:
             key, close = peer.key, peer.close
-            if key is not None and close is not None and not mesh.admits(key, now):
+            if key is not None and close is not None and not members.admits(key, now):
                 close("no longer an admitted member of this mesh")
 
     async def _keep_certified(self) -> None:
         """The authority renews the grants about to end; a member takes the certificate of
         its own renewed grant."""
         if self._authority:
-            await self.node.mesh.renew_due(
+            await self.node.membership.renew_due(
                 before_ms=RENEW_BEFORE_MS, lifetime_ms=DEFAULT_CERT_LIFETIME_MS
             )
             return
-        grant = self.node.mesh.member(self.node.key.public)
+        grant = self.node.membership.member(self.node.key.public)
         if grant is None or grant.certificate is None or self._server is None:
             return
         if grant.cert_expires // 1000 <= self._cert_expires // 1000:  # X.509 counts seconds
@@ -366,5 +367,5 @@ class SyncService:
         at = self.node.wall()
         data = json.dumps({"serving": snapshot.serving, "at": at, "listen": snapshot.listen,
                            "peers": snapshot.peers}, sort_keys=True).encode()  # fmt: skip
-        await self.node.mesh.save_peers(data)
+        await self.node.membership.save_peers(data)
         self._written, self._written_at = snapshot, time.monotonic()

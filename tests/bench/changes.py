@@ -217,7 +217,7 @@ async def _build_small(path: Path, sizes: Sizes, stride: int) -> dict[str, Any]:
 
     async with Node.open(path) as node:
         for w in range(timeline.WRITERS):  # the writers are members of the mesh
-            await node.mesh.admit_member(_writer_key(w).public)
+            await node.membership.admit_member(_writer_key(w).public)
         issued = await node.create_token(READER, WORKSPACE, ("read:workspace",))
         started = time.perf_counter()
         seal_s, receive_s = await _receive_all(node, entries(), n, sizes.batch, "corpus")
@@ -231,7 +231,7 @@ async def _apply_changes(path: Path, sizes: Sizes) -> dict[str, Any]:
     made = changes(corpus, sizes.changed)
     entries = ((-1, k, kind, wall, p) for k, (kind, wall, p) in enumerate(made, 1))
     async with Node.open(path) as node:
-        await node.mesh.admit_member(_EDITOR_KEY.public)  # the editor is a member of the mesh
+        await node.membership.admit_member(_EDITOR_KEY.public)  # the editor is a member of the mesh
         started = time.perf_counter()
         await _receive_all(node, entries, len(made), sizes.batch, "changes")
         return {"changes": len(made), "changes_s": time.perf_counter() - started}

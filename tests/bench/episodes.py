@@ -291,7 +291,7 @@ async def _build(path: Path, sizes: Sizes) -> dict[str, Any]:
     started = time.perf_counter()
     async with Node.open(path) as node:
         for w in range(_writers(sizes)):  # the writers are members of the mesh
-            await node.mesh.admit_member(_writer_key(w).public)
+            await node.membership.admit_member(_writer_key(w).public)
         tokens: dict[str, str] = {}
         for c in range(sizes.callers):
             issued = await node.create_token(caller_name(c), VAULT, ("read:workspace",))

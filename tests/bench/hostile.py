@@ -704,7 +704,7 @@ async def _default_max_logs(root: Path, n: int) -> tuple[int, int]:
     await Node.init(root / "logs-default")
     async with Node.open(root / "logs-default") as node:
         key = ForeignWriter(b"", seed=_LOG_SEED).key.public
-        await node.mesh.admit_member(key, cert_expires=FAR_FUTURE_MS)
+        await node.membership.admit_member(key, cert_expires=FAR_FUTURE_MS)
         report = await node.receive(_one_entry_logs(node.info.mesh, n), source="peer")
         return report.stored, report.rejected
 
@@ -718,7 +718,7 @@ async def _writer_logs(node: Node) -> int:
 async def _granted(dirs: dict[str, Path], n: int) -> dict[str, Any]:
     async with Node.open(dirs["a"]) as a:
         key = ForeignWriter(b"", seed=_LOG_SEED).key.public
-        await a.mesh.admit_member(key, cert_expires=FAR_FUTURE_MS, max_logs=n)
+        await a.membership.admit_member(key, cert_expires=FAR_FUTURE_MS, max_logs=n)
         assert (await a.receive(_one_entry_logs(a.info.mesh, n), source="bundle")).stored == n
     async with Node.open(dirs["a"]) as a, Node.open(dirs["b"]) as b:
         one, two = SyncService(a), SyncService(b)

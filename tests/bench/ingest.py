@@ -514,7 +514,7 @@ async def _receive(result: Result, workdir: Path, sizes: Sizes) -> None:
     first = Path(tempfile.mkdtemp(prefix="recv-", dir=workdir)) / "amortised"
     info = await Node.init(first)
     async with Node.open(first) as node:  # the foreign writer is a member of the mesh
-        await node.mesh.admit_member(FOREIGN_KEY.public)
+        await node.membership.admit_member(FOREIGN_KEY.public)
     second = first.with_name("per-entry")
     shutil.copytree(first, second)
     progress(f"ingest: sealing {sizes.received} entries of a foreign writer (not timed)")

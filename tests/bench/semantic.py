@@ -373,7 +373,7 @@ async def _receive(path: Path, sizes: Sizes) -> dict[str, Any]:
     receive_s = 0.0
     async with Node.open(path) as node:
         for key in keys:
-            await node.mesh.admit_member(key.public)
+            await node.membership.admit_member(key.public)
         issued = await node.create_token(READER, WORKSPACE, ("read:workspace",))
         batch: list[tuple[bytes, bytes | None]] = []
         for i, (wall, payload) in enumerate(corpus.payloads()):

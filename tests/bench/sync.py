@@ -269,7 +269,7 @@ class _Relay:
 
 def _peer_key(node: Node) -> PeerKey:
     def admits(key: bytes) -> bool:
-        return node.mesh.admits(key, _wall())
+        return node.membership.admits(key, _wall())
 
     return lambda ssl_object: certs.verified_peer(ssl_object, admits)
 
@@ -288,8 +288,8 @@ def _sender_main(path: str, receiver_key: bytes, conn: Connection) -> None:
 async def _sender(path: Path, receiver_key: bytes, conn: Connection) -> None:
     """Serve the store over TLS until told to stop; then say what was sent, and the RSS."""
     async with Node.open(path) as node:
-        ca = certs.pem(node.mesh.authority_certificate())
-        context = _context(node, ca, certs.pem(node.mesh.node_certificate()), server=True)
+        ca = certs.pem(node.membership.authority_certificate())
+        context = _context(node, ca, certs.pem(node.membership.node_certificate()), server=True)
         entries = sum(log.head_seq for log in await _logs(node))
         samples: list[tuple[int, float]] = []
         async with Sync(node.replica(), key=node.key.public, options=OPTIONS,
@@ -299,7 +299,7 @@ async def _sender(path: Path, receiver_key: bytes, conn: Connection) -> None:
                 "address": (host, port),
                 "digest": await frontier_digest(node),
                 "ca": ca,
-                "receiver_cert": certs.pem(node.mesh.node_certificate(receiver_key)),
+                "receiver_cert": certs.pem(node.membership.node_certificate(receiver_key)),
                 "entries": entries,
                 "rss_start": _rss_mib(),
             })  # fmt: skip
@@ -585,9 +585,10 @@ async def _round_bytes(work: Path, sizes: Sizes) -> tuple[float, int, int]:
     answer = SyncOptions(link=LinkOptions(min_round_interval=0.01), poll_interval=0.01)
     async with Node.open(dirs["A"]) as a, Node.open(dirs["B"]) as b:
         await a.receive(entries, source="bench")
-        ca = certs.pem(a.mesh.authority_certificate())
-        server = _context(a, ca, certs.pem(a.mesh.node_certificate()), server=True)
-        client = _context(b, ca, certs.pem(a.mesh.node_certificate(b.key.public)), server=False)
+        ca = certs.pem(a.membership.authority_certificate())
+        server = _context(a, ca, certs.pem(a.membership.node_certificate()), server=True)
+        b_cert = certs.pem(a.membership.node_certificate(b.key.public))
+        client = _context(b, ca, b_cert, server=False)
         async with (
             Sync(a.replica(), key=a.key.public, options=answer,
                  peer_key=_peer_key(a)) as sa,

@@ -228,7 +228,7 @@ async def _build(path: Path, sizes: Sizes) -> dict[str, Any]:
     stored = 0
     async with Node.open(path) as node:
         for key in keys:  # the writers are members of the mesh
-            await node.mesh.admit_member(key.public)
+            await node.membership.admit_member(key.public)
         issued = await node.create_token(READER, WORKSPACE, ("read:workspace",))
         batch: list[tuple[bytes, bytes | None]] = []
         started = time.perf_counter()

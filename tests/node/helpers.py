@@ -95,7 +95,7 @@ async def admit(
     pending area)."""
     for writer in writers:
         key = writer if isinstance(writer, bytes) else writer.key.public
-        await node.mesh.admit_member(key, workspaces=workspaces, cert_expires=FAR_FUTURE_MS)
+        await node.membership.admit_member(key, workspaces=workspaces, cert_expires=FAR_FUTURE_MS)
 
 
 async def counts(node: Node) -> dict[str, int]:

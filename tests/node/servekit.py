@@ -52,7 +52,7 @@ def certified_mesh(root: Path, names: Sequence[str]) -> dict[str, Path]:
             async with Node.open(dirs[name]) as member:
                 keys[name] = member.key.public
         async with Node.open(dirs[names[0]]) as authority:
-            mesh = authority.mesh
+            mesh = authority.membership
             for name, key in keys.items():
                 (dirs[name] / CA_FILE).write_bytes(certs.pem(mesh.authority_certificate()))
                 (dirs[name] / NODE_CERT_FILE).write_bytes(

@@ -88,7 +88,7 @@ async def test_a_restored_node_starts_a_new_epoch_and_catches_up_without_a_fork(
         old_head = max((e for e in await a2.entries() if e.header.epoch == old_epoch),
                        key=lambda e: e.header.seq)  # fmt: skip
         assert first.header.prev == old_head.id  # linked to the last head it held
-        authority = a2.mesh.authority_key
+        authority = a2.membership.authority_key
         old_heads = {e.header.epoch: e for e in await a2.entries() if e.header.writer == authority}
         await admit(a2, b"\x0c" * 32)  # the authority's log, too, goes on in a new epoch
         held_now = await a2.entries()

@@ -172,7 +172,7 @@ async def test_an_entry_the_receive_path_refuses_is_counted_not_stored(
     dirs = await pair(tmp_path, wall)
     entries = entries_of(tmp_path / "good.bundle")
     async with Node.open(dirs["A"], wall=wall) as a:
-        key, mesh, authority = a.key, a.info.mesh, a.mesh.authority_key
+        key, mesh, authority = a.key, a.info.mesh, a.membership.authority_key
     seed = (dirs["A"] / AUTHORITY_KEY_FILE).read_bytes()
     head = [e for e in entries if e.header.writer == authority][-1]
     bad = seal(SigningKey(seed), mesh=mesh, epoch=head.header.epoch, seq=head.header.seq + 1,

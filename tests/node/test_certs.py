@@ -253,32 +253,32 @@ async def test_plain_tcp_is_refused(ours: Mesh, serve: Any) -> None:
 @pytest.mark.asyncio
 async def test_the_authority_node_certifies_admitted_members_only(node: Node) -> None:
     own = certs.private_key(node.path / NODE_KEY_FILE)
-    ca = node.mesh.authority_certificate()
-    mine = node.mesh.node_certificate()
+    ca = node.membership.authority_certificate()
+    mine = node.membership.node_certificate()
     mine.verify_directly_issued_by(ca)
     assert certs.raw_public(mine.public_key()) == node.info.public_key
     certs.server_context(ca, mine, own)  # the pair a node serves with
 
     member = key_of(0x0D)
     key = certs.raw_public(member)
-    await node.mesh.admit_member(key, workspaces=["team"], cert_expires=FAR_FUTURE_MS - 1)
-    theirs = node.mesh.node_certificate(key)
+    await node.membership.admit_member(key, workspaces=["team"], cert_expires=FAR_FUTURE_MS - 1)
+    theirs = node.membership.node_certificate(key)
     assert theirs.not_valid_after_utc.year == 9999
     now = node.wall()
-    assert node.mesh.admits(key, now)
-    await node.mesh.revoke_member(key.hex())
-    assert not node.mesh.admits(key, now)
+    assert node.membership.admits(key, now)
+    await node.membership.revoke_member(key.hex())
+    assert not node.membership.admits(key, now)
     with pytest.raises(UnknownMember):
-        node.mesh.node_certificate(key)
+        node.membership.node_certificate(key)
     with pytest.raises(UnknownMember):
-        node.mesh.node_certificate(b"\x0e" * 32)
+        node.membership.node_certificate(b"\x0e" * 32)
 
 
 @pytest.mark.asyncio
 async def test_a_grant_past_its_certificate_expiry_admits_no_peer(node: Node) -> None:
     key = certs.raw_public(key_of(0x0D))
     now = node.wall()
-    await node.mesh.admit_member(key, cert_expires=now + HOUR)
-    assert node.mesh.admits(key, now)
-    assert not node.mesh.admits(key, now + HOUR)
-    assert not node.mesh.admits(b"\x0e" * 32, now)  # never admitted
+    await node.membership.admit_member(key, cert_expires=now + HOUR)
+    assert node.membership.admits(key, now)
+    assert not node.membership.admits(key, now + HOUR)
+    assert not node.membership.admits(b"\x0e" * 32, now)  # never admitted

@@ -26,7 +26,7 @@ def _join(data: Path, invite: str, authority: str) -> tuple[int, str, str]:
 def _expired_invite(data: Path) -> str:
     async def run() -> str:
         async with Node.open(data) as node:
-            return node.mesh.create_invite(lifetime_ms=1)
+            return node.membership.create_invite(lifetime_ms=1)
 
     text = asyncio.run(run())
     time.sleep(0.01)

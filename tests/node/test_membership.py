@@ -42,7 +42,7 @@ async def stored_ids(node: Node) -> set[bytes]:
 
 
 async def authority_log(node: Node) -> list[Entry]:
-    return [e for e in await node.entries() if e.header.writer == node.mesh.authority_key]
+    return [e for e in await node.entries() if e.header.writer == node.membership.authority_key]
 
 
 def writer(node: Node, n: int, **kw: Any) -> ForeignWriter:
@@ -70,10 +70,10 @@ async def pair(tmp_path: Path, wall: Any) -> AsyncIterator[tuple[Node, Node]]:
 
 @pytest.mark.asyncio
 async def test_a_new_node_is_the_authority_of_its_mesh_and_its_first_member(node: Node) -> None:
-    (me,) = node.mesh.members()
+    (me,) = node.membership.members()
     assert (me.key, me.workspaces, me.revoked) == (node.info.public_key, ("*",), None)
     assert me.node_id == node.info.node_id
-    assert node.mesh.authority_key not in (None, node.info.public_key)
+    assert node.membership.authority_key not in (None, node.info.public_key)
     (add,) = await authority_log(node)
     assert (add.header.kind, add.header.seq) == ("member.add", 1)
 
@@ -83,9 +83,9 @@ async def test_only_the_authority_node_changes_membership(pair: tuple[Node, Node
     _, member = pair
     before = await counts(member)
     with pytest.raises(NotAuthority):
-        await member.mesh.admit_member(b"\x01" * 32)
+        await member.membership.admit_member(b"\x01" * 32)
     with pytest.raises(NotAuthority):
-        member.mesh.create_invite()
+        member.membership.create_invite()
     assert await counts(member) == before
 
 
@@ -133,7 +133,7 @@ async def test_a_member_add_received_later_releases_the_waiting_entries(
     assert report.stored_ids == [add.id, *(e.id for e in entries)]
     assert (report.duplicate, report.rejected) == (1, 0)  # the init entry it already held
     assert await pending(member) == set()
-    assert member.mesh.member(w.key.public) == authority.mesh.member(w.key.public)
+    assert member.membership.member(w.key.public) == authority.membership.member(w.key.public)
 
 
 @pytest.mark.asyncio
@@ -245,14 +245,14 @@ async def test_member_entries_from_anyone_but_the_authority_are_rejected(
         if kind == "member.add"
         else {"node": node.info.public_key, "last_epoch": None, "last_seq": 0}
     )
-    members = node.mesh.members()
+    members = node.membership.members()
     before = await counts(node)
     stranger = writer(node, 1)  # not even a member: rejected, not kept waiting
     for w in (foreign, stranger):
         report = await node.receive([w.next(kind, payload)], source=f"from {w.seed[0]}")
         assert (report.stored, report.pending, report.rejected) == (0, 0, 1)
     assert await counts(node) == before
-    assert node.mesh.members() == members
+    assert node.membership.members() == members
     reasons = {r.detail["reason"] for r in await events(node, "entry_rejected")}
     assert reasons == {"member entries are valid only from the mesh authority's log"}
 
@@ -264,7 +264,7 @@ async def test_a_revocation_cuts_the_writer_off_after_its_last_accepted_entry(no
     accepted = w.run(3)
     await node.receive(accepted, source="peer")
 
-    revoked = await node.mesh.revoke_member(w.key.public.hex())
+    revoked = await node.membership.revoke_member(w.key.public.hex())
 
     assert revoked.revoked is not None
     assert (revoked.revoked.epoch, revoked.revoked.seq) == (w.epoch, 3)
@@ -284,7 +284,7 @@ async def test_a_revocation_cuts_the_writer_off_after_its_last_accepted_entry(no
 async def test_a_writer_revoked_before_anything_arrived_is_cut_off_entirely(node: Node) -> None:
     w = writer(node, 1)
     await admit(node, w)
-    member = await node.mesh.revoke_member(w.key.public.hex())
+    member = await node.membership.revoke_member(w.key.public.hex())
     assert member.revoked is not None
     assert (member.revoked.epoch, member.revoked.seq) == (None, 0)
     report = await node.receive(w.run(2), source="peer")
@@ -300,7 +300,7 @@ async def test_a_revocation_received_keeps_what_came_before_its_cutoff(
     await admit(authority, w)
     e1, e2, e3, e4 = w.run(4)
     await authority.receive([e1, e2, e3], source="peer")
-    await authority.mesh.revoke_member(w.key.public.hex())
+    await authority.membership.revoke_member(w.key.public.hex())
     _, add, revoke = await authority_log(authority)
 
     await member.receive([add, e1], source="peer")
@@ -309,21 +309,21 @@ async def test_a_revocation_received_keeps_what_came_before_its_cutoff(
 
     assert report.stored_ids == [e2.id, e3.id]
     assert report.rejected == 1
-    assert member.mesh.member(w.key.public) == authority.mesh.member(w.key.public)
+    assert member.membership.member(w.key.public) == authority.membership.member(w.key.public)
 
 
 @pytest.mark.asyncio
 async def test_revoking_is_refused_for_unknown_revoked_and_own_keys(node: Node) -> None:
     w = writer(node, 1)
     await admit(node, w)
-    await node.mesh.revoke_member(w.key.public.hex())
+    await node.membership.revoke_member(w.key.public.hex())
     before = await counts(node)
     with pytest.raises(UnknownMember, match="already revoked"):
-        await node.mesh.revoke_member(w.key.public.hex())
+        await node.membership.revoke_member(w.key.public.hex())
     with pytest.raises(UnknownMember, match="no member"):
-        await node.mesh.revoke_member("aaaa-bbbb-cccc-dddd")
+        await node.membership.revoke_member("aaaa-bbbb-cccc-dddd")
     with pytest.raises(MeshError, match="its own key"):
-        await node.mesh.revoke_member(node.info.node_id)
+        await node.membership.revoke_member(node.info.node_id)
     with pytest.raises(MeshError, match="cannot return"):
         await admit(node, w)
     assert await counts(node) == before
@@ -333,8 +333,10 @@ async def test_revoking_is_refused_for_unknown_revoked_and_own_keys(node: Node) 
 async def test_a_new_grant_replaces_the_old_one(node: Node) -> None:
     w = writer(node, 1)
     await admit(node, w, workspaces=["team"])
-    await node.mesh.admit_member(w.key.public, workspaces=["ops"], cert_expires=FAR_FUTURE_MS - 1)
-    member = node.mesh.member(w.key.public)
+    await node.membership.admit_member(
+        w.key.public, workspaces=["ops"], cert_expires=FAR_FUTURE_MS - 1
+    )
+    member = node.membership.member(w.key.public)
     assert member is not None
     assert (member.workspaces, member.cert_expires) == (("ops",), FAR_FUTURE_MS - 1)
     report = await node.receive([w.next(payload=sr_in("team", 1))], source="peer")
@@ -351,16 +353,16 @@ async def test_membership_survives_a_restart_and_a_views_rebuild(node_dir: Path,
         await admit(node, kept, workspaces=["team"])
         await admit(node, gone)
         await node.receive(gone.run(1), source="peer")
-        await node.mesh.revoke_member(gone.key.public.hex())
-        members = node.mesh.members()
+        await node.membership.revoke_member(gone.key.public.hex())
+        members = node.membership.members()
         assert len(members) == 3
 
     async with Node.open(node_dir, wall=wall) as node:
-        assert node.mesh.members() == members
+        assert node.membership.members() == members
         assert (await node.receive([kept.next(payload=sr_in("other", 1))], source="p")).rejected
         assert (await node.receive([gone.next()], source="p")).rejected
         await node.rebuild_views()
-        assert node.mesh.members() == members
+        assert node.membership.members() == members
         kept.entries.pop()
         assert (await node.receive([kept.next(payload=sr_in("team", 2))], source="p")).stored
 

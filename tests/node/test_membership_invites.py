@@ -129,64 +129,64 @@ def test_an_invite_is_refused_when(invite: Any, now: int, used: bool, reason: st
 
 @pytest.mark.asyncio
 async def test_the_authority_node_admits_a_joiner_once(node: Node, wall: Any) -> None:
-    text = node.mesh.create_invite(workspaces=["team"], lifetime_ms=HOUR, label="laptop")
-    done = await node.mesh.redeem_invite(text, JOINER)
+    text = node.membership.create_invite(workspaces=["team"], lifetime_ms=HOUR, label="laptop")
+    done = await node.membership.redeem_invite(text, JOINER)
 
-    member = node.mesh.member(JOINER)
+    member = node.membership.member(JOINER)
     assert member is not None
     assert (member.workspaces, member.label, member.cert_expires) == (
         ("team",), "laptop", done.payload["cert_expires"],
     )  # fmt: skip
-    done.certificate.verify_directly_issued_by(node.mesh.authority_certificate())
+    done.certificate.verify_directly_issued_by(node.membership.authority_certificate())
     invite_id = invites.read(text).invite_id
     assert await state_rows(node) == [(f"invite:{invite_id.hex()}", JOINER)]
 
     before = await counts(node)
     for key in (JOINER, SigningKey(b"\x10" * 32).public):
         with pytest.raises(InviteError, match="already used"):
-            await node.mesh.redeem_invite(text, key)
+            await node.membership.redeem_invite(text, key)
     assert await counts(node) == before
     assert len(await state_rows(node)) == 1
 
 
 @pytest.mark.asyncio
 async def test_two_joiners_racing_for_one_invite_one_wins(node: Node) -> None:
-    text = node.mesh.create_invite()
+    text = node.membership.create_invite()
     keys = [SigningKey(bytes([0x20 + i]) * 32).public for i in range(4)]
-    results = await asyncio.gather(*(node.mesh.redeem_invite(text, k) for k in keys),
+    results = await asyncio.gather(*(node.membership.redeem_invite(text, k) for k in keys),
                                    return_exceptions=True)  # fmt: skip
     won = [r for r in results if isinstance(r, invites.Redeemed)]
     assert len(won) == 1
     assert all(isinstance(r, InviteError) for r in results if r not in won)
-    assert sum(node.mesh.member(k) is not None for k in keys) == 1
+    assert sum(node.membership.member(k) is not None for k in keys) == 1
 
 
 @pytest.mark.asyncio
 async def test_an_expired_or_foreign_invite_is_refused_and_nothing_is_stored(
     node: Node, wall: Any
 ) -> None:
-    late = node.mesh.create_invite(lifetime_ms=HOUR)
+    late = node.membership.create_invite(lifetime_ms=HOUR)
     wall.now += HOUR
     foreign = issue(expires=wall.now + HOUR)  # another authority, another mesh
     before = await counts(node)
     with pytest.raises(InviteError, match="expired"):
-        await node.mesh.redeem_invite(late, JOINER)
+        await node.membership.redeem_invite(late, JOINER)
     with pytest.raises(InviteError, match="not issued by this mesh's authority"):
-        await node.mesh.redeem_invite(foreign, JOINER)
+        await node.membership.redeem_invite(foreign, JOINER)
     with pytest.raises(InviteError, match="not a memlane invite"):
-        await node.mesh.redeem_invite("hello", JOINER)
+        await node.membership.redeem_invite("hello", JOINER)
     assert await counts(node) == before
     assert await state_rows(node) == []
-    assert node.mesh.member(JOINER) is None
+    assert node.membership.member(JOINER) is None
 
 
 @pytest.mark.asyncio
 async def test_a_revoked_key_cannot_join_again(node: Node) -> None:
-    await node.mesh.redeem_invite(node.mesh.create_invite(), JOINER)
-    await node.mesh.revoke_member(JOINER.hex())
-    again = node.mesh.create_invite()
+    await node.membership.redeem_invite(node.membership.create_invite(), JOINER)
+    await node.membership.revoke_member(JOINER.hex())
+    again = node.membership.create_invite()
     with pytest.raises(MeshError, match="revoked"):
-        await node.mesh.redeem_invite(again, JOINER)
+        await node.membership.redeem_invite(again, JOINER)
     assert len(await state_rows(node)) == 1  # the second invite is still unused
 
 
@@ -196,10 +196,10 @@ async def test_an_invite_needs_the_authority_key_and_some_lifetime(
 ) -> None:
     async with Node.open(node_dir, wall=wall) as node:
         with pytest.raises(MeshError, match="some time"):
-            node.mesh.create_invite(lifetime_ms=0)
+            node.membership.create_invite(lifetime_ms=0)
     (node_dir / AUTHORITY_KEY_FILE).unlink()
     async with Node.open(node_dir, wall=wall) as node:
         with pytest.raises(NotAuthority, match="does not hold the mesh authority key"):
-            node.mesh.create_invite()
+            node.membership.create_invite()
         with pytest.raises(NotAuthority):
-            await node.mesh.redeem_invite(issue(), JOINER)
+            await node.membership.redeem_invite(issue(), JOINER)

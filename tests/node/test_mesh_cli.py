@@ -40,9 +40,9 @@ def test_an_invite_is_printed_once_and_redeems_once(tmp_path: Path) -> None:
 
     async def redeem_twice() -> str:
         async with Node.open(data) as node:
-            done = await node.mesh.redeem_invite(text, JOINER)
+            done = await node.membership.redeem_invite(text, JOINER)
             try:
-                await node.mesh.redeem_invite(text, JOINER)
+                await node.membership.redeem_invite(text, JOINER)
             except InviteError as exc:
                 return f"{done.payload['workspaces']} then {exc}"
         return "redeemed twice"

@@ -33,11 +33,11 @@ def test_the_authority_renews_only_grants_about_to_end(tmp_path):
         keys = {n: await _key(dirs[n]) for n in ("soon", "later", "gone")}
         async with Node.open(dirs["one"]) as one:
             now = one.wall()
-            await one.mesh.admit_member(keys["soon"], workspaces=["team"], label="soon",
+            await one.membership.admit_member(keys["soon"], workspaces=["team"], label="soon",
                                    cert_expires=now + HOUR_MS)  # fmt: skip
-            await one.mesh.admit_member(keys["gone"], cert_expires=now + HOUR_MS)
-            await one.mesh.revoke_member(keys["gone"].hex())
-            renewed = await one.mesh.renew_due(
+            await one.membership.admit_member(keys["gone"], cert_expires=now + HOUR_MS)
+            await one.membership.revoke_member(keys["gone"].hex())
+            renewed = await one.membership.renew_due(
                 before_ms=RENEW_BEFORE_MS, lifetime_ms=DEFAULT_CERT_LIFETIME_MS)  # fmt: skip
             assert [m.key for m in renewed] == [keys["soon"]]  # not "later", revoked, or itself
             grant = renewed[0]
@@ -45,15 +45,15 @@ def test_the_authority_renews_only_grants_about_to_end(tmp_path):
             assert now + DEFAULT_CERT_LIFETIME_MS <= grant.cert_expires
             assert grant.certificate is not None
             certificate = certs.load_pem(grant.certificate.encode())
-            authority = one.mesh.authority_key
+            authority = one.membership.authority_key
             assert authority is not None
             issued = certs.issued_by(certs.der(certificate), authority, one.info.mesh,
                                      one.wall())  # fmt: skip
             assert issued == keys["soon"]
             ends = certificate.not_valid_after_utc.timestamp() * 1000
             assert ends == grant.cert_expires // 1000 * 1000  # X.509 counts seconds
-            assert one.mesh.member(keys["later"]).cert_expires == FAR_FUTURE_MS  # type: ignore[union-attr]
-            again = await one.mesh.renew_due(
+            assert one.membership.member(keys["later"]).cert_expires == FAR_FUTURE_MS  # type: ignore[union-attr]
+            again = await one.membership.renew_due(
                 before_ms=RENEW_BEFORE_MS, lifetime_ms=DEFAULT_CERT_LIFETIME_MS)  # fmt: skip
             assert again == []
 
@@ -71,8 +71,8 @@ def test_a_member_takes_its_renewed_certificate_online(tmp_path):
 
     async def short_grant() -> None:  # the member's certificate ends within the hour
         async with Node.open(one) as node:
-            await node.mesh.admit_member(two_key, cert_expires=node.wall() + HOUR_MS)
-            (two / NODE_CERT_FILE).write_bytes(certs.pem(node.mesh.node_certificate(two_key)))
+            await node.membership.admit_member(two_key, cert_expires=node.wall() + HOUR_MS)
+            (two / NODE_CERT_FILE).write_bytes(certs.pem(node.membership.node_certificate(two_key)))
 
     asyncio.run(short_grant())
     before = _cert_ends(two)

@@ -195,8 +195,10 @@ async def _flood_the_join_port(root: Path) -> None:
             assert all(await asyncio.gather(*(_ends_within(r, 2) for r, _ in plain)))
             for _, writer in plain:
                 writer.close()
-            info = await join(root / "two", authority.mesh.create_invite(), host, port, seconds=5)
-            assert authority.mesh.admits(info.public_key, system_wall())
+            info = await join(
+                root / "two", authority.membership.create_invite(), host, port, seconds=5
+            )
+            assert authority.membership.admits(info.public_key, system_wall())
         finally:
             await joins.close()
 

@@ -112,8 +112,10 @@ async def _squat_then_join(root: Path) -> None:
             for reader, _ in idle:  # dropped by the authority after read_timeout
                 async with asyncio.timeout(3):
                     assert await reader.read() == b""
-            info = await join(root / "two", authority.mesh.create_invite(), host, port, seconds=5)
-            assert authority.mesh.admits(info.public_key, system_wall())
+            info = await join(
+                root / "two", authority.membership.create_invite(), host, port, seconds=5
+            )
+            assert authority.membership.admits(info.public_key, system_wall())
             for _, writer in idle:
                 writer.close()
         finally:

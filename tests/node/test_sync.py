@@ -243,9 +243,9 @@ async def test_sync_runs_inside_mutual_tls(tmp_path: Path, wall: Wall) -> None:
     dirs = await make_mesh(tmp_path, ["A", "B"], wall)
     async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
         await write(a, await alice(a), "over tls")
-        ca = a.mesh.authority_certificate()
-        issued = {a: a.mesh.node_certificate(),  # by the authority
-                  b: a.mesh.node_certificate(b.key.public)}  # fmt: skip
+        ca = a.membership.authority_certificate()
+        issued = {a: a.membership.node_certificate(),  # by the authority
+                  b: a.membership.node_certificate(b.key.public)}  # fmt: skip
 
         def tls(node: Node) -> tuple[ssl.SSLContext, ssl.SSLContext]:
             key = certs.private_key(node.path / NODE_KEY_FILE)
@@ -253,7 +253,7 @@ async def test_sync_runs_inside_mutual_tls(tmp_path: Path, wall: Wall) -> None:
                     certs.client_context(ca, issued[node], key))  # fmt: skip
 
         def peer_key(node: Node) -> PeerKey:
-            admits = lambda key: node.mesh.admits(key, wall())  # noqa: E731
+            admits = lambda key: node.membership.admits(key, wall())  # noqa: E731
             return lambda ssl_object: certs.verified_peer(ssl_object, admits)
 
         async with (

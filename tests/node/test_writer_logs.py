@@ -44,7 +44,7 @@ async def _member_node(path: Path, max_logs: int | None) -> None:
     await Node.init(path, wall=Wall())
     async with Node.open(path, wall=Wall()) as node:
         key = ForeignWriter(b"", seed=SEED).key.public
-        await node.mesh.admit_member(key, cert_expires=FAR_FUTURE_MS, max_logs=max_logs)
+        await node.membership.admit_member(key, cert_expires=FAR_FUTURE_MS, max_logs=max_logs)
 
 
 async def _writer_logs(node: Node) -> list[bytes]:
@@ -107,7 +107,7 @@ async def test_a_frontier_in_parts_syncs_between_served_nodes(tmp_path):
     options = replace(FAST, link=replace(FAST.link, frontier_part=10))
     async with Node.open(dirs["a"], wall=wall) as a, Node.open(dirs["b"], wall=wall) as b:
         key = ForeignWriter(b"", seed=SEED).key.public
-        await a.mesh.admit_member(key, cert_expires=FAR_FUTURE_MS, max_logs=25)
+        await a.membership.admit_member(key, cert_expires=FAR_FUTURE_MS, max_logs=25)
         await a.receive([e for i in range(25) for e in _log(a.info.mesh, i, 1)], source="p")
         async with syncing(a, options) as sync_a, syncing(b, options) as sync_b:
             sync_b.dial(*await sync_a.listen())
