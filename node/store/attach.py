@@ -70,10 +70,7 @@ class _Attaching(_Waiting):
     def _refuse(self, cands: list[_Candidate], reason: str) -> list[_Candidate]:
         REFUSALS.count("writer_logs")
         for cand in cands:
-            self._reject(reason, cand.entry.id)
-            if cand.from_pending:
-                self.txn.add("DELETE FROM pending WHERE id = ?", (cand.entry.id,))
-                self.store.logs.pending_tally.stale = True
+            self._reject_candidate(cand, reason)
         return []
 
     async def _drop(self, head: LogHead) -> None:

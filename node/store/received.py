@@ -133,6 +133,13 @@ class _Receive:
         self.report.rejected += 1
         self.store.audit_rejection(self.txn, self.source, Event.ENTRY_REJECTED, reason, entry_id)
 
+    def _reject_candidate(self, cand: _Candidate, reason: str) -> None:
+        """Reject ``cand``; one that waited leaves the pending area."""
+        self._reject(reason, cand.entry.id)
+        if cand.from_pending:
+            self.txn.add("DELETE FROM pending WHERE id = ?", (cand.entry.id,))
+            self.store.logs.pending_tally.stale = True
+
     # -- 2. membership ------------------------------------------------------------------------
 
     def _admitted(self, cands: list[_Candidate]) -> tuple[list[_Candidate], list[_Candidate]]:
@@ -149,10 +156,7 @@ class _Receive:
             elif verdict is Wait.FOR_MEMBER:
                 waiting.append(cand)
             else:
-                self._reject(verdict, cand.entry.id)
-                if cand.from_pending:
-                    self.txn.add("DELETE FROM pending WHERE id = ?", (cand.entry.id,))
-                    self.store.logs.pending_tally.stale = True
+                self._reject_candidate(cand, verdict)
         return admitted, waiting
 
 
