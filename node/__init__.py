@@ -10,13 +10,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from node.authority import Caller
+    from node.access.callers import Caller
     from node.errors import NodeError, Refusal
     from node.node import Node, NodeInfo
 
 __all__ = ["Caller", "Node", "NodeError", "NodeInfo", "Refusal"]
 
-_HOME = {"Caller": "node.authority", "NodeError": "node.errors", "Refusal": "node.errors",
+_HOME = {"Caller": "node.access.callers", "NodeError": "node.errors", "Refusal": "node.errors",
          "Node": "node.node", "NodeInfo": "node.node"}  # fmt: skip
 
 

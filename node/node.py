@@ -14,9 +14,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from node import tokens
+from node.access import tokens
+from node.access.callers import Caller
 from node.authoring import Author
-from node.authority import Caller
 from node.config import NodeConfig
 from node.errors import ConfigError, NotInitialised
 from node.identity import AUTHORITY_KEY_FILE, DB_FILE, NODE_KEY_FILE, create_key, load_key

@@ -1,7 +1,7 @@
 """The store as sync sees it (docs/protocol.md §4, §6): a snapshot of the frontier, spans of
 a log, the logs changed since a position, fork proofs, and the receive path.
 
-``Changes`` tells the links when the store has committed something new.  It polls the
+``Commits`` tells the links when the store has committed something new.  It polls the
 store's commit counter (an integer in memory, so a poll costs nothing) every ``interval``
 seconds, and reads the store only when the counter has moved; a link that has just committed
 entries it received calls ``poke``, so a relay goes out without waiting for the next poll;
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from node.errors import StoreError
 from node.logging import get_logger
-from node.store import Event, Received, Report, Store, Txn
+from node.store import AuditEvent, Received, Report, Store, Txn
 from node.store.logbound import DROPPED
 from node.store.reader import ChangedLog, Marks, Reader, SpanEntry
 from protocol.entry import Entry, LogId
@@ -26,7 +26,7 @@ from protocol.errors import ProtocolError
 from protocol.frontier import Frontier, LogRange, Tip
 from protocol.signing import verify_signature
 
-__all__ = ["Changes", "FrontierSnapshot", "Replica"]
+__all__ = ["Commits", "FrontierSnapshot", "Replica"]
 
 _log = get_logger("node.mesh.sync")
 
@@ -125,18 +125,20 @@ class Replica:
 
     async def _refuse_proof(self, reason: str, source: str) -> str:
         async def op(txn: Txn) -> None:
-            self.store.audit_rejection(txn, source, Event.ENTRY_REJECTED, reason, None)
+            self.store.audit_rejection(txn, source, AuditEvent.ENTRY_REJECTED, reason, None)
 
         await self.store.run(op)
         return reason
 
-    async def audit_peer(self, event: Event, source: str, detail: Mapping[str, object]) -> None:
+    async def audit_peer(
+        self, event: AuditEvent, source: str, detail: Mapping[str, object]
+    ) -> None:
         """``peer_connected`` / ``peer_disconnected`` (docs/tools/e_audit.md §Events), at most one
         per peer and event a minute, the next one counting those it stands for."""
         await self.store.audit_limited(event, source, detail)
 
 
-class Changes:
+class Commits:
     """Wakes every subscribed link when the store's newest position or fork count moves."""
 
     def __init__(self, replica: Replica, *, interval: float = 0.02) -> None:
@@ -153,7 +155,7 @@ class Changes:
     async def start(self) -> None:
         self.marks = await self.replica.marks()
         self._seen = self.replica.store.commits
-        self._task = asyncio.create_task(self._watch(), name="memlane-sync-changes")
+        self._task = asyncio.create_task(self._watch(), name="memlane-sync-commits")
 
     async def stop(self) -> None:
         if self._task is not None:

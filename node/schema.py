@@ -6,9 +6,9 @@ it ``MIGRATIONS``, as it hands it the views (``node.views.default_views``).
 
 from __future__ import annotations
 
+from node.access.tokens import TOKEN_STEPS
 from node.search.schema import INDEX_STEPS
 from node.store.schema import LOG_STEPS, compose
-from node.tokens import TOKEN_STEPS
 from node.views.schema import VIEW_STEPS
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION"]

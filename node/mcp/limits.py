@@ -24,7 +24,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.config import ServeLimits
 from node.mcp.server import CALLER_KEY
 from node.refusals import REFUSALS

@@ -28,7 +28,7 @@ import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from starlette.requests import Request
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import Refusal
 from node.logging import get_logger
 from node.mcp.meter import METER, ToolMeter

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from node.mesh.outbox import LARGEST_ENTRY
 from node.mesh.peers import PeerTable
-from node.replica import Changes, Replica
+from node.replica import Commits, Replica
 from protocol.batch import MAX_BATCH_ENTRIES
 from protocol.frontier import MAX_FRONTIER_LOGS
 
@@ -20,10 +20,10 @@ __all__ = ["LinkHost", "LinkOptions"]
 class LinkOptions:
     """Per-connection limits and timers (seconds); tests shorten them."""
 
-    window_entries: int = 1024  # credit granted: entries in flight towards this node
-    window_bytes: int = 8 << 20  # … and bytes (at least one largest entry, §7)
-    # Entries sent in one batch: half the window, so the peer's window holds two — the next
-    # batch travels while the peer stores one, and a cut loses no more than the window.
+    credit_entries: int = 1024  # credit granted: entries in flight towards this node
+    credit_bytes: int = 8 << 20  # … and bytes (at least one largest entry, §7)
+    # Entries sent in one batch: half the credit, so the peer's credit holds two — the next
+    # batch travels while the peer stores one, and a cut loses no more than the credit.
     batch_entries: int = 512
     read_chunk: int = 64 << 10
     hello_timeout: float = 10.0
@@ -38,12 +38,12 @@ class LinkOptions:
     def __post_init__(self) -> None:
         if not 0 < self.frontier_part <= MAX_FRONTIER_LOGS:
             raise ValueError(f"frontier_part must be in [1, {MAX_FRONTIER_LOGS}]")
-        if not 0 < self.window_entries <= MAX_BATCH_ENTRIES * 64:
-            raise ValueError("window_entries must be positive")
+        if not 0 < self.credit_entries <= MAX_BATCH_ENTRIES * 64:
+            raise ValueError("credit_entries must be positive")
         if not 0 < self.batch_entries <= MAX_BATCH_ENTRIES:
             raise ValueError(f"batch_entries must be in [1, {MAX_BATCH_ENTRIES}]")
-        if self.window_bytes < LARGEST_ENTRY:
-            raise ValueError(f"window_bytes must be at least {LARGEST_ENTRY} (one entry)")
+        if self.credit_bytes < LARGEST_ENTRY:
+            raise ValueError(f"credit_bytes must be at least {LARGEST_ENTRY} (one entry)")
 
 
 @dataclass(slots=True)
@@ -51,7 +51,7 @@ class LinkHost:
     """What every link of a node shares: the store, its change signal, the peer table."""
 
     replica: Replica
-    changes: Changes
+    commits: Commits
     table: PeerTable
     options: LinkOptions
     # Whether a node key may sync with this node (membership); None lets every key in.

@@ -5,7 +5,7 @@ Two tasks share the session.  The *receive* loop reads at most one chunk at a ti
 every message the session has before reading more (so it never holds more than one frame and
 a chunk), hands entries to the store's receive path one batch per transaction, and grants the
 batch's credit back once it is committed — so a peer never has more in flight than the
-window.  The *drive* loop does whatever is due: the digest once the peer's hello is in, the
+credit.  The *drive* loop does whatever is due: the digest once the peer's hello is in, the
 frontier when the digests differ, the catch-up stream within credit, and once this side is
 ``LIVE`` the live push of what the store gained since the round's snapshot (written here or
 received from any peer, which is the relay), fork proofs, and a new round now and then.
@@ -38,7 +38,7 @@ from node.mesh.peers import DuplicateLink, Peer, PeerState
 from node.mesh.progress import CatchUpLog
 from node.mesh.proofs import ForkProofs
 from node.mesh.rounds import Rounds
-from node.store import Event
+from node.store import AuditEvent
 from protocol.batch import WireEntry, entry_cost
 from protocol.errors import ProtocolError
 from protocol.frames import MAX_FRAME_BYTES
@@ -100,24 +100,26 @@ class Link:
     async def run(self) -> LinkError | None:
         """Sync until either side closes; the error the connection ended with, if any."""
         opts = self.host.options
-        self.host.changes.subscribe(self._wake)
+        self.host.commits.subscribe(self._wake)
         self.peer.close = self.stop
         error: LinkError | None = None
         try:
-            grant = Credit(opts.window_entries, opts.window_bytes)
+            grant = Credit(opts.credit_entries, opts.credit_bytes)
             await self._write(self.session.start() + self.session.send(grant))
             await self._run_loops()
         except LinkError as exc:
             error = exc
             self._tell(exc)
         finally:
-            self.host.changes.unsubscribe(self._wake)
+            self.host.commits.unsubscribe(self._wake)
             await self._close_stream(abort=isinstance(error, PeerStalled | PeerGone))
             self.host.table.closed(self.peer, self._stopped if error is None else str(error))
             if self.source is not None:
                 with contextlib.suppress(NodeError):
                     detail = {"reason": "closed" if error is None else str(error)[:200]}
-                    await self.host.replica.audit_peer(Event.PEER_DISCONNECTED, self.source, detail)
+                    await self.host.replica.audit_peer(
+                        AuditEvent.PEER_DISCONNECTED, self.source, detail
+                    )
         return error
 
     def stop(self, reason: str | None = None) -> None:
@@ -237,7 +239,7 @@ class Link:
             raise LinkRefused(str(exc)) from exc
         self.source = f"peer:{node_id(key)}"
         detail = {"address": self.peer.address}
-        await self.host.replica.audit_peer(Event.PEER_CONNECTED, self.source, detail)
+        await self.host.replica.audit_peer(AuditEvent.PEER_CONNECTED, self.source, detail)
 
     async def _take(self, items: tuple[WireEntry, ...]) -> None:
         """One batch: to the store in one transaction, then its credit back."""
@@ -250,7 +252,7 @@ class Link:
         self._catch_up.took(self.source, self.peer.received, self.peer.lag_in)
         self.host.table.touch()
         if report.stored:
-            self.host.changes.poke()
+            self.host.commits.poke()
         if self.session.our_state in _SPEAKING:
             grant = Credit(len(items), sum(map(entry_cost, items)))
             await self._write(self.session.send(grant))
@@ -379,13 +381,13 @@ class Link:
         """Live: push what the store gained since the last look, per log in seq order,
         from the seq the peer holds."""
         if self._push is None or self._push.exhausted:
-            if self.host.changes.marks.pos <= self._holds.cursor:
+            if self.host.commits.marks.pos <= self._holds.cursor:
                 return
             self._push = await self._holds.pushes(self.host.replica)
         await self._send_out(self._push, catch_up=False)
 
     async def _gossip_forks(self) -> None:
-        forks = self.host.changes.marks.forks
+        forks = self.host.commits.marks.forks
         if forks == self._proofs.forks_seen:
             return
         self._proofs.forks_seen = forks

@@ -318,7 +318,7 @@ class SyncService:
     async def _look(self) -> None:
         while True:
             await asyncio.sleep(LOOK_INTERVAL)
-            self.sync.changes.recheck()  # entries another process wrote here
+            self.sync.commits.recheck()  # entries another process wrote here
             try:
                 await self.node.refresh()  # … and membership changed by one
                 self._close_unadmitted()

@@ -31,7 +31,7 @@ from node.mesh.link import Link
 from node.mesh.peers import Peer, PeerTable, TooManyConnections
 from node.ports import Handler, Handshakes, TlsGate
 from node.refusals import REFUSALS
-from node.replica import Changes, Replica
+from node.replica import Commits, Replica
 from protocol.messages import Error, ErrorCode
 from protocol.session import Session
 
@@ -80,9 +80,9 @@ class Sync:
         self.mesh = replica.mesh
         self.key = key
         self.replica = replica
-        self.changes = Changes(self.replica, interval=self.options.poll_interval)
+        self.commits = Commits(self.replica, interval=self.options.poll_interval)
         self.peers = PeerTable(key, max_connections=self.options.max_connections)
-        self.host = LinkHost(self.replica, self.changes, self.peers, self.options.link, admits)
+        self.host = LinkHost(self.replica, self.commits, self.peers, self.options.link, admits)
         self.peer_key = peer_key
         self._servers: list[asyncio.Server] = []
         self._dialers: set[asyncio.Task[None]] = set()
@@ -109,7 +109,7 @@ class Sync:
     async def start(self) -> None:
         self._closing = False
         if not self._started:
-            await self.changes.start()
+            await self.commits.start()
             self._started = True
 
     async def close(self) -> None:
@@ -128,7 +128,7 @@ class Sync:
         for server in self._servers:
             await server.wait_closed()
         self._servers.clear()
-        await self.changes.stop()
+        await self.commits.stop()
         self._started = False
 
     # -- connections -------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from node.mcp.meter import METER
 from node.refusals import REFUSALS
-from node.store.audit import Event
+from node.store.audit import AuditEvent
 
 if TYPE_CHECKING:
     from node.mesh.service import SyncService
@@ -29,9 +29,9 @@ if TYPE_CHECKING:
 __all__ = ["Metrics", "Sample", "render"]
 
 _COUNTED: dict[str, str] = {
-    Event.ENTRY_REJECTED.value: "memlane_rejected_entries_total",
-    Event.FORK_DETECTED.value: "memlane_fork_events_total",
-    Event.CLOCK_SKEW.value: "memlane_clock_skew_events_total",
+    AuditEvent.ENTRY_REJECTED.value: "memlane_rejected_entries_total",
+    AuditEvent.FORK_DETECTED.value: "memlane_fork_events_total",
+    AuditEvent.CLOCK_SKEW.value: "memlane_clock_skew_events_total",
 }
 _HELP = {
     "memlane_entries": ("gauge", "entries held in the log (every writer)"),

@@ -1,6 +1,6 @@
 """The store: the log, local state, and the views, in one SQLite file."""
 
-from node.store.audit import Event
+from node.store.audit import AuditEvent
 from node.store.core import StoreOptions
 from node.store.reader import AuditRow, LogRow, Reader, StoredEntry
 from node.store.received import Received, Report
@@ -9,9 +9,9 @@ from node.store.store import Store
 from node.store.txn import Txn
 
 __all__ = [
+    "AuditEvent",
     "AuditRow",
     "Authored",
-    "Event",
     "LogRow",
     "Reader",
     "Received",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from node.refusals import REFUSALS
-from node.store.audit import Event, audit
+from node.store.audit import AuditEvent, audit
 from node.store.heads import LogHead
 from node.store.logbound import DROPPED, Crowded, make_room
 from node.store.received import _Candidate, _subject, _workspace
@@ -79,7 +79,9 @@ class _Attaching(_Waiting):
         await self.store.hide_log(self.txn, head, DROPPED)
         self.txn.add("UPDATE logs SET forked_at = ? WHERE log_id = ?", (DROPPED, head.log_id))
         reason = "log dropped: its writer opened one before it past the bound of its member.add"
-        self.store.audit_rejection(self.txn, self.source, Event.ENTRY_REJECTED, reason, head.id)
+        self.store.audit_rejection(
+            self.txn, self.source, AuditEvent.ENTRY_REJECTED, reason, head.id
+        )
 
     async def _attach(self, head: LogHead, cands: list[_Candidate]) -> set[bytes]:
         amortised = self.store.options.amortised_verification
@@ -108,7 +110,7 @@ class _Attaching(_Waiting):
             self.store.audit_rejection(
                 self.txn,
                 self.source,
-                Event.CLOCK_SKEW,
+                AuditEvent.CLOCK_SKEW,
                 f"entry clock {hlc.wall} is beyond the allowed skew",
                 entry.id,
             )
@@ -173,7 +175,7 @@ class _Attaching(_Waiting):
         detail = {"source": self.source, "writer": h.writer, "epoch": h.epoch, "seq": h.seq}
         audit(
             self.txn,
-            Event.FORK_DETECTED,
+            AuditEvent.FORK_DETECTED,
             self.store.clock.last.wall,
             entry=cand.entry.id,
             detail=detail,

@@ -18,7 +18,7 @@ from protocol.canonical import encode_canonical
 __all__ = [
     "AUDIT_INSERT",
     "AUDIT_INSERT_AT_POS",
-    "Event",
+    "AuditEvent",
     "RejectionLimiter",
     "audit",
     "bundle_subjects",
@@ -35,7 +35,7 @@ AUDIT_INSERT_AT_POS = (
 )
 
 
-class Event(enum.StrEnum):
+class AuditEvent(enum.StrEnum):
     SR_WRITTEN = "sr_written"
     SR_SYNCED = "sr_synced"
     BUNDLE_IMPORTED = "bundle_imported"
@@ -51,7 +51,7 @@ class Event(enum.StrEnum):
 
 def audit(
     txn: Txn,
-    event: Event,
+    event: AuditEvent,
     at: int,
     *,
     workspace: str | None = None,
@@ -102,9 +102,9 @@ class RejectionLimiter:
     def __init__(self, interval_ms: int = 60_000, max_sources: int = 4096) -> None:
         self.interval_ms = interval_ms
         self._max_sources = max_sources
-        self._windows: dict[tuple[str, Event], _Window] = {}
+        self._windows: dict[tuple[str, AuditEvent], _Window] = {}
 
-    def admit(self, source: str, event: Event, now_ms: int) -> int | None:
+    def admit(self, source: str, event: AuditEvent, now_ms: int) -> int | None:
         """The count to write now, or None when this rejection is only counted."""
         key = (source, event)
         window = self._windows.get(key)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from node.store.audit import Event
+from node.store.audit import AuditEvent
 from node.store.heads import LogHead, LogTable
 from node.store.txn import Txn
 from node.store.views import View
@@ -71,7 +71,7 @@ class Host(Protocol):
     def now_ms(self, wall: int | None = None) -> int: ...
 
     def audit_rejection(
-        self, txn: Txn, source: str, event: Event, reason: str, entry: bytes | None
+        self, txn: Txn, source: str, event: AuditEvent, reason: str, entry: bytes | None
     ) -> None: ...
 
     async def append_attached(
@@ -121,7 +121,7 @@ class _Candidate:
 class _Receive:
     """One receive operation inside the writer's transaction: what it holds."""
 
-    def __init__(self, store: Host, txn: Txn, source: str, event: Event | None) -> None:
+    def __init__(self, store: Host, txn: Txn, source: str, event: AuditEvent | None) -> None:
         self.store = store
         self.txn = txn
         self.source = source
@@ -131,7 +131,9 @@ class _Receive:
 
     def _reject(self, reason: str, entry_id: bytes | None) -> None:
         self.report.rejected += 1
-        self.store.audit_rejection(self.txn, self.source, Event.ENTRY_REJECTED, reason, entry_id)
+        self.store.audit_rejection(
+            self.txn, self.source, AuditEvent.ENTRY_REJECTED, reason, entry_id
+        )
 
     def _reject_candidate(self, cand: _Candidate, reason: str) -> None:
         """Reject ``cand``; one that waited leaves the pending area."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from node.store.audit import Event
+from node.store.audit import AuditEvent
 from node.store.heads import LogHead
 from node.store.ingest import Ingest
 from node.store.pending import SWEEP_EVERY_MS, SourceRow, delete_pending, expire_pending
@@ -41,7 +41,7 @@ class _Receiving(_Sealing):
         entries: Sequence[Received],
         *,
         source: str,
-        event: Event | None = Event.SR_SYNCED,
+        event: AuditEvent | None = AuditEvent.SR_SYNCED,
     ) -> Report:
         """The append path for entries from elsewhere (sync, bundles, tests).
 
@@ -63,7 +63,7 @@ class _Receiving(_Sealing):
         entries: Sequence[Received],
         *,
         source: str,
-        event: Event | None,
+        event: AuditEvent | None,
     ) -> Report:
         """``receive`` inside a transaction the caller runs: a bundle import feeds it batch
         after batch and commits them all at once."""
@@ -90,7 +90,7 @@ class _Receiving(_Sealing):
             return
         await self.logs.pending_left(txn.fetchall)
         for row in gone:
-            self.audit_rejection(txn, row.source, Event.ENTRY_REJECTED, _EXPIRED, row.id)
+            self.audit_rejection(txn, row.source, AuditEvent.ENTRY_REJECTED, _EXPIRED, row.id)
 
     async def select_pending(self) -> list[SourceRow]:
         """What each source holds in the pending area."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from node.store.audit import Event, audit
+from node.store.audit import AuditEvent, audit
 from node.store.core import _STATE_UPSERT, _StoreCore
 from node.store.heads import LogHead
 from node.store.txn import Txn
@@ -28,14 +28,14 @@ class _StateAudit(_StoreCore):
 
     # -- audit -----------------------------------------------------------------------------------
 
-    def admit_event(self, source: str, event: Event) -> int | None:
+    def admit_event(self, source: str, event: AuditEvent) -> int | None:
         """The audit feed's rate limit (``RejectionLimiter``, docs/tools/e_audit.md): how many
         ``event``s of ``source`` the one written now stands for, or None when it is only
         counted."""
         return self.limiter.admit(source, event, self.wall())
 
     def audit_rejection(
-        self, txn: Txn, source: str, event: Event, reason: str, entry: bytes | None
+        self, txn: Txn, source: str, event: AuditEvent, reason: str, entry: bytes | None
     ) -> None:
         now = self.clock.last.wall
         count = self.admit_event(source, event)
@@ -48,7 +48,9 @@ class _StateAudit(_StoreCore):
                 detail={"source": source, "reason": reason, "count": count},
             )
 
-    async def audit_limited(self, event: Event, source: str, detail: Mapping[str, object]) -> None:
+    async def audit_limited(
+        self, event: AuditEvent, source: str, detail: Mapping[str, object]
+    ) -> None:
         """Write ``event`` of ``source`` in a transaction of its own, stamped at this node's
         moment, unless the rate limit only counts it (``admit_event``): ``peer_connected`` /
         ``peer_disconnected``, at most one a peer and event a minute."""

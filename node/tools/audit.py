@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import Refusal
-from node.store import AuditRow, Event, Reader
+from node.store import AuditEvent, AuditRow, Reader
 from node.tools.args import check_names, integer
 from node.views.episode_reads import select_episode_readers
 from node.views.read_rule import may_read_sr
@@ -66,7 +66,7 @@ async def _visible(
     srs, episodes = await _readable(reader, caller, {r.subject for r in rows if r.subject})
     shown: list[tuple[AuditRow, dict[str, Any] | None]] = []
     for row in rows:
-        if row.event == Event.BUNDLE_IMPORTED:
+        if row.event == AuditEvent.BUNDLE_IMPORTED:
             part = await _brought(reader, caller, row)
             if part is not None:
                 shown.append((row, part))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import Refusal
 from node.store import Store
 from node.tools.timeline_spec import TimelineSpec

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import Forbidden, Refusal
 from node.store import Store
 from node.tools.args import check_names, flag, integer, one_of, optional_time, text

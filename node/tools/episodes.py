@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from node.access.callers import Caller
 from node.authoring import Author
-from node.authority import Caller
 from node.errors import Refusal
 from node.ids import uuid7
-from node.store import Authored, Event, Txn
+from node.store import AuditEvent, Authored, Txn
 from node.store.audit import audit
 from node.tools.args import check_names, encode, optional_time, present
 from node.views.episodes import select_manager, select_newest_id
@@ -114,7 +114,7 @@ async def work_forget(author: Author, caller: Caller, args: Mapping[str, Any]) -
         return encode("episode.forget", payload), payload
 
     def after(txn: Txn, authored: Authored) -> None:
-        audit(txn, Event.EPISODE_FORGOTTEN, authored.hlc.wall, workspace=caller.workspace,
+        audit(txn, AuditEvent.EPISODE_FORGOTTEN, authored.hlc.wall, workspace=caller.workspace,
               subject=episode_id, principal=caller.principal, entry_pos=authored.pos)  # fmt: skip
 
     await author.write("episode.forget", build, after)

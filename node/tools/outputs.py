@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from node.store.audit import Event
+from node.store.audit import AuditEvent
 from node.tools.episode_reads import FORMATS
 from node.tools.timeline_spec import ACTIONS
 from node.views.fold import COMPARED
@@ -180,7 +180,7 @@ _CHANGES = _object(
 _EVENT = _object(
     {
         "seq": _INTEGER,
-        "event": {"type": "string", "enum": [e.value for e in Event]},
+        "event": {"type": "string", "enum": [e.value for e in AuditEvent]},
         "at": _described(_STRING, _INSTANT),
         "subject": _nullable(_STRING),
         "entry_id": _nullable(_STRING),

@@ -10,11 +10,11 @@ import re
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
+from node.access.callers import Caller
 from node.authoring import Author
-from node.authority import Caller
 from node.errors import Refusal
 from node.ids import uuid7
-from node.store import Authored, Event, Txn
+from node.store import AuditEvent, Authored, Txn
 from node.store.audit import audit
 from node.store.sealing import Content
 from node.tools.args import check_names, encode, optional_time, present
@@ -86,7 +86,7 @@ def _result(sr_id: str, entry: Entry, created: bool) -> dict[str, Any]:
 
 def _audit_written(caller: Caller, sr_id: str) -> Any:
     def after(txn: Txn, authored: Authored) -> None:
-        audit(txn, Event.SR_WRITTEN, authored.hlc.wall, workspace=caller.workspace,
+        audit(txn, AuditEvent.SR_WRITTEN, authored.hlc.wall, workspace=caller.workspace,
               subject=sr_id, principal=caller.principal, entry_pos=authored.pos)  # fmt: skip
 
     return after
@@ -168,7 +168,7 @@ async def _set_deleted(
             return False
         hlc = store.now()
         mark_deleted(txn, str(sr_id), deleted, hlc, caller.principal)
-        event = Event.SR_DELETED if deleted else Event.SR_UNDELETED
+        event = AuditEvent.SR_DELETED if deleted else AuditEvent.SR_UNDELETED
         audit(txn, event, hlc.wall, workspace=caller.workspace, subject=str(sr_id),
               principal=caller.principal)  # fmt: skip
         return True

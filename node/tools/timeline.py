@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import EmbedderError, EmbedderUnavailable, Refusal
 from node.logging import get_logger
 from node.store import Reader, Store

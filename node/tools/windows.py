@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from node.access.callers import Caller
 from node.authoring import Author
-from node.authority import Caller
 from node.errors import Refusal
 from node.store import Reader
 from node.tools.args import check_names, encode, integer, text

@@ -14,7 +14,7 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.store import Reader
 from node.store.txn import Txn
 from node.store.views import Applied

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.store import Reader
 from node.views.fold import COMPARED, SrState
 from node.views.read_rule import may_read_sr

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.store import Reader
 
 __all__ = ["COLUMNS", "Filters", "Scope", "page", "select_episode_readers", "walk"]

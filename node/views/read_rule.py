@@ -10,7 +10,7 @@ private, owner).  Every view filters with it before it counts, ranks or pages.
 
 from __future__ import annotations
 
-from node.authority import Caller
+from node.access.callers import Caller
 
 __all__ = ["may_read_sr", "readable_scopes", "readable_srs"]
 

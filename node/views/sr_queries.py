@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.store import Reader
 from node.store.txn import Txn
 from node.views.read_rule import readable_srs

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgpack
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.store import Reader
 from node.store.reader import Fetch
 from node.views.read_rule import readable_scopes, readable_srs

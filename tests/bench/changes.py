@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.identity import DB_FILE
 from node.node import Node
 from node.views.read_rule import may_read_sr

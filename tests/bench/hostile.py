@@ -635,7 +635,7 @@ async def _pending(root: Path, n: int) -> dict[str, Any]:
         await admit(node, writer)
         e1, e2 = writer.run(2)
         junk = _strangers(node.info.mesh, n)
-        window = min(sync.options.link.window_entries, MAX_BATCH_ENTRIES)
+        window = min(sync.options.link.credit_entries, MAX_BATCH_ENTRIES)
 
         async def accept(reader: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
             await sync.attach(reader, w)

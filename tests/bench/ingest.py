@@ -36,7 +36,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.identity import node_id
 from node.ids import uuid7
 from node.node import Node

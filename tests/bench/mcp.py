@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from node.access.callers import Caller
 from node.address import Listen
-from node.authority import Caller
 from node.mcp.http import http_server
 from node.node import Node
 from tests.bench import changes

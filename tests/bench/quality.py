@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.config import CONFIG_FILE
 from node.errors import NodeError
 from node.node import Node

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.node import Node
 from tests.node.helpers import counts, digest
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.config import ENVIRONMENT
 from node.node import Node
 from tests.node.embedserver import EmbedServer, reference_model

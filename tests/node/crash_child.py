@@ -21,7 +21,7 @@ import random
 import sys
 from pathlib import Path
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.node import Node
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.node import Node
 
 NOW = 1_790_000_000_000  # the wall fixture's start: 2026-09-21T14:13:20Z

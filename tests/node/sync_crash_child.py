@@ -39,7 +39,7 @@ from protocol.entry import Entry
 # A small window: many short batches, each its own transaction, so a kill has many points
 # to land between (and inside) commits.
 OPTIONS = SyncOptions(
-    link=LinkOptions(window_entries=24, hello_timeout=2.0, write_timeout=2.0, close_timeout=1.0),
+    link=LinkOptions(credit_entries=24, hello_timeout=2.0, write_timeout=2.0, close_timeout=1.0),
     poll_interval=0.01,
     backoff_initial=0.02,
     backoff_max=0.1,

@@ -88,11 +88,11 @@ async def until(
     changes."""
     async with asyncio.timeout(within):
         while True:
-            versions = [s.changes.version for s in syncs]
+            versions = [s.commits.version for s in syncs]
             if await check():
                 return
             waits = [
-                asyncio.ensure_future(s.changes.wait(v))
+                asyncio.ensure_future(s.commits.wait(v))
                 for s, v in zip(syncs, versions, strict=True)
             ]
             waits += [asyncio.ensure_future(_table_moved(s)) for s in syncs]

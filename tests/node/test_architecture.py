@@ -31,7 +31,7 @@ OWNERS: dict[str, frozenset[str]] = {
             "bundle_subjects",
         }
     ),
-    "node/tokens.py": frozenset({"tokens"}),
+    "node/access/tokens.py": frozenset({"tokens"}),
     # The views: derived from the log, rebuilt by replaying it.
     "node/views": frozenset(
         {

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import Forbidden, Refusal
 from node.node import Node
 from protocol.clock import Hlc

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.node import Node
 from tests.node.bundlekit import write
 from tests.node.conftest import Wall

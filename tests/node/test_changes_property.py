@@ -35,7 +35,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import Refusal
 from node.node import Node
 from node.views.fold import COMPARED, lane_uuid_of

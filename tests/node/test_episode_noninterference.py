@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import NodeError
 from node.node import Node
 from node.views import episode_reads as reads

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.node import Node
 from protocol.clock import Hlc
 from protocol.timefmt import format_instant

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import Refusal
 from node.node import Node
 from tests.node.helpers import counts, held_entries

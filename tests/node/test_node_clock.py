@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.node import Node
 from node.store.reader import AuditRow
 from protocol.clock import Hlc

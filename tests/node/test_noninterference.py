@@ -41,7 +41,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import NodeError
 from node.node import Node
 from node.tools import audit as audit_tool

@@ -218,7 +218,7 @@ async def test_schema_13_gives_waiting_rows_their_size_and_an_arrival(tmp_path: 
 WINDOW = 4
 OPTIONS = SyncOptions(
     link=LinkOptions(
-        window_entries=WINDOW,
+        credit_entries=WINDOW,
         batch_entries=WINDOW,
         hello_timeout=1.0,
         write_timeout=1.0,

@@ -17,7 +17,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.identity import node_id
 from node.node import Node
 from protocol.clock import Hlc

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.identity import NODE_KEY_FILE
 from node.members import certs
 from node.mesh.host import LinkOptions
@@ -174,7 +174,7 @@ async def test_a_cut_connection_resumes_from_the_committed_frontier(
     entries = sized(writer, 300)
     total = sum(len(e.raw) + len(e.payload or b"") for e in entries)
     small = SyncOptions(
-        link=LinkOptions(window_entries=16, hello_timeout=2, write_timeout=2, close_timeout=1),
+        link=LinkOptions(credit_entries=16, hello_timeout=2, write_timeout=2, close_timeout=1),
         poll_interval=0.01,
         backoff_initial=0.02,
         backoff_max=0.1,
@@ -288,7 +288,7 @@ async def test_two_branches_of_a_log_meet_and_both_nodes_hold_the_fork(
             sb.dial(*await sa.listen())
 
             async def both_forked() -> bool:
-                return sa.changes.marks.forks == sb.changes.marks.forks == 1
+                return sa.commits.marks.forks == sb.commits.marks.forks == 1
 
             await until(both_forked, [sa, sb])
         for node in (a, b):

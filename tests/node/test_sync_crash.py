@@ -339,10 +339,10 @@ async def scenario(tmp_path: Path, seed: int) -> tuple[Acks, list[Round], set[by
             own_b = written_by_b(dirs["B"])
             async with asyncio.timeout(10):
                 while True:
-                    version = sync.changes.version
+                    version = sync.commits.version
                     if written_by_b(dirs["A"]) == own_b:
                         break
-                    await sync.changes.wait(version)
+                    await sync.commits.wait(version)
     return acks, rounds, baseline
 
 

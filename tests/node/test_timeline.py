@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import Refusal
 from node.node import Node
 from node.views.fold import lane_uuid_of

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.node import Node
 from node.views import timeline as tl
 from node.views.read_rule import readable_srs

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import Refusal
 from node.node import Node
 from node.tools.timeline_spec import ACTIONS, ARGUMENTS, ORDERS

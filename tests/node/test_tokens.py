@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import Refusal, Unauthenticated
 from node.node import Node
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.node import Node
 from node.views.srs import DOC_SLOTS
 from protocol.clock import Hlc

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import ConfigError, Refusal
 from node.node import Node
 from node.tools.windows import RefusedBeforeDispatch

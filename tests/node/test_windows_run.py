@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.node import Node
 from node.tools.timeline_spec import closed_at, parse_spec
 from protocol.timefmt import format_instant, parse_instant

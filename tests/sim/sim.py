@@ -70,7 +70,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from node.authority import Caller
+from node.access.callers import Caller
 from node.errors import Refusal
 from node.identity import node_id, random_source
 from node.mesh.outbox import Outbox, PeerHolds, catch_up

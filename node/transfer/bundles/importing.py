@@ -26,7 +26,7 @@ from node.errors import StoreError
 from node.identity import node_id
 from node.members.membership import Membership
 from node.progress import Progress
-from node.store import Event, Report, Store, Txn
+from node.store import AuditEvent, Report, Store, Txn
 from node.store.audit import audit, bundle_subjects
 from node.store.writer import Operation
 from node.transfer.bundles.files import _BATCH, BundleError
@@ -245,7 +245,7 @@ class _Import:
     def _audit(self, txn: Txn, total: Report) -> None:
         report = self._report(total)
         at = self.store.now_ms()
-        audit(txn, Event.BUNDLE_IMPORTED, at, detail=report.detail() | {"subjects": self.key})
+        audit(txn, AuditEvent.BUNDLE_IMPORTED, at, detail=report.detail() | {"subjects": self.key})
 
     def _report(self, total: Report | None = None) -> ImportReport:
         t, v = total or self.total, self.verified

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from node.authority import SCOPES, Caller
+from node.access.callers import SCOPES, Caller
 from node.errors import Refusal, Unauthenticated
 from node.identity import random_bytes
 from node.store import Store, Txn
