@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from node.access.callers import SCOPES, Caller
@@ -20,11 +20,15 @@ from node.store import Store, Txn
 from protocol.kinds import PRINCIPAL, WORKSPACE
 
 __all__ = [
+    "ARCHIVED_COLUMNS",
+    "DROP_ARCHIVED",
+    "TAKE_ARCHIVED",
     "TOKEN_STEPS",
     "IssuedToken",
     "TokenInfo",
     "authenticate",
     "issue",
+    "put_back",
     "revoke",
     "select_tokens",
 ]
@@ -43,6 +47,20 @@ CREATE TABLE tokens (
 ) WITHOUT ROWID;
 """
 TOKEN_STEPS: Mapping[int, str] = {1: _TOKENS}
+
+
+# The token rows as an archive keeps them, apart from its copy of the store
+# (node/transfer/archive): the hash, four texts and three times, in this order.
+ARCHIVED_COLUMNS = "hash, token_id, principal, workspace, scopes, created, expires, revoked"
+TAKE_ARCHIVED = f"SELECT {ARCHIVED_COLUMNS} FROM tokens ORDER BY token_id"  # noqa: S608
+DROP_ARCHIVED = "DELETE FROM tokens"
+_PUT_BACK = f"INSERT INTO tokens ({ARCHIVED_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"  # noqa: S608
+
+
+def put_back(txn: Txn, rows: Iterable[Sequence[object]]) -> None:
+    """Queue archived rows (``ARCHIVED_COLUMNS``) into the table of a store being restored."""
+    for row in rows:
+        txn.add(_PUT_BACK, row)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from node.members.errors import MeshError, UnknownMember
 from node.store.members import select_authority, select_member_entries
 from node.store.received import Wait
 from node.store.txn import Txn
-from node.store.views import Applied
+from node.store.views import Applied, Hidden
 from protocol.clock import Hlc
 from protocol.entry import Header, decode_header
 from protocol.errors import PayloadError
@@ -244,11 +244,11 @@ class Membership:
         else:  # an older authority epoch arriving late: fold again in order
             self._refold(mark=True)
 
-    async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None:
-        hidden = [k for k in self._entries if k[0] == log_id and k[1] >= from_seq]
-        for k in hidden:
+    async def hide(self, txn: Txn, hidden: Hidden) -> None:
+        gone = [k for k in self._entries if k[0] == hidden.log_id and k[1] >= hidden.from_seq]
+        for k in gone:
             del self._entries[k]
-        if hidden:
+        if gone:
             self._refold(mark=False)
 
     async def catch_up(self, txn: Txn, moment: int) -> None:

@@ -24,10 +24,10 @@ from node.errors import EmbedderError
 from node.logging import get_logger
 from node.search.embedders import Embedder
 from node.search.held import Held, Near, Quantised, Scored, quantise
-from node.search.tables import forgetting
+from node.search.tables import QUEUED_DOCS, forgetting, queue_live, select_queued
 from node.store import Store
 from node.store.txn import Txn
-from node.views.sr_queries import queue_live, select_embedded, select_queued
+from node.views.sr_queries import select_embedded
 
 __all__ = ["IndexStatus", "VectorIndex", "embedded_text"]
 
@@ -57,6 +57,8 @@ class IndexStatus:
 
 class VectorIndex:
     """The index of one embedder's model over one store, and its background worker."""
+
+    queued = QUEUED_DOCS  # the docs waiting to be embedded, for a find's vector leg
 
     def __init__(
         self, store: Store, embedder: Embedder, *, batch: int, weight: float, timeout: float

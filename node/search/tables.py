@@ -1,12 +1,24 @@
-"""Dropping the vector index's tables (node/search/schema.py ``_VECTORS``): plain SQL, no numpy,
-so a node with no embedder can drop a stored index without loading what makes one."""
+"""The vector index's queue, and dropping its tables (node/search/schema.py ``_VECTORS``): plain
+SQL, no numpy, so a node with no embedder can drop a stored index without loading what makes
+one."""
 
 from __future__ import annotations
 
-from node.store import Store
-from node.store.txn import Txn
+from typing import Any
 
-__all__ = ["forget_index", "forgetting"]
+from node.store import Reader, Store
+from node.store.txn import Txn
+from node.views.sr_queries import LIVE_DOCS, SHOWN_COLUMNS, shown_at
+
+__all__ = ["QUEUED_DOCS", "forget_index", "forgetting", "queue_live", "select_queued"]
+
+# The docs waiting to be embedded, for the SR view's finds (``Semantic.queued``): an SR queued
+# is left to BM25 until its vector is of its current text.
+QUEUED_DOCS = "SELECT doc FROM sr_embed_queue"
+_QUEUED = (
+    f"SELECT q.doc, {SHOWN_COLUMNS} FROM sr_embed_queue q {shown_at('q.doc')} "  # noqa: S608
+    "ORDER BY q.doc DESC LIMIT ?"
+)
 
 _FORGET = ("DELETE FROM sr_vectors", "DELETE FROM sr_embed_queue", "DELETE FROM sr_vector_model")
 
@@ -26,3 +38,14 @@ def forgetting(txn: Txn) -> None:
     """Queue the statements that empty the index, its queue and its model."""
     for sql in _FORGET:
         txn.add(sql, ())
+
+
+async def select_queued(reader: Reader, *, limit: int) -> list[Any]:
+    """The newest ``limit`` docs waiting to be embedded, each as (doc, sr_id, title, text,
+    tags_text) — the SR's fields None when no SR is shown at that doc any more."""
+    return await reader.fetchall(_QUEUED, (limit,))
+
+
+def queue_live(txn: Txn) -> None:
+    """Queue every shown SR's doc to be embedded."""
+    txn.add(f"INSERT INTO sr_embed_queue (doc) {LIVE_DOCS}", ())

@@ -16,6 +16,7 @@ from node.store.pending import select_sources as _select_sources
 from node.store.received import Received, Report
 from node.store.sealing import _Sealing
 from node.store.txn import Txn
+from node.store.views import Hidden
 from protocol.entry import Entry
 from protocol.kinds import decode_payload, is_known
 
@@ -116,7 +117,7 @@ class _Receiving(_Sealing):
             return
         head.forked_at = from_seq
         for view in self.views:
-            await view.hide(txn, head.log_id, from_seq)
+            await view.hide(txn, Hidden(head.log_id, from_seq))
         txn.add(
             "UPDATE headers SET applied = 0 WHERE log_id = ? AND seq >= ?", (head.log_id, from_seq)
         )

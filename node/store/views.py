@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from node.store.txn import Txn
 from protocol.clock import Hlc
 
-__all__ = ["Applied", "View"]
+__all__ = ["ENTRY_COLUMNS", "Applied", "Hidden", "View", "entries_at"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,34 @@ class Applied:
     kind: str
     payload: dict[str, Any]
     fresh: bool = False  # authored here with a new id: nothing of it can exist yet
+
+
+@dataclass(frozen=True, slots=True)
+class Hidden:
+    """What ``hide`` withdraws: a log's entries from ``from_seq`` on (a fork).  ``positions``
+    lists their store positions, for a view's ``pos IN (…)`` (its ``args`` fill it)."""
+
+    log_id: int
+    from_seq: int
+    positions: ClassVar[str] = "SELECT pos FROM headers WHERE log_id = ? AND seq >= ?"
+
+    @property
+    def args(self) -> tuple[int, int]:
+        return (self.log_id, self.from_seq)
+
+
+# The entry logged at a view's row, for a view that folds its rows again from the log: joined
+# on the row's position column (``entries_at``), ``ENTRY_COLUMNS`` are its kind, its payload's
+# bytes and its writer's key.
+ENTRY_COLUMNS = "h.kind, p.data, l.writer"
+
+
+def entries_at(pos: str) -> str:
+    """The joins that bring ``ENTRY_COLUMNS`` to the rows whose position column is ``pos``."""
+    return (
+        f"JOIN headers h ON h.pos = {pos} JOIN payloads p ON p.pos = {pos} "
+        "JOIN logs l ON l.log_id = h.log_id"
+    )
 
 
 class View(Protocol):
@@ -57,7 +85,7 @@ class View(Protocol):
 
     async def apply(self, txn: Txn, item: Applied) -> None: ...
 
-    async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None: ...
+    async def hide(self, txn: Txn, hidden: Hidden) -> None: ...
 
     async def catch_up(self, txn: Txn, moment: int) -> None:
         """Make current what has come due by ``moment``."""

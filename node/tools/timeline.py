@@ -132,9 +132,9 @@ async def _semantic(
     except (EmbedderError, TimeoutError) as exc:
         vectors.fallbacks += 1
         log.warning("semantic_fallback", error=str(exc) or "timeout", waited_s=wait)
-        return Semantic(None, vectors.weight), {"semantic_used": False,
+        return Semantic(None, vectors.weight, vectors.queued), {"semantic_used": False,
                                                 "semantic_error": _why(exc, wait)}  # fmt: skip
-    return Semantic(vectors.nearest(query), vectors.weight), {"semantic_used": True}
+    return Semantic(vectors.nearest(query), vectors.weight, vectors.queued), {"semantic_used": True}
 
 
 def _why(exc: Exception, wait: float) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from node.access.callers import Caller
 from node.store import Reader
 from node.store.txn import Txn
-from node.store.views import Applied
+from node.store.views import Applied, Hidden
 from node.views.fold import order_key
 
 __all__ = ["CallWindowView", "select_call_windows"]
@@ -26,6 +26,8 @@ _INSERT = (
     "INSERT OR IGNORE INTO call_windows (pos, ord, wall, workspace, principal, tool, turn, "
     "call_id, row) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+_HIDE = f"DELETE FROM call_windows WHERE pos IN ({Hidden.positions})"  # noqa: S608
 
 
 class CallWindowView:
@@ -57,12 +59,8 @@ class CallWindowView:
         txn.add(_INSERT, (item.pos, ord_, item.hlc.wall, p["workspace"], p["principal"],
                           row["toolName"], row["turn"], row["toolCallId"], text))  # fmt: skip
 
-    async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None:
-        txn.add(
-            "DELETE FROM call_windows WHERE pos IN "
-            "(SELECT pos FROM headers WHERE log_id = ? AND seq >= ?)",
-            (log_id, from_seq),
-        )
+    async def hide(self, txn: Txn, hidden: Hidden) -> None:
+        txn.add(_HIDE, hidden.args)
 
     async def catch_up(self, txn: Txn, moment: int) -> None:
         pass

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from node.store.txn import Txn
-from node.store.views import Applied
+from node.store.views import Applied, Hidden
 from node.views.fold import order_key
 
 __all__ = ["LATER", "EpisodeView", "select_manager", "select_newest_id"]
@@ -139,19 +139,16 @@ class EpisodeView:
             txn.add(_DUE, (wall, p["vault"], p["id"]))
             self.next_due = wall if self.next_due is None else min(self.next_due, wall)
 
-    async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None:
+    async def hide(self, txn: Txn, hidden: Hidden) -> None:
         """Withdraw a forked log's records and amendments.  Its forgets stay: hiding never
         brings a forgotten episode back."""
-        hidden = "SELECT pos FROM headers WHERE log_id = ? AND seq >= ?"
+        at = hidden.positions
         rows = await txn.fetchall(
-            f"SELECT DISTINCT id, vault FROM episode_entries WHERE pos IN ({hidden}) AND kind < 2",  # noqa: S608
-            (log_id, from_seq),
+            f"SELECT DISTINCT id, vault FROM episode_entries WHERE pos IN ({at}) AND kind < 2",  # noqa: S608
+            hidden.args,
         )
-        txn.add(f"DELETE FROM episodes WHERE pos IN ({hidden})", (log_id, from_seq))  # noqa: S608
-        txn.add(
-            f"DELETE FROM episode_entries WHERE pos IN ({hidden}) AND kind < 2",  # noqa: S608
-            (log_id, from_seq),
-        )
+        txn.add(f"DELETE FROM episodes WHERE pos IN ({at})", hidden.args)  # noqa: S608
+        txn.add(f"DELETE FROM episode_entries WHERE pos IN ({at}) AND kind < 2", hidden.args)  # noqa: S608
         for episode_id, vault in rows:
             txn.add(_REFRESH, (episode_id, self._horizon(), vault))
 

@@ -46,6 +46,7 @@ class Semantic:
     # so BM25 ranks alone (and the answer still counts what waits to be embedded)
     nearest: Callable[[int], Sequence[Neighbour]] | None
     weight: float
+    queued: str  # the index's statement of the docs waiting to be embedded (node/search)
 
 
 async def find(
@@ -70,12 +71,12 @@ def _find(fetch: Fetch, q: Query, wanted: list[str], semantic: Semantic | None) 
     if semantic is None or semantic.nearest is None:
         ranked = _ranked(fetch, scored, need)
     else:
-        near = _vector_leg(fetch, q, semantic.nearest)
+        near = _vector_leg(fetch, q, semantic.nearest, semantic.queued)
         ranked = _fused(fetch, scored, near, need, semantic.weight)
     first = (q.page - 1) * q.page_size
     chosen = {doc: (first + i + 1, score)
               for i, (score, _, doc) in enumerate(ranked[first : first + q.page_size])}  # fmt: skip
-    pending = None if semantic is None else _pending(fetch, q)
+    pending = None if semantic is None else _pending(fetch, q, semantic.queued)
     if not chosen:
         return Page([], False, pending)
     field, _, way = q.order_by.rpartition("_")
@@ -172,7 +173,7 @@ FUSION_K = 60  # reciprocal rank fusion's constant: a leg's rank r counts 1 / (6
 
 
 def _vector_leg(
-    fetch: Fetch, q: Query, nearest: Callable[[int], Sequence[Neighbour]]
+    fetch: Fetch, q: Query, nearest: Callable[[int], Sequence[Neighbour]], queued: str
 ) -> list[tuple[int, Neighbour]]:
     """(rank, neighbour) of the ``VECTOR_DEPTH`` nearest SRs that the caller can read and its
     filters pass, ties at the cut included: the held vectors are asked for more until that
@@ -181,7 +182,7 @@ def _vector_leg(
     count = VECTOR_DEPTH
     while True:
         found = nearest(count)
-        passing = _passing(fetch, q, found)
+        passing = _passing(fetch, q, found, queued)
         kept = [n for n in found if (n.doc, n.sr_id) in passing]
         if len(kept) >= VECTOR_DEPTH or len(found) < count:
             break
@@ -196,7 +197,9 @@ def _vector_leg(
     return ranks
 
 
-def _passing(fetch: Fetch, q: Query, found: Sequence[Neighbour]) -> set[tuple[int, str]]:
+def _passing(
+    fetch: Fetch, q: Query, found: Sequence[Neighbour], queued: str
+) -> set[tuple[int, str]]:
     """(doc, sr_id) of the SRs of ``found`` the caller can read, its filters pass, and whose
     vector is of their current text (not queued)."""
     rule, params = readable_srs(q.caller, "srs")
@@ -208,7 +211,7 @@ def _passing(fetch: Fetch, q: Query, found: Sequence[Neighbour]) -> set[tuple[in
         out.update(fetch(
             "SELECT srs.doc, s.sr_id FROM sr_docs srs JOIN srs s ON s.doc = srs.doc "  # noqa: S608
             f"WHERE srs.doc IN ({','.join('?' * len(docs))}) AND {passes} "
-            "AND srs.doc NOT IN (SELECT doc FROM sr_embed_queue)",
+            f"AND srs.doc NOT IN ({queued})",
             (*docs, *params, *narrow_args),
         ))  # fmt: skip
     return out
@@ -246,11 +249,11 @@ def _competition_ranks(scored: list[Scored], of: dict[int, float]) -> dict[int, 
     return {doc: 1 + bisect.bisect_left(order, s) for doc, s in of.items()}
 
 
-def _pending(fetch: Fetch, q: Query) -> int:
+def _pending(fetch: Fetch, q: Query, queued: str) -> int:
     """How many SRs the caller can read wait to be embedded."""
     rule, params = readable_srs(q.caller, "srs")
     rows = fetch(  # the queue leads (CROSS JOIN): it is short, what the caller reads is not
-        "SELECT count(*) FROM sr_embed_queue e CROSS JOIN sr_docs srs ON srs.doc = e.doc "  # noqa: S608
+        f"SELECT count(*) FROM ({queued}) e CROSS JOIN sr_docs srs ON srs.doc = e.doc "  # noqa: S608
         f"WHERE {rule}",
         params,
     )

@@ -1,8 +1,7 @@
 """What other rooms read of the SR view (node/views/srs.py), as named statements: a traverse's
 anchor and the SRs linked to it (e_timeline), who may read an SR by its newest version (the
 audit feed), how many SRs are shown (``memlane search status``), and what the vector index
-embeds (node/search/index.py) — the docs ``sr_embed_queue`` lists, which triggers on ``srs``
-keep (node/search/schema.py), with their SRs' text.
+embeds (node/search): the docs of the shown SRs, and the SR shown at a doc with its text.
 """
 
 from __future__ import annotations
@@ -17,13 +16,14 @@ from node.views.read_rule import readable_srs
 from node.views.timeline import Page, Query, select_page
 
 __all__ = [
+    "LIVE_DOCS",
+    "SHOWN_COLUMNS",
     "count_live",
     "has_readable",
-    "queue_live",
     "select_embedded",
     "select_linked",
-    "select_queued",
     "select_sr_readers",
+    "shown_at",
 ]
 
 # The anchor's neighbours lead the plan (CROSS JOIN fixes the order): looked up by sr_id, then
@@ -38,10 +38,15 @@ _SR_READERS = (
     "WHERE v.sr_id IN ({}) AND v.present = 1 "
     "AND v.ord = (SELECT max(ord) FROM sr_versions w WHERE w.sr_id = v.sr_id)"
 )
-_QUEUED = (
-    "SELECT q.doc, s.sr_id, s.title, s.text, s.tags_text FROM sr_embed_queue q "
-    "LEFT JOIN srs s ON s.doc = q.doc AND s.live = 1 ORDER BY q.doc DESC LIMIT ?"
-)
+# The docs of the SRs shown at this moment; and, joined on a doc column (``shown_at``), the SR
+# shown there as ``SHOWN_COLUMNS`` (its id, title, text and tags; all None when none is).
+LIVE_DOCS = "SELECT doc FROM srs WHERE live = 1"
+SHOWN_COLUMNS = "s.sr_id, s.title, s.text, s.tags_text"
+
+
+def shown_at(doc: str) -> str:
+    """The join that brings ``SHOWN_COLUMNS`` to the rows whose doc column is ``doc``."""
+    return f"LEFT JOIN srs s ON s.doc = {doc} AND s.live = 1"
 
 
 async def has_readable(reader: Reader, caller: Caller, sr_id: str) -> bool:
@@ -71,17 +76,6 @@ async def select_sr_readers(reader: Reader, sr_ids: Sequence[str]) -> dict[str, 
 async def count_live(reader: Reader) -> int:
     """How many SRs are shown at this moment (deleted here or not)."""
     return int(await reader.scalar("SELECT count(*) FROM srs WHERE live = 1"))
-
-
-async def select_queued(reader: Reader, *, limit: int) -> list[Any]:
-    """The newest ``limit`` docs waiting to be embedded, each as (doc, sr_id, title, text,
-    tags_text) — the SR's fields None when no SR is shown at that doc any more."""
-    return await reader.fetchall(_QUEUED, (limit,))
-
-
-def queue_live(txn: Txn) -> None:
-    """Queue every shown SR's doc to be embedded."""
-    txn.add("INSERT INTO sr_embed_queue (doc) SELECT doc FROM srs WHERE live = 1", ())
 
 
 async def select_embedded(txn: Txn, doc: int, sr_id: str | None) -> Any | None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from node.identity import node_id
 from node.store.txn import Txn
-from node.store.views import Applied
+from node.store.views import ENTRY_COLUMNS, Applied, Hidden, entries_at
 from node.views.fold import SrState, digests, fold_all, fold_entry, order_key
 from node.views.shown import shown_blob
 from protocol.canonical import decode_canonical
@@ -102,8 +102,11 @@ _TAGS_OUT = "DELETE FROM sr_tags WHERE sr_id = ?"
 _TAGS_IN = "INSERT OR IGNORE INTO sr_tags (tag, sr_id) SELECT value, ?1 FROM json_each(?2)"
 _LINKS_OUT = "DELETE FROM sr_links WHERE src = ?"
 _LINKS_IN = "INSERT OR IGNORE INTO sr_links (src, dst) SELECT ?1, value FROM json_each(?2)"
-_HIDE = (
-    "DELETE FROM sr_versions WHERE pos IN (SELECT pos FROM headers WHERE log_id = ? AND seq >= ?)"
+_HIDE = f"DELETE FROM sr_versions WHERE pos IN ({Hidden.positions})"  # noqa: S608
+_HIDDEN = f"SELECT DISTINCT sr_id FROM sr_versions WHERE pos IN ({Hidden.positions})"  # noqa: S608
+_LOGGED = (  # every version of an SR, with the entry it was folded from
+    f"SELECT v.ord, v.pos, v.wall, {ENTRY_COLUMNS} FROM sr_versions v {entries_at('v.pos')} "  # noqa: S608
+    "WHERE v.sr_id = ? ORDER BY v.ord"
 )
 _DUE = "INSERT OR IGNORE INTO sr_due (wall, sr_id) VALUES (?, ?)"
 _LIVE = "SELECT workspace, owner, private, deleted FROM srs WHERE sr_id = ? AND live = 1"
@@ -184,13 +187,9 @@ class SrView:
         else:
             await self._refold(txn, sr_id, item, ord_)
 
-    async def hide(self, txn: Txn, log_id: int, from_seq: int) -> None:
-        rows = await txn.fetchall(
-            "SELECT DISTINCT v.sr_id FROM sr_versions v JOIN headers h ON h.pos = v.pos "
-            "WHERE h.log_id = ? AND h.seq >= ?",
-            (log_id, from_seq),
-        )
-        txn.add(_HIDE, (log_id, from_seq))
+    async def hide(self, txn: Txn, hidden: Hidden) -> None:
+        rows = await txn.fetchall(_HIDDEN, hidden.args)
+        txn.add(_HIDE, hidden.args)
         for (sr_id,) in rows:
             self._latest.pop(sr_id, None)
             await self._refold(txn, sr_id, None, b"")
@@ -238,12 +237,7 @@ class SrView:
     async def _refold(self, txn: Txn, sr_id: str, item: Applied | None, ord_: bytes) -> None:
         """Fold every version of the SR again (an entry landed before others, or a create
         arrived after entries it precedes, or a log was hidden)."""
-        rows = await txn.fetchall(
-            "SELECT v.ord, v.pos, v.wall, h.kind, p.data, l.writer FROM sr_versions v "
-            "JOIN headers h ON h.pos = v.pos JOIN payloads p ON p.pos = v.pos "
-            "JOIN logs l ON l.log_id = h.log_id WHERE v.sr_id = ? ORDER BY v.ord",
-            (sr_id,),
-        )
+        rows = await txn.fetchall(_LOGGED, (sr_id,))
         entries = [(bytes(o), pos, wall, kind, decode_payload(kind, bytes(data)),
                     _writer_id(bytes(writer)))
                    for o, pos, wall, kind, data, writer in rows]  # fmt: skip

@@ -22,7 +22,7 @@ from node.members.errors import MeshError, NotAuthority, UnknownMember
 from node.members.membership import Cutoff, Membership
 from node.node import Node
 from node.store import StoreOptions
-from node.store.views import Applied
+from node.store.views import Applied, Hidden
 from protocol.clock import Hlc
 from protocol.entry import Entry
 from protocol.kinds import encode_payload
@@ -407,6 +407,6 @@ async def test_member_entries_fold_alike_in_any_arrival_order() -> None:
     membership = Membership(AUTHORITY)
     for item in items:
         await membership.apply(None, item)
-    await membership.hide(None, 2, 1)
+    await membership.hide(None, Hidden(2, 1))
     k1, k2 = membership.members()
     assert (k1.workspaces, k2.workspaces, k2.revoked) == (("team",), ("team",), None)

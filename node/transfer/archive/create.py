@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
+from node.access.tokens import DROP_ARCHIVED, TAKE_ARCHIVED
 from node.identity import (
     AUTHORITY_KEY_FILE,
     DB_FILE,
@@ -30,7 +31,7 @@ from node.transfer.archive.manifest import (
     _manifest,
     _manifest_bytes,
 )
-from node.transfer.archive.secrets import _TOKEN_COLUMNS, _seal
+from node.transfer.archive.secrets import _seal
 from protocol.canonical import encode_canonical
 
 __all__ = ["ArchiveReport", "create_archive"]
@@ -96,8 +97,7 @@ async def _snapshot(db: Path, copy: Path) -> tuple[list[list[Any]], dict[str, An
     """Back the store up into ``copy`` (one consistent read), then take the token rows out of
     the copy — overwritten on disk, not just unlinked — and return them with the state the
     manifest names."""
-    take = f"SELECT {_TOKEN_COLUMNS} FROM tokens ORDER BY token_id"  # noqa: S608
-    tokens, state = await backup_without(db, copy, take=take, drop="DELETE FROM tokens")
+    tokens, state = await backup_without(db, copy, take=TAKE_ARCHIVED, drop=DROP_ARCHIVED)
     info = {"mesh": state.get("mesh", b"").hex(), "feed_id": state.get("feed_id", b"").decode(),
             "epoch": state.get("epoch", b"").hex(), "node_id": ""}  # fmt: skip
     return tokens, info

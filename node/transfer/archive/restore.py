@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
+from node.access.tokens import put_back
 from node.identity import (
     AUTHORITY_KEY_FILE,
     DB_FILE,
@@ -57,7 +58,7 @@ from node.transfer.archive.manifest import (
     _read_manifest,
     _size,
 )
-from node.transfer.archive.secrets import _TOKEN_COLUMNS, _open_secrets
+from node.transfer.archive.secrets import _open_secrets
 from node.views import default_views
 from protocol.signing import SigningKey
 
@@ -226,7 +227,7 @@ async def _rebuild(
         for row in tokens:
             if not keep_tokens and row[7] is None:
                 row[7] = now
-            txn.add(f"INSERT INTO tokens ({_TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)  # noqa: S608
+        put_back(txn, tokens)
         for writer, name in logs:
             await _new_epoch(store, txn, writer, name, epoch if name == "epoch" else None)
         store.put_state(txn, "feed_id", feed_id.encode())

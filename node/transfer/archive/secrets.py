@@ -23,9 +23,6 @@ from protocol.errors import ProtocolError
 __all__ = ["read_passphrase"]
 
 
-_TOKEN_COLUMNS = "hash, token_id, principal, workspace, scopes, created, expires, revoked"  # noqa: S105
-
-
 def read_passphrase(path: Path) -> bytes:
     """The passphrase in ``path`` (its trailing newline dropped); an empty one is refused."""
     try:
@@ -74,7 +71,8 @@ def _is_secrets(secrets: Any) -> bool:
 
 
 def _is_token_row(row: Any) -> bool:
-    """A row of ``tokens`` as ``_TOKEN_COLUMNS`` names them: hash, four texts, three times."""
+    """A row of ``tokens`` as ``ARCHIVED_COLUMNS`` (node.access.tokens) names them: hash, four
+    texts, three times."""
     if not isinstance(row, list) or len(row) != 8 or type(row[0]) is not bytes:
         return False
     texts, times = row[1:5], row[5:]
