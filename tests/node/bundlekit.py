@@ -34,6 +34,5 @@ async def answers(node: Node, who: Caller) -> list[dict[str, Any]]:
 async def snapshot(node: Node) -> tuple[dict[str, int], str, int]:
     """Everything a refused import must leave as it was: row counts, the log's digest and the
     audit feed's length."""
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return await counts(node), await digest(node), await reader.max_audit_seq()

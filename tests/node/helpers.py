@@ -99,15 +99,13 @@ async def admit(
 
 
 async def counts(node: Node) -> dict[str, int]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return {t: await reader.count(t) for t in STORED_TABLES}
 
 
 async def held_entries(node: Node) -> list[tuple[LogRow, StoredEntry]]:
     """Every stored entry with its log, log by log in seq order (the reader's selects)."""
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return [(log, e) for log in await reader.select_logs()
             async for e in reader.iter_entries(log.log_id)]  # fmt: skip
 
@@ -123,8 +121,7 @@ async def digest(node: Node) -> str:
 
 async def stored(node: Node) -> dict[str, int]:
     """Everything a refused call must leave untouched: log, views, audit, deletions."""
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return await counts(node) | {t: await reader.count(t) for t in ("audit", "deletions")}
 
 
@@ -140,13 +137,11 @@ async def refused(node: Node, tool: str, caller: Any, /, **args: Any) -> str:
 
 async def events(node: Node, name: str) -> list[AuditRow]:
     """The node's audit events named ``name``, in feed order."""
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return [row for row in await reader.select_audit(limit=1_000_000) if row.event == name]
 
 
 async def pending(node: Node) -> set[bytes]:
     """The ids of the entries waiting in the pending area."""
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return {bytes(r[0]) for r in await reader.fetchall("SELECT id FROM pending")}

@@ -50,8 +50,7 @@ def names(directory: Path) -> list[str]:
 
 
 async def audit_rows(node: Node) -> list[tuple[int, str]]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return [(r.seq, r.event) for r in await reader.select_audit(limit=100_000)]
 
 

@@ -233,8 +233,7 @@ async def test_covered_seq_pages_through_everything_exactly_once(
     # included), so a consumer does not scan it again.
     alice = history["alice"]
     events = await every_event(node, alice)
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     top = await reader.max_audit_seq()
     last = await node.e_audit(alice, action="list", since_seq=events[-1]["seq"], limit=limit)
     assert (last["events"], last["covered_seq"]) == ([], top)

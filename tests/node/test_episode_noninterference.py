@@ -304,8 +304,7 @@ async def test_alice_reads_alike_with_and_without_episodes_she_cannot_read(tmp_p
     nodes = await _stores(tmp_path, stack)
     rich, bare = nodes["rich"], nodes["bare"]
     for name, count in (("rich", 50), ("bare", 25), ("team", 41)):
-        reader = nodes[name].store.reader
-        assert reader is not None
+        reader = nodes[name].reader()
         assert await reader.count("episodes") == count
     alice = await _caller(rich, "alice", RW)
     # What she sees is not trivial: her chain stops before its hidden oldest two, and the
@@ -374,8 +373,7 @@ class _LeakyScope(Scope):
 
 async def _view_answers(node: Node, scope: Scope) -> list[Any]:
     """The chain from every start and the whole list, straight from the view's queries."""
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     out: list[Any] = [await reads.walk(reader, scope, s, k) for s in STARTS for k in (1, 7, 200)]
     return [*out, await reads.page(reader, scope, Filters(), 1, 100)]
 
@@ -458,8 +456,7 @@ def _batches(name: str, logs: list[list[Entry]]) -> list[list[Entry]]:
 
 async def _rows(node: Node, table: str) -> list[tuple[Any, ...]]:
     """A view table's rows without ``pos``, the local arrival position."""
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     columns = [r[1] for r in await reader.fetchall(f"PRAGMA table_info({table})")]
     listed = ", ".join(c for c in columns if c != "pos")
     return [tuple(r) for r in await reader.fetchall(f"SELECT {listed} FROM {table} ORDER BY 1, 2")]
@@ -480,8 +477,7 @@ async def _answers(node: Node) -> list[Any]:
 
 
 async def _state(node: Node) -> dict[str, Any]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     assert await reader.count("pending") == 0
     tables = ("episodes", "episode_entries", "episode_due")
     return {"answers": await _answers(node)} | {t: await _rows(node, t) for t in tables}

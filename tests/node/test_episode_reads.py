@@ -396,8 +396,7 @@ async def test_hidden_starts_answer_exactly_as_unknown_ones(node, make_caller, f
     future = eid(77)  # written an hour ahead, beyond the allowed skew: not yet come
     await receive(node, [foreign.next("episode.record", record(future, prev=mine),
                                       hlc=Hlc(NOW + HOUR, 0))])  # fmt: skip
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     assert await reader.count("episodes") == 6
 
     hidden = {alice: [bobs, forgotten, expired, other_vault, future],
@@ -448,8 +447,7 @@ async def test_prev_id_and_the_chain_survive_a_restart(node_dir: Path, wall: Wal
 async def assert_never_surfaces(node: Node, who: Caller, episode_id: str) -> None:
     assert await node.work_episode_chain(who, id=episode_id) == unavailable(episode_id)
     assert episode_id not in await listed(node, who)
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     assert await reader.fetchall("SELECT blocked FROM episodes WHERE id = ?", (episode_id,)) == [
         (1,)
     ]
@@ -578,8 +576,7 @@ async def test_an_amendment_from_beyond_the_skew_waits_for_its_time(
         foreign.next("episode.amend", about(episode, status="later"), hlc=Hlc(ahead, 0)),
         foreign.next("episode.amend", about(episode, status="now", trust=0.5)),
     ])  # fmt: skip
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     assert await status_of(node, alice, episode) == "now"
     assert await reader.count("episode_due") == 1
     wall.now = ahead - 1

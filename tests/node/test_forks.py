@@ -69,36 +69,31 @@ def subject(entry: Entry) -> str:
 
 
 async def fork_events(node: Node) -> list[AuditRow]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return [r for r in await reader.select_audit(limit=10_000) if r.event == "fork_detected"]
 
 
 async def fork_rows(node: Node) -> list[tuple[bytes, bytes, int, bytes, bytes]]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     rows = [(decode_header(k), k, o) for k, o in await reader.select_forks()]
     return sorted(((h.writer, h.epoch, h.seq, k, o) for h, k, o in rows), key=lambda r: r[2])
 
 
 async def applied_by_seq(node: Node, writer: ForeignWriter) -> dict[int, bool]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     (log,) = [g for g in await reader.select_logs() if g.writer == writer.key.public]
     return {e.seq: e.applied for e in await reader.select_entries(log.log_id)}
 
 
 async def view_subjects(node: Node) -> set[str]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     srs = await reader.fetchall("SELECT sr_id FROM srs WHERE live = 1")
     episodes = await reader.fetchall("SELECT id FROM episodes")
     return {r[0] for r in srs} | {r[0] for r in episodes}
 
 
 async def forked_at(node: Node, writer: ForeignWriter) -> int | None:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     (log,) = [g for g in await reader.select_logs() if g.writer == writer.key.public]
     return log.forked_at
 

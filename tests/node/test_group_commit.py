@@ -40,14 +40,12 @@ async def own_log(node: Node) -> list[tuple[int, bytes, bool, bool]]:
 
 
 async def sr_index(node: Node) -> set[str]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return {r[0] for r in await reader.fetchall("SELECT sr_id FROM srs WHERE live = 1")}
 
 
 async def written_events(node: Node) -> int:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     rows = await reader.select_audit(limit=100_000)
     return sum(r.event == "sr_written" for r in rows)
 

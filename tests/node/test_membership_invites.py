@@ -43,8 +43,7 @@ def redeem(text: str, **kw: Any) -> invites.Redeemed:
 
 
 async def state_rows(node: Node) -> list[tuple[Any, ...]]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return await reader.fetchall("SELECT key, value FROM state WHERE key LIKE 'invite:%'")
 
 

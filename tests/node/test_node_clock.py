@@ -40,8 +40,7 @@ async def write(node: Node, caller: Caller, title: str) -> Hlc:
 
 
 async def skew_events(node: Node) -> list[AuditRow]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return [r for r in await reader.select_audit(limit=10_000) if r.event == "clock_skew"]
 
 

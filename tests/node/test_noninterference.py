@@ -527,8 +527,7 @@ def test_the_bm25_cases_really_cut_the_ranking(mesh: Mesh) -> None:
     assert sorted(first) == list(range(1, 31))
 
     async def counts() -> tuple[int, int]:
-        reader = mesh.nodes["X"].store.reader
-        assert reader is not None
+        reader = mesh.nodes["X"].reader()
         every = await reader.scalar("SELECT count(*) FROM sr_vocab WHERE term = ?", (RARE,))
         docs = await reader.scalar("SELECT count(*) FROM srs WHERE live = 1 AND deleted = 0")
         return int(every), int(docs)

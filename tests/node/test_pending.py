@@ -81,9 +81,8 @@ async def test_one_source_filling_its_share_leaves_another_sources_waiting_entry
         assert (waiting.pending, waiting.rejected) == (2, 0)
         released = await node.receive([e1], source="peer:honest")
         assert released.stored_ids == [e1.id, e2.id, e3.id]
-        assert [(r.source, r.entries, r.logs) for r in await node.store.select_pending()] == [
-            ("peer:junk", 3, 3)
-        ]
+        rows, _ = await node.pending()
+        assert [(r.source, r.entries, r.logs) for r in rows] == [("peer:junk", 3, 3)]
 
         # Every source within its share: the area in all is still bounded.
         before = counted()
@@ -112,7 +111,7 @@ async def test_the_pending_area_holds_at_most_pending_bytes_and_a_source_its_sha
         assert (third.pending, third.rejected) == (0, 1)
         assert moved(before) == {"pending_source_quota": 1, "pending_bytes": 1}
         assert sorted(await reasons(node)) == sorted([SHARE, BYTES])
-        rows = await node.store.select_pending()
+        rows, _ = await node.pending()
         assert sum(r.bytes for r in rows) == sum(map(size, (e2, e3, e4, e5)))
         assert (await node.receive([e1, e6], source="peer:c")).stored == 6
         assert await pending(node) == set()
@@ -166,7 +165,7 @@ async def test_a_bundle_of_waiting_entries_is_bounded_by_its_own_share(
         report = await node.import_bundle(tmp_path / "late.bundle")
         assert (report.pending, report.rejected) == (4, 6)  # above the gap of seq 1 to 3
         assert moved(before) == {"pending_source_quota": 6}
-        (row,) = await node.store.select_pending()
+        (row,), _ = await node.pending()
         assert (row.source[:7], row.entries, row.logs) == ("bundle:", 4, 1)
         assert (await node.receive(early, source="peer:w")).stored == 7
 
@@ -177,7 +176,7 @@ async def test_the_bounds_are_configured_and_checked(node_dir: Path, wall: Any) 
         'pending_expiry = "2h"\n'
     )
     async with Node.open(node_dir, wall=wall) as node:
-        o = node.store.options
+        _, o = await node.pending()
         bounds = (o.pending_limit, o.pending_per_source, o.pending_bytes, o.pending_expiry_ms)
         assert bounds == (50, 5, 1 << 20, 2 * HOUR)
         assert (await node.receive(strangers(node.info.mesh, 7), source="peer:a")).pending == 5
@@ -280,7 +279,7 @@ async def test_a_member_flooding_the_pending_area_leaves_an_honest_peers_entry_i
         await push(honest, [e1])
         stored = {e.id for e in await node.entries()}
         assert {e1.id, e2.id} <= stored
-        (junk,) = await node.store.select_pending()
+        (junk,), _ = await node.pending()
         assert (junk.source, junk.entries) == (f"peer:{node_id(hostile.hello.node)}", 4)
     finally:
         hostile.close()

@@ -192,8 +192,7 @@ async def _nodes(
 
 
 async def _live(node: Node, workspace: str) -> int:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     count = await reader.scalar("SELECT count(*) FROM srs WHERE live = 1 AND workspace = ?",
                                 (workspace,))  # fmt: skip
     return int(count)

@@ -1,4 +1,4 @@
-"""The read connection (``node.store.reader``): reads that depend on one another run in one hop
+"""The read connection (``node.reader()``): reads that depend on one another run in one hop
 on its thread, see what the writer committed, and fail with the store's typed error."""
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from node.store.reader import Fetch
 
 @pytest.mark.asyncio
 async def test_run_reads_in_one_hop_and_fails_typed(node: Node) -> None:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
 
     def two(fetch: Fetch) -> tuple[Any, Any]:
         count = fetch("SELECT count(*) FROM headers")[0][0]

@@ -71,8 +71,7 @@ async def stored(node: Node) -> dict[bytes, tuple[int, bool, bool]]:
 
 
 async def head_of(node: Node, writer: ForeignWriter) -> tuple[int, bytes | None]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     for log in await reader.select_logs():
         if (log.writer, log.epoch) == (writer.key.public, writer.epoch):
             return log.head_seq, log.head_id
@@ -80,8 +79,7 @@ async def head_of(node: Node, writer: ForeignWriter) -> tuple[int, bytes | None]
 
 
 async def sr_ids(node: Node) -> set[str]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return {r[0] for r in await reader.fetchall("SELECT sr_id FROM srs WHERE live = 1")}
 
 
@@ -358,8 +356,7 @@ async def test_a_seq_gap_waits_and_is_applied_in_order_when_filled_later(
     assert filled.stored_ids == [e2.id, e3.id, e4.id]
     assert await pending(node) == set()
     assert await head_of(node, foreign) == (4, e4.id)
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     (log,) = [g for g in await reader.select_logs() if g.writer == foreign.key.public]
     rows = await reader.select_entries(log.log_id)
     assert [r.seq for r in rows] == [1, 2, 3, 4]

@@ -156,13 +156,11 @@ async def test_another_model_rebuilds_the_index_and_none_drops_it(
         assert await node.e_timeline(alice, action="find", query="cat napping") == by_wordllama
         assert embed_server.received, "the endpoint was asked"
     async with opened(path, wall, {}, embed=False) as node:  # no embedder, one-shot: kept
-        reader = node.store.reader
-        assert reader is not None
+        reader = node.reader()
         assert await reader.scalar("SELECT count(*) FROM sr_vectors") == 5
     async with opened(path, wall, {}) as node:
         assert node.vectors is None
-        reader = node.store.reader
-        assert reader is not None
+        reader = node.reader()
         for table in ("sr_vectors", "sr_embed_queue", "sr_vector_model"):
             assert await reader.scalar(f"SELECT count(*) FROM {table}") == 0, table
 

@@ -88,7 +88,7 @@ def test_sigterm_mid_sync_loses_nothing_and_a_restart_resumes(tmp_path):
     async def author() -> int:
         async with Node.open(site["one"]) as one:
             await write_own(one, 6000)
-            return await one.store.reader.max_pos()  # type: ignore[union-attr]
+            return await one.reader().max_pos()
 
     total = asyncio.run(author())
     first, shown = serve(site["one"], "--sync-listen", "127.0.0.1:0")

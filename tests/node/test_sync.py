@@ -67,8 +67,7 @@ async def live(sync: Sync, n: int) -> None:
 
 
 async def audit_seq(node: Node) -> int:
-    assert node.store.reader is not None
-    return await node.store.reader.max_audit_seq()
+    return await node.reader().max_audit_seq()
 
 
 async def ids(node: Node) -> set[bytes]:
@@ -192,7 +191,7 @@ async def test_a_cut_connection_resumes_from_the_committed_frontier(
                 async with asyncio.timeout(10):
                     await sb.peers.wait_for(lambda t: not t.linked(a.key.public))
                     await sa.peers.wait_for(lambda t: not t.linked(b.key.public))
-                await b.store.run(_nothing)  # whatever B was committing is committed
+                await b.refresh()  # whatever B was committing is committed
                 got = len(await synced_since(b, start))
                 assert 0 < got < 300
                 sent = sum(p.sent for p in sa.peers)
@@ -208,10 +207,6 @@ async def test_a_cut_connection_resumes_from_the_committed_frontier(
                 await relay.close()
         assert await synced_since(b, start) == Counter({e.id: 1 for e in entries})
         assert await held(a) == await held(b)
-
-
-async def _nothing(txn: object) -> None:
-    return None
 
 
 async def test_two_nodes_dialling_each_other_keep_one_link(tmp_path: Path, wall: Wall) -> None:
@@ -301,15 +296,13 @@ async def test_two_branches_of_a_log_meet_and_both_nodes_hold_the_fork(
 
 
 async def _forks(node: Node) -> list[tuple[Any, ...]]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     rows = [(decode_header(kept), kept, other) for kept, other in await reader.select_forks()]
     return [(h.writer, h.epoch, h.seq, kept, other) for h, kept, other in rows]
 
 
 async def _logs(node: Node) -> list[Any]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return await reader.select_logs()
 
 

@@ -718,8 +718,7 @@ async def test_a_future_entry_appears_when_its_time_comes(
     node: Node, wall: Wall, foreign: ForeignWriter, make_caller: CallerFactory
 ) -> None:
     alice = await make_caller("alice", "team", READ_WRITE)
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     present_id = "00000000-0000-7000-8000-000000000001"
     future_id = "00000000-0000-7000-8000-000000000002"
     now = wall.now
@@ -813,8 +812,7 @@ async def test_a_late_entry_with_an_older_clock_lands_in_the_middle(
     assert (now["title"], now["text"]) == ("v2", "middle")
     assert now["ingest_time"] == format_instant(t0 + 2000)
     assert now["created_time"] == format_instant(t0)
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     walls = await reader.fetchall("SELECT wall FROM sr_versions WHERE sr_id = ? ORDER BY ord",
                                   (sr_id,))  # fmt: skip
     assert [w for (w,) in walls] == [t0, t0 + 1000, t0 + 2000]

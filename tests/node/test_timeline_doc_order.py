@@ -51,8 +51,7 @@ def corpus(foreign: ForeignWriter, start: int, rng: random.Random) -> list[Any]:
 
 
 async def both(node: Node, q: tl.Query, match: list[str]) -> tuple[Any, Any]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     fast = await tl.intersect(reader, q, match)
     plain = await tl.intersect_plain(reader, q, match)
     return ([d["sr_id"] for d in fast.docs], fast.has_more), (
@@ -75,8 +74,7 @@ async def test_intersect_from_the_index_equals_the_plain_query(
     admin = await make_caller("root", "team", ("read:workspace", "admin:workspace"))
     listed = await node.e_timeline(admin, action="list", page_size=100)
     await node.e_delete(admin, sr_id=listed["results"][5]["sr_id"])
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     shared = await reader.scalar(
         "SELECT count(*) FROM srs GROUP BY doc / ? ORDER BY 1 DESC LIMIT 1", (DOC_SLOTS,)
     )
@@ -105,8 +103,7 @@ async def test_intersect_falls_back_when_the_index_order_does_not_hold(
     entries = corpus(foreign, start, random.Random(5))[:40]
     await node.receive(entries, source="peer")
     admin = await make_caller("root", "team", ("read:workspace", "admin:workspace"))
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     newest = await reader.fetchall("SELECT sr_id, doc FROM srs ORDER BY doc DESC LIMIT 1")
     sr_id, doc = newest[0]
 
@@ -172,8 +169,7 @@ async def test_term_shares_count_what_the_caller_can_read(
     listed = await node.e_timeline(alice, action="list", page_size=100)
     await node.e_delete(await make_caller("root", "team", ("read:workspace", "admin:workspace")),
                         sr_id=listed["results"][0]["sr_id"])  # fmt: skip
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     rule, params = readable_srs(alice)
     total = await reader.scalar(f"SELECT count(*) FROM srs WHERE {rule}", params)
     for text in ("red", "Red", "plum pear", "fig apple", "nothing", "!!"):

@@ -339,8 +339,7 @@ async def test_refused_calls_store_nothing_even_with_due_versions_waiting(
     due = wall.now + 3_600_000
     entry = foreign.next("sr.put", sr_payload(sr_id, title="later"), hlc=Hlc(due, 0))
     assert (await node.receive([entry], source="peer")).stored == 1
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     assert await reader.count("sr_due") == 1
     wall.now = due + 1
     before = await stored(node)

@@ -17,8 +17,7 @@ READ_WRITE = ("read:workspace", "write:workspace")
 
 
 async def token_rows(node: Node) -> list[tuple[bytes, str]]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return [(bytes(h), i) for h, i in await reader.fetchall("SELECT hash, token_id FROM tokens")]
 
 

@@ -25,8 +25,7 @@ NAN = math.nan
 
 
 async def index_row(node: Node, episode_id: str) -> tuple[Any, ...]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     rows = await reader.fetchall(
         "SELECT vault, caller, blocked FROM episodes WHERE id = ?", (episode_id,)
     )
@@ -323,7 +322,7 @@ async def test_work_result_amends(node, make_caller):
     assert {k: after[k] - before[k] for k in after if after[k] != before[k]} == {
         "headers": 1, "payloads": 1, "episode_entries": 1,
     }  # fmt: skip
-    row = await (node.store.reader).fetchall(
+    row = await node.reader().fetchall(
         "SELECT status, task_result, trust, verdict_at FROM episodes WHERE id = ?", (episode_id,)
     )
     assert [tuple(r) for r in row] == [("done", -2.5, 0.0, 1_791_504_000_000)]
@@ -338,8 +337,7 @@ async def test_work_forget_tombstones_and_the_chain_skips_it(node, make_caller):
     assert await node.work_forget(alice, id=three["id"]) == {"id": three["id"], "forgotten": True}
     assert await index_row(node, three["id"]) == ("team", "alice", 1)
     assert await index_row(node, two["id"]) == ("team", "alice", 0)
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     events = [(r.subject, r.principal, r.workspace, r.entry)
               for r in await reader.select_audit(limit=1_000_000)
               if r.event == "episode_forgotten"]  # fmt: skip

@@ -34,8 +34,7 @@ async def audit_rows(node: Node, event: str) -> list[tuple[Any, ...]]:
 
 async def header_id(node: Node, entry_id: str) -> tuple[bytes, bytes, str]:
     """(id column, raw header, kind) of the stored header with this id."""
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     rows = [s for log in await reader.select_logs()
             for s in await reader.select_span(log.log_id, gt=0, lte=log.head_seq,
                                               limit=1_000_000, max_bytes=1 << 40)
@@ -476,8 +475,7 @@ async def test_every_write_audits_sr_written_with_its_entry(node, make_caller):
 async def test_delete_and_undelete_are_local_and_idempotent(node, make_caller, wall):
     alice = await make_caller()
     sr_id = (await node.e_write(alice, title="doomed"))["sr_id"]
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     start = await stored(node)
 
     wall.now += 1000

@@ -47,8 +47,7 @@ async def caller(node: Node, principal: str, workspace: str, scopes: Sequence[st
 async def snapshot(node: Node) -> dict[str, list[tuple[Any, ...]]]:
     """Every view table's rows (``srs`` and ``sr_docs`` with their ``doc`` numbering cut to
     its millisecond), and the search index by SR rather than by ``doc``."""
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     out: dict[str, list[tuple[Any, ...]]] = {}
     for table in VIEW_TABLES:
         columns = [r[1] for r in await reader.fetchall(f"PRAGMA table_info({table})")]
@@ -231,8 +230,7 @@ async def mixed_history(node: Node, wall: Wall) -> dict[str, Caller]:
     random.Random(7).shuffle(arrivals)
     for start in range(0, len(arrivals), 3):
         await node.receive(arrivals[start : start + 3], source="peer")
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     assert await reader.count("pending") == 0
     wall.now += 30 * MINUTE
     return {"alice": alice, "bob": bob, "root": root, "remote": remote, "olga": olga}
@@ -244,8 +242,7 @@ async def test_rebuild_changes_no_view_and_no_answer(node: Node, wall: Wall) -> 
     before_answers = await answers(node, callers)  # brings the views to this moment
     before = await snapshot(node)
     assert before["sr_due"], "the future entry should still be waiting"
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     applied = sum(e.applied for _, e in await held_entries(node))
     docs = await reader.fetchall("SELECT doc FROM srs ORDER BY sr_id")
 
@@ -283,8 +280,6 @@ async def test_memlane_views_rebuild(node_dir: Path, wall: Wall) -> None:
         callers = await mixed_history(node, wall)
         before_answers = await answers(node, callers)
         before = await snapshot(node)
-        reader = node.store.reader
-        assert reader is not None
         applied = sum(e.applied for _, e in await held_entries(node))
         tokens = {name: c.token_id for name, c in callers.items()}
     done = await rebuild_command("--data", str(node_dir), "--json")
@@ -335,8 +330,7 @@ async def test_same_entries_same_answers_in_any_order_and_batching(
         for start, size in ((0, 5), (5, 1), (6, 7), (13, 100)):
             await z.receive(backwards[start : start + size], source="mixed")
         for n in (x, y, z):
-            reader = n.store.reader
-            assert reader is not None
+            reader = n.reader()
             assert await reader.count("pending") == 0
             # + the authority's member.add of this node and of the two writers
             assert await reader.count("headers") == len(everything) + 3
@@ -352,8 +346,7 @@ async def test_same_entries_same_answers_in_any_order_and_batching(
                 "other": await caller(n, "olga", "other", READ_WRITE),
             }
             got.append(await answers(n, callers))
-            reader = n.store.reader
-            assert reader is not None
+            reader = n.reader()
             states.append(await reader.fetchall(
                 "SELECT sr_id, live, deleted, shown FROM srs ORDER BY sr_id"))  # fmt: skip
         assert got[0] == got[1] == got[2]

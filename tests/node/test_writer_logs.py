@@ -87,7 +87,7 @@ async def test_a_writer_holds_its_first_max_logs_whatever_order_they_arrive_in(t
         assert (await a.receive(whole[0][2:], source="peer-a")).stored == 1
         assert (await b.receive(whole[0][2:], source="peer-b")).stored == 1
         assert await _titles(b) == await _titles(a)
-        assert await b.store.reader.scalar("PRAGMA integrity_check") == "ok"
+        assert await b.reader().scalar("PRAGMA integrity_check") == "ok"
 
 
 async def test_a_member_add_without_max_logs_grants_the_mesh_default(tmp_path):
