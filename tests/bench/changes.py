@@ -175,7 +175,7 @@ async def _receive_all(
 ) -> tuple[float, float]:  # fmt: skip
     """Seal and receive (key index, seq, kind, wall, payload) entries; -1 is the editor.  The
     seconds spent sealing and receiving."""
-    mesh = node.store.mesh
+    mesh = node.info.mesh
     prevs: dict[int, bytes | None] = {}
     batch: list[tuple[bytes, bytes | None]] = []
     seal_s = receive_s = 0.0

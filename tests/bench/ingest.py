@@ -459,8 +459,7 @@ async def receive_side_by_side(paths: tuple[Path, Path], batches: list[Batch]) -
 
 
 async def _log_digest(node: Node) -> str:
-    assert node.store.reader is not None
-    rows = await node.store.reader.fetchall(
+    rows = await node.reader().fetchall(
         "SELECT h.raw, p.data FROM headers h LEFT JOIN payloads p ON p.pos = h.pos ORDER BY h.pos"
     )
     h = hashlib.sha256()

@@ -319,8 +319,7 @@ async def _sender(path: Path, receiver_key: bytes, conn: Connection) -> None:
 
 
 async def _logs(node: Node) -> list[Any]:
-    reader = node.store.reader
-    assert reader is not None
+    reader = node.reader()
     return await reader.select_logs()
 
 

@@ -59,8 +59,7 @@ def _build(root: str, sizes: Sizes) -> dict[str, Any]:
         for name in NAMES:
             async with Node.open(dirs[name]) as node:
                 await write_own(node, sizes.per_node)
-                reader = node.store.reader
-                assert reader is not None
+                reader = node.reader()
                 for log in await reader.select_logs():
                     key = (log.writer + log.epoch).hex()
                     heads[key] = max(heads.get(key, 0), log.head_seq)

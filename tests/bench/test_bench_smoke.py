@@ -95,8 +95,7 @@ def _check_raw_rows(db: sqlite3.Connection, work: list[tuple[str, dict[str, Any]
 
 
 async def _counts(node: Node) -> dict[str, int]:
-    assert node.store.reader is not None
-    return {t: await node.store.reader.count(t) for t in AUTHORED_TABLES}
+    return {t: await node.reader().count(t) for t in AUTHORED_TABLES}
 
 
 @pytest.mark.asyncio
@@ -107,8 +106,7 @@ async def test_raw_limit_writes_the_rows_memlane_writes(tmp_path: Path) -> None:
         before = await _counts(node)
         results = [await node.e_write(caller, **ingest.sr_fields(i)) for i in range(3)]
         after = await _counts(node)
-        reader = node.store.reader
-        assert reader is not None
+        reader = node.reader()
         authored = await reader.fetchall("SELECT data FROM payloads ORDER BY pos DESC LIMIT 1")
     log = RawLog(tmp_path / "raw.db")
     log.write([("author00", ingest.sr_fields(i)) for i in range(3)])
