@@ -1,8 +1,11 @@
 """The Node façade: ``async with Node.open(path) as node`` (docs/architecture.md).
 
-One typed method per tool, named as the tool; each takes the authenticated ``Caller`` and the
-tool's arguments and returns the tool's result (a JSON-ready dict) or raises ``Refusal`` with
-the exact text a caller is shown.
+The node's lifecycle, its tokens, what serve, sync and the CLI ask of its store, and the
+registry of its tools: ``node.call(name, caller, **args)`` answers any tool of
+``node.tools.catalog`` through the handler the catalog names, handing it a
+``node.tools.context.ToolContext``; it returns the tool's result (a JSON-ready dict) or raises
+``Refusal`` with the exact text a caller is shown.  Nothing of a tool lives here: a tool is
+added in node/tools alone.
 """
 
 from __future__ import annotations
@@ -12,13 +15,13 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 from node.access import tokens
 from node.access.callers import Caller
 from node.authoring import Author
 from node.config import NodeConfig
-from node.errors import ConfigError, NotInitialised
+from node.errors import ConfigError, NotInitialised, Refusal
 from node.identity import AUTHORITY_KEY_FILE, DB_FILE, NODE_KEY_FILE, create_key, load_key
 from node.members.authority import MeshAuthority
 from node.members.membership import Membership
@@ -30,8 +33,10 @@ from node.schema import MIGRATIONS
 from node.search.opened import open_index
 from node.store import Reader, Received, Report, Store, StoreOptions
 from node.store.pending import SourceRow
-from node.tools import audit, episode_reads, episodes, srs, timeline, windows
+from node.tools import windows
 from node.tools.args import check_unicode
+from node.tools.catalog import by_name, unknown_tool
+from node.tools.context import ToolContext
 from node.tools.periods import declared_periods
 from node.transfer.verify import VerifyReport, verify_log
 from node.views import default_views
@@ -47,23 +52,6 @@ if TYPE_CHECKING:  # loaded where they are used: the bundle and archive code, th
 __all__ = ["Node", "NodeInfo", "system_wall"]
 
 Wall = Callable[[], int]
-T = TypeVar("T")
-
-
-ToolMethod = TypeVar("ToolMethod", bound=Callable[..., Awaitable[dict[str, Any]]])
-
-
-def _tool(method: ToolMethod) -> ToolMethod:
-    """A tool of the node: its arguments' strings are checked to be text before the tool runs
-    (``check_unicode``), the one place for every tool and every way of calling it — the
-    Python API, MCP and the CLI."""
-
-    @functools.wraps(method)
-    async def checked(self: Node, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        check_unicode(args)
-        return await method(self, caller, **args)
-
-    return cast(ToolMethod, checked)
 
 
 def _data_dir(path: Path | str) -> Path:
@@ -86,7 +74,11 @@ def _options(config: NodeConfig) -> StoreOptions:
 
 
 class Node:
-    """A running node over one data directory."""
+    """A running node over one data directory.
+
+    Every tool of the catalog is also an attribute: ``node.e_write(caller, **args)`` is
+    ``node.call("e_write", caller, **args)`` (``__getattr__``; a name the catalog does not
+    hold is an ``AttributeError``)."""
 
     def __init__(
         self,
@@ -194,70 +186,36 @@ class Node:
     async def revoke_token(self, token_id: str) -> bool:
         return await tokens.revoke(self.store, token_id)
 
-    # -- write tools ---------------------------------------------------------------------------
+    # -- the tools ---------------------------------------------------------------------------
 
-    @_tool
-    async def e_write(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return self._written(await srs.e_write(self.author, caller, args))
+    async def call(self, name: str, caller: Caller, /, **args: Any) -> dict[str, Any]:
+        """The tool ``name`` of the catalog, called by ``caller`` with ``args``: its
+        arguments' strings are checked to be text before the tool runs (``check_unicode``),
+        the one place for every tool and every way of calling it — the Python API, MCP and
+        the CLI.  A tool the catalog does not hold is refused (``unknown tool: <name>``)."""
+        spec = by_name(name)
+        if spec is None:
+            raise Refusal(unknown_tool(name))
+        check_unicode(args)
+        return await spec.handler(self._context(), caller, args)
 
-    @_tool
-    async def e_correct(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return self._written(await srs.e_correct(self.author, caller, args))
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[dict[str, Any]]]:
+        """``node.<tool>(caller, **args)`` is ``node.call("<tool>", caller, **args)``."""
+        if by_name(name) is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return functools.partial(self.call, name)
 
-    @_tool
-    async def e_adjust(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return self._written(await srs.e_adjust(self.author, caller, args))
+    def _context(self) -> ToolContext:
+        """What a tool's handler is handed of the node, as it is now."""
+        return ToolContext(self.author, self.store, self.config.profiles,
+                           self.config.response_format, self.windows, self.vectors,
+                           self.info.feed_id, self._wake)  # fmt: skip
 
-    def _written(self, answer: T) -> T:
+    def _wake(self) -> None:
         """SRs were written or received: the vector index's worker looks at its queue now,
         not at its next poll."""
         if self.vectors is not None:
             self.vectors.wake()
-        return answer
-
-    @_tool
-    async def e_delete(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return await srs.e_delete(self.author, caller, args)
-
-    @_tool
-    async def e_undelete(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return await srs.e_undelete(self.author, caller, args)
-
-    @_tool
-    async def work_record(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return await episodes.work_record(self.author, caller, args)
-
-    @_tool
-    async def work_result(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return await episodes.work_result(self.author, caller, args)
-
-    @_tool
-    async def work_forget(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return await episodes.work_forget(self.author, caller, args)
-
-    # -- read tools ----------------------------------------------------------------------------
-
-    @_tool
-    async def e_timeline(
-        self, caller: Caller, /, *, turn: Any = None, **args: Any
-    ) -> dict[str, Any]:
-        """``turn``: the turn's context (docs/time-windows.md); with it the call's window is
-        filed, and the call may be filled or refused before dispatch."""
-        zone, profiles = self.windows.zone, self.config.profiles
-
-        async def run(sent: Mapping[str, Any], now: int | None) -> dict[str, Any]:
-            return await timeline.e_timeline(self.store, caller, sent, profiles, zone,
-                                             self.vectors, now)  # fmt: skip
-
-        async def check(sent: Mapping[str, Any], now: int) -> object:
-            return await timeline.checked_spec(self.store, caller, sent, profiles, zone, now)
-
-        return await self.windows.call(caller, "e_timeline", args, turn, run=run, check=check,
-                                       trim_field=timeline.window_field)  # fmt: skip
-
-    @_tool
-    async def call_windows(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return await windows.call_windows(self.reader(), caller, args, self.store.now_ms())
 
     def declare_periods(self, extra: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """Check every tool's period forms (``DeclarationError`` names a bad one) and use
@@ -272,27 +230,13 @@ class Node:
         """The tools that declare period forms: their calls carry the turn's context."""
         return frozenset(self.windows.periods)
 
-    @_tool
-    async def work_episode_chain(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return await episode_reads.work_episode_chain(
-            self.store, caller, args, self.config.response_format
-        )
-
-    @_tool
-    async def work_episodes(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return await episode_reads.work_episodes(
-            self.store, caller, args, self.config.response_format
-        )
-
-    @_tool
-    async def e_audit(self, caller: Caller, /, **args: Any) -> dict[str, Any]:
-        return await audit.e_audit(self.reader(), self.info.feed_id, caller, args)
-
     # -- the log -------------------------------------------------------------------------------
 
     async def receive(self, entries: Sequence[Received], *, source: str) -> Report:
         """Append entries from elsewhere (see ``Store.receive``)."""
-        return self._written(await self.store.receive(entries, source=source))
+        report = await self.store.receive(entries, source=source)
+        self._wake()
+        return report
 
     def replica(self) -> Replica:
         """The store as sync reads and writes it, for this node's mesh (``node.replica``)."""

@@ -192,5 +192,5 @@ async def tool(command: ToolCommand, args: argparse.Namespace) -> Result:
     sent = arguments(command, args)
     async with open_node(args) as node:
         caller = await node.authenticate(token_from_args(args))
-        answer: dict[str, Any] = await getattr(node, command.tool)(caller, **sent)
+        answer = await node.call(command.tool, caller, **sent)
     return Result(answer, command.show(answer))

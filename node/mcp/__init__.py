@@ -2,7 +2,7 @@
 official SDK.
 
 - ``node.mcp.server``: ``build_server(node, token=…)`` — the MCP server over an open node,
-  listing ``node.tools.catalog`` and answering each call through the ``Node`` method;
+  listing ``node.tools.catalog`` and answering each call through ``Node.call``;
 - ``node.mcp.stdio``: ``serve_stdio(node, token)`` — one principal over stdin/stdout;
 - ``node.mcp.http``: ``http_server(node, listener, tls=…)`` — streamable HTTP with bearer
   tokens on every request.

@@ -1,5 +1,5 @@
 """The MCP server over an open node (docs/mcp.md): the tools of ``node.tools.catalog``, each call
-answered by the ``Node`` method of the same name.
+answered by ``Node.call``.
 
 Nothing of a tool lives here.  Arguments go through as the client sent them — the SDK's
 low-level server does not check them against the schemas, so the tool layer sees every value
@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -33,7 +33,7 @@ from node.errors import Refusal
 from node.logging import get_logger
 from node.mcp.meter import METER, ToolMeter
 from node.node import Node
-from node.tools.catalog import CATALOG, ToolSpec, by_name
+from node.tools.catalog import CATALOG, ToolSpec, by_name, unknown_tool
 from node.tools.windows import turn_argument
 from node.windows.turn import META_KEY
 
@@ -54,7 +54,6 @@ _INSTRUCTIONS = (
 _log = get_logger("node.mcp")
 
 Context = ServerRequestContext[Any, Any]
-ToolMethod = Callable[..., Awaitable[dict[str, Any]]]
 
 
 def _version() -> str:
@@ -153,8 +152,7 @@ class _Tools:
     ) -> types.CallToolResult:
         spec = by_name(params.name)
         if spec is None:
-            return _refused(f"unknown tool: {params.name}")
-        method: ToolMethod = getattr(self.node, spec.method)
+            return _refused(unknown_tool(params.name))
         arguments = params.arguments or {}
         periods = self.node.periods()
         turn = _turn(params) if spec.name in periods else {}
@@ -162,7 +160,7 @@ class _Tools:
             return _refused(turn_argument(spec.name).text)
         try:
             caller = await self.caller_of(ctx)
-            return tool_result(await method(caller, **arguments, **turn))
+            return tool_result(await self.node.call(spec.name, caller, **arguments, **turn))
         except Refusal as refusal:
             return tool_result(refusal.answer(), error=True)
         except Exception:  # the surface's boundary: a client sees no internals

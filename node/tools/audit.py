@@ -20,6 +20,7 @@ from node.access.callers import Caller
 from node.errors import Refusal
 from node.store import AuditEvent, AuditRow, Reader
 from node.tools.args import check_names, integer
+from node.tools.context import ToolContext
 from node.views.episode_reads import select_episode_readers
 from node.views.read_rule import may_read_sr
 from node.views.sr_queries import select_sr_readers
@@ -34,9 +35,8 @@ _CHUNK = 500
 _Select = Callable[[list[str]], Awaitable[dict[str, tuple[Any, ...]]]]
 
 
-async def e_audit(
-    reader: Reader, feed_id: str, caller: Caller, args: Mapping[str, Any]
-) -> dict[str, Any]:
+async def e_audit(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+    reader = ctx.reader()
     check_names("e_audit", args, frozenset({"action", "since_seq", "limit"}))
     if args.get("action", "list") != "list":
         raise Refusal(f"invalid action: e_audit knows only list, not {args.get('action')!r}")
@@ -56,7 +56,7 @@ async def e_audit(
                 break
         cursor = rows[-1].seq
     covered = events[-1]["seq"] if len(events) == limit else max(top, since)
-    return {"feed_id": feed_id, "events": events, "covered_seq": covered}
+    return {"feed_id": ctx.feed_id, "events": events, "covered_seq": covered}
 
 
 async def _visible(

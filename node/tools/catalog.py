@@ -1,6 +1,9 @@
-"""What an agent is told about each tool, whatever carries the call (docs/mcp.md §The tools):
-its name, description, the JSON Schema of its arguments and of its answers
-(``node.tools.outputs``), its behaviour hints, and the ``Node`` method that answers it.
+"""The tool registry: what an agent is told about each tool, whatever carries the call
+(docs/mcp.md §The tools) — its name, description, the JSON Schema of its arguments and of its
+answers (``node.tools.outputs``), its behaviour hints — and the handler that answers it, a
+function of the tool's module (``node.tools.context.Handler``).  ``Node.call`` looks a tool up
+here (``by_name``), so a tool is added by its module, its entry in ``CATALOG`` and its schemas
+in ``inputs.py`` and ``outputs.py``; the node, MCP and the CLI's dispatch stay as they are.
 
 ``e_timeline`` and ``work_episode_chain`` are described by their fixed specifications, which
 docs/tools/e_timeline.md and docs/tools/work_episode_chain.md quote: the guidance text word
@@ -18,6 +21,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from node.tools import audit, episode_reads, episodes, srs, timeline, windows
+from node.tools.context import Handler
 from node.tools.inputs import (
     _AUDIT,
     _CALL_WINDOWS,
@@ -41,6 +46,7 @@ __all__ = [
     "Hints",
     "ToolSpec",
     "by_name",
+    "unknown_tool",
 ]
 
 # The specification's "Agent Guidance": the description the engine gives an agent, word for
@@ -111,7 +117,7 @@ class ToolSpec:
     description: str
     input_schema: Mapping[str, Any]
     hints: Hints
-    method: str  # the ``Node`` method that answers it, called as ``method(caller, **arguments)``
+    handler: Handler  # what answers it: ``await handler(ctx, caller, arguments)``
     output_schema: Mapping[str, Any]  # its answers and its refusal (``node.tools.outputs``)
 
 
@@ -119,14 +125,19 @@ class ToolSpec:
 
 
 def _tool(
-    name: str, title: str, description: str, schema: Mapping[str, Any], hints: Hints
+    name: str,
+    title: str,
+    description: str,
+    schema: Mapping[str, Any],
+    hints: Hints,
+    handler: Handler,
 ) -> ToolSpec:
-    return ToolSpec(name, title, description, schema, hints, method=name,
+    return ToolSpec(name, title, description, schema, hints, handler,
                     output_schema=OUTPUTS[name])  # fmt: skip
 
 
 CATALOG: tuple[ToolSpec, ...] = (
-    _tool("e_timeline", "Timeline", E_TIMELINE_GUIDANCE, _TIMELINE, _READ),
+    _tool("e_timeline", "Timeline", E_TIMELINE_GUIDANCE, _TIMELINE, _READ, timeline.e_timeline),
     _tool(
         "e_audit",
         "Audit feed",
@@ -142,8 +153,16 @@ CATALOG: tuple[ToolSpec, ...] = (
         ),
         _AUDIT,
         _READ,
+        audit.e_audit,
     ),
-    _tool("work_episode_chain", "Episode chain", WORK_EPISODE_CHAIN_GUIDANCE, _CHAIN, _READ),
+    _tool(
+        "work_episode_chain",
+        "Episode chain",
+        WORK_EPISODE_CHAIN_GUIDANCE,
+        _CHAIN,
+        _READ,
+        episode_reads.work_episode_chain,
+    ),
     _tool(
         "work_episodes",
         "Episodes",
@@ -155,6 +174,7 @@ CATALOG: tuple[ToolSpec, ...] = (
         ),
         _EPISODES,
         _READ,
+        episode_reads.work_episodes,
     ),
     _tool(
         "work_record",
@@ -167,6 +187,7 @@ CATALOG: tuple[ToolSpec, ...] = (
         ),
         _WORK_RECORD,
         Hints(read_only=False, destructive=False, idempotent=False),
+        episodes.work_record,
     ),
     _tool(
         "work_result",
@@ -178,6 +199,7 @@ CATALOG: tuple[ToolSpec, ...] = (
         ),
         _WORK_RESULT,
         Hints(read_only=False, destructive=True, idempotent=False),
+        episodes.work_result,
     ),
     _tool(
         "work_forget",
@@ -189,6 +211,7 @@ CATALOG: tuple[ToolSpec, ...] = (
         ),
         _WORK_FORGET,
         Hints(read_only=False, destructive=True, idempotent=True),
+        episodes.work_forget,
     ),
     _tool(
         "e_write",
@@ -202,6 +225,7 @@ CATALOG: tuple[ToolSpec, ...] = (
         ),
         _E_WRITE,
         Hints(read_only=False, destructive=True, idempotent=False),
+        srs.e_write,
     ),
     _tool(
         "e_correct",
@@ -212,6 +236,7 @@ CATALOG: tuple[ToolSpec, ...] = (
         ),
         _E_CORRECT,
         Hints(read_only=False, destructive=True, idempotent=False),
+        srs.e_correct,
     ),
     _tool(
         "e_adjust",
@@ -223,6 +248,7 @@ CATALOG: tuple[ToolSpec, ...] = (
         ),
         _E_ADJUST,
         Hints(read_only=False, destructive=True, idempotent=False),
+        srs.e_adjust,
     ),
     _tool(
         "e_delete",
@@ -234,6 +260,7 @@ CATALOG: tuple[ToolSpec, ...] = (
         ),
         _SR_ONLY,
         Hints(read_only=False, destructive=True, idempotent=True),
+        srs.e_delete,
     ),
     _tool(
         "e_undelete",
@@ -244,6 +271,7 @@ CATALOG: tuple[ToolSpec, ...] = (
         ),
         _SR_ONLY,
         Hints(read_only=False, destructive=False, idempotent=True),
+        srs.e_undelete,
     ),
     _tool(
         "call_windows",
@@ -259,6 +287,7 @@ CATALOG: tuple[ToolSpec, ...] = (
         ),
         _CALL_WINDOWS,
         _READ,
+        windows.call_windows,
     ),
 )
 
@@ -267,3 +296,8 @@ _BY_NAME: Mapping[str, ToolSpec] = MappingProxyType({t.name: t for t in CATALOG}
 
 def by_name(name: str) -> ToolSpec | None:
     return _BY_NAME.get(name)
+
+
+def unknown_tool(name: str) -> str:
+    """The refusal of a call to a tool the catalog does not hold."""
+    return f"unknown tool: {name}"

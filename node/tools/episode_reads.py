@@ -15,6 +15,7 @@ from node.access.callers import Caller
 from node.errors import Forbidden, Refusal
 from node.store import Store
 from node.tools.args import check_names, flag, integer, one_of, optional_time, text
+from node.tools.context import ToolContext
 from node.views.episode_reads import Filters, Scope, page, walk
 
 __all__ = ["CONCISE", "FORMATS", "work_episode_chain", "work_episodes"]
@@ -66,16 +67,17 @@ def unavailable(episode_id: str) -> str:
 
 
 async def work_episode_chain(
-    store: Store, caller: Caller, args: Mapping[str, Any], default_format: str
+    ctx: ToolContext, caller: Caller, args: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The chain from ``id`` along ``prev_id``, newest first, at most ``k`` episodes."""
+    store = ctx.store
     check_names("work_episode_chain", args, _CHAIN)
     start = text(args, "id", MAX_ID)
     if start is None:
         raise Refusal(f"invalid id: must be a string of 1 to {MAX_ID} characters")
     k = integer(args, "k", 1, MAX_K, DEFAULT_K)
     any_caller = flag(args, "any_caller", False)
-    form = response_format(args, default_format)
+    form = response_format(args, ctx.response_format)
     scope = await _scope(store, caller, any_caller)
     assert store.reader is not None
     found = await walk(store.reader, scope, start, k)
@@ -100,9 +102,10 @@ def _tags(args: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 async def work_episodes(
-    store: Store, caller: Caller, args: Mapping[str, Any], default_format: str
+    ctx: ToolContext, caller: Caller, args: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The caller's episodes, newest first, one page at a time."""
+    store = ctx.store
     check_names("work_episodes", args, _LIST)
     filters = Filters(optional_time(args, "since"), optional_time(args, "until"),
                       text(args, "status", 64), text(args, "tool", 128), _tags(args))  # fmt: skip
@@ -111,7 +114,7 @@ async def work_episodes(
     number = integer(args, "page", 1, MAX_PAGE, 1)
     size = integer(args, "page_size", 1, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE)
     any_caller = flag(args, "any_caller", False)
-    form = response_format(args, default_format)
+    form = response_format(args, ctx.response_format)
     scope = await _scope(store, caller, any_caller)
     assert store.reader is not None
     episodes, more = await page(store.reader, scope, filters, number, size)

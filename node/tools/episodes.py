@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from node.access.callers import Caller
-from node.authoring import Author
 from node.errors import Refusal
 from node.ids import uuid7
 from node.store import AuditEvent, Authored, Txn
 from node.store.audit import audit
 from node.tools.args import check_names, encode, optional_time, present
+from node.tools.context import ToolContext
 from node.views.episodes import select_manager, select_newest_id
 from protocol.timefmt import format_instant
 
@@ -57,11 +57,11 @@ async def _manageable(txn: Txn, caller: Caller, episode_id: object) -> None:
         raise _unknown(episode_id)
 
 
-async def work_record(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+async def work_record(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
     """Record an episode; ``prev_id`` links it to the caller's newest one."""
     check_names("work_record", args, _RECORD)
     caller.require("write:workspace")
-    episode_id = uuid7(author.store.wall())
+    episode_id = uuid7(ctx.author.store.wall())
     base = {"id": episode_id, "vault": caller.workspace, "caller": caller.principal}
     base |= _DEFAULTS | _fields(args, _RECORD)
     encode("episode.record", base | {"prev_id": None})  # refuse bad input before queueing
@@ -71,7 +71,7 @@ async def work_record(author: Author, caller: Caller, args: Mapping[str, Any]) -
         payload["prev_id"] = await select_newest_id(txn, caller.workspace, caller.principal)
         return encode("episode.record", payload), payload
 
-    authored = await author.write("episode.record", build)
+    authored = await ctx.author.write("episode.record", build)
     wall = authored.entry.header.hlc.wall
     return {
         "id": episode_id,
@@ -81,7 +81,7 @@ async def work_record(author: Author, caller: Caller, args: Mapping[str, Any]) -
     }
 
 
-async def work_result(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+async def work_result(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
     """Record an episode's later-known outcome (owner or admin)."""
     check_names("work_result", args, _LATER | {"id"})
     caller.require("write:workspace")
@@ -96,11 +96,11 @@ async def work_result(author: Author, caller: Caller, args: Mapping[str, Any]) -
 
     if not isinstance(episode_id, str):
         raise _unknown(episode_id)
-    authored = await author.write("episode.amend", build)
+    authored = await ctx.author.write("episode.amend", build)
     return {"id": episode_id, "entry_id": authored.entry.id.hex(), "amended": sorted(fields)}
 
 
-async def work_forget(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+async def work_forget(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
     """Tombstone an episode on every node (owner or admin)."""
     check_names("work_forget", args, frozenset({"id"}))
     caller.require("write:workspace")
@@ -117,5 +117,5 @@ async def work_forget(author: Author, caller: Caller, args: Mapping[str, Any]) -
         audit(txn, AuditEvent.EPISODE_FORGOTTEN, authored.hlc.wall, workspace=caller.workspace,
               subject=episode_id, principal=caller.principal, entry_pos=authored.pos)  # fmt: skip
 
-    await author.write("episode.forget", build, after)
+    await ctx.author.write("episode.forget", build, after)
     return {"id": episode_id, "forgotten": True}

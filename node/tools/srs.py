@@ -18,6 +18,7 @@ from node.store import AuditEvent, Authored, Txn
 from node.store.audit import audit
 from node.store.sealing import Content
 from node.tools.args import check_names, encode, optional_time, present
+from node.tools.context import ToolContext
 from node.views.read_rule import may_read_sr
 from node.views.srs import mark_deleted, select_live
 from protocol.entry import Entry
@@ -109,8 +110,9 @@ async def _put(
     return _result(sr_id, authored.entry, create)
 
 
-async def e_write(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+async def e_write(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
     """Create an SR (no ``sr_id``) or update the fields given of one the caller can write."""
+    author = ctx.author
     check_names("e_write", args, _WRITE_ARGS)
     caller.require("write:workspace")
     fields = _fields(args, CONTENT | META)
@@ -119,7 +121,8 @@ async def e_write(author: Author, caller: Caller, args: Mapping[str, Any]) -> di
         if not fields.get("title") and not fields.get("text"):
             raise Refusal("e_write needs a title or a text to create an SR")
         body = {"create": True, **_CREATE_DEFAULTS, **fields}
-        return await _put(author, caller, "sr.put", uuid7(author.store.wall()), body, create=True)
+        new_id = uuid7(author.store.wall())
+        return ctx.written(await _put(author, caller, "sr.put", new_id, body, create=True))
     if not _is_id(sr_id):
         raise _unknown(sr_id)
     if not fields:
@@ -127,10 +130,11 @@ async def e_write(author: Author, caller: Caller, args: Mapping[str, Any]) -> di
     if adjust_only := sorted(_ADJUST_ONLY & fields.keys()):
         names = ", ".join(adjust_only)
         raise Refusal(f"e_write cannot change {names} of an existing SR (use e_adjust)")
-    return await _put(author, caller, "sr.put", sr_id, {"create": False, **fields}, create=False)
+    body = {"create": False, **fields}
+    return ctx.written(await _put(author, caller, "sr.put", sr_id, body, create=False))
 
 
-async def e_correct(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+async def e_correct(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
     """Correct content fields of an SR, with a reason; sets ``has_correction``."""
     check_names("e_correct", args, CONTENT | {"sr_id", "reason"})
     caller.require("write:workspace")
@@ -140,10 +144,10 @@ async def e_correct(author: Author, caller: Caller, args: Mapping[str, Any]) -> 
     if not fields:
         raise Refusal("e_correct needs at least one content field to correct")
     body = {"reason": args.get("reason"), **fields}
-    return await _put(author, caller, "sr.correct", sr_id, body, create=False)
+    return ctx.written(await _put(ctx.author, caller, "sr.correct", sr_id, body, create=False))
 
 
-async def e_adjust(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+async def e_adjust(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
     """Change metadata fields of an SR (owner or admin); sets ``has_adjustment``."""
     check_names("e_adjust", args, META | {"sr_id"})
     caller.require("write:workspace")
@@ -152,7 +156,7 @@ async def e_adjust(author: Author, caller: Caller, args: Mapping[str, Any]) -> d
         raise _unknown(sr_id)
     if not fields:
         raise Refusal("e_adjust needs at least one metadata field to change")
-    return await _put(author, caller, "sr.adjust", sr_id, fields, create=False)
+    return ctx.written(await _put(ctx.author, caller, "sr.adjust", sr_id, fields, create=False))
 
 
 async def _set_deleted(
@@ -177,11 +181,11 @@ async def _set_deleted(
     return {"sr_id": sr_id, "deleted": deleted, "changed": changed}
 
 
-async def e_delete(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+async def e_delete(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
     """Hide an SR on this node only (local; its entries stay in the log)."""
-    return await _set_deleted(author, caller, args, "e_delete", True)
+    return await _set_deleted(ctx.author, caller, args, "e_delete", True)
 
 
-async def e_undelete(author: Author, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+async def e_undelete(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
     """Restore an SR this node deleted."""
-    return await _set_deleted(author, caller, args, "e_undelete", False)
+    return await _set_deleted(ctx.author, caller, args, "e_undelete", False)

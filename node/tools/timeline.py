@@ -19,6 +19,7 @@ from node.errors import EmbedderError, EmbedderUnavailable, Refusal
 from node.logging import get_logger
 from node.store import Reader, Store
 from node.tools.changes import changes
+from node.tools.context import ToolContext
 from node.tools.timeline_spec import (
     SINCE_BEFORE_AS_OF,
     Profile,
@@ -35,7 +36,7 @@ from node.views.query_terms import query_terms
 if TYPE_CHECKING:  # numpy and the embedders load only where an embedder is configured
     from node.search.index import VectorIndex
 
-__all__ = ["MIN_DENSE", "QUERY_TIMEOUT", "checked_spec", "e_timeline", "window_field"]
+__all__ = ["MIN_DENSE", "QUERY_TIMEOUT", "checked_spec", "e_timeline", "run", "window_field"]
 
 MIN_DENSE = 10  # shed_idf_noise acts only when the caller can read at least this many SRs
 QUERY_TIMEOUT = 2.0  # seconds find waits for its query's vector before BM25 answers alone
@@ -43,7 +44,23 @@ QUERY_TIMEOUT = 2.0  # seconds find waits for its query's vector before BM25 ans
 log = get_logger(__name__)
 
 
-async def e_timeline(
+async def e_timeline(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+    """The tool: ``turn`` among ``args`` is the turn's context (docs/time-windows.md); with it
+    the call's window is filed, and the call may be filled or refused before dispatch."""
+    sent = {name: value for name, value in args.items() if name != "turn"}
+    store, profiles, zone = ctx.store, ctx.profiles, ctx.windows.zone
+
+    async def run_at(values: Mapping[str, Any], now: int | None) -> dict[str, Any]:
+        return await run(store, caller, values, profiles, zone, ctx.vectors, now)
+
+    async def check(values: Mapping[str, Any], now: int) -> object:
+        return await checked_spec(store, caller, values, profiles, zone, now)
+
+    return await ctx.windows.call(caller, "e_timeline", sent, args.get("turn"), run=run_at,
+                                  check=check, trim_field=window_field)  # fmt: skip
+
+
+async def run(
     store: Store,
     caller: Caller,
     args: Mapping[str, Any],
@@ -52,7 +69,8 @@ async def e_timeline(
     vectors: VectorIndex | None = None,
     now: int | None = None,
 ) -> dict[str, Any]:
-    """``now``: the turn's clock the call runs at (None: the node's; see ``closed_at``)."""
+    """One call as it runs: ``now`` is the turn's clock the call runs at (None: the node's;
+    see ``closed_at``)."""
     spec = await checked_spec(store, caller, args, profiles, zone, now)
     if spec.action == "changes":
         return await changes(store, caller, spec)

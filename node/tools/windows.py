@@ -33,8 +33,8 @@ from zoneinfo import ZoneInfo
 from node.access.callers import Caller
 from node.authoring import Author
 from node.errors import Refusal
-from node.store import Reader
 from node.tools.args import check_names, encode, integer, text
+from node.tools.context import ToolContext
 from node.tools.timeline_spec import invalid
 from node.views.call_windows import select_call_windows
 from node.windows.decide import Call, Decision, decide
@@ -172,11 +172,10 @@ class WindowGuard:
 _ARGUMENTS = frozenset({"tool", "turn", "tool_call_id", "latest", "page", "page_size"})
 
 
-async def call_windows(
-    reader: Reader, caller: Caller, args: Mapping[str, Any], moment: int
-) -> dict[str, Any]:
+async def call_windows(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
     """The rows filed for the caller's calls (admins: the workspace's), oldest first, with
     the CallWindowRow's field names."""
+    reader, moment = ctx.reader(), ctx.now_ms()
     check_names("call_windows", args, _ARGUMENTS)
     caller.require("read:workspace")
     text(args, "tool", 128)

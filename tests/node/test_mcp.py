@@ -200,11 +200,11 @@ def ids(items: list[dict[str, Any]], key: str = "sr_id") -> list[str]:
 # -- the catalog ---------------------------------------------------------------------------------
 
 
-def test_the_catalog_names_every_tool_and_the_method_that_answers_it():
+def test_the_catalog_names_every_tool_and_the_handler_that_answers_it():
     assert tuple(spec.name for spec in CATALOG) == TOOLS
     for spec in CATALOG:
-        assert spec.method == spec.name
-        assert callable(getattr(Node, spec.method))
+        assert callable(spec.handler)
+        assert spec.handler.__name__ == spec.name
         schema = spec.input_schema
         assert schema["type"] == "object"
         assert set(schema.get("required", ())) <= set(schema["properties"])
