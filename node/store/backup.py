@@ -3,10 +3,11 @@ be in use (docs/operations.md §Backups)."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
+from node.store.connection import Connection
 
 __all__ = ["backup_without"]
 
@@ -17,15 +18,21 @@ async def backup_without(
     """Back the store at ``db`` up into ``copy``, then read the rows of ``take`` from the copy
     and run ``drop`` there — overwritten on disk (``secure_delete``, then ``VACUUM``), not just
     unlinked; return those rows and the copy's ``state``."""
-    async with aiosqlite.connect(db) as src, aiosqlite.connect(copy) as dst:
-        await src.backup(dst)
-        await dst.execute("PRAGMA journal_mode=DELETE")
-        await dst.execute("PRAGMA secure_delete=ON")
-        async with dst.execute(take) as cur:
-            rows = [list(row) for row in await cur.fetchall()]
-        await dst.execute(drop)
-        await dst.commit()
-        await dst.execute("VACUUM")
-        async with dst.execute("SELECT key, value FROM state") as cur:
-            state = {str(k): bytes(v) for k, v in await cur.fetchall()}
-    return rows, state
+
+    def run(dst: sqlite3.Connection) -> tuple[list[list[Any]], dict[str, bytes]]:
+        src = sqlite3.connect(db)
+        try:
+            src.backup(dst)
+        finally:
+            src.close()
+        dst.execute("PRAGMA journal_mode=DELETE").fetchall()
+        dst.execute("PRAGMA secure_delete=ON").fetchall()
+        rows = [list(row) for row in dst.execute(take).fetchall()]
+        dst.execute(drop).fetchall()
+        dst.commit()
+        dst.execute("VACUUM")
+        state = {str(k): bytes(v) for k, v in dst.execute("SELECT key, value FROM state")}
+        return rows, state
+
+    async with await Connection.open(copy) as dst:
+        return await dst.call(run)

@@ -13,10 +13,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-
 from node.errors import StoreError
 from node.store.audit import RejectionLimiter
+from node.store.connection import Connection
 from node.store.heads import LogTable
 from node.store.reader import Reader
 from node.store.received import Admission
@@ -83,7 +82,7 @@ class _StoreCore:
         for view in self.views:
             view.bind(self.moment)
         self._views_for = {k: tuple(v for v in self.views if k in v.kinds) for k in KINDS}
-        self._conn: aiosqlite.Connection | None = None
+        self._conn: Connection | None = None
         self._writer: GroupWriter | None = None
         self.reader: Reader | None = None
         self._clock_saved = Hlc(0, 0)

@@ -13,8 +13,9 @@ __all__ = ["store_error", "translated"]
 
 
 def store_error(what: str, exc: BaseException) -> StoreError:
-    """``exc`` (an ``sqlite3.Error``, or aiosqlite's ``ValueError`` on a closed connection)
-    as the store's error: ``what`` failed, and SQLite's reason."""
+    """``exc`` (an ``sqlite3.Error``, or the ``ValueError`` of a call on a closed
+    ``node.store.connection.Connection``) as the store's error: ``what`` failed, and SQLite's
+    reason."""
     return StoreError(f"{what}: {exc}")
 
 

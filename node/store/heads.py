@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-import aiosqlite
 import msgpack
 
+from node.store.connection import Connection
 from node.store.pending import Fetch, PendingTally
 from protocol.clock import Hlc
 from protocol.entry import LogId
@@ -59,19 +59,18 @@ class LogTable:
         self.pending_tally = PendingTally()
         self.writer_logs: Counter[bytes] = Counter()  # logs held per writer, dropped ones not
 
-    async def load(self, conn: aiosqlite.Connection) -> None:
+    async def load(self, conn: Connection) -> None:
         self.heads.clear()
-        async with conn.execute(
+        for w, e, log_id, seq, head_id, forked in await conn.execute_fetchall(
             "SELECT writer, epoch, log_id, head_seq, head_id, forked_at FROM logs"
-        ) as cur:
-            async for w, e, log_id, seq, head_id, forked in cur:
-                self.heads[(bytes(w), bytes(e))] = LogHead(log_id, seq, head_id, forked, seq)
+        ):
+            self.heads[(bytes(w), bytes(e))] = LogHead(log_id, seq, head_id, forked, seq)
         self.next_log_id = max((h.log_id for h in self.heads.values()), default=0) + 1
         self.writer_logs = Counter(w for (w, _), h in self.heads.items()
                                    if h.seq and h.forked_at != DROPPED)  # fmt: skip
         self.next_pos = await _scalar(conn, "SELECT coalesce(max(pos), 0) FROM headers") + 1
-        async with conn.execute(_PENDING_LOGS) as cur:
-            self.pending_logs = {(bytes(w), bytes(e)) async for w, e in cur}
+        rows = await conn.execute_fetchall(_PENDING_LOGS)
+        self.pending_logs = {(bytes(w), bytes(e)) for w, e in rows}
         self.pending_tally = PendingTally()  # counted when something next asks to wait
 
     async def pending_left(self, fetch: Fetch) -> None:
@@ -93,7 +92,6 @@ class LogTable:
         return pos
 
 
-async def _scalar(conn: aiosqlite.Connection, sql: str) -> int:
-    async with conn.execute(sql) as cur:
-        row = await cur.fetchone()
-    return int(row[0]) if row else 0
+async def _scalar(conn: Connection, sql: str) -> int:
+    rows = await conn.execute_fetchall(sql)
+    return int(rows[0][0]) if rows else 0

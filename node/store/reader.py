@@ -8,10 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import aiosqlite
-
+from node.store.connection import Connection
 from node.store.failures import translated
-from node.store.txn import in_thread
 from protocol.canonical import decode_canonical
 
 __all__ = [
@@ -109,7 +107,7 @@ _READ_FAILED = "reading the store failed"
 class Reader:
     """Read-only queries; one connection, used by one task at a time per call."""
 
-    def __init__(self, conn: aiosqlite.Connection, countable: frozenset[str] = frozenset()) -> None:
+    def __init__(self, conn: Connection, countable: frozenset[str] = frozenset()) -> None:
         self._conn = conn
         self._countable = _COUNTABLE | countable
 
@@ -117,7 +115,7 @@ class Reader:
     async def open(cls, path: Path, *, countable: frozenset[str] = frozenset()) -> Reader:
         """A reader of the store at ``path``; ``countable``: the views' tables ``count`` may
         count, besides the log's own."""
-        conn = await aiosqlite.connect(path, isolation_level=None)
+        conn = await Connection.open(path, isolation_level=None)
         await conn.execute("PRAGMA query_only=1")
         await conn.execute(READ_CACHE)
         return cls(conn, countable)
@@ -129,7 +127,7 @@ class Reader:
         # One hop to the connection's thread and back (a cursor took three: execute, fetch,
         # close — each a wake-up of both threads).
         with translated(_READ_FAILED):
-            return list(await self._conn.execute_fetchall(sql, args))
+            return await self._conn.execute_fetchall(sql, args)
 
     async def run(self, fn: Callable[[Fetch], T]) -> T:
         """Run ``fn`` on the connection's thread, reading through the ``fetch`` it is given
@@ -139,7 +137,7 @@ class Reader:
             return fn(lambda sql, args=(): db.execute(sql, args).fetchall())
 
         with translated(_READ_FAILED):
-            return await in_thread(self._conn, call)
+            return await self._conn.call(call)
 
     async def scalar(self, sql: str, args: Sequence[Any] = ()) -> Any:
         rows = await self.fetchall(sql, args)

@@ -15,9 +15,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping, Sequence
 
-import aiosqlite
-
 from node.errors import StoreVersionError
+from node.store.connection import Connection
 from node.store.failures import translated
 
 __all__ = ["LOG_STEPS", "VIEWS_STALE", "compose", "migrate", "refuse_newer"]
@@ -145,19 +144,17 @@ def compose(*owners: Mapping[int, str]) -> tuple[str, ...]:
     return steps
 
 
-async def _version(conn: aiosqlite.Connection) -> int:
-    async with conn.execute(
+async def _version(conn: Connection) -> int:
+    rows = await conn.execute_fetchall(
         "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_version'"
-    ) as cur:
-        row = await cur.fetchone()
-    if not row or not row[0]:
+    )
+    if not rows or not rows[0][0]:
         return 0
-    async with conn.execute("SELECT version FROM schema_version") as cur:
-        row = await cur.fetchone()
-    return int(row[0]) if row else 0
+    rows = await conn.execute_fetchall("SELECT version FROM schema_version")
+    return int(rows[0][0]) if rows else 0
 
 
-async def refuse_newer(conn: aiosqlite.Connection, newest: int) -> int:
+async def refuse_newer(conn: Connection, newest: int) -> int:
     """The store's version; ``StoreVersionError`` if it is past ``newest``, this memlane's (a
     newer memlane wrote it).  Only reads, so it runs before anything (even a journal-mode
     switch) could touch such a store."""
@@ -170,9 +167,7 @@ async def refuse_newer(conn: aiosqlite.Connection, newest: int) -> int:
     return found
 
 
-async def migrate(
-    conn: aiosqlite.Connection, steps: Sequence[str], *, upto: int | None = None
-) -> int:
+async def migrate(conn: Connection, steps: Sequence[str], *, upto: int | None = None) -> int:
     """Bring the store through ``steps`` to ``upto`` (default: the last); return the version
     found.  Runs in one transaction."""
     upto = len(steps) if upto is None else upto
@@ -180,14 +175,18 @@ async def migrate(
     if found >= upto:
         return found
     script = "".join(steps[found:upto])
-    with translated(f"migrating the store from version {found} failed"):
+
+    def run(db: sqlite3.Connection) -> None:
         try:
-            await conn.executescript(f"BEGIN IMMEDIATE;{script}")
-            await conn.execute("DELETE FROM schema_version")
-            await conn.execute("INSERT INTO schema_version VALUES (?)", (upto,))
-            await conn.commit()
+            db.executescript(f"BEGIN IMMEDIATE;{script}")
+            db.execute("DELETE FROM schema_version")
+            db.execute("INSERT INTO schema_version VALUES (?)", (upto,))
+            db.commit()
         except sqlite3.Error:
-            if conn.in_transaction:
-                await conn.rollback()
+            if db.in_transaction:
+                db.rollback()
             raise
+
+    with translated(f"migrating the store from version {found} failed"):
+        await conn.call(run)
     return found

@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-
 from node.progress import Progress
+from node.store.connection import Connection
 from node.store.core import _STATE_UPSERT, StoreOptions, Wall
 from node.store.failures import translated
 from node.store.heads import decode_hlc, encode_hlc
@@ -67,7 +66,7 @@ class Store(_Receiving):
         return store
 
     async def _open(self) -> None:
-        self._conn = await aiosqlite.connect(self.path, isolation_level=None)
+        self._conn = await Connection.open(self.path, isolation_level=None)
         # A newer store is refused before anything touches it.
         await refuse_newer(self._conn, len(self.migrations))
         await self._conn.execute("PRAGMA journal_mode=WAL")
@@ -107,9 +106,8 @@ class Store(_Receiving):
         await self.logs.load(self._conn)
         for view in self.views:
             await view.load(self._scalar)
-        async with self._conn.execute("SELECT value FROM state WHERE key = 'hlc'") as cur:
-            row = await cur.fetchone()
-        saved = decode_hlc(row[0]) if row else Hlc(0, 0)
+        rows = await self._conn.execute_fetchall("SELECT value FROM state WHERE key = 'hlc'")
+        saved = decode_hlc(rows[0][0]) if rows else Hlc(0, 0)
         if saved > self.clock.last:
             self.clock = HybridClock(saved, max_skew_ms=self.options.max_clock_skew_ms)
         self._clock_saved = saved
@@ -125,9 +123,8 @@ class Store(_Receiving):
 
     async def _scalar(self, sql: str) -> Any:
         assert self._conn is not None
-        async with self._conn.execute(sql) as cur:
-            row = await cur.fetchone()
-        return row[0] if row else None
+        rows = await self._conn.execute_fetchall(sql)
+        return rows[0][0] if rows else None
 
     def _save_clock(self, txn: Txn) -> None:
         if self.clock.last != self._clock_saved:

@@ -12,23 +12,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
-import aiosqlite
+from node.store.connection import Connection
 
 __all__ = ["Txn"]
 
 Row = Sequence[Any]
-T = TypeVar("T")
 _Buffer = dict[str, list[Row]]
 Mark = tuple[tuple[int, int, int, int], dict[str, int]]
-
-
-async def in_thread(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-    """Run ``fn`` on the aiosqlite connection's own thread, in its queue order."""
-    raw = conn._conn
-    result: T = await conn._execute(fn, raw)  # type: ignore[no-untyped-call]
-    return result
 
 
 Deferred = Callable[[Callable[[str, Row], None]], None]
@@ -54,7 +46,7 @@ def _write(db: sqlite3.Connection, work: tuple[list[Deferred], _Buffer]) -> None
 class Txn:
     """Buffered writes on the writer connection, inside one transaction."""
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self._buffer: _Buffer = {}
         self._deferred: list[Deferred] = []
@@ -144,7 +136,7 @@ class Txn:
                 db.execute("BEGIN IMMEDIATE")
             return int(db.execute("PRAGMA data_version").fetchone()[0])
 
-        return await in_thread(self._conn, run)
+        return await self._conn.call(run)
 
     async def fetchall(self, sql: str, args: Row = ()) -> list[Row]:
         """Read inside the transaction; queued writes are written first so reads see them."""
@@ -154,7 +146,7 @@ class Txn:
             _write(db, work)
             return list(db.execute(sql, args).fetchall())
 
-        return await in_thread(self._conn, run)
+        return await self._conn.call(run)
 
     async def fetchone(self, sql: str, args: Row = ()) -> Row | None:
         rows = await self.fetchall(sql, args)
@@ -168,7 +160,7 @@ class Txn:
         def run(db: sqlite3.Connection) -> None:
             _write(db, work)
 
-        await in_thread(self._conn, run)
+        await self._conn.call(run)
 
     async def commit(self) -> None:
         """Write what is queued and commit, in one trip; on failure roll back and raise."""
@@ -183,7 +175,7 @@ class Txn:
                     db.rollback()
                 raise
 
-        await in_thread(self._conn, run)
+        await self._conn.call(run)
 
     async def rollback(self) -> None:
         self._take()
@@ -192,4 +184,4 @@ class Txn:
             if db.in_transaction:
                 db.rollback()
 
-        await in_thread(self._conn, run)
+        await self._conn.call(run)

@@ -21,9 +21,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiosqlite
-
 from node.errors import NodeError, StoreError
+from node.store.connection import Connection
 from node.store.failures import store_error
 from node.store.txn import Txn
 
@@ -49,7 +48,7 @@ class GroupWriter:
 
     def __init__(
         self,
-        conn: aiosqlite.Connection,
+        conn: Connection,
         *,
         on_rollback: Callable[[], Awaitable[None]],
         on_begin: Callable[[Txn], Awaitable[None]],

@@ -10,13 +10,13 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 import pytest
 
 from node.errors import StoreVersionError
 from node.node import Node
 from node.schema import MIGRATIONS, SCHEMA_VERSION
 from node.store import Store
+from node.store.connection import Connection
 from node.store.schema import migrate
 from node.views import default_views
 from node.views.schema import SEARCH_TOKENIZER
@@ -27,19 +27,14 @@ LATER_TABLES = {"srs", "sr_versions", "episodes", "episode_entries"}  # created 
 
 
 async def tables(path: Path) -> set[str]:
-    async with (
-        aiosqlite.connect(path) as conn,
-        conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'") as cur,
-    ):
-        return {r[0] for r in await cur.fetchall()}
+    async with await Connection.open(path) as conn:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'table'"
+        return {r[0] for r in await conn.execute_fetchall(sql)}
 
 
 async def version(path: Path) -> int:
-    async with (
-        aiosqlite.connect(path) as conn,
-        conn.execute("SELECT version FROM schema_version") as cur,
-    ):
-        rows = await cur.fetchall()
+    async with await Connection.open(path) as conn:
+        rows = await conn.execute_fetchall("SELECT version FROM schema_version")
     ((value,),) = rows
     return int(value)
 
@@ -50,7 +45,7 @@ def snapshot(directory: Path) -> dict[str, bytes]:
 
 
 async def make_v1(path: Path) -> None:
-    async with aiosqlite.connect(path, isolation_level=None) as conn:
+    async with await Connection.open(path, isolation_level=None) as conn:
         found = await migrate(conn, MIGRATIONS, upto=1)
         assert found == 0
         await conn.execute("INSERT INTO state (key, value) VALUES ('mesh', ?)", (b"m" * 16,))
@@ -97,14 +92,14 @@ async def test_a_version_1_store_is_migrated_on_open(tmp_path: Path, wall: Any) 
 async def test_migrate_reports_the_version_it_found(tmp_path: Path) -> None:
     path = tmp_path / "memlane.db"
     await make_v1(path)
-    async with aiosqlite.connect(path, isolation_level=None) as conn:
+    async with await Connection.open(path, isolation_level=None) as conn:
         assert await migrate(conn, MIGRATIONS) == 1
         assert await migrate(conn, MIGRATIONS) == SCHEMA_VERSION
     assert await version(path) == SCHEMA_VERSION
 
 
 async def bump_version(path: Path, to: int) -> None:
-    async with aiosqlite.connect(path, isolation_level=None) as conn:
+    async with await Connection.open(path, isolation_level=None) as conn:
         await conn.execute("UPDATE schema_version SET version = ?", (to,))
 
 
@@ -121,7 +116,7 @@ async def test_a_newer_store_is_refused_and_left_untouched(
         await store.close()
     await bump_version(path, SCHEMA_VERSION + 1)
     if journal == "delete":  # a newer memlane might not keep the WAL journal
-        async with aiosqlite.connect(path, isolation_level=None) as conn:
+        async with await Connection.open(path, isolation_level=None) as conn:
             await conn.execute("PRAGMA journal_mode=DELETE")
     before = snapshot(tmp_path)
     assert set(before) == {"memlane.db"}
@@ -154,14 +149,15 @@ async def test_episodes_keep_their_rows_when_clustered_by_caller(tmp_path: Path)
          f"e{i - 1}", None)
         for i in range(30)
     ]  # fmt: skip
-    async with aiosqlite.connect(path, isolation_level=None) as conn:
+    async with await Connection.open(path, isolation_level=None) as conn:
         await migrate(conn, MIGRATIONS, upto=before)
-        await conn.executemany(f"INSERT INTO episodes VALUES ({', '.join('?' * 23)})", rows)
+        insert = f"INSERT INTO episodes VALUES ({', '.join('?' * 23)})"
+        await conn.call(lambda db: db.executemany(insert, rows))
         await migrate(conn, MIGRATIONS)
         kept = await conn.execute_fetchall("SELECT * FROM episodes")
         other_caller = (*rows[1][:6], "mallory", *rows[1][7:])
         with pytest.raises(sqlite3.IntegrityError):
-            await conn.execute(f"INSERT INTO episodes VALUES ({', '.join('?' * 23)})", other_caller)
+            await conn.execute(insert, other_caller)
     assert sorted(kept) == sorted(rows)
 
 
@@ -169,7 +165,7 @@ LOG_TABLES = ("state", "logs", "headers", "payloads", "pending", "forks", "audit
               "tokens")  # fmt: skip
 
 
-async def copy_current(conn: aiosqlite.Connection, tables: tuple[str, ...]) -> None:
+async def copy_current(conn: Connection, tables: tuple[str, ...]) -> None:
     """Replace the rows of ``tables`` with those of the attached ``cur``, in the columns the
     older store has (later versions add some)."""
     for table in tables:
@@ -204,7 +200,7 @@ async def test_a_version_6_store_answers_the_same_after_its_views_are_rebuilt(
     assert [len(b["results"]) for b in before] == [11, 7, 8, 3]
     current = tmp_path / "node" / "memlane.db"
     old = tmp_path / "v6.db"
-    async with aiosqlite.connect(old, isolation_level=None) as conn:
+    async with await Connection.open(old, isolation_level=None) as conn:
         await migrate(conn, MIGRATIONS, upto=6)
         await conn.execute("ATTACH DATABASE ? AS cur", (str(current),))
         await copy_current(conn, LOG_TABLES)
@@ -239,7 +235,7 @@ async def test_a_version_7_store_gets_a_stemmed_search_index_from_its_log(
         before = [await node.e_timeline(alice, **ask) for ask in asks]
     assert [len(b["results"]) for b in before] == [3, 4, 3, 3]
     current, old = tmp_path / "node" / "memlane.db", tmp_path / "v7.db"
-    async with aiosqlite.connect(old, isolation_level=None) as conn:
+    async with await Connection.open(old, isolation_level=None) as conn:
         await migrate(conn, MIGRATIONS, upto=7)
         await conn.execute("ATTACH DATABASE ? AS cur", (str(current),))
         await copy_current(conn, (*LOG_TABLES, "sr_versions", "srs", "sr_tags", "sr_links"))
@@ -250,7 +246,7 @@ async def test_a_version_7_store_gets_a_stemmed_search_index_from_its_log(
         )
         await conn.execute("DELETE FROM state WHERE key = 'views_stale'")
         matches = "SELECT count(*) FROM sr_fts WHERE sr_fts MATCH ?"
-        assert [(await (await conn.execute(matches, (w,))).fetchone() or [0])[0]
+        assert [((await conn.execute_fetchall(matches, (w,))) or [(0,)])[0][0]
                 for w in ("certificate", "certificates")] == [1, 2]  # fmt: skip
     for leftover in tmp_path.joinpath("node").glob("memlane.db*"):
         leftover.unlink()
@@ -258,9 +254,9 @@ async def test_a_version_7_store_gets_a_stemmed_search_index_from_its_log(
     async with Node.open(tmp_path / "node", wall=wall) as node:
         assert [await node.e_timeline(alice, **ask) for ask in asks] == before
     assert await version(current) == SCHEMA_VERSION
-    async with aiosqlite.connect(current) as conn:
-        sql = await (await conn.execute("SELECT sql FROM sqlite_master WHERE name = 'sr_fts'")
-                     ).fetchone()  # fmt: skip
+    async with await Connection.open(current) as conn:
+        found = await conn.execute_fetchall("SELECT sql FROM sqlite_master WHERE name = 'sr_fts'")
+    sql = found[0] if found else None
     assert sql is not None
     assert f"tokenize='{SEARCH_TOKENIZER}'" in sql[0]
 
@@ -272,12 +268,12 @@ async def test_a_store_with_a_fork_proof_migrates_and_checks_clean(tmp_path: Pat
     path = tmp_path / "memlane.db"
     before = next(i for i, script in enumerate(MIGRATIONS) if "forks_key_first" in script)
     proofs = [(b"w" * 32, b"e" * 16, seq, b"kept-%d" % seq, b"other-%d" % seq) for seq in (3, 9)]
-    async with aiosqlite.connect(path, isolation_level=None) as conn:
+    async with await Connection.open(path, isolation_level=None) as conn:
         await migrate(conn, MIGRATIONS, upto=before)
-        await conn.executemany(
+        await conn.call(lambda db: db.executemany(
             "INSERT INTO forks (writer, epoch, seq, kept_raw, other_raw) VALUES (?, ?, ?, ?, ?)",
             proofs,
-        )
+        ))  # fmt: skip
         assert await migrate(conn, MIGRATIONS) == before
         kept = await conn.execute_fetchall(
             "SELECT writer, epoch, seq, kept_raw, other_raw FROM forks ORDER BY seq"

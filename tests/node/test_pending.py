@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 import pytest
 import pytest_asyncio
 
@@ -28,6 +27,7 @@ from node.node import Node
 from node.refusals import REFUSALS
 from node.schema import MIGRATIONS, SCHEMA_VERSION
 from node.store import StoreOptions
+from node.store.connection import Connection
 from node.store.schema import migrate
 from protocol.entry import Entry
 from protocol.messages import Credit, FrontierDigest, Push
@@ -196,7 +196,7 @@ async def test_schema_13_gives_waiting_rows_their_size_and_an_arrival(tmp_path: 
     before = next(i for i, script in enumerate(MIGRATIONS) if "pending_arrived" in script)
     assert before == 12 < SCHEMA_VERSION  # the script that takes a store to version 13
     row = (b"i" * 32, b"w" * 32, b"e" * 8, 4, b"r" * 100, b"p" * 50, "peer:x")
-    async with aiosqlite.connect(path, isolation_level=None) as conn:
+    async with await Connection.open(path, isolation_level=None) as conn:
         await migrate(conn, MIGRATIONS, upto=before)
         await conn.execute(
             "INSERT INTO pending (id, writer, epoch, seq, raw, payload, source) "

@@ -14,12 +14,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 import pytest
 
 from node.node import Node
 from node.schema import MIGRATIONS, SCHEMA_VERSION
 from node.store import Store
+from node.store.connection import Connection
 from node.store.schema import migrate
 from node.views import default_views
 
@@ -28,7 +28,7 @@ DUMP = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
 
 
 async def schema(path: Path) -> list[list[Any]]:
-    async with aiosqlite.connect(path) as conn:
+    async with await Connection.open(path) as conn:
         return [list(row) for row in await conn.execute_fetchall(DUMP)]
 
 
@@ -37,7 +37,7 @@ def digest(rows: list[list[Any]]) -> str:
 
 
 async def store_at(path: Path, version: int) -> Path:
-    async with aiosqlite.connect(path, isolation_level=None) as conn:
+    async with await Connection.open(path, isolation_level=None) as conn:
         await migrate(conn, MIGRATIONS, upto=version)
     return path
 
