@@ -46,6 +46,8 @@ from protocol.frontier import Frontier
 from protocol.signing import SigningKey
 
 if TYPE_CHECKING:  # loaded where they are used: the bundle and archive code, the embedders
+    from node.exchange import export as exchange
+    from node.exchange import importing
     from node.search.index import VectorIndex
     from node.transfer import archive, bundles
 
@@ -328,6 +330,33 @@ class Node:
         return await archive.restore_archive(Path(path), _data_dir(data), passphrase,
                                              now=wall(), keep_tokens=keep_tokens,
                                              progress=progress)  # fmt: skip
+
+    # -- plain files out and in (docs/export.md) -----------------------------------------------
+
+    async def export(
+        self,
+        caller: Caller,
+        out: Path | str,
+        fmt: str,
+        *,
+        since: int | None = None,
+        progress: Progress | None = None,
+    ) -> exchange.ExportReport:
+        """Write what ``caller`` may read to ``out`` as ``jsonl`` or ``markdown``; with
+        ``since`` (ms), only the SRs and episodes written since."""
+        from node.exchange import export as exchange
+
+        source = exchange.Source(self.reader(), caller, self.store.now_ms(), since)
+        return await exchange.export(source, Path(out), fmt, progress=progress)
+
+    async def import_file(
+        self, caller: Caller, path: Path | str, source: str, *, dry_run: bool = False
+    ) -> importing.ImportReport:
+        """Write the records of ``path`` (of ``source``'s kind) as ``caller``."""
+        from node.exchange import importing
+
+        return await importing.import_file(self._context(), caller, Path(path), source,
+                                           dry_run=dry_run)  # fmt: skip
 
     async def verify(self) -> VerifyReport:
         return await verify_log(self.reader())

@@ -20,7 +20,7 @@ from node.tools.context import ToolContext
 from node.views.episodes import select_manager, select_newest_id
 from protocol.timefmt import format_instant
 
-__all__ = ["work_forget", "work_record", "work_result"]
+__all__ = ["record_episode", "work_forget", "work_record", "work_result"]
 
 _LATER = frozenset({"task_result", "verdict_at", "status", "eligibility", "trust"})
 _RECORD = _LATER | {
@@ -59,12 +59,26 @@ async def _manageable(txn: Txn, caller: Caller, episode_id: object) -> None:
 
 async def work_record(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
     """Record an episode; ``prev_id`` links it to the caller's newest one."""
+    return await record_episode(ctx, caller, uuid7(ctx.author.store.wall()), args)
+
+
+async def record_episode(
+    ctx: ToolContext,
+    caller: Caller,
+    episode_id: str,
+    args: Mapping[str, Any],
+    *,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """work_record with the episode's id given — for an import, whose ids are made from the
+    records it reads (docs/export.md §Importing); with ``dry_run`` only refused, or not."""
     check_names("work_record", args, _RECORD)
     caller.require("write:workspace")
-    episode_id = uuid7(ctx.author.store.wall())
     base = {"id": episode_id, "vault": caller.workspace, "caller": caller.principal}
     base |= _DEFAULTS | _fields(args, _RECORD)
     encode("episode.record", base | {"prev_id": None})  # refuse bad input before queueing
+    if dry_run:
+        return {"id": episode_id}
     payload: dict[str, Any] = dict(base)
 
     async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:

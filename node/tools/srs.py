@@ -25,7 +25,7 @@ from protocol.entry import Entry
 from protocol.kinds import UUID
 from protocol.timefmt import format_instant
 
-__all__ = ["e_adjust", "e_correct", "e_delete", "e_undelete", "e_write"]
+__all__ = ["create_sr", "e_adjust", "e_correct", "e_delete", "e_undelete", "e_write"]
 
 _UUID = re.compile(UUID)
 CONTENT = frozenset({"title", "text", "links", "conversational", "private_fields"})
@@ -118,11 +118,7 @@ async def e_write(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> 
     fields = _fields(args, CONTENT | META)
     sr_id = args.get("sr_id")
     if sr_id is None:
-        if not fields.get("title") and not fields.get("text"):
-            raise Refusal("e_write needs a title or a text to create an SR")
-        body = {"create": True, **_CREATE_DEFAULTS, **fields}
-        new_id = uuid7(author.store.wall())
-        return ctx.written(await _put(author, caller, "sr.put", new_id, body, create=True))
+        return await _create(ctx, caller, uuid7(author.store.wall()), fields)
     if not _is_id(sr_id):
         raise _unknown(sr_id)
     if not fields:
@@ -132,6 +128,30 @@ async def e_write(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> 
         raise Refusal(f"e_write cannot change {names} of an existing SR (use e_adjust)")
     body = {"create": False, **fields}
     return ctx.written(await _put(author, caller, "sr.put", sr_id, body, create=False))
+
+
+async def create_sr(
+    ctx: ToolContext, caller: Caller, sr_id: str, args: Mapping[str, Any], *, dry_run: bool = False
+) -> dict[str, Any]:
+    """Create the SR ``sr_id`` from e_write's fields, refused as e_write's create is — for an
+    import, whose ids are made from the records it reads (docs/export.md §Importing); with
+    ``dry_run`` only refused, or not, and nothing written."""
+    check_names("e_write", args, CONTENT | META)
+    caller.require("write:workspace")
+    return await _create(ctx, caller, sr_id, _fields(args, CONTENT | META), dry_run=dry_run)
+
+
+async def _create(
+    ctx: ToolContext, caller: Caller, sr_id: str, fields: dict[str, Any], *, dry_run: bool = False
+) -> dict[str, Any]:
+    if not fields.get("title") and not fields.get("text"):
+        raise Refusal("e_write needs a title or a text to create an SR")
+    body = {"create": True, **_CREATE_DEFAULTS, **fields}
+    if dry_run:
+        encode("sr.put", {"sr_id": sr_id, "workspace": caller.workspace,
+                          "principal": caller.principal} | body)  # fmt: skip
+        return {"sr_id": sr_id, "created": False}
+    return ctx.written(await _put(ctx.author, caller, "sr.put", sr_id, body, create=True))
 
 
 async def e_correct(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,176 @@
+"""``memlane export``: what one token can read, in files a person or another tool can read
+(docs/export.md).  ``jsonl`` writes one record a line — a header, each SR, each episode, an
+end that counts them; ``markdown`` a folder of one file per SR, its metadata as YAML front
+matter and its links as ``[[sr_id]]``.  Either is written beside its destination and renamed
+into place once whole, so a destination is never half an export.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from node.access.callers import Caller
+from node.errors import NodeError
+from node.progress import Progress
+from node.store import Reader
+from node.views.episode_reads import Scope
+from node.views.export import count_srs, select_episodes, select_srs
+from node.views.shown import instant
+
+__all__ = ["FORMAT", "VERSION", "ExportError", "ExportReport", "Source", "export", "note"]
+
+FORMAT, VERSION = "memlane-export", 1
+PAGE = 1000  # SRs or episodes read at a time
+
+
+class ExportError(NodeError):
+    """An export that cannot be written (its destination exists, or is not writable)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExportReport:
+    path: Path
+    srs: int
+    episodes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """What an export reads: the store's reads, as whom, at which moment, since when."""
+
+    reader: Reader
+    caller: Caller
+    moment: int
+    since: int | None = None
+
+
+async def export(
+    source: Source, out: Path, fmt: str, *, progress: Progress | None = None
+) -> ExportReport:
+    """Write what ``source.caller`` may read to ``out`` in ``fmt`` (``jsonl``, ``markdown``)."""
+    part = _begin(out)
+    try:
+        total = await count_srs(source.reader, source.caller, since=source.since)
+        told = _Told(progress, total)
+        if fmt == "jsonl":
+            srs, episodes = await _jsonl(source, part, told)
+        else:
+            srs, episodes = await _markdown(source, part, told), 0
+        os.replace(part, out)
+    except BaseException:
+        _remove(part)
+        raise
+    return ExportReport(out, srs, episodes)
+
+
+class _Told:
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress, self.total, self.done = progress, total, 0
+
+    def add(self, n: int) -> None:
+        self.done += n
+        if self.progress is not None:
+            self.progress("export", min(self.done, self.total), self.total)
+
+
+def _begin(out: Path) -> Path:
+    """Where the export is written until whole: ``out`` + ``.part`` (left by an export that
+    stopped, it goes), once ``out`` is free."""
+    if out.exists() or out.is_symlink():
+        raise ExportError(f"{out} already exists")
+    part = out.with_name(out.name + ".part")
+    _remove(part)
+    return part
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+async def _pages_of_srs(source: Source, told: _Told) -> AsyncIterator[list[dict[str, Any]]]:
+    after = None
+    while True:
+        srs, after = await select_srs(source.reader, source.caller, after=after,
+                                      since=source.since, limit=PAGE)  # fmt: skip
+        if not srs:
+            return
+        told.add(len(srs))
+        yield srs
+
+
+async def _jsonl(source: Source, part: Path, told: _Told) -> tuple[int, int]:
+    srs = episodes = 0
+    with part.open("x", encoding="utf-8", newline="\n") as f:
+        _line(f, header(source))
+        async for page in _pages_of_srs(source, told):
+            for sr in page:
+                _line(f, {"type": "sr", **sr})
+            srs += len(page)
+        scope = Scope(source.caller, source.caller.is_admin, source.moment)
+        after = None
+        while True:
+            page, after = await select_episodes(source.reader, scope, after=after, limit=PAGE)
+            for episode in page:
+                if source.since is None or episode["ts"] >= source.since:
+                    _line(f, {"type": "episode", **episode})
+                    episodes += 1
+            if after is None:
+                break
+        _line(f, {"type": "end", "srs": srs, "episodes": episodes})
+    return srs, episodes
+
+
+def header(source: Source) -> dict[str, Any]:
+    """The first line: the format, and what was exported for whom and when."""
+    return {"type": "header", "format": FORMAT, "version": VERSION,
+            "workspace": source.caller.workspace, "principal": source.caller.principal,
+            "exported_at": instant(source.moment), "since": instant(source.since)}  # fmt: skip
+
+
+def _line(f: TextIO, record: dict[str, Any]) -> None:
+    f.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+    f.write("\n")
+
+
+async def _markdown(source: Source, part: Path, told: _Told) -> int:
+    os.mkdir(part, mode=0o700)
+    count = 0
+    async for page in _pages_of_srs(source, told):
+        for sr in page:
+            (part / f"{sr['sr_id']}.md").write_text("".join(note(sr)), encoding="utf-8")
+        count += len(page)
+    return count
+
+
+# The front matter's keys, in this order (docs/export.md §markdown); the title is the note's
+# heading too, its text the body.
+FRONT_MATTER = (
+    "sr_id", "title", "tags", "lane", "lane_uuid", "visibility", "content_time", "ingest_time",
+    "created_time", "conversational", "has_correction", "has_adjustment", "caller", "node_id",
+    "links",
+)  # fmt: skip
+
+
+def note(sr: dict[str, Any]) -> Iterator[str]:
+    """An SR as a Markdown note: YAML front matter (each value in JSON's spelling, which YAML
+    reads as the same value), the title as its heading, the text, its links as wiki links."""
+    yield "---\n"
+    for key in FRONT_MATTER:
+        yield f"{key}: {json.dumps(sr[key], ensure_ascii=False)}\n"
+    yield "---\n"
+    if sr["title"]:
+        yield f"\n# {' '.join(sr['title'].split())}\n"
+    if sr["text"]:
+        yield f"\n{sr['text']}\n"
+    if sr["links"]:
+        yield "\n## Links\n\n"
+        yield from (f"- [[{dst}]]\n" for dst in sr["links"])

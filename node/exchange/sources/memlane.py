@@ -1,0 +1,101 @@
+"""memlane's own JSON lines export (docs/export.md §jsonl): each SR and episode line a record.
+An SR keeps its content, metadata and links (by their exported ids, mapped as the SRs are);
+an episode its fields, recorded in the order the file holds them, so each caller's chain
+keeps its order.  A line with a field the format does not name is a problem: a newer export
+is refused whole by its header's version.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from node.exchange.export import FORMAT, FRONT_MATTER, VERSION
+from node.exchange.records import (
+    EpisodeRecord,
+    FileError,
+    Problem,
+    Read,
+    SrRecord,
+    open_lines,
+    too_long_or_not_text,
+)
+from node.views.episode_reads import COLUMNS
+from node.views.shown import instant
+
+__all__ = ["read", "sr_record"]
+
+# The SR fields written again, and those shown that the node sets itself.
+_WRITTEN = ("title", "text", "tags", "lane", "lane_uuid", "visibility", "content_time",
+            "conversational")  # fmt: skip
+_SR_KEYS = frozenset({"type", "text", *FRONT_MATTER})
+# The episode fields work_record takes (the rest are the node's: id, ts, vault, caller, …).
+_RECORDED = ("session_id", "channel", "episode_type", "task_result", "verdict_at", "tool",
+             "status", "error_code", "duration_ms", "result_size", "summary", "tags", "trust",
+             "eligibility")  # fmt: skip
+_EPISODE_KEYS = frozenset({"type", *COLUMNS})
+
+
+def read(path: Path) -> Iterator[Read]:
+    for number, text in open_lines(path):
+        if text is None:
+            yield too_long_or_not_text(number)
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as exc:
+            yield Problem(number, f"line {number}: not JSON ({exc.msg})")
+            continue
+        yield from _record(number, record)
+
+
+def _record(number: int, record: Any) -> Iterator[Read]:
+    kind = record.get("type") if isinstance(record, dict) else None
+    if kind == "header":
+        _check_header(record)
+    elif kind == "sr":
+        yield _checked(number, record, _SR_KEYS, sr_record)
+    elif kind == "episode":
+        yield _checked(number, record, _EPISODE_KEYS, _episode)
+    elif kind != "end":
+        yield Problem(number, f"line {number}: not a record of a memlane export")
+
+
+def _check_header(record: dict[str, Any]) -> None:
+    if record.get("format") != FORMAT or not isinstance(record.get("version"), int):
+        raise FileError("not a memlane export: its first line is not a memlane-export header")
+    if record["version"] > VERSION:
+        raise FileError(f"a memlane export of version {record['version']}: this node reads "
+                        f"version {VERSION} and before")  # fmt: skip
+
+
+def _checked(number: int, record: dict[str, Any], known: frozenset[str], make: Any) -> Read:
+    unknown = sorted(set(record) - known)
+    if unknown:
+        return Problem(number, f"line {number}: unknown fields: {', '.join(unknown)}")
+    key = record.get("sr_id" if known is _SR_KEYS else "id")
+    if not isinstance(key, str) or not key:
+        return Problem(number, f"line {number}: no {'sr_id' if known is _SR_KEYS else 'id'}")
+    made: Read = make(number, record)
+    return made
+
+
+def sr_record(number: int, record: dict[str, Any]) -> SrRecord | Problem:
+    """An exported SR (a line, or a note's front matter and text) as a record."""
+    links = record.get("links", [])
+    if not isinstance(links, list) or not all(isinstance(x, str) for x in links):
+        return Problem(number, f"line {number}: links must be a list of sr_ids")
+    fields = {k: record[k] for k in _WRITTEN if record.get(k) is not None}
+    return SrRecord(number, f"memlane:{record['sr_id']}", fields,
+                    tuple(f"memlane:{x}" for x in links),
+                    record.get("has_correction") is True,
+                    record.get("has_adjustment") is True)  # fmt: skip
+
+
+def _episode(number: int, record: dict[str, Any]) -> Read:
+    fields = {k: record[k] for k in _RECORDED if record.get(k) is not None}
+    if isinstance(fields.get("verdict_at"), int):
+        fields["verdict_at"] = instant(fields["verdict_at"])
+    return EpisodeRecord(number, f"memlane-episode:{record['id']}", fields)
