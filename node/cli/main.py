@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from node.cli import bundles, commands, mesh, pending, search, serving, tools
+from node.cli import bundles, commands, exchange, mesh, pending, search, serving, tools
 from node.cli.table import visible_lines
 from node.cli.times import expiry
 from node.errors import NodeError
@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     serving.add_parsers(sub)
     mesh.add_parsers(sub)
     bundles.add_parsers(sub)
+    exchange.add_parsers(sub)
     search.add_parsers(sub)
     pending.add_parsers(sub)
     for each in _tree(parser):

@@ -53,7 +53,9 @@ class Source:
 async def export(
     source: Source, out: Path, fmt: str, *, progress: Progress | None = None
 ) -> ExportReport:
-    """Write what ``source.caller`` may read to ``out`` in ``fmt`` (``jsonl``, ``markdown``)."""
+    """Write what ``source.caller`` may read to ``out`` in ``fmt`` (``jsonl``, ``markdown``);
+    a caller without read scope is refused as every read tool refuses it."""
+    source.caller.require("read:workspace")
     part = _begin(out)
     try:
         total = await count_srs(source.reader, source.caller, since=source.since)

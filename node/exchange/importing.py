@@ -2,8 +2,9 @@
 entries of this node, as the token's principal in the token's workspace (docs/export.md
 §Importing).
 
-Each record's id is made from the caller and the record's key (``derived_id``), so a record
-this node already holds (written by an earlier import of it, or deleted here since) is counted
+Each record's id is made from the caller and the record's key (``derived_id``) — an SR of a
+memlane export that this node holds under its own id keeps it — so a record this node already
+holds (written by an earlier import of it, or deleted here since) is counted
 as present and not written again; links are written as the ids their targets get, wherever in
 the file those are.  A record the write path refuses is a problem of its line, and skipped —
 each record is one entry (an SR shown with a correction or an adjustment where it came from
@@ -92,13 +93,22 @@ def _chunks(
 class _Chunk:
     def __init__(self, ctx: ToolContext, caller: Caller, report: ImportReport) -> None:
         self.ctx, self.caller, self.report = ctx, caller, report
+        self.kept: dict[str, str] = {}  # key → the id of an SR this node holds under it
+
+    async def _keep(self, keys: list[str]) -> None:
+        """An SR of a memlane export that this node holds under its own id (exported here,
+        or synced here from where it was) is that SR: its key names it, not a new one."""
+        own = {k.removeprefix("memlane:"): k for k in keys if k.startswith("memlane:")}
+        held = await select_present(self.ctx.reader(), self.caller.workspace, "sr", list(own))
+        self.kept = {own[sr_id]: sr_id for sr_id in held}
 
     def id(self, key: str) -> str:
-        return derived_id(self.caller, key)
+        return self.kept.get(key) or derived_id(self.caller, key)
 
     async def write(self, chunk: list[SrRecord | EpisodeRecord]) -> None:
         records = [r for r in chunk if isinstance(r, SrRecord)]
         episodes = [r for r in chunk if isinstance(r, EpisodeRecord)]
+        await self._keep([k for r in records for k in (r.key, *r.links)])
         await asyncio.gather(*(self._sr(r) for r in await self._new("sr", records)))
         for e in await self._new("episode", episodes):
             await self._told(e, record_episode(self.ctx, self.caller, self.id(e.key), e.fields,

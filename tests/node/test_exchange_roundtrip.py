@@ -16,6 +16,7 @@ from node.exchange.records import derived_id
 from node.node import Node
 from tests.node.bundlekit import caller
 from tests.node.conftest import Wall
+from tests.node.test_cli import fails, ok, run
 
 pytestmark = pytest.mark.asyncio
 
@@ -93,3 +94,27 @@ async def test_an_export_imported_on_a_fresh_node_answers_the_same(
         again = await b.import_file(on_b, tmp_path / "out.jsonl", "memlane")
         assert (again.read, again.written, again.present) == (10, 0, 10)
         assert await b.e_timeline(on_b, action="list", page_size=100) == page_b
+
+
+async def test_export_and_import_from_the_command_line(tmp_path: Path, wall: Wall) -> None:
+    await Node.init(tmp_path / "a", wall=wall)
+    async with Node.open(tmp_path / "a", wall=wall) as a:
+        who = await caller(a)
+        await a.e_write(who, title="kept", text="an SR")
+    token = ok(run("token", "create", "--data", tmp_path / "a", "--principal", "alice",
+                   "--workspace", "team", "--scope", "read:workspace",
+                   "--scope", "write:workspace")).strip()  # fmt: skip
+    on = ("--data", tmp_path / "a", "--token", token)
+    out = json.loads(ok(run("export", tmp_path / "a.jsonl", *on, "--json")))
+    assert (out["srs"], out["episodes"]) == (1, 0)
+    assert "already exists" in fails(run("export", tmp_path / "a.jsonl", *on))
+    ok(run("export", tmp_path / "notes", "--format", "markdown", *on))
+    assert len(list((tmp_path / "notes").glob("*.md"))) == 1
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text((tmp_path / "a.jsonl").read_text() + "{not json\n")
+    dry = run("import", bad, *on, "--dry-run")
+    assert dry.returncode == 1
+    assert dry.stdout.splitlines()[0].startswith("line 4: not JSON")
+    assert "would write 0, 1 already present, 1 skipped" in dry.stdout
+    first = ok(run("import", tmp_path / "notes", "--from", "markdown", *on))
+    assert "wrote 0, 1 already present, 0 skipped" in first  # the notes name the same SR

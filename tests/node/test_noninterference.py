@@ -678,3 +678,43 @@ def test_the_bundle_imports_compared_are_there_and_a_leak_in_them_shows(
     monkeypatch.setattr(audit_tool, "_brought", everything)
     feed = {"action": "list", "since_seq": 0, "limit": 1000}
     assert mesh.run(mesh.differences("e_audit", feed, [("X", "Y", ("bob",))]))
+
+
+# -- memlane export --------------------------------------------------------------------------------
+
+
+def _export(mesh: Mesh, node: str, who: str, fmt: str, out: Path) -> Outcome:
+    """What ``memlane export`` writes for ``who`` on ``node``: the file's bytes, each note's
+    name and bytes, or the refusal."""
+
+    async def run() -> Outcome:
+        try:
+            await mesh.nodes[node].export(mesh.callers[node, who], out, fmt)
+        except NodeError as exc:
+            return ("refused", type(exc).__name__, str(exc))
+        return ("answer", _written(out))
+
+    return mesh.run(run())
+
+
+def _written(out: Path) -> bytes | list[tuple[str, bytes]]:
+    if out.is_file():
+        return out.read_bytes()
+    return [(p.name, p.read_bytes()) for p in sorted(out.iterdir())]
+
+
+def test_an_export_holds_alike_with_and_without_hidden_rows(mesh: Mesh, tmp_path: Path) -> None:
+    for rich, poor, callers in PAIRS:
+        for who in callers:
+            for fmt in ("jsonl", "markdown"):
+                a = _export(mesh, rich, who, fmt, tmp_path / f"{rich}-{poor}-{who}.{fmt}")
+                b = _export(mesh, poor, who, fmt, tmp_path / f"{poor}-{rich}-{who}.{fmt}")
+                assert a == b, f"{who} ({fmt}): {rich} and {poor} exported differently"
+    alice = _export(mesh, "Y", "alice", "jsonl", tmp_path / "alice.jsonl")
+    shown = alice[1].count(b'"type":"sr"')
+    assert shown > CORPUS_N // 2
+    assert alice[1].endswith(b'"srs":%d,"episodes":0}\n' % shown)
+    assert _export(mesh, "Y", "carol", "jsonl", tmp_path / "carol.jsonl")[0] == "refused"
+    # the comparison tells the nodes apart for a caller who reads the difference
+    root = [_export(mesh, n, "root", "jsonl", tmp_path / f"root-{n}.jsonl") for n in ("X", "Y")]
+    assert root[0] != root[1]

@@ -1,0 +1,75 @@
+"""``memlane export`` and ``memlane import``: what one token can read, in plain files, out and
+in (docs/export.md)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from node.cli.commands import Result, open_node, token_from_args
+from node.cli.progress import bars
+from node.cli.table import count
+from node.cli.times import moment
+from node.exchange.sources import SOURCES
+from protocol.timefmt import parse_time
+
+__all__ = ["add_parsers"]
+
+_EXPORT_HELP = (
+    "write what the token can read — its workspace, by the read rule — as JSON lines (SRs and "
+    "episodes) or a folder of Markdown notes (SRs)"
+)
+_IMPORT_HELP = (
+    "write a file's records as the token's principal, through the write path; a record already "
+    "imported is not written again, a bad one is told with its line and skipped"
+)
+_SHOWN_PROBLEMS = 20  # problems told on a terminal (--json tells every one kept)
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``export`` and ``import``."""
+    export = sub.add_parser("export", help=_EXPORT_HELP, description=_EXPORT_HELP)
+    export.set_defaults(handler=export_command)
+    export.add_argument("out", metavar="OUT", help="the file (jsonl) or folder (markdown) to write")
+    export.add_argument("--format", choices=("jsonl", "markdown"), default="jsonl",
+                        help="default: jsonl")  # fmt: skip
+    export.add_argument("--since", type=moment, metavar="WHEN",
+                        help="only the SRs and episodes written at or after WHEN (an instant "
+                             "or a date): an incremental export")  # fmt: skip
+    imported = sub.add_parser("import", help=_IMPORT_HELP, description=_IMPORT_HELP)
+    imported.set_defaults(handler=import_command)
+    imported.add_argument("file", metavar="FILE", help="the file (a folder, for markdown)")
+    imported.add_argument("--from", dest="source", choices=tuple(SOURCES), default="memlane",
+                          help="what wrote it (default: memlane's own jsonl)")  # fmt: skip
+    imported.add_argument("--dry-run", action="store_true",
+                          help="check every record, tell what would be written")  # fmt: skip
+
+
+async def export_command(args: argparse.Namespace) -> Result:
+    since = None if args.since is None else parse_time(args.since)
+    async with open_node(args) as node:
+        caller = await node.authenticate(token_from_args(args))
+        report = await node.export(caller, args.out, args.format, since=since,
+                                   progress=bars({"export": "SRs"}))  # fmt: skip
+    data = {"path": str(report.path), "srs": report.srs, "episodes": report.episodes}
+    text = (f"wrote {report.path}: {count(report.srs, 'SR')}, "
+            f"{count(report.episodes, 'episode')}")  # fmt: skip
+    return Result(data, text)
+
+
+async def import_command(args: argparse.Namespace) -> Result:
+    async with open_node(args) as node:
+        caller = await node.authenticate(token_from_args(args))
+        report = await node.import_file(caller, args.file, args.source, dry_run=args.dry_run)
+    problems = [{"line": p.line, "where": p.where, "problem": p.message} for p in report.problems]
+    data = {"source": report.source, "dry_run": report.dry_run, "read": report.read,
+            "written": report.written, "present": report.present, "skipped": report.skipped,
+            "problems": problems}  # fmt: skip
+    verb = "would write" if report.dry_run else "wrote"
+    lines = [p.message for p in report.problems[:_SHOWN_PROBLEMS]]
+    if report.skipped > len(lines):
+        lines.append(f"… and {report.skipped - len(lines):,} more problems (--json lists them)")
+    lines.append(f"read {count(report.read, 'record')} of {args.file}: {verb} "
+                 f"{report.written:,}, {report.present:,} already present, "
+                 f"{report.skipped:,} skipped")  # fmt: skip
+    return Result(data, "\n".join(lines), 1 if report.skipped else 0)
