@@ -350,13 +350,19 @@ class Node:
         return await exchange.export(source, Path(out), fmt, progress=progress)
 
     async def import_file(
-        self, caller: Caller, path: Path | str, source: str, *, dry_run: bool = False
+        self,
+        caller: Caller,
+        path: Path | str,
+        source: str,
+        *,
+        dry_run: bool = False,
+        progress: Progress | None = None,
     ) -> importing.ImportReport:
         """Write the records of ``path`` (of ``source``'s kind) as ``caller``."""
         from node.exchange import importing
 
         return await importing.import_file(self._context(), caller, Path(path), source,
-                                           dry_run=dry_run)  # fmt: skip
+                                           dry_run=dry_run, progress=progress)  # fmt: skip
 
     async def verify(self) -> VerifyReport:
         return await verify_log(self.reader())

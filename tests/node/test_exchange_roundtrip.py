@@ -85,6 +85,11 @@ async def test_an_export_imported_on_a_fresh_node_answers_the_same(
         page_a = await a.e_timeline(on_a, action="list", page_size=100)
         page_b = await b.e_timeline(on_b, action="list", page_size=100)
         assert _shown(page_b, ids) == _shown(page_a, {})
+        for query in ("beta", "text", "private bob"):
+            found_a = await a.e_timeline(on_a, action="find", query=query)
+            found_b = await b.e_timeline(on_b, action="find", query=query)
+            assert found_a["results"], query
+            assert _shown(found_b, ids) == _shown(found_a, {}), query
         # one caller on B: alice's chain, then bob's, each in its order
         assert await _chain(b, on_b) == ["b2", "b1", "a3", "a2", "a1"]
         assert await _chain(a, on_a) == ["a3", "a2", "a1"]
