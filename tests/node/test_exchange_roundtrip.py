@@ -14,6 +14,7 @@ import pytest
 from node.access.callers import Caller
 from node.exchange.records import derived_id
 from node.node import Node
+from protocol.timefmt import format_instant
 from tests.node.bundlekit import caller
 from tests.node.conftest import Wall
 from tests.node.test_cli import fails, ok, run
@@ -85,7 +86,7 @@ async def test_an_export_imported_on_a_fresh_node_answers_the_same(
         page_a = await a.e_timeline(on_a, action="list", page_size=100)
         page_b = await b.e_timeline(on_b, action="list", page_size=100)
         assert _shown(page_b, ids) == _shown(page_a, {})
-        for query in ("beta", "text", "private bob"):
+        for query in ("beta", "private bob", "corrected"):  # (a tie goes by sr_id: none here)
             found_a = await a.e_timeline(on_a, action="find", query=query)
             found_b = await b.e_timeline(on_b, action="find", query=query)
             assert found_a["results"], query
@@ -123,3 +124,23 @@ async def test_export_and_import_from_the_command_line(tmp_path: Path, wall: Wal
     assert "would write 0, 1 already present, 1 skipped" in dry.stdout
     first = ok(run("import", tmp_path / "notes", "--from", "markdown", *on))
     assert "wrote 0, 1 already present, 0 skipped" in first  # the notes name the same SR
+
+
+async def test_an_incremental_export_holds_what_was_written_since(
+    tmp_path: Path, wall: Wall
+) -> None:
+    await Node.init(tmp_path / "a", wall=wall)
+    async with Node.open(tmp_path / "a", wall=wall) as a:
+        who = await caller(a)
+        await a.e_write(who, title="old", text="before")
+        await a.work_record(who, summary="old episode")
+        wall.now += 60_000
+        since = wall.now
+        await a.e_write(who, title="new", text="after")
+        await a.work_record(who, summary="new episode")
+        report = await a.export(who, tmp_path / "since.jsonl", "jsonl", since=since)
+        lines = [json.loads(x) for x in (tmp_path / "since.jsonl").read_text().splitlines()]
+        assert (report.srs, report.episodes) == (1, 1)
+        assert [x.get("title", x.get("summary")) for x in lines[1:-1]] == ["new", "new episode"]
+        assert lines[0]["since"] == format_instant(since)
+        assert lines[-1] == {"type": "end", "srs": 1, "episodes": 1}
