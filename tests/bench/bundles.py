@@ -28,7 +28,6 @@ import platform
 import shutil
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -260,8 +259,4 @@ def _report(
 
 def run(*, quick: bool, workdir: Path) -> Checked:
     """Make (or reuse) the cached stores, then measure; ``quick`` is a smoke run."""
-    configure_logging()
-    started = time.perf_counter()
-    report = _measure(workdir, sync.QUICK if quick else sync.FULL)
-    report.result.notes.append(f"the run took {time.perf_counter() - started:.0f} s")
-    return report
+    return sync.run_on_stores(_measure, quick=quick, workdir=workdir)

@@ -24,7 +24,6 @@ import os
 import platform
 import shutil
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
@@ -150,8 +149,4 @@ def _report(
 
 def run(*, quick: bool, workdir: Path) -> Checked:
     """Make (or reuse) the cached stores, then measure; ``quick`` is a smoke run."""
-    configure_logging()
-    started = time.perf_counter()
-    report = _measure(workdir, sync.QUICK if quick else sync.FULL)
-    report.result.notes.append(f"the run took {time.perf_counter() - started:.0f} s")
-    return report
+    return sync.run_on_stores(_measure, quick=quick, workdir=workdir)

@@ -34,7 +34,7 @@ import shutil
 import sqlite3
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -66,7 +66,7 @@ from tests.bench.common import (
 from tests.node.helpers import ForeignWriter, sr_payload
 from tests.node.synckit import frontier_digest, make_mesh, until
 
-__all__ = ["CHECKS", "FULL", "QUICK", "RATIOS", "ROWS", "Sizes", "run"]
+__all__ = ["CHECKS", "FULL", "QUICK", "RATIOS", "ROWS", "Sizes", "run", "run_on_stores"]
 
 BUILD_VERSION = "sync-stores-1"
 
@@ -189,6 +189,18 @@ def stores(sizes: Sizes) -> tuple[Path, dict[str, Any], bool]:
     metadata, and whether it was made now (in a child process)."""
     what = f"sender of {sizes.entries:,} entries"
     return cached(sizes.name, cache_key(sizes), what, _build_in_child, sizes)
+
+
+def run_on_stores(
+    measure: Callable[[Path, Sizes], Checked], *, quick: bool, workdir: Path
+) -> Checked:
+    """The run of a benchmark on these stores (bundles, their serving, export and import):
+    make (or reuse) them, then ``measure``; ``quick`` is a smoke run on the small ones."""
+    configure_logging()
+    started = time.perf_counter()
+    report = measure(workdir, QUICK if quick else FULL)
+    report.result.notes.append(f"the run took {time.perf_counter() - started:.0f} s")
+    return report
 
 
 # -- the relay that counts (and cuts) ------------------------------------------------------
