@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from node.tools import audit, episode_reads, episodes, srs, timeline, windows
+from node.tools import audit, call_windows, episode_reads, episodes, srs, timeline
 from node.tools.context import Handler
 from node.tools.inputs import (
     _AUDIT,
@@ -287,7 +287,7 @@ CATALOG: tuple[ToolSpec, ...] = (
         ),
         _CALL_WINDOWS,
         _READ,
-        windows.call_windows,
+        call_windows.call_windows,
     ),
 )
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from node.tools import audit, episode_reads, timeline_spec, windows
+from node.tools import audit, call_windows, episode_reads, timeline_spec
 from protocol.kinds import KINDS
 from protocol.schema import Choice, Flag, Integer, Number, Text, TextList, TextMap
 
@@ -293,6 +293,6 @@ _CALL_WINDOWS = _object(
         "tool_call_id": _string("rows of this call (its toolCallId)", minLength=1, maxLength=256),
         "latest": _boolean(False, "only each call's latest row: the window it ran with"),
         "page": _integer(1, 100_000, 1),
-        "page_size": _integer(1, windows.MAX_PAGE_SIZE, windows.DEFAULT_PAGE_SIZE),
+        "page_size": _integer(1, call_windows.MAX_PAGE_SIZE, call_windows.DEFAULT_PAGE_SIZE),
     }
 )

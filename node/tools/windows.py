@@ -24,7 +24,6 @@ clock.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,10 +32,8 @@ from zoneinfo import ZoneInfo
 from node.access.callers import Caller
 from node.authoring import Author
 from node.errors import Refusal
-from node.tools.args import check_names, encode, integer, text
-from node.tools.context import ToolContext
+from node.tools.args import encode
 from node.tools.timeline_spec import invalid
-from node.views.call_windows import select_call_windows
 from node.windows.decide import Call, Decision, decide
 from node.windows.forms import Period
 from node.windows.spans import TimeSpan
@@ -44,17 +41,12 @@ from node.windows.turn import META_KEY, Turn, parse_turn
 from protocol.timefmt import TimeFormatError, parse_time
 
 __all__ = [
-    "DEFAULT_PAGE_SIZE",
-    "MAX_PAGE_SIZE",
     "RefusedBeforeDispatch",
     "WindowGuard",
-    "call_windows",
     "trim_results",
     "turn_argument",
 ]
 
-MAX_PAGE_SIZE = 200
-DEFAULT_PAGE_SIZE = 50
 # A tool's run and its check: the arguments, and the clock the call runs at (the turn's now;
 # None: the node's).  The check raises the tool's own refusals, reading what it must.
 Run = Callable[[Mapping[str, Any], int | None], Awaitable[dict[str, Any]]]
@@ -165,31 +157,3 @@ class WindowGuard:
         return (
             answer if found.trim is None else trim_results(answer, found.trim, trim_field(run_args))
         )
-
-
-# -- call_windows ------------------------------------------------------------------------------
-
-_ARGUMENTS = frozenset({"tool", "turn", "tool_call_id", "latest", "page", "page_size"})
-
-
-async def call_windows(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
-    """The rows filed for the caller's calls (admins: the workspace's), oldest first, with
-    the CallWindowRow's field names."""
-    reader, moment = ctx.reader(), ctx.now_ms()
-    check_names("call_windows", args, _ARGUMENTS)
-    caller.require("read:workspace")
-    text(args, "tool", 128)
-    text(args, "tool_call_id", 256)
-    if args.get("turn") is not None:
-        integer(args, "turn", 0, (1 << 53) - 1, 0)
-    latest = args.get("latest", False)
-    if type(latest) is not bool:
-        raise Refusal("invalid latest: must be true or false")
-    page = integer(args, "page", 1, 100_000, 1)
-    size = integer(args, "page_size", 1, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE)
-    rows = await select_call_windows(
-        reader, caller, moment, tool=args.get("tool"), turn=args.get("turn"),
-        call_id=args.get("tool_call_id"), latest=latest, limit=size + 1, offset=(page - 1) * size,
-    )  # fmt: skip
-    found = [json.loads(r) for r in rows]
-    return {"rows": found[:size], "page": page, "page_size": size, "has_more": len(found) > size}
