@@ -129,20 +129,19 @@ class _Chunk:
             return
         if r.corrected:
             field = "title" if r.fields.get("title") else "text"
-            await srs.e_correct(
-                self.ctx, self.caller, {"sr_id": sr_id, "reason": _REASON, field: r.fields[field]}
-            )
+            fix = {"sr_id": sr_id, "reason": _REASON, field: r.fields[field]}
+            await self._told(r, srs.e_correct(self.ctx, self.caller, fix), count=False)
         if r.adjusted:
-            await srs.e_adjust(
-                self.ctx, self.caller, {"sr_id": sr_id, "lane": r.fields.get("lane", "default")}
-            )
+            lane = {"sr_id": sr_id, "lane": r.fields.get("lane", "default")}
+            await self._told(r, srs.e_adjust(self.ctx, self.caller, lane), count=False)
 
-    async def _told(self, r: SrRecord | EpisodeRecord, write: Any) -> bool:
-        """Await ``write``; a refusal is the record's problem."""
+    async def _told(self, r: SrRecord | EpisodeRecord, write: Any, *, count: bool = True) -> bool:
+        """Await ``write`` (``count``: the record's own entry); a refusal is the record's
+        problem, and stops no other record."""
         try:
             await write
         except Refusal as exc:
             self.report.problem(Problem(r.line, f"{r.at or f'line {r.line}'}: {exc}", r.at))
             return False
-        self.report.written += 1
+        self.report.written += count
         return True
