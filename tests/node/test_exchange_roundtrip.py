@@ -17,7 +17,8 @@ from node.node import Node
 from protocol.timefmt import format_instant
 from tests.node.bundlekit import caller
 from tests.node.conftest import Wall
-from tests.node.test_cli import fails, ok, run
+from tests.node.test_bundles_cli import drawn, on_terminal
+from tests.node.test_cli import MEMLANE, fails, ok, run
 
 pytestmark = pytest.mark.asyncio
 
@@ -111,10 +112,16 @@ async def test_export_and_import_from_the_command_line(tmp_path: Path, wall: Wal
                    "--workspace", "team", "--scope", "read:workspace",
                    "--scope", "write:workspace")).strip()  # fmt: skip
     on = ("--data", tmp_path / "a", "--token", token)
-    out = json.loads(ok(run("export", tmp_path / "a.jsonl", *on, "--json")))
+    exported = run("export", tmp_path / "a.jsonl", *on, "--json")
+    assert exported.stderr == ""
+    out = json.loads(ok(exported))
     assert (out["srs"], out["episodes"]) == (1, 0)
     assert "already exists" in fails(run("export", tmp_path / "a.jsonl", *on))
     ok(run("export", tmp_path / "notes", "--format", "markdown", *on))
+    code, shown = on_terminal([str(MEMLANE), "export", str(tmp_path / "b.jsonl"),
+                               *map(str, on)])  # fmt: skip
+    assert code == 0
+    assert drawn(shown, "export"), shown  # a bar on a terminal (and none on a pipe: above)
     assert len(list((tmp_path / "notes").glob("*.md"))) == 1
     bad = tmp_path / "bad.jsonl"
     bad.write_text((tmp_path / "a.jsonl").read_text() + "{not json\n")
