@@ -4,6 +4,7 @@ in (docs/export.md)."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from typing import Any
 
 from node.cli.commands import Result, open_node, token_from_args
@@ -23,7 +24,7 @@ _IMPORT_HELP = (
     "write a file's records as the token's principal, through the write path; a record already "
     "imported is not written again, a bad one is told with its line and skipped"
 )
-_SHOWN_PROBLEMS = 20  # problems told on a terminal (--json tells every one kept)
+_SHOWN = 20  # records a dry run would write, and problems, told in text (--json: all kept)
 
 
 def add_parsers(sub: Any) -> None:
@@ -65,10 +66,17 @@ async def import_command(args: argparse.Namespace) -> Result:
     data = {"source": report.source, "dry_run": report.dry_run, "read": report.read,
             "written": report.written, "present": report.present, "skipped": report.skipped,
             "problems": problems}  # fmt: skip
+    if report.dry_run:
+        data["would_write"] = [asdict(p) for p in report.planned]
     verb = "would write" if report.dry_run else "wrote"
-    lines = [p.message for p in report.problems[:_SHOWN_PROBLEMS]]
-    if report.skipped > len(lines):
-        lines.append(f"… and {report.skipped - len(lines):,} more problems (--json lists them)")
+    lines = [f"{p.at}: would write {p.what} {p.id} {p.name!r}"
+             for p in report.planned[:_SHOWN]]  # fmt: skip
+    if report.dry_run and report.written > len(lines):
+        lines.append(f"… and {report.written - len(lines):,} more to write (--json lists them)")
+    told = [p.message for p in report.problems[:_SHOWN]]
+    lines += told
+    if report.skipped > len(told):
+        lines.append(f"… and {report.skipped - len(told):,} more problems (--json lists them)")
     lines.append(f"read {count(report.read, 'record')} of {args.file}: {verb} "
                  f"{report.written:,}, {report.present:,} already present, "
                  f"{report.skipped:,} skipped")  # fmt: skip

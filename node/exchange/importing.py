@@ -31,11 +31,21 @@ from node.tools.context import ToolContext
 from node.tools.episodes import record_episode
 from node.views.export import select_present
 
-__all__ = ["CHUNK", "ImportReport", "import_file"]
+__all__ = ["CHUNK", "ImportReport", "Planned", "import_file"]
 
 CHUNK = 500  # records read ahead and written together
-MAX_PROBLEMS = 1000  # problems kept to be told one by one (all are counted)
+MAX_PROBLEMS = 1000  # problems (and a dry run's records) kept to be told one by one
 _REASON = "imported: corrected where it came from"
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A record a dry run would write: where it is, what, under which id, named how."""
+
+    at: str
+    what: str  # "sr" or "episode"
+    id: str
+    name: str  # an SR's title (else the start of its text), an episode's summary
 
 
 @dataclass
@@ -47,6 +57,7 @@ class ImportReport:
     present: int = 0  # records this node holds already
     skipped: int = 0  # lines, notes or records that are problems
     problems: list[Problem] = field(default_factory=list)
+    planned: list[Planned] = field(default_factory=list)  # with dry_run: what would be written
 
     def problem(self, p: Problem) -> None:
         self.skipped += 1
@@ -144,4 +155,12 @@ class _Chunk:
             self.report.problem(Problem(r.line, f"{r.at or f'line {r.line}'}: {exc}", r.at))
             return False
         self.report.written += count
+        if self.report.dry_run and len(self.report.planned) < MAX_PROBLEMS:
+            self.report.planned.append(self._planned(r))
         return True
+
+    def _planned(self, r: SrRecord | EpisodeRecord) -> Planned:
+        what = "sr" if isinstance(r, SrRecord) else "episode"
+        f = r.fields
+        name = (f.get("title") or f.get("text") or "") if what == "sr" else f.get("summary")
+        return Planned(r.at or f"line {r.line}", what, self.id(r.key), str(name or "")[:80])

@@ -128,6 +128,21 @@ async def test_export_and_import_from_the_command_line(tmp_path: Path, wall: Wal
     dry = run("import", bad, *on, "--dry-run")
     assert dry.returncode == 1
     assert dry.stdout.splitlines()[0].startswith("line 4: not JSON")
+    fresh = json.loads(
+        run(
+            "import",
+            tmp_path / "a.jsonl",
+            "--data",
+            tmp_path / "a",
+            "--token",
+            token,
+            "--from",
+            "memlane",
+            "--dry-run",
+            "--json",
+        ).stdout
+    )
+    assert (fresh["written"], fresh["would_write"]) == (0, [])  # nothing new: it is all here
     assert "would write 0, 1 already present, 1 skipped" in dry.stdout
     first = ok(run("import", tmp_path / "notes", "--from", "markdown", *on))
     assert "wrote 0, 1 already present, 0 skipped" in first  # the notes name the same SR

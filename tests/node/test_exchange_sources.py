@@ -130,6 +130,7 @@ async def test_a_memlane_export_with_bad_lines(node: Node, tmp_path: Path) -> No
         {"type": "sr", "title": "no id"},
     ])  # fmt: skip
     dry = await node.import_file(who, path, "memlane", dry_run=True)
+    assert [(p.at, p.what, p.name) for p in dry.planned] == [("line 2", "sr", "fine")]
     assert (dry.written, dry.skipped) == (1, 4)
     assert await _srs(node, who) == {}
     report = await node.import_file(who, path, "memlane")
