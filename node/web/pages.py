@@ -1,0 +1,46 @@
+"""Each page of the web view, rendered on the server from the tool layer's answers (so what a
+page shows is what the tools show the same token), with templates that escape every value
+(``autoescape``): a record's text is text, never markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.responses import HTMLResponse
+
+from node.access.callers import Caller
+from node.errors import Refusal
+from node.node import Node
+
+__all__ = ["PAGE_SIZE", "sign_in", "timeline"]
+
+PAGE_SIZE = 50
+_ENV = Environment(loader=PackageLoader("node.web"), autoescape=select_autoescape(default=True))
+# The list's arguments a timeline page passes on from its query string, as the tool reads them.
+_LIST_ARGS = ("start_date", "end_date", "order_by")
+_ORDERS = ("ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_time_asc")
+
+
+def _page(template: str, status: int = 200, **values: Any) -> HTMLResponse:
+    return HTMLResponse(_ENV.get_template(template).render(**values), status_code=status)
+
+
+def sign_in(problem: str | None = None, *, status: int = 200) -> HTMLResponse:
+    return _page("signin.html", status, problem=problem)
+
+
+async def timeline(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLResponse:
+    """e_timeline's list, a page at a time, with its window and order from the query."""
+    args: dict[str, Any] = {k: query[k] for k in _LIST_ARGS if query.get(k)}
+    page = query.get("page", "1")
+    args["page"] = int(page) if page.isdigit() else page  # the tool refuses what is not one
+    try:
+        answer = await node.call("e_timeline", caller, action="list", page_size=PAGE_SIZE, **args)
+    except Refusal as exc:
+        return _page("timeline.html", 400, caller=caller, sent=args, orders=_ORDERS,
+                     problem=str(exc), results=[], more=False)  # fmt: skip
+    return _page("timeline.html", caller=caller, sent=args, orders=_ORDERS, problem=None,
+                 results=answer["results"], more=answer.get("has_more", False))  # fmt: skip

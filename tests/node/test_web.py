@@ -1,0 +1,143 @@
+"""The web view (docs/web.md), served by uvicorn on a loopback socket and asked over real
+HTTP: signing in (no token, a wrong, expired or revoked one: the sign-in page and no data),
+the cookie's attributes, the security headers on every answer, and hostile SRs rendered as
+inert text.  (The pages in a real browser are tests of their own.)"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+import pytest
+import uvicorn
+
+from node.node import Node
+from node.web.app import HEADERS, web_app
+from tests.node.bundlekit import caller
+from tests.node.conftest import Wall
+
+pytestmark = pytest.mark.asyncio
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: str
+
+
+@asynccontextmanager
+async def served(node: Node) -> AsyncIterator[int]:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    config = uvicorn.Config(web_app(node), lifespan="off", log_config=None, access_log=False)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[listener]))  # (it listens already)
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def ask(port: int, method: str, path: str, *, body: str = "", cookie: str = "") -> Answer:
+    def go() -> Answer:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        headers = {"content-type": "application/x-www-form-urlencoded"} if body else {}
+        if cookie:
+            headers["cookie"] = cookie
+        conn.request(method, path, body=body.encode() or None, headers=headers)
+        r = conn.getresponse()
+        answer = Answer(r.status, {k.lower(): v for k, v in r.getheaders()},
+                        r.read().decode())  # fmt: skip
+        conn.close()
+        return answer
+
+    return await asyncio.to_thread(go)
+
+
+def _headed(answer: Answer) -> None:
+    for name, value in HEADERS.items():
+        assert answer.headers[name] == value
+
+
+async def test_signing_in_and_what_no_token_shows(node: Node, wall: Wall) -> None:
+    who = await caller(node)
+    await node.e_write(who, title="the plan", text="ship on friday")
+    token = (await node.create_token("alice", "team", ("read:workspace",))).token
+    async with served(node) as port:
+        away = await ask(port, "GET", "/timeline")
+        assert (away.status, away.headers["location"]) == (303, "/signin")
+        page = await ask(port, "GET", "/signin")
+        _headed(page)
+        assert 'name="token" type="password"' in page.body
+        assert "the plan" not in page.body
+        for wrong in ("mlt_not-a-token", "", "x" * 5000):
+            refused = await ask(port, "POST", "/signin", body=urlencode({"token": wrong}))
+            assert refused.status == 401
+            assert "set-cookie" not in refused.headers
+            assert "That token does not sign in." in refused.body
+        signed = await ask(port, "POST", "/signin", body=urlencode({"token": token}))
+        assert (signed.status, signed.headers["location"]) == (303, "/timeline")
+        cookie = signed.headers["set-cookie"]
+        assert cookie.startswith(f"memlane_token={token};")
+        assert "HttpOnly" in cookie
+        assert "SameSite=strict" in cookie
+        shown = await ask(port, "GET", "/timeline", cookie=f"memlane_token={token}")
+        _headed(shown)
+        assert shown.status == 200
+        assert "the plan" in shown.body
+        assert "ship on friday" in shown.body
+        assert token not in shown.body
+        out = await ask(port, "POST", "/signout", cookie=f"memlane_token={token}")
+        assert 'memlane_token="";' in out.headers["set-cookie"]
+
+
+async def test_an_expired_or_revoked_token_shows_no_data(node: Node, wall: Wall) -> None:
+    who = await caller(node)
+    await node.e_write(who, title="secret plan", text="only for readers")
+    short = await node.create_token("alice", "team", ("read:workspace",), expires=wall.now + 1000)
+    revoked = await node.create_token("alice", "team", ("read:workspace",))
+    await node.revoke_token(revoked.token_id)
+    wall.now += 2000
+    async with served(node) as port:
+        for token in (short.token, revoked.token):
+            away = await ask(port, "GET", "/timeline", cookie=f"memlane_token={token}")
+            assert (away.status, away.headers["location"]) == (303, "/signin")
+            refused = await ask(port, "POST", "/signin", body=urlencode({"token": token}))
+            assert refused.status == 401
+            assert "secret plan" not in away.body + refused.body
+
+
+async def test_hostile_srs_render_as_inert_text(node: Node) -> None:
+    who = await caller(node)
+    hostile = ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>']
+    for title in hostile:
+        await node.e_write(who, title=title, text=title)
+    await node.e_write(who, title="big", text="y" * 100_000)
+    token = (await node.create_token("alice", "team", ("read:workspace",))).token
+    async with served(node) as port:
+        page = await ask(port, "GET", "/timeline", cookie=f"memlane_token={token}")
+    assert page.status == 200
+    assert "<script>" not in page.body
+    assert "<img" not in page.body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.body
+    assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in page.body
+    assert "y" * 100_000 in page.body
+    assert "script-src" not in HEADERS["content-security-policy"]  # default-src 'none' holds
+
+
+async def test_a_bad_argument_is_the_tools_refusal_shown_escaped(node: Node) -> None:
+    token = (await node.create_token("alice", "team", ("read:workspace",))).token
+    async with served(node) as port:
+        page = await ask(port, "GET", "/timeline?start_date=%3Cb%3Enope",
+                         cookie=f"memlane_token={token}")  # fmt: skip
+    assert page.status == 400
+    assert "is not a date or ISO-8601 datetime" in page.body
+    assert "<b>nope" not in page.body
