@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from node.views.schema import SEARCH_TOKENIZER
 
-__all__ = ["MAX_CACHED", "STOP_WORDS", "QueryTerm", "query_terms"]
+__all__ = ["MAX_CACHED", "STOP_WORDS", "QueryTerm", "matching_words", "query_terms"]
 
 MAX_CACHED = 4096  # queries whose terms are remembered (agents ask the same words again)
 _CUT = SEARCH_TOKENIZER.removeprefix("porter ")
@@ -83,3 +83,10 @@ def query_terms(text: str) -> tuple[QueryTerm, ...]:
     for word, term in kept:
         seen.setdefault(term, QueryTerm(word, term))
     return tuple(seen.values())
+
+
+def matching_words(text: str, query: str) -> frozenset[str]:
+    """The words of ``text`` (as cut: lower case, diacritics off) that ``query``'s search
+    terms match — what a page of find's results highlights."""
+    wanted = {t.term for t in query_terms(query)}
+    return frozenset(word for word, term in _TOKENIZER.pairs(text) if term in wanted)

@@ -6,6 +6,7 @@ caching of a page that shows what a token reads.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
 from importlib.resources import files
 
 from starlette.applications import Starlette
@@ -14,6 +15,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from node.access.callers import Caller
 from node.node import Node
 from node.web import pages, session
 
@@ -26,6 +28,7 @@ HEADERS = {
     "referrer-policy": "no-referrer",
     "cache-control": "no-store",
 }
+Page = Callable[[Node, Caller, Mapping[str, str]], Awaitable[Response]]
 _ENCODED = [(k.encode(), v.encode()) for k, v in HEADERS.items()]
 _STYLE = files("node.web").joinpath("style.css").read_bytes()
 
@@ -66,18 +69,23 @@ def web_app(node: Node, *, secure: bool = False) -> ASGIApp:
         session.forget(answer)
         return answer
 
-    async def timeline(request: Request) -> Response:
-        caller = await session.caller_of(node, request)
-        if caller is None:
-            return RedirectResponse("/signin", status_code=303)
-        return await pages.timeline(node, caller, request.query_params)
+    def signed(render: Page) -> Callable[[Request], Awaitable[Response]]:
+        """A page for a signed-in caller; without one, the way to sign in."""
+
+        async def page(request: Request) -> Response:
+            caller = await session.caller_of(node, request)
+            if caller is None:
+                return RedirectResponse("/signin", status_code=303)
+            return await render(node, caller, request.query_params)
+
+        return page
 
     async def style(request: Request) -> Response:
         return Response(_STYLE, media_type="text/css")
 
     routes = [
         Route("/", home), Route("/signin", sign_in, methods=["GET", "POST"]),
-        Route("/signout", sign_out, methods=["POST"]), Route("/timeline", timeline),
-        Route("/style.css", style),
+        Route("/signout", sign_out, methods=["POST"]), Route("/timeline", signed(pages.timeline)),
+        Route("/search", signed(pages.search)), Route("/style.css", style),
     ]  # fmt: skip
     return _Headers(Starlette(routes=routes))

@@ -14,11 +14,13 @@ from starlette.responses import HTMLResponse
 from node.access.callers import Caller
 from node.errors import Refusal
 from node.node import Node
+from node.web.highlight import highlighted
 
-__all__ = ["PAGE_SIZE", "sign_in", "timeline"]
+__all__ = ["PAGE_SIZE", "search", "sign_in", "timeline"]
 
 PAGE_SIZE = 50
 _ENV = Environment(loader=PackageLoader("node.web"), autoescape=select_autoescape(default=True))
+_ENV.filters["highlighted"] = highlighted
 # The list's arguments a timeline page passes on from its query string, as the tool reads them.
 _LIST_ARGS = ("start_date", "end_date", "order_by")
 _ORDERS = ("ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_time_asc")
@@ -43,4 +45,23 @@ async def timeline(node: Node, caller: Caller, query: Mapping[str, str]) -> HTML
         return _page("timeline.html", 400, caller=caller, sent=args, orders=_ORDERS,
                      problem=str(exc), results=[], more=False)  # fmt: skip
     return _page("timeline.html", caller=caller, sent=args, orders=_ORDERS, problem=None,
+                 results=answer["results"], more=answer.get("has_more", False))  # fmt: skip
+
+
+async def search(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLResponse:
+    """e_timeline's find: the best first, each with its score and rank, the words the query
+    matched marked."""
+    text = query.get("query", "")
+    page = query.get("page", "1")
+    sent: dict[str, Any] = {"query": text, "page": int(page) if page.isdigit() else page}
+    if not text:
+        return _page("search.html", caller=caller, sent=sent, problem=None, results=[],
+                     more=False)  # fmt: skip
+    try:
+        answer = await node.call("e_timeline", caller, action="find", page_size=PAGE_SIZE,
+                                 **sent)  # fmt: skip
+    except Refusal as exc:
+        return _page("search.html", 400, caller=caller, sent=sent, problem=str(exc),
+                     results=[], more=False)  # fmt: skip
+    return _page("search.html", caller=caller, sent=sent, problem=None,
                  results=answer["results"], more=answer.get("has_more", False))  # fmt: skip

@@ -141,3 +141,25 @@ async def test_a_bad_argument_is_the_tools_refusal_shown_escaped(node: Node) -> 
     assert page.status == 400
     assert "is not a date or ISO-8601 datetime" in page.body
     assert "<b>nope" not in page.body
+
+
+async def test_search_ranks_and_marks_the_matched_words_inertly(node: Node) -> None:
+    who = await caller(node)
+    await node.e_write(who, title="Deploy notes", text="We deployed <b>twice</b> on Monday")
+    await node.e_write(who, title="lunch", text="nothing about it")
+    token = (await node.create_token("alice", "team", ("read:workspace",))).token
+    async with served(node) as port:
+        away = await ask(port, "GET", "/search?query=deploy")
+        page = await ask(port, "GET", "/search?query=deploying",
+                         cookie=f"memlane_token={token}")  # fmt: skip
+        hostile = await ask(port, "GET", "/search?query=%3Cscript%3E+deploy",
+                            cookie=f"memlane_token={token}")  # fmt: skip
+    assert (away.status, away.headers["location"]) == (303, "/signin")
+    _headed(page)
+    assert "<mark>Deploy</mark> notes" in page.body
+    assert "We <mark>deployed</mark> &lt;b&gt;twice&lt;/b&gt; on Monday" in page.body
+    assert "rank 1 · score" in page.body
+    assert "lunch" not in page.body
+    assert hostile.status == 200
+    assert "<script>" not in hostile.body
+    assert 'value="&lt;script&gt; deploy"' in hostile.body
