@@ -51,6 +51,7 @@ from protocol.frontier import Frontier
 from protocol.timefmt import format_instant
 from tests.node.conftest import Wall
 from tests.node.helpers import ForeignWriter, admit
+from tests.node.test_web import ask, served
 
 # -- the moment, the vocabulary --------------------------------------------------------------------
 
@@ -718,3 +719,34 @@ def test_an_export_holds_alike_with_and_without_hidden_rows(mesh: Mesh, tmp_path
     # the comparison tells the nodes apart for a caller who reads the difference
     root = [_export(mesh, n, "root", "jsonl", tmp_path / f"root-{n}.jsonl") for n in ("X", "Y")]
     assert root[0] != root[1]
+
+
+# -- the web view ----------------------------------------------------------------------------------
+
+_WEB_PAGES = ("/timeline", "/timeline?page=2&order_by=content_time_asc",
+              "/timeline?start_date=2026-09-20&end_date=2026-09-25", "/search?query=alpha+rare",
+              "/search?query=alpha&page=2")  # fmt: skip
+
+
+def _pages(mesh: Mesh, node: str, who: str) -> list[tuple[int, str]]:
+    """What ``who`` is shown of each of ``_WEB_PAGES`` by ``node``'s web view."""
+
+    async def look() -> list[tuple[int, str]]:
+        workspace, scopes = ROLES[who]
+        token = (await mesh.nodes[node].create_token(who, workspace, scopes)).token
+        async with served(mesh.nodes[node]) as port:
+            return [(a.status, a.body) for a in
+                    [await ask(port, "GET", p, cookie=f"memlane_token={token}")
+                     for p in _WEB_PAGES]]  # fmt: skip
+
+    return mesh.run(look())
+
+
+def test_the_web_pages_show_alike_with_and_without_hidden_rows(mesh: Mesh) -> None:
+    for rich, poor, callers in PAIRS:
+        for who in callers:
+            assert _pages(mesh, rich, who) == _pages(mesh, poor, who), f"{who}: {rich}, {poor}"
+    shown = _pages(mesh, "Y", "alice")
+    assert [status for status, _ in shown] == [200] * len(_WEB_PAGES)
+    assert all(body.count('class="sr"') > 0 for _, body in shown)
+    assert _pages(mesh, "X", "root") != _pages(mesh, "Y", "root")  # the check can tell
