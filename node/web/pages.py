@@ -34,34 +34,36 @@ def sign_in(problem: str | None = None, *, status: int = 200) -> HTMLResponse:
     return _page("signin.html", status, problem=problem)
 
 
+def _page_number(query: Mapping[str, str]) -> int | str:
+    page = query.get("page", "1")
+    return int(page) if page.isdigit() else page  # the tool refuses what is not one
+
+
+async def _answered(
+    template: str, node: Node, caller: Caller, sent: dict[str, Any]
+) -> HTMLResponse:
+    """``template`` with e_timeline's answer to ``sent`` (a page of ``PAGE_SIZE``), or with
+    its refusal and status 400."""
+    shown = {"caller": caller, "sent": sent, "orders": _ORDERS}
+    try:
+        answer = await node.call("e_timeline", caller, page_size=PAGE_SIZE, **sent)
+    except Refusal as exc:
+        return _page(template, 400, **shown, problem=str(exc), results=[], more=False)
+    return _page(template, **shown, problem=None, results=answer["results"],
+                 more=answer.get("has_more", False))  # fmt: skip
+
+
 async def timeline(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLResponse:
     """e_timeline's list, a page at a time, with its window and order from the query."""
-    args: dict[str, Any] = {k: query[k] for k in _LIST_ARGS if query.get(k)}
-    page = query.get("page", "1")
-    args["page"] = int(page) if page.isdigit() else page  # the tool refuses what is not one
-    try:
-        answer = await node.call("e_timeline", caller, action="list", page_size=PAGE_SIZE, **args)
-    except Refusal as exc:
-        return _page("timeline.html", 400, caller=caller, sent=args, orders=_ORDERS,
-                     problem=str(exc), results=[], more=False)  # fmt: skip
-    return _page("timeline.html", caller=caller, sent=args, orders=_ORDERS, problem=None,
-                 results=answer["results"], more=answer.get("has_more", False))  # fmt: skip
+    sent: dict[str, Any] = {k: query[k] for k in _LIST_ARGS if query.get(k)}
+    return await _answered("timeline.html", node, caller,
+                           {"action": "list", **sent, "page": _page_number(query)})  # fmt: skip
 
 
 async def search(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLResponse:
     """e_timeline's find: the best first, each with its score and rank, the words the query
     matched marked."""
-    text = query.get("query", "")
-    page = query.get("page", "1")
-    sent: dict[str, Any] = {"query": text, "page": int(page) if page.isdigit() else page}
-    if not text:
-        return _page("search.html", caller=caller, sent=sent, problem=None, results=[],
-                     more=False)  # fmt: skip
-    try:
-        answer = await node.call("e_timeline", caller, action="find", page_size=PAGE_SIZE,
-                                 **sent)  # fmt: skip
-    except Refusal as exc:
-        return _page("search.html", 400, caller=caller, sent=sent, problem=str(exc),
-                     results=[], more=False)  # fmt: skip
-    return _page("search.html", caller=caller, sent=sent, problem=None,
-                 results=answer["results"], more=answer.get("has_more", False))  # fmt: skip
+    sent = {"action": "find", "query": query.get("query", ""), "page": _page_number(query)}
+    if not sent["query"]:
+        return _page("search.html", caller=caller, sent=sent, problem=None, results=[])
+    return await _answered("search.html", node, caller, sent)
