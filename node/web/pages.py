@@ -44,7 +44,7 @@ async def _answered(
 ) -> HTMLResponse:
     """``template`` with e_timeline's answer to ``sent`` (a page of ``PAGE_SIZE``), or with
     its refusal and status 400."""
-    shown = {"caller": caller, "sent": sent, "orders": _ORDERS}
+    shown: dict[str, Any] = {"caller": caller, "sent": sent, "orders": _ORDERS}
     try:
         answer = await node.call("e_timeline", caller, page_size=PAGE_SIZE, **sent)
     except Refusal as exc:
