@@ -120,11 +120,11 @@ async def _jsonl(source: Source, part: Path, told: _Told) -> tuple[int, int]:
         scope = Scope(source.caller, source.caller.is_admin, source.moment)
         after = None
         while True:
-            page, after = await select_episodes(source.reader, scope, after=after, limit=PAGE)
+            page, after = await select_episodes(source.reader, scope, after=after,
+                                                since=source.since, limit=PAGE)  # fmt: skip
             for episode in page:
-                if source.since is None or episode["ts"] >= source.since:
-                    _line(f, {"type": "episode", **episode})
-                    episodes += 1
+                _line(f, {"type": "episode", **episode})
+            episodes += len(page)
             if after is None:
                 break
         _line(f, {"type": "end", "srs": srs, "episodes": episodes})

@@ -93,11 +93,15 @@ def _audit_written(caller: Caller, sr_id: str) -> Any:
     return after
 
 
+def _payload(caller: Caller, sr_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    """An SR entry's payload: whose SR, in which workspace, by whom, and ``body``."""
+    return {"sr_id": sr_id, "workspace": caller.workspace, "principal": caller.principal} | body
+
+
 async def _put(
     author: Author, caller: Caller, kind: str, sr_id: str, body: dict[str, Any], *, create: bool
 ) -> dict[str, Any]:
-    payload = {"sr_id": sr_id, "workspace": caller.workspace, "principal": caller.principal}
-    payload |= body
+    payload = _payload(caller, sr_id, body)
     data = encode(kind, payload)
 
     async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
@@ -148,8 +152,7 @@ async def _create(
         raise Refusal("e_write needs a title or a text to create an SR")
     body = {"create": True, **_CREATE_DEFAULTS, **fields}
     if dry_run:
-        encode("sr.put", {"sr_id": sr_id, "workspace": caller.workspace,
-                          "principal": caller.principal} | body)  # fmt: skip
+        encode("sr.put", _payload(caller, sr_id, body))
         return {"sr_id": sr_id, "created": False}
     return ctx.written(await _put(ctx.author, caller, "sr.put", sr_id, body, create=True))
 

@@ -83,23 +83,25 @@ async def _linked(
     return links
 
 
-def _episodes(scope: Scope) -> str:
+def _episodes(scope: Scope, since: bool) -> str:
+    after = " AND e.ts >= :since" if since else ""
     return (
         f"SELECT {_select('e')}, {scope.passes('p')}, e.ord FROM episodes e "  # noqa: S608
         "LEFT JOIN episodes p ON p.vault = e.vault AND p.id = e.prev_id "
-        f"WHERE {scope.passes('e')} AND (e.caller, e.ts, e.ord) > (:caller, :ts, :ord) "
+        f"WHERE {scope.passes('e')} AND (e.caller, e.ts, e.ord) > (:caller, :ts, :ord){after} "
         "ORDER BY e.caller, e.ts, e.ord LIMIT :limit"
     )
 
 
 async def select_episodes(
-    reader: Reader, scope: Scope, *, after: EpisodeKey | None, limit: int
+    reader: Reader, scope: Scope, *, after: EpisodeKey | None, since: int | None, limit: int
 ) -> tuple[list[dict[str, Any]], EpisodeKey | None]:
-    """The next ``limit`` episodes that pass ``scope`` after ``after``, each with the fields
-    of a detailed chain; and the key of the last (None: no more)."""
+    """The next ``limit`` episodes that pass ``scope`` after ``after`` (recorded at ``since``
+    or later, when given), each with the fields of a detailed chain; and the key of the last
+    (None: no more)."""
     caller, ts, ord_ = after or ("", -1, b"")
-    args = scope.args() | {"caller": caller, "ts": ts, "ord": ord_, "limit": limit}
-    rows = await reader.fetchall(_episodes(scope), args)
+    args = scope.args() | {"caller": caller, "ts": ts, "ord": ord_, "limit": limit, "since": since}
+    rows = await reader.fetchall(_episodes(scope, since is not None), args)
     if not rows:
         return [], None
     width = len(COLUMNS)

@@ -56,9 +56,9 @@ def _record(number: int, record: Any) -> Iterator[Read]:
     if kind == "header":
         _check_header(record)
     elif kind == "sr":
-        yield _checked(number, record, _SR_KEYS, sr_record)
+        yield _checked(number, record, _SR_KEYS, "sr_id", sr_record)
     elif kind == "episode":
-        yield _checked(number, record, _EPISODE_KEYS, _episode)
+        yield _checked(number, record, _EPISODE_KEYS, "id", _episode)
     elif kind != "end":
         yield Problem(number, f"line {number}: not a record of a memlane export")
 
@@ -71,13 +71,14 @@ def _check_header(record: dict[str, Any]) -> None:
                         f"version {VERSION} and before")  # fmt: skip
 
 
-def _checked(number: int, record: dict[str, Any], known: frozenset[str], make: Any) -> Read:
+def _checked(
+    number: int, record: dict[str, Any], known: frozenset[str], key: str, make: Any
+) -> Read:
     unknown = sorted(set(record) - known)
     if unknown:
         return Problem(number, f"line {number}: unknown fields: {', '.join(unknown)}")
-    key = record.get("sr_id" if known is _SR_KEYS else "id")
-    if not isinstance(key, str) or not key:
-        return Problem(number, f"line {number}: no {'sr_id' if known is _SR_KEYS else 'id'}")
+    if not isinstance(record.get(key), str) or not record[key]:
+        return Problem(number, f"line {number}: no {key}")
     made: Read = make(number, record)
     return made
 
