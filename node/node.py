@@ -37,6 +37,7 @@ from node.tools import windows
 from node.tools.args import check_unicode
 from node.tools.catalog import by_name, unknown_tool
 from node.tools.context import ToolContext
+from node.tools.looks import LOOKS, unknown_look
 from node.tools.periods import declared_periods
 from node.transfer.verify import VerifyReport, verify_log
 from node.views import default_views
@@ -200,6 +201,14 @@ class Node:
             raise Refusal(unknown_tool(name))
         check_unicode(args)
         return await spec.handler(self._context(), caller, args)
+
+    async def look(self, name: str, caller: Caller, /, **args: Any) -> dict[str, Any]:
+        """The web view's read ``name`` (``node.tools.looks``), as ``call`` runs a tool."""
+        handler = LOOKS.get(name)
+        if handler is None:
+            raise Refusal(unknown_look(name))
+        check_unicode(args)
+        return await handler(self._context(), caller, args)
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[dict[str, Any]]]:
         """``node.<tool>(caller, **args)`` is ``node.call("<tool>", caller, **args)``."""
