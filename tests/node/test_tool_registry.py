@@ -14,6 +14,7 @@ import pytest
 from node.errors import Refusal
 from node.node import Node
 from node.tools.catalog import CATALOG
+from node.tools.looks import LOOKS
 from tests.node.conftest import CallerFactory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +45,17 @@ async def test_a_name_the_catalog_does_not_hold_is_no_tool(
     assert not hasattr(node, "e_gather")
     with pytest.raises(AttributeError):
         _ = node.e_gather
+
+
+@pytest.mark.asyncio
+async def test_a_look_is_not_a_tool_and_a_tool_is_not_a_look(
+    node: Node, make_caller: CallerFactory
+) -> None:
+    caller = await make_caller()
+    with pytest.raises(Refusal) as refused:
+        await node.look("e_timeline", caller, action="list")
+    assert refused.value.text == "unknown look: e_timeline"
+    assert not set(LOOKS) & TOOLS
 
 
 @pytest.mark.asyncio
