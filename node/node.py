@@ -36,7 +36,7 @@ from node.store.pending import SourceRow
 from node.tools import windows
 from node.tools.args import check_unicode
 from node.tools.catalog import by_name, unknown_tool
-from node.tools.context import ToolContext
+from node.tools.context import Handler, ToolContext
 from node.tools.looks import LOOKS, unknown_look
 from node.tools.periods import declared_periods
 from node.transfer.verify import VerifyReport, verify_log
@@ -199,14 +199,16 @@ class Node:
         spec = by_name(name)
         if spec is None:
             raise Refusal(unknown_tool(name))
-        check_unicode(args)
-        return await spec.handler(self._context(), caller, args)
+        return await self._run(spec.handler, caller, args)
 
     async def look(self, name: str, caller: Caller, /, **args: Any) -> dict[str, Any]:
         """The web view's read ``name`` (``node.tools.looks``), as ``call`` runs a tool."""
         handler = LOOKS.get(name)
         if handler is None:
             raise Refusal(unknown_look(name))
+        return await self._run(handler, caller, args)
+
+    async def _run(self, handler: Handler, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         check_unicode(args)
         return await handler(self._context(), caller, args)
 
