@@ -34,6 +34,8 @@ LIMITS = (
     "pending_source_quota",  # one source holds its share: pending_per_source, of the bytes too
     "mcp_connections",  # max_connections MCP HTTP connections are open
     "mcp_header_timeout",  # an MCP HTTP connection sent no request head within header_timeout
+    "web_connections",  # max_connections web view connections are open
+    "web_header_timeout",  # a web view connection sent no request head within header_timeout
     "health_connections",  # the health port's 16 connections are open
 )
 

@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
@@ -68,6 +69,9 @@ def add_parsers(sub: Any) -> None:
     serve.add_argument("--mcp-http", metavar="HOST:PORT", type=_listen,
                        help=f"where to serve MCP (default: [serve] mcp_http, else "
                             f"{DEFAULT_LISTEN}; port 0 picks one; IPv6 as [::1]:8765)")  # fmt: skip
+    serve.add_argument("--web", metavar="HOST:PORT", type=_listen,
+                       help="also serve the read-only web view here (docs/web.md; default: "
+                            "none; port 0 picks one; off loopback, TLS as for MCP)")  # fmt: skip
     serve.add_argument("--health-listen", metavar="HOST:PORT", type=_listen_or_off,
                        help=f"where to answer /healthz and /metrics, or off (default: [serve] "
                             f"health, else {DEFAULT_HEALTH}; port 0 picks one)")  # fmt: skip
@@ -180,11 +184,12 @@ def run_serve(args: argparse.Namespace) -> int:
     if (args.tls_cert is None) != (args.tls_key is None):
         return _fail(args, "--tls-cert and --tls-key go together", 2)
     tls = Tls(args.tls_cert, args.tls_key) if args.tls_cert else None
-    if tls is None and not listen.loopback and not args.insecure_no_tls:
-        return _fail(args, (
-            f"refusing plain HTTP on {listen.host}, which is not a loopback address: bearer "
-            "tokens would cross the network in clear. Give --tls-cert and --tls-key, or "
-            "--insecure-no-tls to accept that"), 2)  # fmt: skip
+    for where in (listen, args.web):
+        if where is not None and tls is None and not where.loopback and not args.insecure_no_tls:
+            return _fail(args, (
+                f"refusing plain HTTP on {where.host}, which is not a loopback address: bearer "
+                "tokens would cross the network in clear. Give --tls-cert and --tls-key, or "
+                "--insecure-no-tls to accept that"), 2)  # fmt: skip
     try:
         asyncio.run(_serve(args, config, listen, tls))
     except BrokenPipeError:  # stdout's reader went away: main's quiet exit
@@ -255,19 +260,18 @@ async def _serve_mcp(
     joins: JoinService | None,
     health: Listen | None,
 ) -> None:
-    try:
-        listener = listen.bind()
-    except OSError as exc:
-        raise OSError(f"cannot listen on {listen.host}:{listen.port}: {exc.strerror}") from exc
-    with listener:
+    with _bound(listen) as listener:
         from node.mcp.http import http_server
         from node.serve.health import HealthEndpoint
 
         async with (
             http_server(node, listener, tls=tls) as endpoint,
+            _optional_web(node, args.web, tls) as web_url,
             _optional_health(HealthEndpoint(node, service), health) as health_url,
         ):
             shown = {"mcp_http": endpoint.url, "health": health_url}
+            if web_url is not None:
+                shown["web"] = web_url
             if service is not None:
                 shown["sync"] = service.listening
             if joins is not None:
@@ -278,6 +282,30 @@ async def _serve_mcp(
             finally:
                 if service is not None:  # links end with bye while MCP still serves
                     await service.close()
+
+
+@asynccontextmanager
+async def _optional_web(node: Node, listen: Listen | None, tls: Tls | None
+                        ) -> AsyncIterator[str | None]:  # fmt: skip
+    """The web view on ``listen`` (none without), with MCP's connection bounds, counted apart."""
+    if listen is None:
+        yield None
+        return
+    from node.serve.asgi import asgi_server
+    from node.web.app import web_app
+
+    with _bound(listen) as listener:
+        app = web_app(node, secure=tls is not None)
+        limits = node.config.serve_limits
+        async with asgi_server(app, listener, limits, port="web", tls=tls) as endpoint:
+            yield endpoint.url
+
+
+def _bound(listen: Listen) -> socket.socket:
+    try:
+        return listen.bind()
+    except OSError as exc:
+        raise OSError(f"cannot listen on {listen.host}:{listen.port}: {exc.strerror}") from exc
 
 
 @asynccontextmanager
@@ -293,7 +321,8 @@ async def _optional_health(endpoint: HealthEndpoint, listen: Listen | None
 
 
 _SAID = {"mcp_http": "serving MCP at {}", "health": "health and metrics at {}/healthz, "
-         "{}/metrics", "sync": "syncing at {}", "join": "accepting joins at {}"}  # fmt: skip
+         "{}/metrics", "sync": "syncing at {}", "join": "accepting joins at {}",
+         "web": "web view at {}"}  # fmt: skip
 
 
 def _announce(args: argparse.Namespace, shown: dict[str, str | None]) -> None:

@@ -13,21 +13,17 @@ uvicorn runs inside the caller's event loop — the loop that holds the open nod
 store — on a socket the caller bound, so port 0 works and the address is known before the
 first request.  Stopping is the caller's: leaving ``http_server`` stops serving.  Its
 HTTP/1.1 protocol is uvicorn's with a cap on open connections, counted from their accept, and
-a bound on the time a TLS handshake and a request's head may take (``node.mcp.connections``,
+a bound on the time a TLS handshake and a request's head may take (``node.serve.connections``,
 ``[serve] max_connections`` and ``header_timeout``); it runs the TLS handshake itself.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
-import uvicorn
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.datastructures import Headers
@@ -36,10 +32,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from node.address import Tls
 from node.errors import Unauthenticated
-from node.mcp.connections import bounded_protocol
 from node.mcp.limits import BodyGate, SessionQuota
 from node.mcp.server import CALLER_KEY, bearer_token, build_server
 from node.node import Node
+from node.serve.asgi import Endpoint, asgi_server
 
 __all__ = ["MCP_PATH", "BearerGate", "Endpoint", "http_app", "http_server"]
 
@@ -47,11 +43,6 @@ MCP_PATH = "/mcp"
 _UNAUTHORIZED = json.dumps({"error": Unauthenticated().text}).encode()
 _REALM = 'Bearer realm="memlane"'
 _INVALID_TOKEN = f'{_REALM}, error="invalid_token"'
-_GRACE_SECONDS = 5  # open streams get this long to finish when the server stops
-# asyncio accepts up to the listen backlog's length of connections in one turn of the loop,
-# before any protocol can close the one beyond max_connections: uvicorn's 2,048 would take
-# that many descriptors at once.  asyncio's own default, as on the other ports.
-_BACKLOG = 100
 
 
 class BearerGate:
@@ -107,56 +98,14 @@ def http_app(node: Node, host: str) -> BearerGate:
     return BearerGate(BodyGate(quota, limits), node)
 
 
-class _Embedded(uvicorn.Server):
-    """uvicorn inside a loop it does not own: the owner handles signals and says when to
-    stop, so uvicorn neither installs handlers nor re-raises a signal on its way out."""
-
-    @contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-def _url(listener: socket.socket, tls: Tls | None) -> str:
-    host, port = listener.getsockname()[:2]
-    host = f"[{host}]" if ":" in host else host
-    return f"{'https' if tls else 'http'}://{host}:{port}{MCP_PATH}"
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    url: str  # where clients connect, e.g. http://127.0.0.1:8765/mcp
-    stopped: asyncio.Task[None]  # ends if the server stops on its own
-
-
 @asynccontextmanager
 async def http_server(
     node: Node, listener: socket.socket, *, tls: Tls | None = None
 ) -> AsyncIterator[Endpoint]:
-    """Serve MCP on ``listener`` (bound and listening) until the block ends.  A certificate
-    or key that cannot be loaded raises before anything is served (``OSError``, of which
-    ``ssl.SSLError`` is one)."""
-    host = listener.getsockname()[0]
-    listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small answers go at once
-    options: dict[str, Any] = {}
-    if tls is not None:
-        options = {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
-    config = uvicorn.Config(
-        http_app(node, host), lifespan="on", ws="none", log_config=None, log_level="warning",
-        access_log=False, proxy_headers=False, server_header=False,
-        timeout_graceful_shutdown=_GRACE_SECONDS, backlog=_BACKLOG, **options,
-    )  # fmt: skip
-    try:
-        config.load()
-    except OSError as exc:  # ssl.SSLError is one; nothing else here touches files
-        raise OSError(f"cannot load the TLS certificate or key: {exc}") from exc
-    # The protocol runs the TLS handshake itself, so that it counts and bounds connections
-    # from their accept (node.mcp.connections); uvicorn listens in plain TCP.
-    config.http_protocol_class = bounded_protocol(node.config.serve_limits, config.ssl)
-    config.ssl = None
-    server = _Embedded(config)
-    serving = asyncio.create_task(server.serve(sockets=[listener]))
-    try:
-        yield Endpoint(_url(listener, tls), serving)
-    finally:
-        server.should_exit = True
-        await serving
+    """Serve MCP on ``listener`` (bound and listening) until the block ends
+    (``node.serve.asgi``)."""
+    app = http_app(node, listener.getsockname()[0])
+    limits = node.config.serve_limits
+    async with asgi_server(app, listener, limits, port="mcp", tls=tls, path=MCP_PATH,
+                           lifespan="on") as endpoint:  # fmt: skip
+        yield endpoint

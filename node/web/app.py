@@ -84,8 +84,12 @@ def web_app(node: Node, *, secure: bool = False) -> ASGIApp:
         return Response(_STYLE, media_type="text/css")
 
     routes = [
-        Route("/", home), Route("/signin", sign_in, methods=["GET", "POST"]),
-        Route("/signout", sign_out, methods=["POST"]), Route("/timeline", signed(pages.timeline)),
-        Route("/search", signed(pages.search)), Route("/style.css", style),
-    ]  # fmt: skip
+        Route("/", home),
+        Route("/signin", sign_in, methods=["GET", "POST"]),
+        Route("/signout", sign_out, methods=["POST"]),
+        Route("/style.css", style),
+        Route("/timeline", signed(pages.timeline)),
+        Route("/search", signed(pages.search)),
+        # (the other pages' routes, one a line)
+    ]
     return _Headers(Starlette(routes=routes))

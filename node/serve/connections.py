@@ -1,5 +1,7 @@
-"""The MCP HTTP port's connections, bounded (docs/mcp.md §Limits): uvicorn's HTTP/1.1
-protocol (h11) with the bounds it does not have.
+"""The connections of an HTTP port of ``memlane serve`` — MCP's and the web view's — bounded
+(docs/mcp.md §Limits, docs/web.md): uvicorn's HTTP/1.1 protocol (h11) with the bounds it does
+not have, each port with its own count and its own refusal counters (``<port>_connections``,
+``<port>_header_timeout``).
 
 - **Connections**: at most ``max_connections`` open at once, counted from their accept — over
   TLS too, whose handshake this protocol runs itself (``loop.start_tls``) so that a connection
@@ -29,13 +31,22 @@ from node.refusals import REFUSALS
 
 __all__ = ["BoundedH11", "bounded_protocol"]
 
-_BUSY_BODY = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
-    "code": -32600, "message": "too many connections: try again later"}}).encode()  # fmt: skip
-_BUSY = (
-    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-    b"content-length: %d\r\nconnection: close\r\nretry-after: 1\r\n\r\n%s"
-    % (len(_BUSY_BODY), _BUSY_BODY)
-)
+_BUSY_TEXT = "too many connections: try again later"
+# What one connection too many is answered in plain HTTP, per port: MCP's clients read JSON-RPC.
+_BUSY_BODIES = {
+    "mcp": ("application/json", json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": _BUSY_TEXT}}).encode()),
+    "web": ("text/plain; charset=utf-8", _BUSY_TEXT.encode()),
+}  # fmt: skip
+
+
+def _busy(port: str) -> bytes:
+    kind, body = _BUSY_BODIES[port]
+    return (
+        b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: %s\r\n"
+        b"content-length: %d\r\nconnection: close\r\nretry-after: 1\r\n\r\n%s"
+        % (kind.encode(), len(body), body)
+    )
 
 
 class BoundedH11(H11Protocol):
@@ -44,6 +55,8 @@ class BoundedH11(H11Protocol):
     slots = Slots(256)
     header_timeout = 10.0
     tls: ssl.SSLContext | None = None
+    port = "mcp"  # which port's counters it counts in
+    busy = _busy("mcp")
     _held = False  # a slot is taken
     _admitted = False  # uvicorn's protocol has the connection
     _head_timer: asyncio.TimerHandle | None = None
@@ -52,9 +65,9 @@ class BoundedH11(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if self.slots.full("") is not None:
-            REFUSALS.count("mcp_connections")
+            REFUSALS.count(f"{self.port}_connections")
             if self.tls is None:
-                transport.write(_BUSY)
+                transport.write(self.busy)
             transport.close()
             return
         self.slots.take("")
@@ -72,7 +85,7 @@ class BoundedH11(H11Protocol):
                 ssl_handshake_timeout=self.header_timeout,
             )  # fmt: skip
         except ConnectionAbortedError:  # asyncio's word for a handshake out of time
-            REFUSALS.count("mcp_header_timeout")
+            REFUSALS.count(f"{self.port}_header_timeout")
             secured = None
         except OSError:  # ssl.SSLError is one: not TLS, or refused; start_tls closed it
             secured = None
@@ -128,15 +141,18 @@ class BoundedH11(H11Protocol):
         self._head_timer = None
         if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
             return
-        REFUSALS.count("mcp_header_timeout")
+        REFUSALS.count(f"{self.port}_header_timeout")
         self._unset_keepalive_if_required()
         self.transport.close()
 
 
-def bounded_protocol(limits: ServeLimits, tls: ssl.SSLContext | None) -> type[BoundedH11]:
-    """uvicorn's HTTP/1.1 protocol for one server: ``limits``' connection count and header
-    timeout, and TLS with ``tls`` when given (uvicorn is then given none)."""
+def bounded_protocol(
+    limits: ServeLimits, tls: ssl.SSLContext | None, port: str = "mcp"
+) -> type[BoundedH11]:
+    """uvicorn's HTTP/1.1 protocol for one server, the ``port`` named in its counters and
+    answers (``mcp`` or ``web``): ``limits``' connection count and header timeout, and TLS with
+    ``tls`` when given (uvicorn is then given none)."""
     return type("BoundedH11", (BoundedH11,), {
         "slots": Slots(limits.max_connections), "header_timeout": limits.header_timeout_ms / 1000,
-        "tls": tls,
+        "tls": tls, "port": port, "busy": _busy(port),
     })  # fmt: skip
