@@ -22,7 +22,7 @@ PAGE_SIZE = 50
 _ENV = Environment(loader=PackageLoader("node.web"), autoescape=select_autoescape(default=True))
 _ENV.filters["highlighted"] = highlighted
 # The list's arguments a timeline page passes on from its query string, as the tool reads them.
-_LIST_ARGS = ("start_date", "end_date", "order_by")
+_LIST_ARGS = ("start_date", "end_date", "order_by", "agent_profile")
 _ORDERS = ("ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_time_asc")
 
 
@@ -40,11 +40,11 @@ def _page_number(query: Mapping[str, str]) -> int | str:
 
 
 async def _answered(
-    template: str, node: Node, caller: Caller, sent: dict[str, Any]
+    template: str, node: Node, caller: Caller, sent: dict[str, Any], **values: Any
 ) -> HTMLResponse:
     """``template`` with e_timeline's answer to ``sent`` (a page of ``PAGE_SIZE``), or with
-    its refusal and status 400."""
-    shown: dict[str, Any] = {"caller": caller, "sent": sent, "orders": _ORDERS}
+    its refusal and status 400; ``values`` too."""
+    shown: dict[str, Any] = {"caller": caller, "sent": sent, "orders": _ORDERS, **values}
     try:
         answer = await node.call("e_timeline", caller, page_size=PAGE_SIZE, **sent)
     except Refusal as exc:
@@ -54,10 +54,16 @@ async def _answered(
 
 
 async def timeline(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLResponse:
-    """e_timeline's list, a page at a time, with its window and order from the query."""
+    """e_timeline's list, a page at a time, with its window, order and lanes from the query:
+    the lanes are the tool's own filter, a profile of the node's config (``agent_profile``),
+    offered with the lanes each names; "conversational only" is ``is_conversational_only``."""
     sent: dict[str, Any] = {k: query[k] for k in _LIST_ARGS if query.get(k)}
+    if query.get("is_conversational_only"):
+        sent["is_conversational_only"] = True
+    lanes = {name: profile.lanes for name, profile in node.config.profiles.items()}
     return await _answered("timeline.html", node, caller,
-                           {"action": "list", **sent, "page": _page_number(query)})  # fmt: skip
+                           {"action": "list", **sent, "page": _page_number(query)},
+                           profiles=lanes)  # fmt: skip
 
 
 async def search(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLResponse:

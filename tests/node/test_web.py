@@ -163,3 +163,27 @@ async def test_search_ranks_and_marks_the_matched_words_inertly(node: Node) -> N
     assert hostile.status == 200
     assert "<script>" not in hostile.body
     assert 'value="&lt;script&gt; deploy"' in hostile.body
+
+
+async def test_the_timeline_filters_lanes_by_the_nodes_profiles(tmp_path, wall: Wall) -> None:
+    data = tmp_path / "profiled"
+    await Node.init(data, wall=wall)
+    (data / "config.toml").write_text('[profiles.research]\nlanes = ["research"]\n')
+    async with Node.open(data, wall=wall) as node:
+        who = await caller(node)
+        for title, lane in (("in the default lane", "default"), ("a finding", "research")):
+            await node.e_write(who, title=title, text="x", lane=lane)
+        token = (await node.create_token("alice", "team", ("read:workspace",))).token
+        async with served(node) as port:
+            every = await ask(port, "GET", "/timeline", cookie=f"memlane_token={token}")
+            one = await ask(port, "GET", "/timeline?agent_profile=research",
+                            cookie=f"memlane_token={token}")  # fmt: skip
+            unknown = await ask(port, "GET", "/timeline?agent_profile=nope",
+                                cookie=f"memlane_token={token}")  # fmt: skip
+    assert '<option value="research">research: research</option>' in every.body
+    assert "a finding" in every.body
+    assert "in the default lane" in every.body
+    assert "a finding" in one.body
+    assert "in the default lane" not in one.body
+    assert '<option value="research" selected>' in one.body
+    assert unknown.status == 400
