@@ -8,10 +8,15 @@ over MCP or the CLI, whose surface the seeds fix.
 from __future__ import annotations
 
 from node.tools.context import Handler
+from node.tools.look_activity import look_activity
+from node.tools.look_mesh import look_mesh
 
 __all__ = ["LOOKS", "unknown_look"]
 
-LOOKS: dict[str, Handler] = {}
+LOOKS: dict[str, Handler] = {
+    "mesh": look_mesh,
+    "activity": look_activity,
+}
 
 
 def unknown_look(name: str) -> str:

@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from node.access.callers import Caller
 from node.node import Node
-from node.web import pages, session
+from node.web import activity, changes, episodes, mesh, pages, session
 
 __all__ = ["HEADERS", "web_app"]
 
@@ -91,5 +91,9 @@ def web_app(node: Node, *, secure: bool = False) -> ASGIApp:
         Route("/timeline", signed(pages.timeline)),
         Route("/search", signed(pages.search)),
         # (the other pages' routes, one a line)
+        Route("/changes", signed(changes.changes)),
+        Route("/episodes", signed(episodes.episodes)),
+        Route("/mesh", signed(mesh.mesh)),
+        Route("/activity", signed(activity.activity)),
     ]
     return _Headers(Starlette(routes=routes))
