@@ -1,4 +1,4 @@
-"""The look ``activity`` (docs/web.md §Activity): how many SR versions the caller may read were
+"""The look ``activity`` (docs/web.md §Pages): how many SR versions the caller may read were
 written in each hour or day of a window — ``by`` ``hour`` (the default) or ``day``, the window
 ``start_date`` (inclusive) to ``end_date`` (exclusive as an instant, and a bare date inclusive
 of that whole day, as e_timeline reads them; UTC).  Without a window, the last 48 hours or 30

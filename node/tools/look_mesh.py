@@ -1,4 +1,4 @@
-"""The look ``mesh`` (docs/web.md §Mesh): the node as its workspace's admins see it — its id
+"""The look ``mesh`` (docs/web.md §Pages): the node as its workspace's admins see it — its id
 and mesh, its logs and their heads (writer, epoch, last seq, head entry), the mesh's members
 as the authority's log has them, the peers of the snapshot ``memlane serve`` keeps in the
 store (``node.mesh.service``: state, lag, last error, as of the snapshot's moment; none when

@@ -1,4 +1,4 @@
-"""Writes over time, as one caller sees them (docs/web.md §Activity): the versions of SRs in
+"""Writes over time, as one caller sees them (docs/web.md §Pages): the versions of SRs in
 ``sr_versions`` counted per slot of a window (an hour or a day, from the window's start).
 
 A version is counted when the caller may read it as that version has it — its workspace, owner

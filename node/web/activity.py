@@ -1,4 +1,4 @@
-"""The activity page (docs/web.md §Activity): the look ``activity``'s counts of the versions
+"""The activity page (docs/web.md §Pages): the look ``activity``'s counts of the versions
 the token may read, per hour or per day of a window, as a bar chart drawn on the server and a
 table of the slots that hold writes."""
 

@@ -1,4 +1,4 @@
-"""A bar chart as inline SVG, drawn on the server (docs/web.md §Activity): one ``<rect>`` per
+"""A bar chart as inline SVG, drawn on the server (docs/web.md §Pages): one ``<rect>`` per
 bar with a ``<title>`` of its slot and count (a browser shows it on hover; no script), the
 count axis marked at zero, half and the highest count, and the slot axis labelled at most
 ``MAX_LABELS`` times.  Colours and lines come from style.css by class (the policy forbids

@@ -1,4 +1,4 @@
-"""The mesh page (docs/web.md §Mesh): the look ``mesh`` — this node, its logs and their heads,
+"""The mesh page (docs/web.md §Pages): the look ``mesh`` — this node, its logs and their heads,
 the mesh's members, the peers as sync last saved them, the latest audit events — for a token
 with ``admin:workspace``; any other gets status 403 and the refusal, nothing of the node."""
 

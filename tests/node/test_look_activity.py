@@ -1,4 +1,4 @@
-"""The look ``activity`` (docs/web.md §Activity): versions counted per UTC hour or day of a
+"""The look ``activity`` (docs/web.md §Pages): versions counted per UTC hour or day of a
 window, for writes at known times of the node's clock; a version the caller cannot read —
 another principal's private SR, another workspace's, a version made private to another — is
 not counted, so the answer is the same whether or not such versions exist; the refusals."""

@@ -1,4 +1,4 @@
-"""The activity page (docs/web.md §Activity), served by uvicorn on loopback and asked over real
+"""The activity page (docs/web.md §Pages), served by uvicorn on loopback and asked over real
 HTTP: the counts per hour of writes at known times, as an inline SVG chart (a bar and a
 ``<title>`` per slot, no inline style) and a table; byte for byte the same page for a token
 whether or not the node holds versions it cannot read; refusals shown escaped."""

@@ -1,4 +1,4 @@
-"""The mesh page (docs/web.md §Mesh), served by uvicorn on loopback and asked over real HTTP:
+"""The mesh page (docs/web.md §Pages), served by uvicorn on loopback and asked over real HTTP:
 two real nodes of one mesh syncing over mutual TLS on loopback (``SyncService``, as ``memlane
 serve`` runs it), and the first node's page shows the other as a live peer and both nodes'
 logs with the heads each holds; a token without ``admin:workspace`` gets 403 and nothing of the
