@@ -725,7 +725,11 @@ def test_an_export_holds_alike_with_and_without_hidden_rows(mesh: Mesh, tmp_path
 
 _WEB_PAGES = ("/timeline", "/timeline?page=2&order_by=content_time_asc",
               "/timeline?start_date=2026-09-20&end_date=2026-09-25", "/search?query=alpha+rare",
-              "/search?query=alpha&page=2")  # fmt: skip
+              "/search?query=alpha&page=2", "/changes?since=2026-09-01&as_of=2026-12-01",
+              "/activity?by=day&start_date=2026-09-01&end_date=2026-10-31",
+              "/activity?by=hour&start_date=2026-09-20&end_date=2026-09-25",
+              "/episodes")  # fmt: skip
+_SR_PAGES = 5  # the first, which show SRs whole
 
 
 def _pages(mesh: Mesh, node: str, who: str) -> list[tuple[int, str]]:
@@ -748,5 +752,7 @@ def test_the_web_pages_show_alike_with_and_without_hidden_rows(mesh: Mesh) -> No
             assert _pages(mesh, rich, who) == _pages(mesh, poor, who), f"{who}: {rich}, {poor}"
     shown = _pages(mesh, "Y", "alice")
     assert [status for status, _ in shown] == [200] * len(_WEB_PAGES)
-    assert all(body.count('class="sr"') > 0 for _, body in shown)
+    assert all(body.count('class="sr"') > 0 for _, body in shown[:_SR_PAGES])
+    assert 'class="change' in shown[_SR_PAGES][1]
+    assert '<rect class="bar"' in shown[_SR_PAGES + 1][1]
     assert _pages(mesh, "X", "root") != _pages(mesh, "Y", "root")  # the check can tell
