@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from node.tools.context import Handler
 from node.tools.look_activity import look_activity
+from node.tools.look_changes import look_changed_values
 from node.tools.look_mesh import look_mesh
 
 __all__ = ["LOOKS", "unknown_look"]
@@ -16,6 +17,7 @@ __all__ = ["LOOKS", "unknown_look"]
 LOOKS: dict[str, Handler] = {
     "mesh": look_mesh,
     "activity": look_activity,
+    "changed_values": look_changed_values,
 }
 
 

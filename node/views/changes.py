@@ -26,7 +26,7 @@ from node.views.fold import COMPARED, SrState
 from node.views.read_rule import may_read_sr
 from protocol.canonical import decode_canonical, encode_canonical
 
-__all__ = ["Change", "describe", "select_changes"]
+__all__ = ["Change", "changed_values", "describe", "select_changes"]
 
 
 def _key(ms: int) -> bytes:
@@ -331,14 +331,41 @@ def _kept(caller: Caller, links: tuple[str, ...], states: dict[str, SrState | No
     """The links whose targets the caller can read, given their states at one moment."""
     kept = []
     for target in links:
-        state = states[target]
-        visible = (
-            state is not None
-            and state.exists
-            and may_read_sr(
-                caller, state.workspace or "", state.owner or "", state.visibility == "private"
-            )
-        )
-        if visible:
+        if _readable(caller, states[target]):
             kept.append(target)
     return kept
+
+
+async def changed_values(
+    reader: Reader, caller: Caller, sr_ids: list[str], since: int, as_of: int
+) -> dict[str, dict[str, tuple[Any, Any]]]:
+    """For each of ``sr_ids`` the caller can read at both moments, the fields it sees changed
+    between them (as ``describe`` names them) with their values at ``since`` and at ``as_of``:
+    links as the targets it can read at each moment, private fields only for their owner or an
+    admin.  An SR it cannot read at either moment is left out, as ``changes`` leaves it out of
+    ``updated``."""
+    states = await _states(reader, sr_ids, since, as_of)
+    seen = {
+        i: (a, b) for i, (a, b) in states.items() if _readable(caller, a) and _readable(caller, b)
+    }
+    targets = {t for a, b in seen.values() for s in (a, b) if s is not None for t in s.links}
+    linked = await _states(reader, sorted(targets), since, as_of)
+    out: dict[str, dict[str, tuple[Any, Any]]] = {}
+    for sr_id, (a, b) in seen.items():
+        assert a is not None
+        assert b is not None
+        x, y = a.compared(), b.compared()
+        x["links"] = _kept(caller, a.links, {t: linked[t][0] for t in a.links})
+        y["links"] = _kept(caller, b.links, {t: linked[t][1] for t in b.links})
+        out[sr_id] = {f: (x[f], y[f]) for f in _changed_fields(caller, a, b, linked)}
+    return out
+
+
+def _readable(caller: Caller, state: SrState | None) -> bool:
+    return (
+        state is not None
+        and state.exists
+        and may_read_sr(
+            caller, state.workspace or "", state.owner or "", state.visibility == "private"
+        )
+    )

@@ -64,5 +64,30 @@ async def changes(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLR
         return _page("changes.html", status, **shown, sent=sent, problem=str(exc),
                      changes=[], more=False)  # fmt: skip
     window = {"since": answer["since"], "as_of": answer["as_of"], "page": answer["page"]}
-    return _page("changes.html", **shown, sent=window, problem=None,
+    diffs = await _diffs(node, caller, answer)
+    return _page("changes.html", **shown, sent=window, problem=None, diffs=diffs,
                  changes=answer["changes"], more=answer["has_more"])  # fmt: skip
+
+
+async def _diffs(
+    node: Node, caller: Caller, answer: Mapping[str, Any]
+) -> dict[str, list[tuple[str, str, str]]]:
+    """Each updated SR's diff per field: (field, its value at since, at as_of), as text."""
+    updated = [c["sr_id"] for c in answer["changes"] if c.get("fields")]
+    if not updated:
+        return {}
+    found = await node.look("changed_values", caller, sr_ids=updated, since=answer["since"],
+                            as_of=answer["as_of"])  # fmt: skip
+    return {sr_id: [(f, _text(a), _text(b)) for f, (a, b) in fields.items()]
+            for sr_id, fields in found["srs"].items()}  # fmt: skip
+
+
+def _text(value: Any) -> str:
+    """A field's value as the diff shows it: lists and maps item by item, none as a dash."""
+    if value is None or value == [] or value == {}:
+        return "—"
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -66,6 +66,9 @@ async def test_the_changes_between_two_moments(node: Node, wall: Wall) -> None:
     assert f"Changed after {since}:00Z, up to {as_of}:00Z." in second.body
     assert f'name="since" step="1" value="{since}:00"' in second.body
     assert 'changed: <span class="field">title</span><span class="field">text</span>' in second.body
+    assert ('<tr><td>title</td><td class="before">plan</td><td class="after">plan, moved</td></tr>'
+            in second.body)  # fmt: skip
+    assert '<td class="before">ship friday</td><td class="after">ship monday</td>' in second.body
     assert f"at {format_instant(start + 60 * MINUTE)} · by alice on {node.info.node_id}" in (
         second.body
     )

@@ -1,0 +1,39 @@
+"""The look ``changed_values`` (docs/web.md §Pages): for the SRs e_timeline's ``changes``
+reported updated between ``since`` and ``as_of`` (the instants its answer names), the values of
+the fields the caller sees changed, at each moment — the diff per field the changes page
+shows.  Read as ``changes`` reads (``node.views.changes.changed_values``): an SR the caller
+cannot read at both moments is left out, a link to one it cannot read is not shown, private
+fields only to their owner or an admin.  At most ``MAX_SRS`` ids (a page of changes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from node.access.callers import Caller
+from node.tools.args import check_names, invalid, optional_time
+from node.tools.context import ToolContext
+from node.views.changes import changed_values
+
+__all__ = ["MAX_SRS", "look_changed_values"]
+
+MAX_SRS = 100
+_ARGS = frozenset({"sr_ids", "since", "as_of"})
+
+
+async def look_changed_values(
+    ctx: ToolContext, caller: Caller, args: Mapping[str, Any]
+) -> dict[str, Any]:
+    check_names("changed_values", args, _ARGS)
+    sr_ids = args.get("sr_ids")
+    if not isinstance(sr_ids, list) or len(sr_ids) > MAX_SRS:
+        raise invalid("sr_ids", f"must be a list of at most {MAX_SRS} SR ids")
+    if not all(isinstance(i, str) for i in sr_ids):
+        raise invalid("sr_ids", "must hold strings")
+    since, as_of = optional_time(args, "since"), optional_time(args, "as_of")
+    if since is None or as_of is None or since >= as_of:
+        raise invalid("since", "and as_of are both needed, since before as_of")
+    caller.require("read:workspace")
+    found = await changed_values(ctx.reader(), caller, sorted(set(sr_ids)), since, as_of)
+    return {"srs": {i: {f: list(v) for f, v in fields.items()} for i, fields in found.items()}}
