@@ -14,7 +14,7 @@ TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 # skips (and fails under CI=true).
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: demo test lint bench clean system-tools
+.PHONY: demo test lint bench clean system-tools browser-tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,18 @@ system-tools:
 	    $(SUDO) apt-get update -qq && \
 	    $(SUDO) apt-get install -y -qq --no-install-recommends systemd; }
 
-test: $(STAMP) $(TS_STAMP) system-tools
+# The browser tests/browser/ drives: headless Chromium and its chromedriver, the distribution's
+# chromium and chromium-driver packages. Installed with apt-get only where one is missing;
+# where both are there nothing happens (and nothing is asked of the network), and where there
+# is no apt-get the tests skip (and fail under CI=true).
+browser-tools:
+	@{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || \
+	    ! command -v apt-get >/dev/null 2>&1 || { \
+	    echo "installing chromium and chromium-driver with apt-get"; \
+	    $(SUDO) apt-get update -qq && \
+	    $(SUDO) apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
+
+test: $(STAMP) $(TS_STAMP) system-tools browser-tools
 	$(PY) -m pytest -q
 
 lint: $(STAMP)

@@ -1,0 +1,177 @@
+"""The web view (docs/web.md) in a real browser, headless Chromium: signing in through the form
+and out again, the timeline, search's marks, what the content security policy stops, hostile
+SRs shown as the text they are, and a page that is the same whatever the token cannot read.
+Each page looked at is saved as a screenshot (conftest ``SCREENSHOTS``)."""
+
+from __future__ import annotations
+
+import pytest
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.wait import WebDriverWait
+from starlette.types import Receive, Scope, Send
+
+from node.node import Node
+from node.web.app import _Headers
+from tests.browser.conftest import WAIT, Loop, Shot, Site, served_app
+from tests.node.bundlekit import caller
+
+SECOND = 1000
+HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
+# A page whose inline script and inline style show whether they ran: the title it ends with,
+# and the paragraph's colour.
+INLINE = (b"<!doctype html><html><head><title>inert</title></head><body>"
+          b"<p id=styled style='color: rgb(255, 0, 0)'>styled</p>"
+          b"<script>document.title='ran'</script></body></html>")  # fmt: skip
+RED = "rgba(255, 0, 0, 1)"
+
+
+def _write(
+    site: Site, *titles: str, workspace: str = "team", principal: str = "alice", **args: object
+) -> list[str]:
+    """SRs written a second apart, oldest first (by alice in team unless told); their ids."""
+
+    async def writing(node: Node) -> list[str]:
+        who = await caller(node, workspace, principal)
+        ids = []
+        for title in titles:
+            site.wall.now += SECOND
+            written = await node.e_write(who, title=title, text=f"about {title}", **args)
+            ids.append(written["sr_id"])
+        return ids
+
+    return site.run(writing)
+
+
+def _token(site: Site, principal: str = "alice") -> str:
+    async def making(node: Node) -> str:
+        return (await node.create_token(principal, "team", ("read:workspace",))).token
+
+    return site.run(making)
+
+
+def _arrived(page: WebDriver, url: str) -> None:
+    WebDriverWait(page, WAIT).until(ec.url_to_be(url))
+
+
+def _sign_in(page: WebDriver, site: Site, token: str) -> None:
+    """Types ``token`` into the sign-in form and sends it, as a person would."""
+    page.get(site.url("/signin"))
+    page.find_element(By.ID, "token").send_keys(token)
+    page.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
+
+
+def _titles(page: WebDriver) -> list[str]:
+    return [h.text for h in page.find_elements(By.CSS_SELECTOR, "article.sr h2")]
+
+
+def test_signing_in_the_timeline_and_signing_out(page: WebDriver, site: Site, shot: Shot) -> None:
+    _write(site, "the plan", "the lunch", "the retro")
+    page.get(site.url("/timeline"))
+    _arrived(page, site.url("/signin"))
+    shot("signin")
+    _sign_in(page, site, "mlt_not-a-token")
+    WebDriverWait(page, WAIT).until(ec.presence_of_element_located((By.CLASS_NAME, "problem")))
+    assert page.find_element(By.CLASS_NAME, "problem").text == "That token does not sign in."
+    assert "the plan" not in page.page_source
+    shot("refused")
+    _sign_in(page, site, _token(site))
+    _arrived(page, site.url("/timeline"))
+    shot("timeline")
+    assert page.title == "Timeline — memlane"
+    assert _titles(page) == ["the retro", "the lunch", "the plan"]
+    metas = [m.text for m in page.find_elements(By.CSS_SELECTOR, "article.sr .meta")]
+    assert all(f"by alice on {site.node.info.node_id}" in m for m in metas), metas
+    assert "alice in team" in page.find_element(By.TAG_NAME, "header").text
+    page.find_element(By.XPATH, "//button[text()='Sign out']").click()
+    _arrived(page, site.url("/signin"))
+    page.get(site.url("/timeline"))
+    _arrived(page, site.url("/signin"))
+    shot("signed-out")
+    assert "the plan" not in page.page_source
+
+
+def test_search_marks_the_matched_words(page: WebDriver, site: Site, shot: Shot) -> None:
+    async def writing(node: Node) -> None:
+        who = await caller(node)
+        await node.e_write(who, title="Deploy notes", text="We deployed <b>twice</b> on Monday")
+        await node.e_write(who, title="lunch", text="nothing about it")
+
+    site.run(writing)
+    _sign_in(page, site, _token(site))
+    _arrived(page, site.url("/timeline"))
+    page.find_element(By.LINK_TEXT, "Search").click()
+    _arrived(page, site.url("/search"))
+    field = page.find_element(By.NAME, "query")
+    field.send_keys("deploying")
+    field.submit()
+    _arrived(page, site.url("/search?query=deploying"))
+    shot("search")
+    assert [m.text for m in page.find_elements(By.TAG_NAME, "mark")] == ["Deploy", "deployed"]
+    assert _titles(page) == ["Deploy notes"]
+    text = page.find_element(By.CSS_SELECTOR, "article.sr .text").text
+    assert text == "We deployed <b>twice</b> on Monday"
+    assert page.find_elements(By.CSS_SELECTOR, "article.sr b") == []
+
+
+async def _inline(scope: Scope, receive: Receive, send: Send) -> None:
+    """Serves ``INLINE``."""
+    head = [(b"content-type", b"text/html; charset=utf-8")]
+    await send({"type": "http.response.start", "status": 200, "headers": head})
+    await send({"type": "http.response.body", "body": INLINE})
+
+
+@pytest.mark.parametrize(("guarded", "title", "red"), [(False, "ran", True),
+                                                        (True, "inert", False)])  # fmt: skip
+def test_the_policy_stops_inline_script_and_style(
+    page: WebDriver, loop: Loop, shot: Shot, guarded: bool, title: str, red: bool
+) -> None:
+    """The view's headers (``_Headers``) on a page with an inline script and style: neither
+    runs; without them (the control, so the test can fail) both do."""
+    with served_app(loop, _Headers(_inline) if guarded else _inline) as port:
+        page.get(f"http://127.0.0.1:{port}/")
+        WebDriverWait(page, WAIT).until(
+            lambda p: p.execute_script("return document.readyState") == "complete"
+        )
+        shot("guarded" if guarded else "unguarded")
+        assert page.title == title
+        colour = page.find_element(By.ID, "styled").value_of_css_property("color")
+        assert (colour == RED) is red
+
+
+def test_hostile_titles_show_as_their_text(page: WebDriver, site: Site, shot: Shot) -> None:
+    _write(site, *HOSTILE)
+    _sign_in(page, site, _token(site))
+    _arrived(page, site.url("/timeline"))
+    shot("hostile")
+    assert _titles(page) == list(reversed(HOSTILE))
+    texts = [t.text for t in page.find_elements(By.CSS_SELECTOR, "article.sr .text")]
+    assert texts == [f"about {t}" for t in reversed(HOSTILE)]
+    assert page.find_elements(By.TAG_NAME, "img") == []
+    assert page.find_elements(By.TAG_NAME, "script") == []
+    with pytest.raises(NoAlertPresentException):
+        page.switch_to.alert.accept()
+
+
+def test_the_timeline_is_the_same_whatever_the_token_cannot_read(
+    page: WebDriver, site: Site, shot: Shot
+) -> None:
+    """Alice's timeline in the browser, before and after SRs she cannot read are written (bob's
+    private one, carol's in another workspace): the same, byte for byte; bob's shows his."""
+    _write(site, "shared plan")
+    _sign_in(page, site, _token(site))
+    _arrived(page, site.url("/timeline"))
+    before = page.page_source
+    _write(site, "bob's secret", principal="bob", visibility="private")
+    _write(site, "other work", principal="carol", workspace="other")
+    page.refresh()
+    shot("alice")
+    assert page.page_source == before
+    assert _titles(page) == ["shared plan"]
+    page.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    _sign_in(page, site, _token(site, "bob"))
+    _arrived(page, site.url("/timeline"))
+    shot("bob")
+    assert _titles(page) == ["bob's secret", "shared plan"]
