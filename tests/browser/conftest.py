@@ -11,6 +11,7 @@ CI has installed it, and a skip there would hide that it did not.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import re
 import socket
@@ -100,11 +101,22 @@ def shot(page: WebDriver, request: pytest.FixtureRequest) -> Shot:
 
     def take(label: str) -> Path:
         path = SCREENSHOTS / f"{test}-{len(taken) + 1:02d}-{label}.png"
-        assert page.save_screenshot(str(path)), path
+        path.write_bytes(_whole_page(page))
         taken.append(path)
         return path
 
     return take
+
+
+def _whole_page(page: WebDriver) -> bytes:
+    """A PNG of the whole page, below the window's fold too (Chromium's own capture: the
+    driver's screenshot stops at the window)."""
+    size = page.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    clip = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
+    taken = page.execute_cdp_cmd(
+        "Page.captureScreenshot", {"format": "png", "clip": clip, "captureBeyondViewport": True}
+    )
+    return base64.b64decode(taken["data"])
 
 
 class Loop:
@@ -159,14 +171,18 @@ def served_app(loop: Loop, app: ASGIApp) -> Iterator[int]:
 
 
 class Site:
-    """A real node in ``path`` on a wall the test moves (``wall``), its web view served on
-    loopback (tests/node/test_web.py's ``served``), both on ``loop``."""
+    """The node in ``path`` (a new one, unless the test made it: ``made``), its web view served
+    on loopback (tests/node/test_web.py's ``served``), both on ``loop``; its clock ``wall``, a
+    wall the test moves (by default at tests/node/conftest.py's moment)."""
 
-    def __init__(self, loop: Loop, path: Path) -> None:
+    def __init__(
+        self, loop: Loop, path: Path, *, wall: Wall | None = None, made: bool = False
+    ) -> None:
         self.loop = loop
-        self.wall = Wall()
+        self.wall = Wall() if wall is None else wall
         self._stack = AsyncExitStack()
-        loop.run(Node.init(path, wall=self.wall))
+        if not made:
+            loop.run(Node.init(path, wall=self.wall))
         opening = Node.open(path, wall=self.wall)
         self.node: Node = loop.run(self._stack.enter_async_context(opening))
         self.port: int = loop.run(self._stack.enter_async_context(served(self.node)))
@@ -185,10 +201,15 @@ class Site:
     def close(self) -> None:
         self.loop.run(self._stack.aclose())
 
+    def __enter__(self) -> Site:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 @pytest.fixture
 def site(loop: Loop, tmp_path: Path) -> Iterator[Site]:
     """A new node and its web view, for one test."""
-    opened = Site(loop, tmp_path / "node")
-    yield opened
-    opened.close()
+    with Site(loop, tmp_path / "node") as opened:
+        yield opened

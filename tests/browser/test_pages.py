@@ -5,6 +5,9 @@ Each page looked at is saved as a screenshot (conftest ``SCREENSHOTS``)."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
@@ -13,10 +16,17 @@ from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.wait import WebDriverWait
 from starlette.types import Receive, Scope, Send
 
+from node.address import Listen
+from node.mesh import service as sync_service
+from node.mesh.service import SyncService
 from node.node import Node
+from node.web import changes
 from node.web.app import _Headers
 from tests.browser.conftest import WAIT, Loop, Shot, Site, served_app
 from tests.node.bundlekit import caller
+from tests.node.conftest import Wall
+from tests.node.servekit import certified_mesh
+from tests.node.synckit import FAST, converged
 
 SECOND = 1000
 HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
@@ -175,3 +185,107 @@ def test_the_timeline_is_the_same_whatever_the_token_cannot_read(
     _arrived(page, site.url("/timeline"))
     shot("bob")
     assert _titles(page) == ["bob's secret", "shared plan"]
+
+
+def _changed(page: WebDriver) -> list[str]:
+    """The SRs of the changes shown, in order."""
+    return [c.text for c in page.find_elements(By.CSS_SELECTOR, "article.change h3 code")]
+
+
+def _window(page: WebDriver) -> str:
+    return page.find_element(By.CSS_SELECTOR, "p.window").text
+
+
+def test_paging_through_the_changes(
+    page: WebDriver, site: Site, shot: Shot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twelve new SRs, five a page (the page module's size, made small): "next page" walks
+    them newest first, each once, and the last page offers no next one."""
+    monkeypatch.setattr(changes, "PAGE_SIZE", 5)
+    ids = _write(site, *(f"change {i}" for i in range(12)))
+    _sign_in(page, site, _token(site))
+    _arrived(page, site.url("/timeline"))
+    page.find_element(By.LINK_TEXT, "Changes").click()
+    _arrived(page, site.url("/changes"))
+    seen, windows = [_changed(page)], [_window(page)]
+    shot("changes-1")
+    for number in (2, 3):
+        page.find_element(By.LINK_TEXT, "next page").click()
+        WebDriverWait(page, WAIT).until(ec.url_contains(f"page={number}"))
+        seen.append(_changed(page))
+        windows.append(_window(page))
+        shot(f"changes-{number}")
+    assert [len(s) for s in seen] == [5, 5, 2]
+    assert [i for s in seen for i in s] == list(reversed(ids))
+    assert len(set(windows)) == 1, windows  # every page reads page 1's window
+    assert page.find_elements(By.LINK_TEXT, "next page") == []
+    kinds = {k.text for k in page.find_elements(By.CSS_SELECTOR, "article.change .kind")}
+    assert kinds == {"new"}
+
+
+async def _syncing(one: Node, two: Node, services: list[SyncService]) -> None:
+    """Two nodes of one mesh syncing over mutual TLS on loopback as ``memlane serve`` runs
+    them, each having written an SR, until both hold the same (``services``: those started)."""
+    first, second = SyncService(one, options=FAST), SyncService(two, options=FAST)
+    services.append(first)
+    await first.start(Listen("127.0.0.1", 0), [])
+    assert first.address is not None
+    services.append(second)
+    await second.start(None, [Listen(*first.address)])
+    await one.e_write(await caller(one), title="from one", text="a")
+    await two.e_write(await caller(two, principal="bob"), title="from two", text="b")
+    await converged([one, two], [first.sync, second.sync])
+
+
+async def _own_head(node: Node) -> tuple[str, str, str]:
+    """The node's own log as the logs table shows it: writer, last seq, head entry."""
+    (log,) = [r for r in await node.reader().select_logs() if r.writer == node.key.public]
+    assert log.head_id is not None
+    return node.info.node_id, str(log.head_seq), log.head_id.hex()
+
+
+def _rows(page: WebDriver, table: str) -> list[list[str]]:
+    """The cells of each row of ``table.<table>`` (its header left out)."""
+    rows = page.find_elements(By.CSS_SELECTOR, f"table.{table} tr")
+    return [[td.text for td in tr.find_elements(By.TAG_NAME, "td")] for tr in rows[1:]]
+
+
+def _peer_live(page: WebDriver, peer: str) -> bool:
+    """Whether the page, loaded again, shows ``peer`` live (the snapshot sync saves comes at
+    its own interval, made short)."""
+    page.refresh()
+    return any(r[0] == peer and r[3] == "live" for r in _rows(page, "peers"))
+
+
+def test_the_mesh_page_of_two_syncing_nodes(
+    page: WebDriver, loop: Loop, tmp_path: Path, shot: Shot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sync_service, "LOOK_INTERVAL", 0.05)
+    dirs = certified_mesh(tmp_path, ["one", "two"])
+    now = Wall(int(time.time() * 1000))  # (the certificates are valid from now)
+    services: list[SyncService] = []
+    with Site(loop, dirs["one"], wall=now, made=True) as one, \
+         Site(loop, dirs["two"], wall=now, made=True) as two:  # fmt: skip
+        try:
+            loop.run(_syncing(one.node, two.node, services))
+            heads = [loop.run(_own_head(n)) for n in (one.node, two.node)]
+            admin = one.run(lambda n: n.create_token("root", "team", ("admin:workspace",)))
+            _sign_in(page, one, admin.token)
+            _arrived(page, one.url("/timeline"))
+            page.find_element(By.LINK_TEXT, "Mesh").click()
+            _arrived(page, one.url("/mesh"))
+            WebDriverWait(page, WAIT).until(lambda p: _peer_live(p, two.node.info.node_id))
+            shot("mesh")
+            logs = {(r[0], r[2], r[3]) for r in _rows(page, "logs")}
+            members = [r[0] for r in _rows(page, "members")]
+            events = {r[1] for r in _rows(page, "audit")}
+            shown = page.find_element(By.CSS_SELECTOR, "code.node-id").text
+        finally:
+            for service in reversed(services):
+                loop.run(service.close())
+    one_id, two_id = heads[0][0], heads[1][0]
+    assert shown == one_id
+    assert {(f"{one_id} (this node)", *heads[0][1:]), heads[1]} <= logs, logs
+    assert f"{one_id} (this node)" in members
+    assert two_id in members
+    assert {"sr_written", "sr_synced"} <= events
