@@ -10,6 +10,7 @@ from __future__ import annotations
 from node.tools.context import Handler
 from node.tools.look_activity import look_activity
 from node.tools.look_changes import look_changed_values
+from node.tools.look_history import look_sr_history
 from node.tools.look_mesh import look_mesh
 
 __all__ = ["LOOKS", "unknown_look"]
@@ -18,6 +19,7 @@ LOOKS: dict[str, Handler] = {
     "mesh": look_mesh,
     "activity": look_activity,
     "changed_values": look_changed_values,
+    "sr_history": look_sr_history,
 }
 
 

@@ -13,7 +13,7 @@ from node.access.callers import Caller
 from node.errors import Forbidden, Refusal
 from node.node import Node
 from node.web.chart import Bar, bar_chart
-from node.web.pages import _page
+from node.web.pages import render
 
 __all__ = ["activity"]
 
@@ -29,9 +29,9 @@ async def activity(node: Node, caller: Caller, query: Mapping[str, str]) -> HTML
         shown = await node.look("activity", caller, **sent)
     except Refusal as exc:
         status = 403 if isinstance(exc, Forbidden) else 400
-        return _page("activity.html", status, caller=caller, sent=sent, problem=str(exc),
+        return render("activity.html", status, caller=caller, sent=sent, problem=str(exc),
                      shown=None, chart=None)  # fmt: skip
-    return _page("activity.html", caller=caller, sent=sent, problem=None, shown=shown,
+    return render("activity.html", caller=caller, sent=sent, problem=None, shown=shown,
                  chart=_chart(shown))  # fmt: skip
 
 

@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from node.access.callers import Caller
 from node.node import Node
-from node.web import activity, changes, episodes, mesh, pages, session
+from node.web import activity, changes, episodes, mesh, pages, record, session
 
 __all__ = ["HEADERS", "web_app"]
 
@@ -95,5 +95,6 @@ def web_app(node: Node, *, secure: bool = False) -> ASGIApp:
         Route("/episodes", signed(episodes.episodes)),
         Route("/mesh", signed(mesh.mesh)),
         Route("/activity", signed(activity.activity)),
+        Route("/record", signed(record.record)),
     ]
     return _Headers(Starlette(routes=routes))

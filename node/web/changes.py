@@ -20,7 +20,7 @@ from starlette.responses import HTMLResponse
 from node.access.callers import Caller
 from node.errors import Forbidden, Refusal
 from node.node import Node
-from node.web.pages import _page, _page_number
+from node.web.pages import page_number, render
 from protocol.timefmt import format_instant
 
 __all__ = ["DEFAULT_WINDOW_MS", "PAGE_SIZE", "changes", "moment", "picked"]
@@ -49,7 +49,7 @@ def _sent(node: Node, query: Mapping[str, str]) -> dict[str, Any]:
     sent: dict[str, Any] = {"action": "changes", "since": moment(since)}
     if query.get("as_of"):
         sent["as_of"] = moment(query["as_of"])
-    return sent | {"page": _page_number(query)}
+    return sent | {"page": page_number(query)}
 
 
 async def changes(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLResponse:
@@ -61,11 +61,11 @@ async def changes(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLR
         answer = await node.call("e_timeline", caller, page_size=PAGE_SIZE, **sent)
     except Refusal as exc:
         status = 403 if isinstance(exc, Forbidden) else 400
-        return _page("changes.html", status, **shown, sent=sent, problem=str(exc),
+        return render("changes.html", status, **shown, sent=sent, problem=str(exc),
                      changes=[], more=False)  # fmt: skip
     window = {"since": answer["since"], "as_of": answer["as_of"], "page": answer["page"]}
     diffs = await _diffs(node, caller, answer)
-    return _page("changes.html", **shown, sent=window, problem=None, diffs=diffs,
+    return render("changes.html", **shown, sent=window, problem=None, diffs=diffs,
                  changes=answer["changes"], more=answer["has_more"])  # fmt: skip
 
 

@@ -17,7 +17,7 @@ from starlette.responses import HTMLResponse
 from node.access.callers import Caller
 from node.errors import Forbidden, Refusal
 from node.node import Node
-from node.web.pages import _page, _page_number
+from node.web.pages import page_number, render
 from protocol.timefmt import format_instant
 
 __all__ = ["CHAIN_K", "PAGE_SIZE", "episodes"]
@@ -54,10 +54,10 @@ async def episodes(node: Node, caller: Caller, query: Mapping[str, str]) -> HTML
     opened = query.get("id") or None
     shown: dict[str, Any] = {"caller": caller, "sent": sent | {"id": opened}}
     try:
-        listed = await _listed(node, caller, sent | {"page": _page_number(query)})
+        listed = await _listed(node, caller, sent | {"page": page_number(query)})
         chain = None if opened is None else await _chain(node, caller, opened)
     except Refusal as exc:
         status = 403 if isinstance(exc, Forbidden) else 400
-        return _page("episodes.html", status, **shown, problem=str(exc), listed=None, chain=None)
+        return render("episodes.html", status, **shown, problem=str(exc), listed=None, chain=None)
     shown["sent"]["page"] = listed["page"]
-    return _page("episodes.html", **shown, problem=None, listed=listed, chain=chain)
+    return render("episodes.html", **shown, problem=None, listed=listed, chain=chain)

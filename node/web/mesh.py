@@ -11,7 +11,7 @@ from starlette.responses import HTMLResponse
 from node.access.callers import Caller
 from node.errors import Forbidden
 from node.node import Node
-from node.web.pages import _page
+from node.web.pages import render
 
 __all__ = ["mesh"]
 
@@ -21,5 +21,5 @@ async def mesh(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLResp
     try:
         shown = await node.look("mesh", caller)
     except Forbidden as exc:
-        return _page("mesh.html", 403, caller=caller, problem=str(exc), mesh=None)
-    return _page("mesh.html", caller=caller, problem=None, mesh=shown)
+        return render("mesh.html", 403, caller=caller, problem=str(exc), mesh=None)
+    return render("mesh.html", caller=caller, problem=None, mesh=shown)

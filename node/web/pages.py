@@ -16,7 +16,7 @@ from node.errors import Refusal
 from node.node import Node
 from node.web.highlight import highlighted
 
-__all__ = ["PAGE_SIZE", "search", "sign_in", "timeline"]
+__all__ = ["PAGE_SIZE", "page_number", "render", "search", "sign_in", "timeline"]
 
 PAGE_SIZE = 50
 _ENV = Environment(loader=PackageLoader("node.web"), autoescape=select_autoescape(default=True))
@@ -26,15 +26,15 @@ _LIST_ARGS = ("start_date", "end_date", "order_by", "agent_profile")
 _ORDERS = ("ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_time_asc")
 
 
-def _page(template: str, status: int = 200, **values: Any) -> HTMLResponse:
+def render(template: str, status: int = 200, **values: Any) -> HTMLResponse:
     return HTMLResponse(_ENV.get_template(template).render(**values), status_code=status)
 
 
 def sign_in(problem: str | None = None, *, status: int = 200) -> HTMLResponse:
-    return _page("signin.html", status, problem=problem)
+    return render("signin.html", status, problem=problem)
 
 
-def _page_number(query: Mapping[str, str]) -> int | str:
+def page_number(query: Mapping[str, str]) -> int | str:
     page = query.get("page", "1")
     return int(page) if page.isdigit() else page  # the tool refuses what is not one
 
@@ -48,8 +48,8 @@ async def _answered(
     try:
         answer = await node.call("e_timeline", caller, page_size=PAGE_SIZE, **sent)
     except Refusal as exc:
-        return _page(template, 400, **shown, problem=str(exc), results=[], more=False)
-    return _page(template, **shown, problem=None, results=answer["results"],
+        return render(template, 400, **shown, problem=str(exc), results=[], more=False)
+    return render(template, **shown, problem=None, results=answer["results"],
                  more=answer.get("has_more", False))  # fmt: skip
 
 
@@ -62,14 +62,14 @@ async def timeline(node: Node, caller: Caller, query: Mapping[str, str]) -> HTML
         sent["is_conversational_only"] = True
     lanes = {name: profile.lanes for name, profile in node.config.profiles.items()}
     return await _answered("timeline.html", node, caller,
-                           {"action": "list", **sent, "page": _page_number(query)},
+                           {"action": "list", **sent, "page": page_number(query)},
                            profiles=lanes)  # fmt: skip
 
 
 async def search(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLResponse:
     """e_timeline's find: the best first, each with its score and rank, the words the query
     matched marked."""
-    sent = {"action": "find", "query": query.get("query", ""), "page": _page_number(query)}
+    sent = {"action": "find", "query": query.get("query", ""), "page": page_number(query)}
     if not sent["query"]:
-        return _page("search.html", caller=caller, sent=sent, problem=None, results=[])
+        return render("search.html", caller=caller, sent=sent, problem=None, results=[])
     return await _answered("search.html", node, caller, sent)
