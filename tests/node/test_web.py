@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 import pytest
 import uvicorn
 
+from node.errors import Refusal
 from node.node import Node
 from node.web.app import HEADERS, web_app
 from tests.node.bundlekit import caller
@@ -120,7 +121,12 @@ async def test_hostile_srs_render_as_inert_text(node: Node) -> None:
     hostile = ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>']
     for title in hostile:
         await node.e_write(who, title=title, text=title)
-    await node.e_write(who, title="big", text="y" * 100_000)
+    # About the largest text an SR holds: 100,000 characters, in a payload of 256 KiB at most
+    # (a 1 MB text is refused before it is written).
+    await node.e_write(who, title="big", text="\u00e9" * 99_999 + "<")
+    for bigger in ("y" * 100_001, "\U0001f600" * 99_999):
+        with pytest.raises(Refusal):
+            await node.e_write(who, title="bigger", text=bigger)
     token = (await node.create_token("alice", "team", ("read:workspace",))).token
     async with served(node) as port:
         page = await ask(port, "GET", "/timeline", cookie=f"memlane_token={token}")
@@ -129,7 +135,7 @@ async def test_hostile_srs_render_as_inert_text(node: Node) -> None:
     assert "<img" not in page.body
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.body
     assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in page.body
-    assert "y" * 100_000 in page.body
+    assert "\u00e9" * 99_999 + "&lt;" in page.body
     assert "script-src" not in HEADERS["content-security-policy"]  # default-src 'none' holds
 
 
