@@ -1,7 +1,9 @@
 """The web view (docs/web.md) in a real browser, headless Chromium: signing in through the form
 and out again, the timeline, search's marks, what the content security policy stops, hostile
-SRs shown as the text they are, and a page that is the same whatever the token cannot read.
-Each page looked at is saved as a screenshot (conftest ``SCREENSHOTS``)."""
+SRs shown as the text they are, a page that is the same whatever the token cannot read, a
+record and its history opened from the timeline, paging through the changes, and the mesh
+page of two syncing nodes.  Each page looked at is saved as a screenshot (conftest
+``SCREENSHOTS``)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from node.mesh.service import SyncService
 from node.node import Node
 from node.web import changes
 from node.web.app import _Headers
+from protocol.timefmt import format_instant
 from tests.browser.conftest import WAIT, Loop, Shot, Site, served_app
 from tests.node.bundlekit import caller
 from tests.node.conftest import Wall
@@ -289,3 +292,44 @@ def test_the_mesh_page_of_two_syncing_nodes(
     assert f"{one_id} (this node)" in members
     assert two_id in members
     assert {"sr_written", "sr_synced"} <= events
+
+
+def _versions(page: WebDriver) -> list[str]:
+    """Each version's line on the record page, newest first: its kind, when, who, which node."""
+    return [w.text for w in page.find_elements(By.CSS_SELECTOR, "ol.versions p.when")]
+
+
+def test_a_record_and_its_history_opened_from_the_timeline(
+    page: WebDriver, site: Site, shot: Shot
+) -> None:
+    """A title on the timeline opens the SR's record: its current state and its versions (a
+    write, then bob's correction a minute later), and the SR linking to it, a click away."""
+    (plan,) = _write(site, "the plan")
+    written = format_instant(site.wall.now)
+    (retro,) = _write(site, "the retro", links=[plan])
+
+    async def correcting(node: Node) -> None:
+        site.wall.now += 60 * SECOND
+        await node.e_correct(await caller(node, principal="bob"), sr_id=plan,
+                             text="ship on monday", reason="moved")  # fmt: skip
+
+    site.run(correcting)
+    node_id = site.node.info.node_id
+    _sign_in(page, site, _token(site))
+    _arrived(page, site.url("/timeline"))
+    page.find_element(By.LINK_TEXT, "the plan").click()
+    _arrived(page, site.url(f"/record?sr_id={plan}"))
+    shot("record")
+    assert page.title == "Record — memlane"
+    assert _titles(page) == ["the plan"]
+    assert page.find_element(By.CSS_SELECTOR, "article.record .text").text == "ship on monday"
+    corrected = format_instant(site.wall.now)
+    assert _versions(page) == [f"corrected at {corrected} by bob on {node_id}",
+                               f"written at {written} by alice on {node_id}"]  # fmt: skip
+    assert page.find_element(By.CSS_SELECTOR, "ol.versions td.after").text == "ship on monday"
+    page.find_element(By.LINK_TEXT, "the retro").click()
+    _arrived(page, site.url(f"/record?sr_id={retro}"))
+    shot("linked")
+    assert _titles(page) == ["the retro"]
+    assert [v.split(" ")[0] for v in _versions(page)] == ["written"]
+    assert page.find_element(By.CSS_SELECTOR, "ul.links a").text == "the plan"
