@@ -36,6 +36,7 @@ __all__ = [
     "CHROMEDRIVER",
     "CHROMIUM",
     "SCREENSHOTS",
+    "WAIT",
     "Loop",
     "Shot",
     "Site",
