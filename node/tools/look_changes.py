@@ -1,9 +1,10 @@
 """The look ``changed_values`` (docs/web.md §Pages): for the SRs e_timeline's ``changes``
-reported updated between ``since`` and ``as_of`` (the instants its answer names), the values of
-the fields the caller sees changed, at each moment — the diff per field the changes page
-shows.  Read as ``changes`` reads (``node.views.changes.changed_values``): an SR the caller
-cannot read at both moments is left out, a link to one it cannot read is not shown, private
-fields only to their owner or an admin.  At most ``MAX_SRS`` ids (a page of changes).
+reported between ``since`` and ``as_of`` (the instants its answer names), each one's title at
+``as_of``, and for those updated the values of the fields the caller sees changed, at each
+moment — the diff per field the changes page shows.  Read as ``changes`` reads
+(``node.views.changes``): an SR the caller cannot read at both moments has no diff, one it
+cannot read at ``as_of`` no title, a link to one it cannot read is not shown, private fields
+only to their owner or an admin.  At most ``MAX_SRS`` ids (a page of changes).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from node.access.callers import Caller
 from node.tools.args import check_names, invalid, optional_time
 from node.tools.context import ToolContext
-from node.views.changes import changed_values
+from node.views.changes import changed_values, titles_at
 
 __all__ = ["MAX_SRS", "look_changed_values"]
 
@@ -35,5 +36,7 @@ async def look_changed_values(
     if since is None or as_of is None or since >= as_of:
         raise invalid("since", "and as_of are both needed, since before as_of")
     caller.require("read:workspace")
-    found = await changed_values(ctx.reader(), caller, sorted(set(sr_ids)), since, as_of)
-    return {"srs": {i: {f: list(v) for f, v in fields.items()} for i, fields in found.items()}}
+    ids = sorted(set(sr_ids))
+    found = await changed_values(ctx.reader(), caller, ids, since, as_of)
+    return {"srs": {i: {f: list(v) for f, v in fields.items()} for i, fields in found.items()},
+            "titles": await titles_at(ctx.reader(), caller, ids, as_of)}  # fmt: skip

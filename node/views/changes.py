@@ -26,7 +26,7 @@ from node.views.fold import COMPARED, SrState
 from node.views.read_rule import may_read_sr
 from protocol.canonical import decode_canonical, encode_canonical
 
-__all__ = ["Change", "changed_values", "describe", "select_changes"]
+__all__ = ["Change", "changed_values", "describe", "select_changes", "titles_at"]
 
 
 def _key(ms: int) -> bytes:
@@ -359,6 +359,15 @@ async def changed_values(
         y["links"] = _kept(caller, b.links, {t: linked[t][1] for t in b.links})
         out[sr_id] = {f: (x[f], y[f]) for f in _changed_fields(caller, a, b, linked)}
     return out
+
+
+async def titles_at(
+    reader: Reader, caller: Caller, sr_ids: list[str], as_of: int
+) -> dict[str, str]:
+    """The titles at ``as_of`` of those of ``sr_ids`` the caller can read then (a deleted SR's
+    too: deletion is local and leaves its state, as ``changes`` reports it)."""
+    states = await _states(reader, sr_ids, as_of, as_of)
+    return {i: b.title for i, (_, b) in states.items() if b is not None and _readable(caller, b)}
 
 
 def _readable(caller: Caller, state: SrState | None) -> bool:

@@ -64,22 +64,22 @@ async def changes(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLR
         return render("changes.html", status, **shown, sent=sent, problem=str(exc),
                      changes=[], more=False)  # fmt: skip
     window = {"since": answer["since"], "as_of": answer["as_of"], "page": answer["page"]}
-    diffs = await _diffs(node, caller, answer)
-    return render("changes.html", **shown, sent=window, problem=None, diffs=diffs,
+    titles, diffs = await _diffs(node, caller, answer)
+    return render("changes.html", **shown, sent=window, problem=None, diffs=diffs, titles=titles,
                  changes=answer["changes"], more=answer["has_more"])  # fmt: skip
 
 
 async def _diffs(
     node: Node, caller: Caller, answer: Mapping[str, Any]
-) -> dict[str, list[tuple[str, str, str]]]:
-    """Each updated SR's diff per field: (field, its value at since, at as_of), as text."""
-    updated = [c["sr_id"] for c in answer["changes"] if c.get("fields")]
-    if not updated:
-        return {}
-    found = await node.look("changed_values", caller, sr_ids=updated, since=answer["since"],
-                            as_of=answer["as_of"])  # fmt: skip
-    return {sr_id: [(f, _text(a), _text(b)) for f, (a, b) in fields.items()]
-            for sr_id, fields in found["srs"].items()}  # fmt: skip
+) -> tuple[dict[str, str], dict[str, list[tuple[str, str, str]]]]:
+    """Each changed SR's title at as_of, and each updated one's diff per field: (field, its
+    value at since, at as_of), as text."""
+    if not answer["changes"]:
+        return {}, {}
+    found = await node.look("changed_values", caller, since=answer["since"], as_of=answer["as_of"],
+                            sr_ids=[c["sr_id"] for c in answer["changes"]])  # fmt: skip
+    return found["titles"], {sr_id: [(f, _text(a), _text(b)) for f, (a, b) in fields.items()]
+                             for sr_id, fields in found["srs"].items()}  # fmt: skip
 
 
 def _text(value: Any) -> str:

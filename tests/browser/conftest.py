@@ -40,8 +40,10 @@ __all__ = [
     "Loop",
     "Shot",
     "Site",
+    "chromium",
     "served_app",
     "serving",
+    "whole_page",
 ]
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -62,6 +64,18 @@ def _missing() -> str | None:
     return None
 
 
+def chromium() -> WebDriver:
+    """Headless Chromium through its chromedriver (given the driver's path, Selenium fetches
+    nothing)."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in _ARGS:
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    driver.set_page_load_timeout(WAIT)
+    return driver
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator[WebDriver]:
     """Headless Chromium, for the whole session; given its driver's path, Selenium fetches
@@ -72,12 +86,7 @@ def browser() -> Iterator[WebDriver]:
             pytest.fail(f"the browser tests cannot run under CI: {missing}")
         print(f"skipping the browser tests: {missing}")
         pytest.skip(missing)
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in _ARGS:
-        options.add_argument(arg)
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-    driver.set_page_load_timeout(WAIT)
+    driver = chromium()
     try:
         yield driver
     finally:
@@ -102,14 +111,14 @@ def shot(page: WebDriver, request: pytest.FixtureRequest) -> Shot:
 
     def take(label: str) -> Path:
         path = SCREENSHOTS / f"{test}-{len(taken) + 1:02d}-{label}.png"
-        path.write_bytes(_whole_page(page))
+        path.write_bytes(whole_page(page))
         taken.append(path)
         return path
 
     return take
 
 
-def _whole_page(page: WebDriver) -> bytes:
+def whole_page(page: WebDriver) -> bytes:
     """A PNG of the whole page, below the window's fold too (Chromium's own capture: the
     driver's screenshot stops at the window)."""
     size = page.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]

@@ -41,6 +41,8 @@ async def test_the_values_before_and_after_as_the_caller_reads_them(
             "tags": [["a"], ["a", "b"]],
         }
     }
+    titles = (await node.look("changed_values", alice, **args))["titles"]
+    assert titles == {sr: "final"}  # not bob's private one, nor an id never written
     admin = await make_caller("carol", scopes=("read:workspace", "admin:workspace"))
     told = (await node.look("changed_values", bob, **args))["srs"]
     assert told == {sr: {"title": ["draft", "final"], "links": [[], [hidden, shared]],

@@ -69,6 +69,8 @@ async def test_the_changes_between_two_moments(node: Node, wall: Wall) -> None:
     assert ('<tr><td>title</td><td class="before">plan</td><td class="after">plan, moved</td></tr>'
             in second.body)  # fmt: skip
     assert '<td class="before">ship friday</td><td class="after">ship monday</td>' in second.body
+    assert f'href="/record?sr_id={a}">plan, moved</a>' in second.body  # its title at as_of
+    assert f'href="/record?sr_id={b}">lunch</a>' in second.body  # deleted: its last title
     assert f"at {format_instant(start + 60 * MINUTE)} · by alice on {node.info.node_id}" in (
         second.body
     )
