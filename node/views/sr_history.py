@@ -3,11 +3,16 @@
 its kind (a write, a correction, an adjustment), the principal its payload names, the node
 whose log holds it.
 
-What the caller is shown follows e_timeline's ``changes``: a version it could not read (the SR
-private to another then, or not yet written) is not shown at all; a version it reads whose
-difference from the one before lies only in what it cannot read (a private field, a link to an
-SR it cannot read) is shown as changed in what it cannot see, without content; private fields
-only to their owner or an admin; links only to SRs it can read now.
+What the caller is shown follows e_timeline's ``changes``, which compares the states at two
+moments and never what lies between: a version it could not read (the SR private to another
+then, or not yet written) is not shown and not counted — the read rule is applied in the query,
+before the newest ``MAX_VERSIONS`` are taken — and each version it reads is compared with the
+one it read before, so a run of versions hidden from it leaves no mark (a sticky flag they set
+shows as it shows on the current state).  A version whose difference from that one lies only in
+what it cannot read (a private field, a link to an SR it cannot read) is shown as changed in
+what it cannot see, without content (``changes``' hidden change); one that changes nothing
+compared shows no change.  Private fields only to their owner or an admin; links only to SRs it
+can read now.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from node.access.callers import Caller
 from node.identity import node_id
 from node.store import Reader
 from node.views.fold import COMPARED, SrState
-from node.views.read_rule import may_read_sr, readable_srs
+from node.views.read_rule import readable_scopes, readable_srs
 from node.views.shown import instant
 from protocol.canonical import decode_canonical
 from protocol.kinds import decode_payload
@@ -29,13 +34,23 @@ from protocol.kinds import decode_payload
 __all__ = ["MAX_VERSIONS", "History", "select_history"]
 
 MAX_VERSIONS = 500  # the newest shown; older ones are counted as earlier
+# The versions the caller may read, newest first; {rule} is the read rule over the table's own
+# columns (``readable_scopes``), applied before the limit.
 _VERSIONS = """
-SELECT v.wall, v.state, v.present, v.workspace, v.owner, v.private, h.kind, p.data, l.writer
-FROM sr_versions v LEFT JOIN headers h ON h.pos = v.pos LEFT JOIN payloads p ON p.pos = v.pos
-LEFT JOIN logs l ON l.log_id = h.log_id
-WHERE v.sr_id = ? AND v.wall <= ? ORDER BY v.ord DESC LIMIT ?
+SELECT v.wall, v.state, v.full_digest, v.links_digest, h.kind, p.data, l.writer
+FROM (SELECT * FROM sr_versions WHERE sr_id = ? AND wall <= ? AND present = 1 AND {rule}
+      ORDER BY ord DESC LIMIT ?) v
+LEFT JOIN headers h ON h.pos = v.pos LEFT JOIN payloads p ON p.pos = v.pos
+LEFT JOIN logs l ON l.log_id = h.log_id ORDER BY v.ord DESC
 """
 _KINDS = {"sr.put": "written", "sr.correct": "corrected", "sr.adjust": "adjusted"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    seen: dict[str, Any]  # what the caller reads of one version (``_seen``)
+    full: bytes  # its digests (``fold.digests``): every compared field but links
+    links: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,20 +67,24 @@ async def select_history(reader: Reader, caller: Caller, sr_id: str, now: int) -
                                (sr_id, *params))  # fmt: skip
     if blob is None:
         return None
-    rows = await reader.fetchall(_VERSIONS, (sr_id, now, MAX_VERSIONS + 1))
+    rows = await _select_readable(reader, caller, sr_id, now)
     earlier = len(rows) > MAX_VERSIONS
-    readable = await _readable_targets(reader, caller, rows[:MAX_VERSIONS])
-    versions, before = [], None
-    for row in reversed(rows[:MAX_VERSIONS]):
-        _, state_blob, present, workspace, owner, private, *_ = row
-        if not (present and may_read_sr(caller, workspace, owner, bool(private))):
-            before = None  # unseen: the next one it reads is shown as it stands
-            continue
-        state = _state(state_blob)
-        seen = _seen(caller, state, readable)
-        versions.append(_version(row, seen, before))
-        before = seen
+    rows = rows[:MAX_VERSIONS][::-1]
+    readable = await _readable_targets(reader, caller, rows)
+    versions: list[dict[str, Any]] = []
+    before: _Read | None = None
+    for row in rows:
+        read = _Read(_seen(caller, _state(row[1]), readable), bytes(row[2]), bytes(row[3]))
+        versions.append(_version(row, read, before))
+        before = read
     return History(msgpack.unpackb(blob, raw=False), versions, earlier)
+
+
+async def _select_readable(reader: Reader, caller: Caller, sr_id: str, now: int) -> list[Any]:
+    """The newest ``MAX_VERSIONS + 1`` versions ``caller`` may read, newest first."""
+    rule, params = readable_scopes(caller)
+    return await reader.fetchall(_VERSIONS.format(rule=rule),
+                                 (sr_id, now, *params, MAX_VERSIONS + 1))  # fmt: skip
 
 
 def _state(blob: Any) -> SrState:
@@ -97,15 +116,20 @@ def _seen(caller: Caller, state: SrState, readable: set[str]) -> dict[str, Any]:
     return fields
 
 
-def _version(row: Any, seen: dict[str, Any], before: dict[str, Any] | None) -> dict[str, Any]:
+def _version(row: Any, read: _Read, before: _Read | None) -> dict[str, Any]:
+    """One version as shown: who, when, on which node, and what changed from the version the
+    caller read before it — by the digests, something it cannot see when nothing it sees did."""
     wall, *_, kind, data, writer = row
     principal = None
     if kind is not None and data is not None:
         principal = decode_payload(kind, bytes(data)).get("principal")
-    changed = [f for f in COMPARED if f in seen and (before is None or before.get(f) != seen[f])]
+    changed = [] if before is None else [
+        f for f in COMPARED if f in read.seen and before.seen.get(f) != read.seen[f]
+    ]  # fmt: skip
+    unseen = before is not None and (before.full, before.links) != (read.full, read.links)
     return {
         "at": instant(wall), "kind": _KINDS.get(kind or "", kind), "by": principal,
         "node_id": node_id(bytes(writer)) if writer is not None else None,
-        "first": before is None, "fields": changed if before is not None else [],
-        "hidden_change": before is not None and not changed, "state": seen,
+        "first": before is None, "fields": changed,
+        "hidden_change": unseen and not changed, "state": read.seen,
     }  # fmt: skip

@@ -2,7 +2,7 @@
 every version it may see with who wrote it, when and on which node, and which fields each
 changed, its corrections and adjustments among them (the look ``sr_history``) — and the SRs
 linked to it or from it (e_timeline's ``traverse``).  An id it cannot read is shown as one
-never written: the same refusal, status 404.
+never written: the same refusal, status 404; any other refusal (no id, a malformed one) 400.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ async def record(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLRe
         linked = await node.call("e_timeline", caller, action="traverse", sr_id=sr_id,
                                  page_size=PAGE_SIZE)  # fmt: skip
     except Refusal as exc:
-        status = 403 if isinstance(exc, Forbidden) else 404
+        unknown = str(exc) == f"unknown sr_id: {sr_id}"  # or hidden: the same
+        status = 403 if isinstance(exc, Forbidden) else 404 if unknown else 400
         return render("record.html", status, **shown, problem=str(exc))
     versions = history["versions"]
     out = set(versions[-1]["state"]["links"]) if versions else set()

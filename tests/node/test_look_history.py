@@ -10,6 +10,7 @@ import pytest
 
 from node.errors import Refusal
 from node.node import Node
+from node.views import sr_history
 from protocol.timefmt import format_instant
 from tests.node.conftest import CallerFactory, Wall
 
@@ -82,3 +83,44 @@ async def test_one_refusal_for_every_id_the_caller_cannot_read(
     for args in ({}, {"sr_id": 7}, {"sr_id": "x" * 65}, {"sr_id": private, "page": 1}):
         with pytest.raises(Refusal):
             await node.look("sr_history", alice, **args)
+
+
+async def test_versions_hidden_from_the_caller_leave_no_mark(
+    node: Node, wall: Wall, make_caller: CallerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run of versions private to another is neither shown nor counted: the next version
+    the caller reads is compared with the one it read before, and the newest MAX_VERSIONS are
+    taken among those it reads (``changes`` compares two moments, never what lies between)."""
+    monkeypatch.setattr(sr_history, "MAX_VERSIONS", 2)
+    alice, bob = await make_caller("alice"), await make_caller("bob")
+    sr = (await node.e_write(alice, title="plan", text="one"))["sr_id"]
+    for change in ({"visibility": "private"}, {"text": "two"}, {"text": "three"}):
+        wall.now += MINUTE
+        await (node.e_adjust if "visibility" in change else node.e_write)(alice, sr_id=sr,
+                                                                          **change)  # fmt: skip
+    wall.now += MINUTE
+    await node.e_adjust(alice, sr_id=sr, visibility="workspace")
+    history = await node.look("sr_history", bob, sr_id=sr)
+    assert history["earlier"] is False
+    got = [(v["first"], v["fields"], v["hidden_change"]) for v in history["versions"]]
+    assert got == [(True, [], False), (False, ["text", "has_adjustment"], False)]
+    assert history["versions"][1]["at"] == format_instant(wall.now)
+    assert [v["state"]["text"] for v in history["versions"]] == ["one", "three"]
+    assert (await node.look("sr_history", alice, sr_id=sr))["earlier"] is True
+
+
+async def test_a_version_that_changes_nothing_is_no_hidden_change(
+    node: Node, wall: Wall, make_caller: CallerFactory
+) -> None:
+    alice, bob = await make_caller("alice"), await make_caller("bob")
+    sr = (await node.e_write(alice, title="plan", text="one", private_fields={"k": "1"}))["sr_id"]
+    wall.now += MINUTE
+    await node.e_write(alice, sr_id=sr, text="one")
+    wall.now += MINUTE
+    await node.e_write(alice, sr_id=sr, private_fields={"k": "2"})
+    own = [(v["fields"], v["hidden_change"]) for v in
+           (await node.look("sr_history", alice, sr_id=sr))["versions"]]  # fmt: skip
+    assert own == [([], False), ([], False), (["private_fields"], False)]
+    seen = [(v["fields"], v["hidden_change"]) for v in
+            (await node.look("sr_history", bob, sr_id=sr))["versions"]]  # fmt: skip
+    assert seen == [([], False), ([], False), ([], True)]

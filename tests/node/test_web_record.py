@@ -64,6 +64,8 @@ async def test_an_id_it_cannot_read_is_one_never_written(
     assert shown[0][1].replace(hidden["sr_id"], never) == shown[1][1]
     assert "alice only" not in shown[0][1]
     assert f"unknown sr_id: {never}" in shown[1][1]
+    status, body = await _record(node, "", token)
+    assert (status, "invalid sr_id: must be an SR id" in body) == (400, True)
 
 
 async def test_the_page_is_the_same_whatever_the_token_cannot_read(
@@ -89,3 +91,31 @@ async def test_the_page_is_the_same_whatever_the_token_cannot_read(
     owner = await _record(node, sr, (await node.create_token("bob", "team", (
         "read:workspace",))).token)  # fmt: skip
     assert "bob&#39;s" in owner[1]
+
+
+async def test_versions_it_cannot_read_leave_no_mark_on_the_page(
+    node: Node, wall: Wall, make_caller: CallerFactory
+) -> None:
+    """Two SRs written alike, at the same moments, but for a run of versions of the second
+    private to its owner (a title written and written back): carol's pages of them differ in
+    nothing but the id; the owner sees the run."""
+    alice = await make_caller("alice")
+    plain, ran = [(await node.e_write(alice, title="plan", text="one"))["sr_id"] for _ in "ab"]
+    wall.now += MINUTE
+    await node.e_adjust(alice, sr_id=ran, visibility="private")
+    for title in ("secret plan", "plan"):
+        await node.e_write(alice, sr_id=ran, title=title)
+    wall.now += MINUTE
+    for sr in (plain, ran):
+        await node.e_adjust(alice, sr_id=sr, visibility="workspace", tags=["x"])
+    for sr in (plain, ran):
+        await node.e_write(alice, sr_id=sr, title="plan")  # no change at all
+    token = await _token(node, "carol")
+    seen = await _record(node, plain, token)
+    assert await _record(node, ran, token) == (seen[0], seen[1].replace(plain, ran))
+    assert seen[1].count('<li class="version') == 3
+    assert '<p class="fields">no change</p>' in seen[1]
+    assert '<tr><td>tags</td><td class="after">x</td></tr>' in seen[1]
+    owner = await _record(node, ran, await _token(node, "alice"))
+    assert "secret plan" in owner[1]
+    assert owner[1].count('<li class="version') == 6
