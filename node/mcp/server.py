@@ -12,7 +12,7 @@ The turn's context travels in the request's ``_meta`` under ``memlane/turn``
 (docs/time-windows.md); it reaches the tools that declare period forms as their ``turn``.
 
 A server built for a surface (``stdio``, ``http``) counts each call it answers — its tool,
-whether it was refused, how long it took — in ``node.mcp.meter``, for ``/metrics``.
+whether it was refused, how long it took — in ``node.serve.meter``, for ``/metrics``.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from starlette.requests import Request
 from node.access.callers import Caller
 from node.errors import Refusal
 from node.logging import get_logger
-from node.mcp.meter import METER, ToolMeter
 from node.node import Node
+from node.serve.meter import METER, ToolMeter
 from node.tools.catalog import CATALOG, ToolSpec, by_name, unknown_tool
 from node.tools.windows import turn_argument
 from node.windows.turn import META_KEY

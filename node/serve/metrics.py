@@ -18,8 +18,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from node.mcp.meter import METER
 from node.refusals import REFUSALS
+from node.serve.meter import METER
 from node.store.audit import AuditEvent
 
 if TYPE_CHECKING:
@@ -152,5 +152,5 @@ def render(samples: Iterable[Sample]) -> str:
             lines += [f"# HELP {sample.name} {text}", f"# TYPE {sample.name} {kind}"]
             described.add(sample.name)
         lines.append(f"{sample.name}{_labels(sample.labels)} {sample.value}")
-    tools = METER.exposition()  # tool calls (node.mcp.meter)
+    tools = METER.exposition()  # tool calls (node.serve.meter)
     return "\n".join(lines) + "\n" + REFUSALS.exposition() + tools

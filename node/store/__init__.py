@@ -2,7 +2,7 @@
 
 from node.store.audit import AuditEvent
 from node.store.core import StoreOptions
-from node.store.reader import AuditRow, LogRow, Reader, StoredEntry
+from node.store.reader import AuditRow, LogRow, Origin, Reader, StoredEntry
 from node.store.received import Received, Report
 from node.store.sealing import Authored
 from node.store.store import Store
@@ -13,6 +13,7 @@ __all__ = [
     "AuditRow",
     "Authored",
     "LogRow",
+    "Origin",
     "Reader",
     "Received",
     "Report",

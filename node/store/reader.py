@@ -19,6 +19,7 @@ __all__ = [
     "Fetch",
     "LogRow",
     "Marks",
+    "Origin",
     "Reader",
     "Snapshot",
     "SpanEntry",
@@ -34,6 +35,19 @@ class LogRow:
     head_seq: int
     head_id: bytes | None
     forked_at: int | None
+
+
+_ORIGINS = (
+    "SELECT h.pos, h.kind, p.data, l.writer FROM headers h JOIN logs l ON l.log_id = h.log_id "
+    "LEFT JOIN payloads p ON p.pos = h.pos WHERE h.pos IN ({marks})"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    kind: str
+    payload: bytes | None
+    writer: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +178,15 @@ class Reader:
             (log_id, gt, lte if lte is not None else 1 << 62, limit),
         )
         return [StoredEntry(r[0], r[1], bytes(r[2]), _b(r[3]), bool(r[4])) for r in rows]
+
+    async def select_origins(self, positions: Sequence[int]) -> dict[int, Origin]:
+        """The entries at ``positions``: each one's kind, payload (None where absent) and
+        writer — where a view's row came from."""
+        if not positions:
+            return {}
+        marks = ",".join("?" * len(positions))
+        rows = await self.fetchall(_ORIGINS.format(marks=marks), tuple(positions))
+        return {r[0]: Origin(r[1], _b(r[2]), bytes(r[3])) for r in rows}
 
     async def iter_entries(self, log_id: int, *, batch: int = 2000) -> AsyncIterator[StoredEntry]:
         after = 0

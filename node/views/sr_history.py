@@ -24,7 +24,7 @@ import msgpack
 
 from node.access.callers import Caller
 from node.identity import node_id
-from node.store import Reader
+from node.store import Origin, Reader
 from node.views.fold import COMPARED, SrState
 from node.views.read_rule import readable_scopes, readable_srs
 from node.views.shown import instant
@@ -37,11 +37,8 @@ MAX_VERSIONS = 500  # the newest shown; older ones are counted as earlier
 # The versions the caller may read, newest first; {rule} is the read rule over the table's own
 # columns (``readable_scopes``), applied before the limit.
 _VERSIONS = """
-SELECT v.wall, v.state, v.full_digest, v.links_digest, h.kind, p.data, l.writer
-FROM (SELECT * FROM sr_versions WHERE sr_id = ? AND wall <= ? AND present = 1 AND {rule}
-      ORDER BY ord DESC LIMIT ?) v
-LEFT JOIN headers h ON h.pos = v.pos LEFT JOIN payloads p ON p.pos = v.pos
-LEFT JOIN logs l ON l.log_id = h.log_id ORDER BY v.ord DESC
+SELECT wall, state, full_digest, links_digest, pos FROM sr_versions
+WHERE sr_id = ? AND wall <= ? AND present = 1 AND {rule} ORDER BY ord DESC LIMIT ?
 """
 _KINDS = {"sr.put": "written", "sr.correct": "corrected", "sr.adjust": "adjusted"}
 
@@ -71,11 +68,12 @@ async def select_history(reader: Reader, caller: Caller, sr_id: str, now: int) -
     earlier = len(rows) > MAX_VERSIONS
     rows = rows[:MAX_VERSIONS][::-1]
     readable = await _readable_targets(reader, caller, rows)
+    origins = await reader.select_origins([row[4] for row in rows])
     versions: list[dict[str, Any]] = []
     before: _Read | None = None
     for row in rows:
         read = _Read(_seen(caller, _state(row[1]), readable), bytes(row[2]), bytes(row[3]))
-        versions.append(_version(row, read, before))
+        versions.append(_version(row[0], origins.get(row[4]), read, before))
         before = read
     return History(msgpack.unpackb(blob, raw=False), versions, earlier)
 
@@ -116,20 +114,22 @@ def _seen(caller: Caller, state: SrState, readable: set[str]) -> dict[str, Any]:
     return fields
 
 
-def _version(row: Any, read: _Read, before: _Read | None) -> dict[str, Any]:
-    """One version as shown: who, when, on which node, and what changed from the version the
-    caller read before it — by the digests, something it cannot see when nothing it sees did."""
-    wall, *_, kind, data, writer = row
+def _version(wall: int, origin: Origin | None, read: _Read, before: _Read | None) -> dict[str, Any]:
+    """One version as shown: who, when, on which node (from the entry that made it, its
+    ``origin``), and what changed from the version the caller read before it — by the
+    digests, something it cannot see when nothing it sees did."""
+    kind = origin.kind if origin is not None else None
+    writer = origin.writer if origin is not None else None
     principal = None
-    if kind is not None and data is not None:
-        principal = decode_payload(kind, bytes(data)).get("principal")
+    if origin is not None and origin.payload is not None:
+        principal = decode_payload(origin.kind, origin.payload).get("principal")
     changed = [] if before is None else [
         f for f in COMPARED if f in read.seen and before.seen.get(f) != read.seen[f]
     ]  # fmt: skip
     unseen = before is not None and (before.full, before.links) != (read.full, read.links)
     return {
         "at": instant(wall), "kind": _KINDS.get(kind or "", kind), "by": principal,
-        "node_id": node_id(bytes(writer)) if writer is not None else None,
+        "node_id": node_id(writer) if writer is not None else None,
         "first": before is None, "fields": changed,
         "hidden_change": unseen and not changed, "state": read.seen,
     }  # fmt: skip

@@ -1,5 +1,5 @@
 """Tool calls on ``/metrics`` (docs/operations.md §Health and metrics): calls, refusals and a
-latency histogram per tool and surface (``node.mcp.meter``).  The meter on its own; a server
+latency histogram per tool and surface (``node.serve.meter``).  The meter on its own; a server
 built for a surface counting into it; and ``memlane serve`` in a real subprocess, called over
 streamable HTTP and scraped over loopback."""
 
@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from node.mcp.meter import BUCKETS, METER, ToolMeter
 from node.mcp.server import build_server
 from node.node import Node
+from node.serve.meter import BUCKETS, METER, ToolMeter
 from tests.node.servekit import serve, stop
 from tests.node.test_mcp import TOOLS, make_site
 from tests.node.test_mcp_http import session
