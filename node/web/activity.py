@@ -10,10 +10,10 @@ from typing import Any
 from starlette.responses import HTMLResponse
 
 from node.access.callers import Caller
-from node.errors import Forbidden, Refusal
+from node.errors import Refusal
 from node.node import Node
 from node.web.chart import Bar, bar_chart
-from node.web.pages import render
+from node.web.pages import render, status_of
 
 __all__ = ["activity"]
 
@@ -28,7 +28,7 @@ async def activity(node: Node, caller: Caller, query: Mapping[str, str]) -> HTML
     try:
         shown = await node.look("activity", caller, **sent)
     except Refusal as exc:
-        status = 403 if isinstance(exc, Forbidden) else 400
+        status = status_of(exc)
         return render("activity.html", status, caller=caller, sent=sent, problem=str(exc),
                      shown=None, chart=None)  # fmt: skip
     return render("activity.html", caller=caller, sent=sent, problem=None, shown=shown,

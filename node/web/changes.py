@@ -18,9 +18,9 @@ from typing import Any
 from starlette.responses import HTMLResponse
 
 from node.access.callers import Caller
-from node.errors import Forbidden, Refusal
+from node.errors import Refusal
 from node.node import Node
-from node.web.pages import page_number, render
+from node.web.pages import page_number, render, status_of
 from protocol.timefmt import format_instant
 
 __all__ = ["DEFAULT_WINDOW_MS", "PAGE_SIZE", "changes", "moment", "picked"]
@@ -60,7 +60,7 @@ async def changes(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLR
     try:
         answer = await node.call("e_timeline", caller, page_size=PAGE_SIZE, **sent)
     except Refusal as exc:
-        status = 403 if isinstance(exc, Forbidden) else 400
+        status = status_of(exc)
         return render("changes.html", status, **shown, sent=sent, problem=str(exc),
                      changes=[], more=False)  # fmt: skip
     window = {"since": answer["since"], "as_of": answer["as_of"], "page": answer["page"]}

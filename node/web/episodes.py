@@ -15,9 +15,9 @@ from typing import Any
 from starlette.responses import HTMLResponse
 
 from node.access.callers import Caller
-from node.errors import Forbidden, Refusal
+from node.errors import Refusal
 from node.node import Node
-from node.web.pages import page_number, render
+from node.web.pages import page_number, render, status_of
 from protocol.timefmt import format_instant
 
 __all__ = ["CHAIN_K", "PAGE_SIZE", "episodes"]
@@ -57,7 +57,7 @@ async def episodes(node: Node, caller: Caller, query: Mapping[str, str]) -> HTML
         listed = await _listed(node, caller, sent | {"page": page_number(query)})
         chain = None if opened is None else await _chain(node, caller, opened)
     except Refusal as exc:
-        status = 403 if isinstance(exc, Forbidden) else 400
+        status = status_of(exc)
         return render("episodes.html", status, **shown, problem=str(exc), listed=None, chain=None)
     shown["sent"]["page"] = listed["page"]
     return render("episodes.html", **shown, problem=None, listed=listed, chain=chain)

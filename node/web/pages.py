@@ -12,11 +12,11 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.responses import HTMLResponse
 
 from node.access.callers import Caller
-from node.errors import Refusal
+from node.errors import Forbidden, Refusal
 from node.node import Node
 from node.web.highlight import highlighted
 
-__all__ = ["PAGE_SIZE", "page_number", "render", "search", "sign_in", "timeline"]
+__all__ = ["PAGE_SIZE", "page_number", "render", "search", "sign_in", "status_of", "timeline"]
 
 PAGE_SIZE = 50
 _ENV = Environment(loader=PackageLoader("node.web"), autoescape=select_autoescape(default=True))
@@ -28,6 +28,12 @@ _ORDERS = ("ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_
 
 def render(template: str, status: int = 200, **values: Any) -> HTMLResponse:
     return HTMLResponse(_ENV.get_template(template).render(**values), status_code=status)
+
+
+def status_of(refused: Refusal) -> int:
+    """The status a page answers a tool's refusal with: 403 for a token that may not, else
+    400."""
+    return 403 if isinstance(refused, Forbidden) else 400
 
 
 def sign_in(problem: str | None = None, *, status: int = 200) -> HTMLResponse:
@@ -48,7 +54,7 @@ async def _answered(
     try:
         answer = await node.call("e_timeline", caller, page_size=PAGE_SIZE, **sent)
     except Refusal as exc:
-        return render(template, 400, **shown, problem=str(exc), results=[], more=False)
+        return render(template, status_of(exc), **shown, problem=str(exc), results=[], more=False)
     return render(template, **shown, problem=None, results=answer["results"],
                  more=answer.get("has_more", False))  # fmt: skip
 

@@ -13,9 +13,9 @@ from typing import Any
 from starlette.responses import HTMLResponse
 
 from node.access.callers import Caller
-from node.errors import Forbidden, Refusal
+from node.errors import Refusal
 from node.node import Node
-from node.web.pages import PAGE_SIZE, render
+from node.web.pages import PAGE_SIZE, render, status_of
 
 __all__ = ["record"]
 
@@ -29,7 +29,7 @@ async def record(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLRe
                                  page_size=PAGE_SIZE)  # fmt: skip
     except Refusal as exc:
         unknown = str(exc) == f"unknown sr_id: {sr_id}"  # or hidden: the same
-        status = 403 if isinstance(exc, Forbidden) else 404 if unknown else 400
+        status = 404 if unknown else status_of(exc)
         return render("record.html", status, **shown, problem=str(exc))
     versions = history["versions"]
     out = set(versions[-1]["state"]["links"]) if versions else set()
