@@ -20,7 +20,7 @@ from starlette.responses import HTMLResponse
 from node.access.callers import Caller
 from node.errors import Refusal
 from node.node import Node
-from node.web.pages import page_number, render, status_of
+from node.web.pages import page_number, render, status_of, value_text
 from protocol.timefmt import format_instant
 
 __all__ = ["DEFAULT_WINDOW_MS", "PAGE_SIZE", "changes", "moment", "picked"]
@@ -78,16 +78,6 @@ async def _diffs(
         return {}, {}
     found = await node.look("changed_values", caller, since=answer["since"], as_of=answer["as_of"],
                             sr_ids=[c["sr_id"] for c in answer["changes"]])  # fmt: skip
-    return found["titles"], {sr_id: [(f, _text(a), _text(b)) for f, (a, b) in fields.items()]
-                             for sr_id, fields in found["srs"].items()}  # fmt: skip
-
-
-def _text(value: Any) -> str:
-    """A field's value as the diff shows it: lists and maps item by item, none as a dash."""
-    if value is None or value == [] or value == {}:
-        return "—"
-    if isinstance(value, list):
-        return ", ".join(map(str, value))
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={v}" for k, v in value.items())
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    diffs = {sr_id: [(f, value_text(a), value_text(b)) for f, (a, b) in fields.items()]
+             for sr_id, fields in found["srs"].items()}  # fmt: skip
+    return found["titles"], diffs

@@ -16,11 +16,28 @@ from node.errors import Forbidden, Refusal
 from node.node import Node
 from node.web.highlight import highlighted
 
-__all__ = ["PAGE_SIZE", "page_number", "render", "search", "sign_in", "status_of", "timeline"]
+__all__ = [
+    "PAGE_SIZE", "page_number", "render", "search", "sign_in", "status_of", "timeline",
+    "value_text",
+]  # fmt: skip
 
 PAGE_SIZE = 50
 _ENV = Environment(loader=PackageLoader("node.web"), autoescape=select_autoescape(default=True))
 _ENV.filters["highlighted"] = highlighted
+
+
+def value_text(value: Any) -> str:
+    """A field's value as a page shows it: lists and maps item by item, none as a dash."""
+    if value is None or value == [] or value == {}:
+        return "—"
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+_ENV.filters["value_text"] = value_text
 # The list's arguments a timeline page passes on from its query string, as the tool reads them.
 _LIST_ARGS = ("start_date", "end_date", "order_by", "agent_profile")
 _ORDERS = ("ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_time_asc")
