@@ -67,12 +67,13 @@ async def select_history(reader: Reader, caller: Caller, sr_id: str, now: int) -
     rows = await _select_readable(reader, caller, sr_id, now)
     earlier = len(rows) > MAX_VERSIONS
     rows = rows[:MAX_VERSIONS][::-1]
-    readable = await _readable_targets(reader, caller, rows)
+    states = [_state(row[1]) for row in rows]
+    readable = await _readable_targets(reader, caller, states)
     origins = await reader.select_origins([row[4] for row in rows])
     versions: list[dict[str, Any]] = []
     before: _Read | None = None
-    for row in rows:
-        read = _Read(_seen(caller, _state(row[1]), readable), bytes(row[2]), bytes(row[3]))
+    for row, state in zip(rows, states, strict=True):
+        read = _Read(_seen(caller, state, readable), bytes(row[2]), bytes(row[3]))
         versions.append(_version(row[0], origins.get(row[4]), read, before))
         before = read
     return History(msgpack.unpackb(blob, raw=False), versions, earlier)
@@ -89,9 +90,9 @@ def _state(blob: Any) -> SrState:
     return SrState.from_doc(decode_canonical(bytes(blob), what="sr"))
 
 
-async def _readable_targets(reader: Reader, caller: Caller, rows: list[Any]) -> set[str]:
+async def _readable_targets(reader: Reader, caller: Caller, states: list[SrState]) -> set[str]:
     """The SRs the versions link to that the caller can read now."""
-    targets = sorted({t for row in rows for t in _state(row[1]).links})
+    targets = sorted({t for state in states for t in state.links})
     if not targets:
         return set()
     rule, params = readable_srs(caller)
