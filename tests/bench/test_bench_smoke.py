@@ -1,5 +1,6 @@
-"""The benchmarks stay runnable and honest: a ``--quick`` run prints every row and ratio, and
-the raw limit writes the rows memlane writes, authentic and in memlane's schema.
+"""The benchmarks stay runnable and honest: a ``--quick`` run (of ingest, on the smoke sizes
+``_smoke.INGEST``) prints every row and ratio, and the raw limit writes the rows memlane
+writes, authentic and in memlane's schema.
 
 Nothing here looks at a figure: speed is for ``make bench`` (docs/benchmarks.md).
 """
@@ -21,6 +22,7 @@ from protocol.entry import Entry
 from protocol.kinds import decode_payload
 from protocol.signing import authenticate, linked
 from tests.bench import ingest
+from tests.bench._smoke import INGEST, run_smoke
 from tests.bench.common import run_bench
 from tests.bench.ingest import RawLog
 
@@ -31,7 +33,8 @@ AUTHORED_TABLES = (
 
 
 def test_quick_run_prints_every_row_and_ratio(tmp_path: Path) -> None:
-    done = run_bench("--quick", "--dir", str(tmp_path), "ingest")
+    constants = {"tests.bench.ingest.QUICK": INGEST}
+    done = run_smoke("ingest", "--dir", str(tmp_path), constants=constants)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     for label in ingest.ROWS:

@@ -1,6 +1,6 @@
-"""The export and import benchmark stays runnable: a ``--quick`` run (the sync benchmark's
-small stores, built into a temporary cache) prints every row, ratio and check with a verdict,
-imports every SR it exported and leaves nothing behind.
+"""The export and import benchmark stays runnable: a ``--quick`` run (on the sync benchmark's
+smoke stores, ``_smoke.SYNC``, built into a temporary cache) prints every row, ratio and check
+with a verdict, imports every SR it exported and leaves nothing behind.
 
 Nothing here looks at a figure: speed is for ``make bench`` (docs/benchmarks.md).
 """
@@ -11,12 +11,13 @@ import re
 from pathlib import Path
 
 from tests.bench import exchange
-from tests.bench.common import run_bench
+from tests.bench._smoke import SYNC, run_smoke
 
 
 def test_quick_run_prints_every_row_ratio_and_check(tmp_path: Path) -> None:
     cache, work = tmp_path / "cache", tmp_path / "work"
-    done = run_bench("--quick", "--dir", str(work), "exchange", cache=cache)
+    constants = {"tests.bench.sync.QUICK": SYNC}
+    done = run_smoke("exchange", "--dir", str(work), constants=constants, cache=cache)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     for label in exchange.ROWS:

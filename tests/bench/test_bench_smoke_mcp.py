@@ -1,7 +1,7 @@
-"""The MCP benchmark stays runnable: a ``--quick`` run (a small store, built into a temporary
-cache; two clients a second per era) prints the in-process row and both HTTP rows with their
-figures, the ratios with a verdict, and the check that every HTTP client's answer equals the
-in-process one.
+"""The MCP benchmark stays runnable: a ``--quick`` run (on a smoke store, ``_smoke.MCP``,
+built into a temporary cache; two clients 0.3 s per era) prints the in-process row and both
+HTTP rows with their figures, the ratios with a verdict, and the check that every HTTP
+client's answer equals the in-process one.
 
 Nothing here looks at a figure: speed is for ``make bench`` (docs/benchmarks.md).
 """
@@ -12,17 +12,18 @@ import re
 from pathlib import Path
 
 from tests.bench import mcp
-from tests.bench.common import run_bench
+from tests.bench._smoke import MCP, run_smoke
 
 _NUM = r"[\d,]+(\.\d+)?"
 
 
 def test_quick_run_prints_every_row_the_ratios_and_the_check(tmp_path: Path) -> None:
     cache, work = tmp_path / "cache", tmp_path / "work"
-    done = run_bench("--quick", "--dir", str(work), "mcp", cache=cache)
+    constants = {"tests.bench.mcp.QUICK": MCP}
+    done = run_smoke("mcp", "--dir", str(work), constants=constants, cache=cache)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    sizes = mcp.QUICK
+    sizes = MCP
     labels = mcp.labels(sizes)
     for label in labels["rows"]:
         row = re.compile(

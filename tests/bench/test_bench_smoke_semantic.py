@@ -11,14 +11,15 @@ import re
 from pathlib import Path
 
 from tests.bench import semantic
-from tests.bench.common import run_bench
+from tests.bench._smoke import SEMANTIC, run_smoke
 
 _MS = r"[\d,]+\.\d+"
 
 
 def test_quick_run_prints_every_query_and_bound(tmp_path: Path) -> None:
     cache, work = tmp_path / "cache", tmp_path / "work"
-    done = run_bench("--quick", "--dir", str(work), "semantic", cache=cache)
+    constants = {"tests.bench.semantic.QUICK": SEMANTIC}
+    done = run_smoke("semantic", "--dir", str(work), constants=constants, cache=cache)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "QUICK" in lines[0]
@@ -32,7 +33,7 @@ def test_quick_run_prints_every_query_and_bound(tmp_path: Path) -> None:
     for bound in semantic.BOUNDS:
         line_re = re.compile(rf"{re.escape(bound.label)}\s+\d+\.\d+\s+≤ 2×\s+(PASS|FAIL)$")
         assert any(line_re.match(line) for line in lines), f"no bound {bound.label!r}"
-    n = f"{semantic.QUICK.srs:,}"
+    n = f"{SEMANTIC.srs:,}"
     assert re.search(rf"^note: store built by this run .*: {n} SRs received in [\d,]+ s, "
                      r"embedded in [\d,.]+ s", done.stdout, re.MULTILINE)  # fmt: skip
     assert re.search(rf"^note: index: wordllama:\S+, {n} vectors stored, 0 queued; {n} held",
@@ -41,4 +42,4 @@ def test_quick_run_prints_every_query_and_bound(tmp_path: Path) -> None:
                      r"\(semantic_used false\) and 0 had", done.stdout, re.MULTILINE)  # fmt: skip
     assert re.search(r"^peak RSS of the run: [\d,]+ MiB$", done.stdout, re.MULTILINE)
     assert not list(work.iterdir()), "the run left files behind"
-    assert (cache / semantic.QUICK.name / "meta.json").exists(), "the store was not cached"
+    assert (cache / SEMANTIC.name / "meta.json").exists(), "the store was not cached"

@@ -1,6 +1,6 @@
-"""The timeline benchmark stays runnable: a ``--quick`` run (a small store, built into a
-temporary cache) prints every query with its raw baseline and ratio, every bound with a
-verdict, and the peak RSS.
+"""The timeline benchmark stays runnable: a ``--quick`` run (on a smoke store,
+``_smoke.TIMELINE``, built into a temporary cache) prints every query with its raw baseline and
+ratio, every bound with a verdict, and the peak RSS.
 
 Nothing here looks at a figure: speed is for ``make bench`` (docs/benchmarks.md).
 """
@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from tests.bench import timeline
-from tests.bench.common import run_bench
+from tests.bench._smoke import TIMELINE, run_smoke
 
 ROOT = Path(__file__).resolve().parents[2]
 _MS = r"[\d,]+\.\d+"
@@ -19,7 +19,8 @@ _MS = r"[\d,]+\.\d+"
 
 def test_quick_run_prints_every_query_and_bound(tmp_path: Path) -> None:
     cache, work = tmp_path / "cache", tmp_path / "work"
-    done = run_bench("--quick", "--dir", str(work), "timeline", cache=cache)
+    constants = {"tests.bench.timeline.QUICK": TIMELINE}
+    done = run_smoke("timeline", "--dir", str(work), constants=constants, cache=cache)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     for label in timeline.QUERIES:
@@ -32,5 +33,6 @@ def test_quick_run_prints_every_query_and_bound(tmp_path: Path) -> None:
         assert any(line_re.match(line) for line in lines), f"no bound {bound.label!r}"
     assert re.search(r"^peak RSS of the run: [\d,]+ MiB$", done.stdout, re.MULTILINE)
     assert re.search(r"^note: store built by this run .* in [\d,]+ s", done.stdout, re.MULTILINE)
+    assert f"timeline — {TIMELINE.srs:,} SRs" in lines[0], lines[0]
     assert not list(work.iterdir()), "the run left files behind"
-    assert (cache / timeline.QUICK.name / "meta.json").exists(), "the store was not cached"
+    assert (cache / TIMELINE.name / "meta.json").exists(), "the store was not cached"
