@@ -65,9 +65,11 @@ def system_wall() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _options(config: NodeConfig) -> StoreOptions:
+def _options(config: NodeConfig, serving: bool = False) -> StoreOptions:
+    process = config.statement_process
     return StoreOptions(
         synchronous=config.synchronous,
+        statement_process=serving if process is None else process,
         max_clock_skew_ms=config.max_clock_skew_ms,
         pending_limit=config.pending_limit,
         pending_per_source=config.pending_per_source,
@@ -150,17 +152,21 @@ class Node:
         options: StoreOptions | None = None,
         config: NodeConfig | None = None,
         embed: bool = True,
+        serving: bool = False,
     ) -> AsyncIterator[Node]:
         """The node in ``path``, configured by ``config`` (default: the data directory's
-        ``config.toml``).  With an embedder configured, ``embed`` embeds what waits in the
-        background (docs/search.md); without, find's vector leg uses what is embedded."""
+        ``config.toml``); ``serving``: a long-running node (``memlane serve``), whose store
+        writes through a statement process unless ``statement_process`` says otherwise.
+        With an embedder configured, ``embed`` embeds what waits in the background
+        (docs/search.md); without, find's vector leg uses what is embedded."""
         path = _data_dir(path)
         if not (path / DB_FILE).exists():
             raise NotInitialised(f"no node in {path} (run `memlane init --data {path}`)")
         key = load_key(path / NODE_KEY_FILE)
         config = config or NodeConfig.load(path)
         membership = Membership()
-        store = await Store.open(path / DB_FILE, wall=wall, options=options or _options(config),
+        options = options or _options(config, serving)
+        store = await Store.open(path / DB_FILE, wall=wall, options=options,
                                  views=(*default_views(), membership),
                                  migrations=MIGRATIONS)  # fmt: skip
         try:

@@ -28,8 +28,9 @@ __all__ = ["CONFIG_FILE", "ENVIRONMENT", "NodeConfig"]
 CONFIG_FILE = "config.toml"
 
 _PENDING = {"pending_per_source": 1_000, "pending_bytes": 64 << 20}
-_KEYS = {"max_clock_skew", "synchronous", "pending_limit", "zone", "profiles", "tools", "mesh",
-         "serve", "discovery", "retention", "search", "pending_expiry", *_PENDING}  # fmt: skip
+_KEYS = {"max_clock_skew", "synchronous", "statement_process", "pending_limit", "zone",
+         "profiles", "tools", "mesh", "serve", "discovery", "retention", "search",
+         "pending_expiry", *_PENDING}  # fmt: skip
 # environment variable → (table, key, how its text becomes the value)
 ENVIRONMENT: dict[str, tuple[str, str, Any]] = {
     "MEMLANE_MCP_HTTP": ("serve", "mcp_http", str),
@@ -44,6 +45,7 @@ ENVIRONMENT: dict[str, tuple[str, str, Any]] = {
 class NodeConfig:
     max_clock_skew_ms: int = 5 * 60_000
     synchronous: str = "FULL"
+    statement_process: bool | None = None  # None: for ``memlane serve`` only
     pending_limit: int = 10_000
     pending_per_source: int = 1_000
     pending_bytes: int = 64 << 20
@@ -99,6 +101,10 @@ class NodeConfig:
         if sync not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             problems.append("synchronous must be OFF, NORMAL, FULL or EXTRA")
         values["synchronous"] = sync
+        process = raw.get("statement_process")
+        if process is not None and type(process) is not bool:
+            problems.append("statement_process must be true or false")
+        values["statement_process"] = process
         limit = raw.get("pending_limit", 10_000)
         if type(limit) is not int or limit < 0:
             problems.append("pending_limit must be a non-negative integer")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 
 from node.errors import NodeError
 from node.identity import node_id
@@ -38,7 +39,7 @@ from node.mesh.peers import DuplicateLink, Peer, PeerState
 from node.mesh.progress import CatchUpLog
 from node.mesh.proofs import ForkProofs
 from node.mesh.rounds import Rounds
-from node.store import AuditEvent
+from node.store import AuditEvent, Received
 from protocol.batch import WireEntry, entry_cost
 from protocol.errors import ProtocolError
 from protocol.frames import MAX_FRAME_BYTES
@@ -59,6 +60,8 @@ from protocol.session import NEED_DATA, ConnectionClosed, Session, State
 
 __all__ = ["Link", "LinkHost", "LinkOptions"]
 
+# Batches of entries stored at once per link: two, so one is built while the other commits.
+STORING = 2
 _SPEAKING = (State.HELLO, State.DIGEST, State.FRONTIER, State.STREAMING, State.LIVE)
 
 
@@ -94,6 +97,7 @@ class Link:
         self._proofs = ForkProofs(host.options.max_fork_proofs)
         self._stopped: str | None = None
         self._catch_up = CatchUpLog()
+        self._storing: deque[asyncio.Task[None]] = deque()  # batches being stored, in order
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -143,9 +147,9 @@ class Link:
         except TimeoutError:
             pass  # the peer did not answer bye; close anyway
         finally:
-            for task in (receive, drive):
+            for task in (receive, drive, *self._storing):
                 task.cancel()
-            await asyncio.gather(receive, drive, return_exceptions=True)
+            await asyncio.gather(receive, drive, *self._storing, return_exceptions=True)
 
     def _tell(self, error: LinkError) -> None:
         """Write the error message the peer should see, if it can still be told."""
@@ -198,9 +202,12 @@ class Link:
                 s.receive_data(await self._read())
                 continue
             if isinstance(event, ConnectionClosed):
+                await self._stored()
                 if not event.clean and s.our_state in _SPEAKING:
                     raise PeerGone("the peer's stream ended without bye")
                 return
+            if not isinstance(event, Entries | Push):
+                await self._stored()
             await self._on_message(event)
             self._wake.set()
             if s.our_state is State.CLOSED and s.their_state is State.CLOSED:
@@ -242,20 +249,37 @@ class Link:
         await self.host.replica.audit_peer(AuditEvent.PEER_CONNECTED, self.source, detail)
 
     async def _take(self, items: tuple[WireEntry, ...]) -> None:
-        """One batch: to the store in one transaction, then its credit back."""
+        """One batch: to the store in one transaction, then its credit back.  Up to
+        ``STORING`` batches are stored at once (they commit in the order they came), so
+        the store builds one while the one before commits; the credit still bounds them."""
         if not items:
             return
         assert self.source is not None  # the session lets entries in only after hello
-        report = await self.host.replica.receive(self._holds.received(items), source=self.source)
+        while len(self._storing) >= STORING:
+            await self._storing.popleft()
+        received = self._holds.received(items)
+        # The task hands the batch to the store's writer at its first step, so batches are
+        # queued in the order they were read.
+        self._storing.append(asyncio.create_task(self._store(items, received, self.source)))
+
+    async def _store(
+        self, items: tuple[WireEntry, ...], received: list[Received], source: str
+    ) -> None:
+        report = await self.host.replica.receive(received, source=source)
         self.peer.received += len(items)
         self.peer.lag_in = max(0, self.peer.lag_in - report.stored)
-        self._catch_up.took(self.source, self.peer.received, self.peer.lag_in)
+        self._catch_up.took(source, self.peer.received, self.peer.lag_in)
         self.host.table.touch()
         if report.stored:
             self.host.commits.poke()
         if self.session.our_state in _SPEAKING:
             grant = Credit(len(items), sum(map(entry_cost, items)))
             await self._write(self.session.send(grant))
+
+    async def _stored(self) -> None:
+        """Wait for every batch being stored (before a message that is not entries)."""
+        while self._storing:
+            await self._storing.popleft()
 
     async def _take_proof(self, first: bytes, second: bytes) -> None:
         if not self._proofs.taken(first, second):

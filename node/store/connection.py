@@ -18,7 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from queue import SimpleQueue
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
+
+from node.store.statements import StatementProcess
 
 __all__ = ["Connection"]
 
@@ -36,13 +38,17 @@ class Connection:
         self._open = True
 
     @classmethod
-    async def open(cls, path: Path | str, **options: Any) -> Connection:
+    async def open(cls, path: Path | str, *, process: bool = False, **options: Any) -> Connection:
         """Open the database at ``path`` on a new thread (``options`` go to
-        ``sqlite3.connect``: ``isolation_level=None`` for explicit transactions)."""
+        ``sqlite3.connect``: ``isolation_level=None`` for explicit transactions); with
+        ``process``, the thread drives a connection in a child process
+        (node/store/statements.py)."""
         ready = asyncio.get_running_loop().create_future()
         jobs: SimpleQueue[_Job] = SimpleQueue()
         thread = threading.Thread(
-            target=_serve, args=(str(path), options, jobs, ready), name="memlane-sqlite"
+            target=_serve,
+            args=(str(path), process, options, jobs, ready),
+            name="memlane-sqlite",
         )
         thread.start()
         try:
@@ -100,11 +106,18 @@ class Connection:
 
 
 def _serve(
-    path: str, options: dict[str, Any], jobs: SimpleQueue[_Job], ready: asyncio.Future[None]
+    path: str,
+    process: bool,
+    options: dict[str, Any],
+    jobs: SimpleQueue[_Job],
+    ready: asyncio.Future[None],
 ) -> None:
     """The connection's thread: open, then run each job in turn until told to stop."""
     try:
-        db = sqlite3.connect(path, **options)
+        if process:
+            db = cast(sqlite3.Connection, StatementProcess(path, **options))
+        else:
+            db = sqlite3.connect(path, **options)
     except BaseException as exc:
         _settle(ready, None, exc)
         return

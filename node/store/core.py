@@ -46,6 +46,7 @@ class StoreOptions:
         pending_expiry_ms: int = 7 * 86_400_000,
         max_batch: int = 512,
         amortised_verification: bool = True,
+        statement_process: bool = False,
     ) -> None:
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous}")
@@ -58,6 +59,9 @@ class StoreOptions:
         self.max_batch = max_batch
         # Per-entry verification gives the same verdicts, slower; kept for the benchmark.
         self.amortised_verification = amortised_verification
+        # The writer's connection in a child process, so SQLite's work overlaps the event
+        # loop's (node/store/statements.py); a served node's default (node/config).
+        self.statement_process = statement_process
 
 
 class _StoreCore:
@@ -83,6 +87,7 @@ class _StoreCore:
             view.bind(self.moment)
         self._views_for = {k: tuple(v for v in self.views if k in v.kinds) for k in KINDS}
         self._conn: Connection | None = None
+        self._ahead: Connection | None = None  # reads of what is committed (Txn.fetch_committed)
         self._writer: GroupWriter | None = None
         self.reader: Reader | None = None
         self._clock_saved = Hlc(0, 0)

@@ -116,6 +116,7 @@ class _Receiving(_Sealing):
         if head.forked_at is not None and head.forked_at <= from_seq:
             return
         head.forked_at = from_seq
+        txn.wide = True
         for view in self.views:
             await view.hide(txn, Hidden(head.log_id, from_seq))
         txn.add(

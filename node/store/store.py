@@ -66,7 +66,9 @@ class Store(_Receiving):
         return store
 
     async def _open(self) -> None:
-        self._conn = await Connection.open(self.path, isolation_level=None)
+        self._conn = await Connection.open(
+            self.path, process=self.options.statement_process, isolation_level=None
+        )
         # A newer store is refused before anything touches it.
         await refuse_newer(self._conn, len(self.migrations))
         await self._conn.execute("PRAGMA journal_mode=WAL")
@@ -75,11 +77,15 @@ class Store(_Receiving):
         await migrate(self._conn, self.migrations)
         await self._reload()
         self._data_version = await self._scalar("PRAGMA data_version")
+        self._ahead = await Connection.open(self.path, isolation_level=None)
+        await self._ahead.execute("PRAGMA query_only=1")
         self._writer = GroupWriter(
             self._conn,
             on_rollback=self._reload,
-            on_begin=self._begin,
+            on_stale=self._restale,
+            expect=lambda: self._data_version,
             before_commit=self._save_clock,
+            committed=self._ahead.execute_fetchall,
             max_batch=self.options.max_batch,
         )
         self._writer.start()
@@ -95,6 +101,9 @@ class Store(_Receiving):
         if self.reader is not None:
             await self.reader.close()
             self.reader = None
+        if self._ahead is not None:
+            await self._ahead.close()
+            self._ahead = None
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
@@ -112,14 +121,12 @@ class Store(_Receiving):
             self.clock = HybridClock(saved, max_skew_ms=self.options.max_clock_skew_ms)
         self._clock_saved = saved
 
-    async def _begin(self, txn: Txn) -> None:
-        """Each batch starts by taking the write lock; if another process committed since
-        the last batch (a ``memlane write`` beside a running ``memlane serve``), the
-        in-memory heads, positions, view caches and clock are reloaded first."""
-        version = await txn.begin()
-        if version != self._data_version:
-            await self._reload()
+    async def _restale(self, version: int) -> None:
+        """Another process committed since the last batch (a ``memlane write`` beside a
+        running ``memlane serve``): reload the in-memory heads, positions, view caches and
+        clock; the writer then builds the batch again (node/store/writer.py)."""
         self._data_version = version
+        await self._reload()
 
     async def _scalar(self, sql: str) -> Any:
         assert self._conn is not None
@@ -139,6 +146,7 @@ class Store(_Receiving):
         transaction: readers see the old views until the new ones are complete."""
 
         async def op(txn: Txn) -> int:
+            txn.wide = True
             for view in self.views:
                 view.reset()
                 for sql in view.clear:

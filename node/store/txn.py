@@ -6,17 +6,23 @@ not a handful per append.
 Statements run grouped by their text, in the order each text was first queued; operations keep
 to statements that commute apart from that order (inserts, upserts, and updates or deletes of
 rows queued earlier).
+
+The transaction begins at its first trip (``BEGIN IMMEDIATE``), not when it is made, so a
+batch is built while the one before it commits.  It was built on the in-memory state (heads,
+view caches, clock) as of the store's last look; if another connection committed since
+(``PRAGMA data_version`` moved from ``expect``), that first trip raises ``Stale`` and the
+writer builds the batch again on reloaded state.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from node.store.connection import Connection
 
-__all__ = ["Txn"]
+__all__ = ["Stale", "Txn"]
 
 Row = Sequence[Any]
 _Buffer = dict[str, list[Row]]
@@ -28,16 +34,30 @@ Deferred = Callable[[Callable[[str, Row], None]], None]
 (through the function it is given) into statements reserved for it."""
 
 
-def _write(db: sqlite3.Connection, work: tuple[list[Deferred], _Buffer]) -> None:
-    deferred, buffer = work
+Fetch = Callable[[str, Row], Awaitable[list[Row]]]
+
+
+class Stale(Exception):
+    """Another connection committed since the batch's state was loaded: build it again."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"the database changed (data_version {version})")
+        self.version = version
+
+
+def _write(db: sqlite3.Connection, work: tuple[list[Deferred], _Buffer, int | None]) -> None:
+    deferred, buffer, expect = work
+    if not db.in_transaction:
+        db.execute("BEGIN IMMEDIATE")
+        found = int(db.execute("PRAGMA data_version").fetchone()[0])
+        if expect is not None and found != expect:
+            raise Stale(found)
 
     def add(sql: str, row: Row) -> None:
         buffer[sql].append(row)
 
     for fn in deferred:
         fn(add)
-    if not db.in_transaction:
-        db.execute("BEGIN IMMEDIATE")
     for sql, rows in buffer.items():
         if rows:
             db.executemany(sql, rows)
@@ -46,8 +66,23 @@ def _write(db: sqlite3.Connection, work: tuple[list[Deferred], _Buffer]) -> None
 class Txn:
     """Buffered writes on the writer connection, inside one transaction."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        *,
+        expect: int | None = None,
+        serial: int = 0,
+        committed: Fetch | None = None,
+    ) -> None:
         self._conn = conn
+        self._expect = expect
+        # The writer numbers its transactions: while this one is built, the one numbered
+        # ``serial - 1`` may still be committing, and every earlier one is committed.
+        self.serial = serial
+        self._committed = committed
+        # Set by an operation that rewrites views beyond the rows it names (a rebuild, a
+        # log hidden): the batch after it reads everything through its own transaction.
+        self.wide = False
         self._buffer: _Buffer = {}
         self._deferred: list[Deferred] = []
         self._final: dict[object, Deferred] = {}
@@ -120,16 +155,16 @@ class Txn:
             self._keyed[sql] = {k: i for k, i in keyed.items() if i < lengths.get(sql, 0)}
         return True
 
-    def _take(self) -> tuple[list[Deferred], _Buffer]:
-        work = ([*self._deferred, *self._final.values()], self._buffer)
+    def _take(self) -> tuple[list[Deferred], _Buffer, int | None]:
+        work = ([*self._deferred, *self._final.values()], self._buffer, self._expect)
         self._deferred, self._final, self._buffer, self._keyed = [], {}, {}, {}
         self._flushes += 1
         self._written = self._queued
         return work
 
-    async def begin(self) -> int:
-        """Open the transaction now (taking the write lock) and return the database's
-        ``data_version``: it changes when another connection — another process — commits."""
+    async def lock(self) -> int:
+        """Begin now, taking the write lock, and return the database's ``data_version`` (it
+        changes when another connection — another process — commits); no ``expect`` check."""
 
         def run(db: sqlite3.Connection) -> int:
             if not db.in_transaction:
@@ -137,6 +172,15 @@ class Txn:
             return int(db.execute("PRAGMA data_version").fetchone()[0])
 
         return await self._conn.call(run)
+
+    async def fetch_committed(self, sql: str, args: Row = ()) -> list[Row]:
+        """Read what is committed, on a connection of its own, without waiting for the
+        batch before this one to commit: for rows that neither it nor this one wrote (the
+        caller knows which; ``serial``).  Without such a connection (or after a ``wide``
+        batch), ``fetchall``."""
+        if self._committed is None:
+            return await self.fetchall(sql, args)
+        return await self._committed(sql, args)
 
     async def fetchall(self, sql: str, args: Row = ()) -> list[Row]:
         """Read inside the transaction; queued writes are written first so reads see them."""

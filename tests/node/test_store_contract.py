@@ -1,6 +1,7 @@
 """The log's contract (tests/node/store_contract.py) run against the SQLite store on real
-files: as a node opens it by default, and with per-entry verification and one operation a
-batch (the same verdicts and the same logs, reached the other way)."""
+files: as a node opens it by default, with per-entry verification and one operation a batch
+(the same verdicts and the same logs, reached the other way), and with the writer's
+connection in a child process."""
 
 from __future__ import annotations
 
@@ -16,3 +17,10 @@ class TestStore(StoreContract):
 class TestStorePerEntry(StoreContract):
     def options(self) -> StoreOptions:
         return StoreOptions(amortised_verification=False, max_batch=1)
+
+
+class TestStoreStatementProcess(StoreContract):
+    """The writer's connection in a child process (node/store/statements.py)."""
+
+    def options(self) -> StoreOptions:
+        return StoreOptions(statement_process=True)

@@ -1,22 +1,33 @@
 """Two processes writing one node's store — a ``memlane write`` beside a running ``memlane
-serve`` — each see what the other committed: every batch begins by taking the write lock and
-reloads the writer's in-memory state when another connection committed since."""
+serve`` — each see what the other committed: a batch that begins after another connection
+committed is built again on reloaded state, with the batch built behind it (the writer's
+connection on a thread, and in a process of its own)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from node.node import Node
+from node.schema import MIGRATIONS
+from node.store import Store, StoreOptions
+from node.store.txn import Txn
+from node.views import default_views
 from tests.node.conftest import Wall
 
 SCOPES = ("read:workspace", "write:workspace")
 
 
 @pytest.mark.asyncio
-async def test_two_openers_of_one_store_write_in_turn(node_dir: Path, wall: Wall):
-    async with Node.open(node_dir, wall=wall) as a, Node.open(node_dir, wall=wall) as b:
+@pytest.mark.parametrize("process", [False, True], ids=["thread", "process"])
+async def test_two_openers_of_one_store_write_in_turn(node_dir: Path, wall: Wall, process: bool):
+    options = StoreOptions(statement_process=process)
+    async with (
+        Node.open(node_dir, wall=wall, options=options) as a,
+        Node.open(node_dir, wall=wall, options=options) as b,
+    ):
         token = (await a.create_token("alice", "team", SCOPES)).token
         alice_a, alice_b = await a.authenticate(token), await b.authenticate(token)
         sr = (await a.e_write(alice_a, title="one", text="first"))["sr_id"]
@@ -41,3 +52,90 @@ async def test_two_openers_of_one_store_write_in_turn(node_dir: Path, wall: Wall
     own = [e for e in entries if e.header.writer == again.info.public_key]
     assert [e.header.seq for e in own] == list(range(1, len(own) + 1))
     assert len(own) == 5
+
+
+_PUT = "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)"
+
+
+async def _open(path: Path, wall: Wall, process: bool) -> Store:
+    return await Store.open(path, wall=wall, options=StoreOptions(statement_process=process),
+                            views=default_views(), migrations=MIGRATIONS)  # fmt: skip
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("process", [False, True], ids=["thread", "process"])
+async def test_a_batch_gone_stale_with_nothing_behind_it_is_redone(
+    tmp_path: Path, wall: Wall, process: bool
+):
+    """The last batch before a quiet spell meets another connection's commit: the writer
+    redoes it at once, not when the next write comes."""
+    a, b = (
+        await _open(tmp_path / "s.db", wall, process),
+        await _open(tmp_path / "s.db", wall, process),
+    )
+    runs = 0
+    try:
+
+        async def elsewhere(txn: Txn) -> None:
+            txn.add(_PUT, ("other", b"b"))
+
+        async def only(txn: Txn) -> int:
+            nonlocal runs
+            runs += 1
+            if runs == 1:
+                await b.run(elsewhere)
+            txn.add(_PUT, ("only", b"1"))
+            return runs
+
+        assert await asyncio.wait_for(a.run(only), 30) == 2
+        assert a.reader is not None
+        assert await a.reader.state("only") == b"1"
+    finally:
+        await a.close()
+        await b.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("process", [False, True], ids=["thread", "process"])
+async def test_a_batch_gone_stale_while_the_next_was_built_is_redone_with_it(
+    tmp_path: Path, wall: Wall, process: bool
+):
+    """Batch 1 meets another connection's commit before its first trip; batch 2 was built
+    behind it on the same state.  Both are built again, in order, and both commit."""
+    runs = {"first": 0, "second": 0}
+    building = asyncio.Event()
+    a, b = (
+        await _open(tmp_path / "s.db", wall, process),
+        await _open(tmp_path / "s.db", wall, process),
+    )
+    assert a._writer is not None
+    commits = a._writer.commits
+    try:
+
+        async def elsewhere(txn: Txn) -> None:
+            txn.add(_PUT, ("other", b"b"))
+
+        async def first(txn: Txn) -> int:
+            runs["first"] += 1
+            building.set()
+            if runs["first"] == 1:
+                await b.run(elsewhere)  # committed before this batch's first trip
+            txn.add(_PUT, ("first", b"1"))
+            return runs["first"]
+
+        async def second(txn: Txn) -> int:
+            runs["second"] += 1
+            txn.add(_PUT, ("second", b"2"))
+            return runs["second"]
+
+        one = a.run(first)
+        await building.wait()  # batch 1 is being built: what follows is batch 2
+        two = a.run(second)
+        assert (await one, await two) == (2, 2)
+        assert (a._writer.rebuilt, a._writer.commits - commits) == (2, 2)
+        assert a.reader is not None
+        for key, value in (("first", b"1"), ("second", b"2"), ("other", b"b")):
+            assert await a.reader.state(key) == value
+    finally:
+        await a.close()
+        await b.close()
