@@ -98,6 +98,7 @@ class Link:
         self._stopped: str | None = None
         self._catch_up = CatchUpLog()
         self._storing: deque[asyncio.Task[None]] = deque()  # batches being stored, in order
+        self._ending = False  # the loops have ended: what is being stored sends no credit
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -147,9 +148,13 @@ class Link:
         except TimeoutError:
             pass  # the peer did not answer bye; close anyway
         finally:
-            for task in (receive, drive, *self._storing):
+            for task in (receive, drive):
                 task.cancel()
-            await asyncio.gather(receive, drive, *self._storing, return_exceptions=True)
+            await asyncio.gather(receive, drive, return_exceptions=True)
+            # A batch handed to the store is stored whatever becomes of the connection: let
+            # it finish, so that it is counted (its credit is not sent).
+            self._ending = True
+            await asyncio.gather(*self._storing, return_exceptions=True)
 
     def _tell(self, error: LinkError) -> None:
         """Write the error message the peer should see, if it can still be told."""
@@ -256,7 +261,7 @@ class Link:
             return
         assert self.source is not None  # the session lets entries in only after hello
         while len(self._storing) >= STORING:
-            await self._storing.popleft()
+            await self._first_stored()
         received = self._holds.received(items)
         # The task hands the batch to the store's writer at its first step, so batches are
         # queued in the order they were read.
@@ -272,14 +277,21 @@ class Link:
         self.host.table.touch()
         if report.stored:
             self.host.commits.poke()
-        if self.session.our_state in _SPEAKING:
+        if self.session.our_state in _SPEAKING and not self._ending:
             grant = Credit(len(items), sum(map(entry_cost, items)))
             await self._write(self.session.send(grant))
 
     async def _stored(self) -> None:
-        """Wait for every batch being stored (before a message that is not entries)."""
+        """Wait for every batch being stored: before a message that is not entries, and
+        before a round's snapshot (which must hold what the round before brought)."""
         while self._storing:
-            await self._storing.popleft()
+            await self._first_stored()
+
+    async def _first_stored(self) -> None:
+        task = self._storing[0]
+        await task  # (both loops may wait for it: whichever sees it first takes it off)
+        if self._storing and self._storing[0] is task:
+            self._storing.popleft()
 
     async def _take_proof(self, first: bytes, second: bytes) -> None:
         if not self._proofs.taken(first, second):
@@ -329,6 +341,7 @@ class Link:
 
     async def _send_digest(self) -> None:
         """Snapshot the frontier and send its digest (this round's, docs/protocol.md §4)."""
+        await self._stored()
         snapshot = await self.host.replica.snapshot()
         s = self.session
         if not (s.owes_digest or s.caught_up):

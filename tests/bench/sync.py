@@ -44,6 +44,7 @@ from node.identity import DB_FILE, NODE_KEY_FILE
 from node.logging import configure_logging
 from node.members import certs
 from node.mesh.host import LinkOptions
+from node.mesh.link import STORING
 from node.mesh.peers import PeerState
 from node.mesh.sync import PeerKey, Sync, SyncOptions
 from node.node import Node
@@ -299,7 +300,7 @@ def _sender_main(path: str, receiver_key: bytes, conn: Connection) -> None:
 
 async def _sender(path: Path, receiver_key: bytes, conn: Connection) -> None:
     """Serve the store over TLS until told to stop; then say what was sent, and the RSS."""
-    async with Node.open(path) as node:
+    async with Node.open(path, serving=True) as node:
         ca = certs.pem(node.membership.authority_certificate())
         context = _context(node, ca, certs.pem(node.membership.node_certificate()), server=True)
         entries = sum(log.head_seq for log in await _logs(node))
@@ -342,7 +343,7 @@ def _receiver_main(path: str, info: dict[str, Any], conn: Connection) -> None:
 
 async def _receiver(path: Path, info: dict[str, Any], conn: Connection) -> None:
     """Dial the sender over TLS and time it until the frontier is the sender's."""
-    async with Node.open(path) as node:
+    async with Node.open(path, serving=True) as node:
         context = _context(node, info["ca"], info["receiver_cert"], server=False)
         held = {log.log_id: log.head_seq for log in await _logs(node)}
         lacking = info["lacking"]
@@ -556,14 +557,23 @@ def _raw_pipeline(
 
 async def _receive_alone(cached: Path, work: Path, entries: Received) -> float:
     """Seconds for ``node.receive`` to take the same entries in the sync's batches into a
-    copy of the receiver, in this process: the store's receive path without the protocol."""
+    copy of the receiver, in this process, as a served node (its statement process) and as
+    a link hands them over (``STORING`` batches at once): the store's receive path without
+    the protocol."""
     shutil.copytree(cached / "receiver", work)
-    seconds = 0.0
-    async with Node.open(work) as node:
-        for i in range(0, len(entries), MAX_BATCH_ENTRIES):
-            seconds += await receive_batch(node, entries[i : i + MAX_BATCH_ENTRIES])
+    batches = [
+        entries[i : i + MAX_BATCH_ENTRIES] for i in range(0, len(entries), MAX_BATCH_ENTRIES)
+    ]
+    async with Node.open(work, serving=True) as node:
+        with Stopwatch() as sw:
+            storing: list[asyncio.Future[float]] = []
+            for batch in batches:
+                storing.append(asyncio.ensure_future(receive_batch(node, batch)))
+                if len(storing) >= STORING:
+                    await storing.pop(0)
+            await asyncio.gather(*storing)
     shutil.rmtree(work)
-    return seconds
+    return sw.seconds
 
 
 def _same_counts(a: Path, b: Path, tables: Sequence[_Table]) -> bool:

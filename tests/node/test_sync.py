@@ -306,6 +306,29 @@ async def _logs(node: Node) -> list[Any]:
     return await reader.select_logs()
 
 
+async def test_a_round_after_a_catch_up_of_many_batches_finds_nothing_to_send(
+    tmp_path: Path, wall: Wall
+) -> None:
+    """The link stores two batches at once; a round begun after the catch-up snapshots what
+    they brought, so nothing is sent twice."""
+    fw = ForeignWriter(b"", wall=wall() - 60_000)
+    dirs = await make_mesh(tmp_path, ["A", "B"], wall, [fw])
+    often = SyncOptions(
+        link=LinkOptions(round_interval=0.05, min_round_interval=0.01, close_timeout=1,
+                         batch_entries=64),
+        poll_interval=0.01,
+    )  # fmt: skip
+    async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
+        await a.receive(fw.run(700), source="test")
+        async with syncing(a, often) as sa, syncing(b, often) as sb:
+            sb.dial(*await sa.listen())
+            await converged([a, b], [sa, sb])
+            async with asyncio.timeout(10):
+                await sb.peers.wait_for(lambda t: all(p.rounds >= 4 for p in t))
+            (peer,) = sb.peers
+            assert (peer.received, peer.sent) == (700, 0)
+
+
 async def test_rounds_start_again_on_a_timer_and_find_nothing_to_send(
     tmp_path: Path, wall: Wall
 ) -> None:
