@@ -69,7 +69,7 @@ def _options(config: NodeConfig, serving: bool = False) -> StoreOptions:
     process = config.statement_process
     return StoreOptions(
         synchronous=config.synchronous,
-        statement_process=serving if process is None else process,
+        statement_process=False if process is None else process,
         max_clock_skew_ms=config.max_clock_skew_ms,
         pending_limit=config.pending_limit,
         pending_per_source=config.pending_per_source,

@@ -65,12 +65,13 @@ def test_the_serving_keys_and_their_defaults():
     assert (turns.discovery_max_waiting, turns.discovery_evict_after_ms) == (8, 1000)
 
 
-def test_the_statement_process_is_on_for_serve_unless_the_configuration_says():
+def test_the_statement_process_is_off_unless_the_configuration_says():
     from node.node import _options
 
     default = NodeConfig.from_mapping({})
+    # Off unless asked for: a served node out of file descriptors must still answer.
     assert (_options(default).statement_process, _options(default, True).statement_process) == (
-        False, True)  # fmt: skip
+        False, False)  # fmt: skip
     for value in (False, True):
         config = NodeConfig.from_mapping({"statement_process": value})
         assert {_options(config, s).statement_process for s in (False, True)} == {value}
