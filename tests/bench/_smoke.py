@@ -11,15 +11,14 @@ sizes) to the values given and narrowing the benchmarks to the one named: it the
 
 from __future__ import annotations
 
-import os
 import pickle
 import subprocess
-import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
 from tests.bench import changes, ingest, mcp, semantic, sync, timeline
+from tests.bench.common import run_python
 
 __all__ = ["CHANGES", "INGEST", "MCP", "SEMANTIC", "SYNC", "TIMELINE", "run_smoke"]
 
@@ -61,14 +60,5 @@ def run_smoke(
     ``name`` alone, with ``constants`` (dotted name → value, e.g.
     ``{"tests.bench.sync.QUICK": SYNC}``) set first; ``cache`` redirects the store cache, as
     in ``run_bench``."""
-    env = {**os.environ, "MEMLANE_BENCH_CACHE": str(cache)} if cache else None
     given = pickle.dumps((name, dict(constants))).hex()
-    return subprocess.run(
-        [sys.executable, "-c", _CHILD, given, "--quick", *options, name],
-        cwd=Path(__file__).resolve().parents[2],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_python(["-c", _CHILD, given, "--quick", *options, name], cache=cache)

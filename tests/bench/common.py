@@ -218,9 +218,15 @@ def _rate(value: float) -> str:
 def run_bench(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m tests.bench ARGS`` in a child process, as ``make bench`` runs it (the smoke
     tests' one way in); ``cache`` redirects the store cache."""
+    return run_python(["-m", "tests.bench", *args], cache=cache)
+
+
+def run_python(argv: list[str], cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """This interpreter with ``argv`` in the project's root, its output captured, within
+    120 s; ``cache`` redirects the benchmarks' store cache."""
     env = {**os.environ, "MEMLANE_BENCH_CACHE": str(cache)} if cache else None
     return subprocess.run(
-        [sys.executable, "-m", "tests.bench", *args],
+        [sys.executable, *argv],
         cwd=Path(__file__).resolve().parents[2],
         env=env,
         capture_output=True,
