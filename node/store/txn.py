@@ -87,6 +87,7 @@ class Txn:
         self._deferred: list[Deferred] = []
         self._final: dict[object, Deferred] = {}
         self._keyed: dict[str, dict[object, int]] = {}
+        self._holes: set[str] = set()  # statements with a row withdrawn (``put`` of None)
         self._flushes = 0
         self._replaced = 0
         self._deferrals = 0
@@ -114,9 +115,10 @@ class Txn:
         """Like ``defer``, once per ``key``, after every other deferred function."""
         self._final.setdefault(key, fn)
 
-    def put(self, sql: str, key: object, row: Row) -> None:
+    def put(self, sql: str, key: object, row: Row | None) -> None:
         """Queue ``row`` for ``sql``, replacing a row queued earlier under the same ``key``
-        (for upserts where only the last value matters, such as a log's head)."""
+        (for upserts where only the last value matters, such as a log's head); ``None``
+        withdraws that row and queues none."""
         keyed = self._keyed.get(sql)
         if keyed is None:
             keyed = self._keyed[sql] = {}
@@ -124,12 +126,15 @@ class Txn:
         if rows is None:
             rows = self._buffer[sql] = []
         at = keyed.get(key, -1)
-        if at < 0:
+        if at >= 0:
+            rows[at] = row  # type: ignore[assignment]  # None: a hole, dropped when written
+            self._replaced += 1
+            if row is None:
+                self._holes.add(sql)
+                del keyed[key]
+        elif row is not None:
             keyed[key] = len(rows)
             rows.append(row)
-        else:
-            rows[at] = row
-            self._replaced += 1
         self._queued += 1
 
     def mark(self) -> Mark:
@@ -156,8 +161,11 @@ class Txn:
         return True
 
     def _take(self) -> tuple[list[Deferred], _Buffer, int | None]:
+        for sql in self._holes:
+            self._buffer[sql] = [row for row in self._buffer[sql] if row is not None]
         work = ([*self._deferred, *self._final.values()], self._buffer, self._expect)
         self._deferred, self._final, self._buffer, self._keyed = [], {}, {}, {}
+        self._holes = set()
         self._flushes += 1
         self._written = self._queued
         return work

@@ -65,9 +65,16 @@ _VERSION = (
     "owner, private, full_digest, public_digest, links_digest) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# The search index is written one row a statement, ``VALUES`` only: FTS5 flushes what it holds
+# in memory at every statement savepoint, which SQLite opens for an ``INSERT … SELECT`` (a
+# segment an SR, measured ~4 × the cost of the row: docs/benchmarks.md §sync).  Withdrawing an
+# SR's row gives FTS5 the values it indexed (the index is contentless); an SR with no shown
+# row gives a NULL rowid, and FTS5 ignores a 'delete' without an integer rowid.
 _FTS_OUT = (
-    "INSERT INTO sr_fts (sr_fts, rowid, title, text, tags) "
-    "SELECT 'delete', doc, title, text, tags_text FROM srs WHERE sr_id = ? AND live = 1"
+    "INSERT INTO sr_fts (sr_fts, rowid, title, text, tags) VALUES ('delete', "
+    "(SELECT doc FROM srs WHERE sr_id = ?1 AND live = 1), "
+    "(SELECT title FROM srs WHERE sr_id = ?1), (SELECT text FROM srs WHERE sr_id = ?1), "
+    "(SELECT tags_text FROM srs WHERE sr_id = ?1))"
 )
 # An SR's doc (the rowid of ``srs``, ``sr_docs`` and of its search row) is keyed by its ingest
 # time: the millisecond times ``DOC_SLOTS`` plus the next free slot of that millisecond, so
@@ -96,7 +103,7 @@ _CURRENT = (
 )
 _FTS_IN = (
     "INSERT INTO sr_fts (rowid, title, text, tags) "
-    "SELECT doc, title, text, tags_text FROM srs WHERE sr_id = ? AND live = 1"
+    "VALUES ((SELECT doc FROM srs WHERE sr_id = ?1), ?2, ?3, ?4)"
 )
 _TAGS_OUT = "DELETE FROM sr_tags WHERE sr_id = ?"
 _TAGS_IN = "INSERT OR IGNORE INTO sr_tags (tag, sr_id) SELECT value, ?1 FROM json_each(?2)"
@@ -294,18 +301,20 @@ class SrView:
 
     def _write_current(self, txn: Txn, sr_id: str, state: SrState) -> None:
         """Queue ``state`` as the SR's current row.  The same seven statements, keyed by the
-        SR, whether it is shown or withdrawn: within one write only the last state counts."""
+        SR, whether it is shown or withdrawn (a withdrawn SR has no search row): within one write
+        only the last state counts."""
         live, tags = state.exists, list(state.tags) if state.exists else []
+        tags_text = " ".join(tags)
         txn.put(_FTS_OUT, sr_id, (sr_id,))
         txn.put(_CURRENT, sr_id, (
             sr_id, int(live), state.workspace or "", state.owner or "",
             int(state.visibility == "private"), state.lane, int(state.conversational),
-            state.title, state.text, " ".join(tags), state.ingest_time,
+            state.title, state.text, tags_text, state.ingest_time,
             state.content_time if state.content_time is not None else state.created_time,
             state.created_time, shown_blob(state) if live else b"",
             token_count(state.title) + token_count(state.text) + len(tags),
         ))  # fmt: skip
-        txn.put(_FTS_IN, sr_id, (sr_id,))
+        txn.put(_FTS_IN, sr_id, (sr_id, state.title, state.text, tags_text) if live else None)
         txn.put(_TAGS_OUT, sr_id, (sr_id,))
         txn.put(_TAGS_IN, sr_id, (sr_id, json.dumps(tags)))
         txn.put(_LINKS_OUT, sr_id, (sr_id,))

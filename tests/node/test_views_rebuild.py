@@ -63,10 +63,22 @@ async def snapshot(node: Node) -> dict[str, list[tuple[Any, ...]]]:
     # one); a rebuild folds an SR's entries in one transaction and may never pass through that
     # scope.  Such rows count nothing, so they are not part of what must be identical.
     out["sr_stats"] = [r for r in out["sr_stats"] if r[3:] != (0, 0)]
-    out["sr_vocab"] = [tuple(r) for r in await reader.fetchall(
-        "SELECT s.sr_id, v.term, v.col, v.offset FROM sr_vocab v JOIN srs s ON s.doc = v.doc "
-        "ORDER BY 1, 2, 3, 4")]  # fmt: skip
+    out.update(await search_index(node))
     return out
+
+
+async def search_index(node: Node) -> dict[str, list[tuple[Any, ...]]]:
+    """The search index by SR rather than by ``doc``, and FTS5's own totals (its "averages"
+    record: documents and tokens per column), which a row left behind by a withdrawn SR, or
+    a 'delete' of values never indexed, would move."""
+    reader = node.reader()
+    vocab = await reader.fetchall(
+        "SELECT s.sr_id, v.term, v.col, v.offset FROM sr_vocab v JOIN srs s ON s.doc = v.doc "
+        "ORDER BY 1, 2, 3, 4")  # fmt: skip
+    totals = await reader.fetchall("SELECT block FROM sr_fts_data WHERE id = 1")
+    assert vocab
+    assert totals
+    return {"sr_vocab": [tuple(r) for r in vocab], "sr_fts totals": [tuple(r) for r in totals]}
 
 
 async def all_pages(node: Node, who: Caller, args: dict[str, Any]) -> list[dict[str, Any]]:
@@ -338,6 +350,8 @@ async def test_same_entries_same_answers_in_any_order_and_batching(
         wall.now = t + 30 * MINUTE  # one moment for all three: the +20 min entry is due
         got = []
         states = []
+        indexes = [await search_index(n) for n in (x, y, z)]
+        assert indexes[0] == indexes[1] == indexes[2]
         for n in (x, y, z):
             callers = {
                 "alice": await caller(n, "alice", "team", READ_WRITE),
