@@ -35,11 +35,12 @@ import sqlite3
 import ssl
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from node.config import NodeConfig
 from node.identity import DB_FILE, NODE_KEY_FILE
 from node.logging import configure_logging
 from node.members import certs
@@ -75,10 +76,14 @@ SYNC = "sync over TLS, end to end"
 RAW = "raw pipeline, chain-amortised"
 PER_ENTRY = "raw pipeline, per-entry verify"
 RECEIVE = "memlane receive, no protocol"
-ROWS = (SYNC, RAW, PER_ENTRY, RECEIVE)
+RECEIVE_THREAD = "memlane receive, one process"
+ROWS = (SYNC, RAW, PER_ENTRY, RECEIVE, RECEIVE_THREAD)
 RATIOS = (
     Ratio("sync / raw pipeline", SYNC, RAW, target=0.6),
-    Ratio("sync / per-entry-verify pipeline", SYNC, PER_ENTRY, target=2.5),
+    Ratio("memlane receive / raw pipeline", RECEIVE, RAW, target=0.65),
+    Ratio("receive, one process / raw pipeline", RECEIVE_THREAD, RAW),
+    # Information since the apply-path work: it measures the crypto library, not memlane.
+    Ratio("sync / per-entry-verify pipeline", SYNC, PER_ENTRY),
     Ratio("sync / memlane receive, no protocol", SYNC, RECEIVE),
 )
 # The checks printed under the ratios (label, target), in print order.
@@ -439,6 +444,8 @@ def _rss_at(samples: Sequence[Sequence[float]], count: int) -> float:
 # -- the raw pipelines ---------------------------------------------------------------------
 
 _SKIPPED = {"schema_version", "sr_stats", "sr_vocab"}  # sr_stats: kept by triggers on srs
+# Tables of a few rows upserted by every batch (a log's head, the clock): written whole by each.
+_EVERY_BATCH = {"logs", "state"}
 
 
 @dataclass(slots=True)
@@ -446,6 +453,7 @@ class _Table:
     name: str
     columns: list[str]
     rows: list[tuple[Any, ...]]
+    at: list[int] = field(default_factory=list)  # each row's entry, by arrival (not for logs)
 
 
 Received = list[tuple[bytes, bytes | None]]
@@ -453,7 +461,8 @@ Received = list[tuple[bytes, bytes | None]]
 
 def _new_rows(synced: Path, template: Path) -> tuple[Received, list[_Table]]:
     """The entries the sync brought (in arrival order) and, table by table, the rows it
-    wrote (new or changed, in rowid or key order)."""
+    wrote (new or changed), each with the entry it was written for: its position in
+    arrival order (an SR's rows go with its newest entry)."""
     db = sqlite3.connect(f"file:{synced}?mode=ro", uri=True)
     db.execute("ATTACH DATABASE ? AS old", (f"file:{template}?mode=ro",))
     try:
@@ -462,6 +471,7 @@ def _new_rows(synced: Path, template: Path) -> tuple[Received, list[_Table]]:
             "SELECT h.raw, p.data FROM headers h LEFT JOIN payloads p USING (pos) "
             "WHERE h.pos > ? ORDER BY h.pos", (before,)
         ).fetchall()  # fmt: skip
+        at = _Arrival(db, before)
         tables = []
         names = db.execute(
             "SELECT name, sql FROM main.sqlite_master WHERE type = 'table' ORDER BY rowid"
@@ -469,30 +479,61 @@ def _new_rows(synced: Path, template: Path) -> tuple[Received, list[_Table]]:
         for name, sql in names:
             if name in _SKIPPED or name.startswith(("sqlite_", "sr_fts_")):
                 continue
-            info = db.execute(f"PRAGMA main.table_xinfo({name})").fetchall()
-            cols = [c[1] for c in info if c[6] == 0]  # not generated, not hidden
-            listed = ", ".join(cols)
-            if "VIRTUAL" in sql.upper():  # the full-text index: its documents by rowid
-                rows = db.execute(
-                    f"SELECT rowid, {listed} FROM main.{name} WHERE rowid NOT IN "
-                    f"(SELECT rowid FROM old.{name}) ORDER BY rowid"
-                ).fetchall()
-                cols = ["rowid", *cols]
-            elif "WITHOUT ROWID" in sql.upper():
-                rows = db.execute(
-                    f"SELECT {listed} FROM main.{name} EXCEPT "
-                    f"SELECT {listed} FROM old.{name} ORDER BY 1"
-                ).fetchall()
-            else:
-                rows = [r[1:] for r in db.execute(
-                    f"SELECT rowid, {listed} FROM main.{name} EXCEPT "
-                    f"SELECT rowid, {listed} FROM old.{name} ORDER BY 1"
-                )]  # fmt: skip
-            if rows:
-                tables.append(_Table(name, cols, rows))
+            table = _changed(db, name, sql)
+            if table.rows:
+                if name not in _EVERY_BATCH:
+                    table.at = [at.of(table, row) for row in table.rows]
+                tables.append(table)
     finally:
         db.close()
     return entries, tables
+
+
+def _changed(db: sqlite3.Connection, name: str, sql: str) -> _Table:
+    """``name``'s rows in the synced store that the template does not hold."""
+    if "VIRTUAL" in sql.upper():  # the search index: contentless, so its text comes from srs
+        rows = db.execute(
+            "SELECT doc, title, text, tags_text FROM main.srs WHERE live = 1 "
+            f"AND doc NOT IN (SELECT rowid FROM old.{name}) ORDER BY doc"
+        ).fetchall()
+        return _Table(name, ["rowid", "title", "text", "tags"], rows)
+    info = db.execute(f"PRAGMA main.table_xinfo({name})").fetchall()
+    cols = [c[1] for c in info if c[6] == 0]  # not generated, not hidden
+    listed = ", ".join(cols)
+    if "WITHOUT ROWID" in sql.upper():
+        rows = db.execute(
+            f"SELECT {listed} FROM main.{name} EXCEPT SELECT {listed} FROM old.{name} ORDER BY 1"
+        ).fetchall()
+    else:
+        rows = [r[1:] for r in db.execute(
+            f"SELECT rowid, {listed} FROM main.{name} EXCEPT "
+            f"SELECT rowid, {listed} FROM old.{name} ORDER BY 1"
+        )]  # fmt: skip
+    return _Table(name, cols, rows)
+
+
+class _Arrival:
+    """Which entry a row was written for, as its index in arrival order (store position)."""
+
+    def __init__(self, db: sqlite3.Connection, before: int) -> None:
+        self._before = before
+        self._pos = dict(db.execute("SELECT id, pos FROM headers WHERE pos > ?", (before,)))
+        self._newest = dict(db.execute("SELECT sr_id, max(pos) FROM sr_versions GROUP BY sr_id"))
+        self._sr = dict(db.execute("SELECT doc, sr_id FROM srs"))
+
+    def of(self, table: _Table, row: tuple[Any, ...]) -> int:
+        value = dict(zip(table.columns, row, strict=True))
+        if table.name in ("headers", "payloads", "sr_versions"):
+            pos = value["pos"]
+        elif table.name == "audit":  # a peer's connection's events: with the first batch
+            pos = self._pos.get(value["entry"], self._before + 1)
+        elif table.name in ("srs", "sr_tags", "sr_links"):
+            pos = self._newest[value.get("sr_id", value.get("src"))]
+        elif table.name in ("sr_docs", "sr_fts"):
+            pos = self._newest[self._sr[value.get("doc", value.get("rowid"))]]
+        else:
+            raise RuntimeError(f"the sync wrote rows of {table.name}: which entry is each for?")
+        return int(pos) - self._before - 1
 
 
 def _raw_pipeline(
@@ -504,7 +545,8 @@ def _raw_pipeline(
     amortised: bool,
 ) -> float:
     """Seconds to verify ``entries`` and write ``tables``' rows into a copy of ``template``,
-    one transaction per batch of the sync's size."""
+    one transaction per batch of the sync's size, each writing its own entries' rows in the
+    order they arrived."""
     shutil.copy(template, path)
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
@@ -517,16 +559,14 @@ def _raw_pipeline(
         heads[(bytes(writer), bytes(epoch))] = (head_seq, head_id and bytes(head_id))
     n = len(entries)
     batches = math.ceil(n / MAX_BATCH_ENTRIES)
-    statements = {
-        t.name: f"INSERT OR REPLACE INTO {t.name} ({', '.join(t.columns)}) "
-        f"VALUES ({', '.join('?' * len(t.columns))})"
-        for t in tables
-    }
-    logs = next((t for t in tables if t.name == "logs"), None)
-    log_rows = {} if logs is None else {r[logs.columns.index("log_id")]: r for r in logs.rows}
+    bounds = [(n * i // batches, n * (i + 1) // batches) for i in range(batches)]
+    # The logs first (headers reference them), then each table's rows batch by batch.
+    ordered = sorted(tables, key=lambda t: t.name != "logs")
+    writes = [(f"INSERT OR REPLACE INTO {t.name} ({', '.join(t.columns)}) "
+               f"VALUES ({', '.join('?' * len(t.columns))})", _by_batch(t, bounds))
+              for t in ordered]  # fmt: skip
     with Stopwatch() as sw:
-        for i in range(batches):
-            lo, hi = n * i // batches, n * (i + 1) // batches
+        for i, (lo, hi) in enumerate(bounds):
             runs: dict[Any, list[Entry]] = {}
             for raw, data in entries[lo:hi]:
                 e = Entry.decode(raw, data)
@@ -538,41 +578,70 @@ def _raw_pipeline(
                     raise RuntimeError("an entry the sync stored does not verify")
                 heads[log] = (run[-1].header.seq, run[-1].id)
             db.execute("BEGIN IMMEDIATE")
-            for t in tables:
-                if t is logs:
-                    continue
-                if len(t.rows) < batches:  # a few upserted rows (the clock): every batch
-                    db.executemany(statements[t.name], t.rows)
-                    continue
-                if t.name == "headers":  # the logs first: headers reference them
-                    ids = {r[t.columns.index("log_id")] for r in t.rows[lo:hi]}
-                    db.executemany(statements["logs"], [log_rows[x] for x in ids if x in log_rows])
-                m = len(t.rows)
-                chunk = t.rows[m * i // batches : m * (i + 1) // batches]
-                db.executemany(statements[t.name], chunk)
+            for statement, rows in writes:
+                db.executemany(statement, rows[i])
             db.execute("COMMIT")
     db.close()
     return sw.seconds
 
 
-async def _receive_alone(cached: Path, work: Path, entries: Received) -> float:
-    """Seconds for ``node.receive`` to take the same entries in the sync's batches into a
-    copy of the receiver, in this process, as a served node (its statement process) and as
-    a link hands them over (``STORING`` batches at once): the store's receive path without
-    the protocol."""
-    shutil.copytree(cached / "receiver", work)
+def _by_batch(table: _Table, bounds: list[tuple[int, int]]) -> list[list[tuple[Any, ...]]]:
+    """``table``'s rows for each batch: those of its entries, in arrival order (a table of
+    rows every batch upserts: all of them, each time)."""
+    if not table.at:
+        return [table.rows] * len(bounds)
+    batch_of = [i for i, (lo, hi) in enumerate(bounds) for _ in range(lo, hi)]
+    chunks: list[list[tuple[Any, ...]]] = [[] for _ in bounds]
+    for at, row in sorted(zip(table.at, table.rows, strict=True), key=lambda p: p[0]):
+        chunks[batch_of[at]].append(row)
+    return chunks
+
+
+def _receive_alone(synced: Path, cached: Path, work: Path, *, process: bool) -> float:
+    """Seconds for ``node.receive`` to take the entries the sync stored in ``synced``, in
+    the sync's batches, into a copy of the cached receiver: the store's receive path without
+    the protocol, in a process of its own as the sync's receiver is (this one holds every
+    row of the raw pipelines, which the cycle collector would walk); ``process``: the
+    writer's statements in a statement process (``statement_process``)."""
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    args = (str(synced), str(cached), str(work), process, child)
+    receiver = context.Process(target=_receive_alone_main, args=args)
+    receiver.start()
+    seconds: float = parent.recv()
+    receiver.join()
+    shutil.rmtree(work)
+    return seconds
+
+
+def _receive_alone_main(
+    synced: str, cached: str, work: str, process: bool, conn: Connection
+) -> None:
+    configure_logging()
+    shutil.copytree(Path(cached) / "receiver", work)
+    template = Path(cached) / "receiver" / DB_FILE
+    with contextlib.closing(sqlite3.connect(f"file:{synced}?mode=ro", uri=True)) as db:
+        db.execute("ATTACH DATABASE ? AS old", (f"file:{template}?mode=ro",))
+        entries = db.execute(
+            "SELECT h.raw, p.data FROM headers h LEFT JOIN payloads p USING (pos) "
+            "WHERE h.pos > (SELECT coalesce(max(pos), 0) FROM old.headers) ORDER BY h.pos"
+        ).fetchall()  # fmt: skip
+    conn.send(asyncio.run(_receive_batches(Path(work), entries, process)))
+
+
+async def _receive_batches(work: Path, entries: Received, process: bool) -> float:
     batches = [
         entries[i : i + MAX_BATCH_ENTRIES] for i in range(0, len(entries), MAX_BATCH_ENTRIES)
     ]
-    async with Node.open(work, serving=True) as node:
-        with Stopwatch() as sw:
+    config = replace(NodeConfig.load(work), statement_process=process)
+    async with Node.open(work, config=config, serving=True) as node:
+        with Stopwatch() as sw:  # as a link hands them over: ``STORING`` batches at once
             storing: list[asyncio.Future[float]] = []
             for batch in batches:
                 storing.append(asyncio.ensure_future(receive_batch(node, batch)))
                 if len(storing) >= STORING:
                     await storing.pop(0)
             await asyncio.gather(*storing)
-    shutil.rmtree(work)
     return sw.seconds
 
 
@@ -655,7 +724,9 @@ async def _measure(workdir: Path, sizes: Sizes) -> Checked:
     entry_bytes = sum(len(raw) + len(data or b"") for raw, data in entries) / len(entries)
     same = _same_counts(workdir / "raw.db", workdir / "clean" / "receiver" / DB_FILE, tables)
     per_s = _raw_pipeline(workdir / "per-entry.db", template, entries, tables, amortised=False)
-    alone_s = await _receive_alone(cached, workdir / "receive", entries)
+    synced = workdir / "clean" / "receiver" / DB_FILE
+    alone_s = _receive_alone(synced, cached, workdir / "receive", process=True)
+    thread_s = _receive_alone(synced, cached, workdir / "receive", process=False)
     shutil.rmtree(workdir / "clean")
     del entries, tables
 
@@ -675,7 +746,8 @@ async def _measure(workdir: Path, sizes: Sizes) -> Checked:
             rss_mib=clean.receiver["peak_rss"]),
         Row(RAW, n, (raw_s,), note=batch),
         Row(PER_ENTRY, n, (per_s,), note=batch),
-        Row(RECEIVE, n, (alone_s,), note=f"{MAX_BATCH_ENTRIES:,} entries/receive"),
+        Row(RECEIVE, n, (alone_s,), note=f"{MAX_BATCH_ENTRIES:,} entries/receive, as served"),
+        Row(RECEIVE_THREAD, n, (thread_s,), note="the same, statement_process = false"),
     ]  # fmt: skip
     wire = clean.up + clean.down
     resent = cut.sent - cut.lacking
