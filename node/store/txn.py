@@ -102,12 +102,16 @@ class Txn:
         rows.append(row)
         self._queued += 1
 
+    def reserve(self, *statements: str) -> None:
+        """Give ``statements`` their place in the order now, rows or not."""
+        for sql in statements:
+            self._buffer.setdefault(sql, [])
+
     def defer(self, fn: Deferred, *reserve: str) -> None:
         """Run ``fn`` on the connection's thread when this transaction is written; the
         statements it will fill are ``reserve``d now, so they keep their place in the order.
         (Sealing runs this way: signing releases the GIL, the event loop goes on.)"""
-        for sql in reserve:
-            self._buffer.setdefault(sql, [])
+        self.reserve(*reserve)
         self._deferred.append(fn)
         self._deferrals += 1
 

@@ -196,7 +196,7 @@ class SrView:
             state = fold_entry(prev, item.kind, item.hlc.wall, item.payload, writer)
             txn.add(_VERSION, _version_row(sr_id, ord_, item.pos, item.hlc.wall, state))
             self._remember(txn, sr_id, ord_, state)
-            self._show(txn, sr_id, item.hlc.wall, state)
+            self._show(txn, sr_id, item.hlc.wall, state, shown=latest is not None)
         else:
             await self._refold(txn, sr_id, item, ord_)
 
@@ -292,20 +292,27 @@ class SrView:
             self._remember(txn, sr_id, entries[-1][0], states[-1])
         self._write_current(txn, sr_id, due[-1][1] if due else SrState(sr_id))
 
-    def _show(self, txn: Txn, sr_id: str, wall: int, state: SrState) -> None:
+    def _show(self, txn: Txn, sr_id: str, wall: int, state: SrState, *, shown: bool) -> None:
         """Make ``state`` current, or queue it until its time comes."""
         if wall > self._horizon():
             self._note_due(txn, wall, sr_id)
         else:
-            self._write_current(txn, sr_id, state)
+            self._write_current(txn, sr_id, state, shown=shown)
 
-    def _write_current(self, txn: Txn, sr_id: str, state: SrState) -> None:
-        """Queue ``state`` as the SR's current row.  The same seven statements, keyed by the
-        SR, whether it is shown or withdrawn (a withdrawn SR has no search row): within one write
-        only the last state counts."""
+    def _write_current(self, txn: Txn, sr_id: str, state: SrState, *, shown: bool = True) -> None:
+        """Queue ``state`` as the SR's current row, keyed by the SR, whether it is shown or
+        withdrawn (a withdrawn SR has no search, tag or link rows): within one write only
+        the last state counts.  ``shown`` False: the SR had no version before this write,
+        so it has no rows to take out (nor does a later write of it in the same batch find
+        any: statements run in the order first queued, each with all its rows)."""
         live, tags = state.exists, list(state.tags) if state.exists else []
         tags_text = " ".join(tags)
-        txn.put(_FTS_OUT, sr_id, (sr_id,))
+        if shown:
+            txn.put(_FTS_OUT, sr_id, (sr_id,))
+            txn.put(_TAGS_OUT, sr_id, (sr_id,))
+            txn.put(_LINKS_OUT, sr_id, (sr_id,))
+        else:  # each still runs before the statement that puts back
+            txn.reserve(_FTS_OUT, _TAGS_OUT, _LINKS_OUT)
         txn.put(_CURRENT, sr_id, (
             sr_id, int(live), state.workspace or "", state.owner or "",
             int(state.visibility == "private"), state.lane, int(state.conversational),
@@ -315,10 +322,9 @@ class SrView:
             token_count(state.title) + token_count(state.text) + len(tags),
         ))  # fmt: skip
         txn.put(_FTS_IN, sr_id, (sr_id, state.title, state.text, tags_text) if live else None)
-        txn.put(_TAGS_OUT, sr_id, (sr_id,))
-        txn.put(_TAGS_IN, sr_id, (sr_id, json.dumps(tags)))
-        txn.put(_LINKS_OUT, sr_id, (sr_id,))
-        txn.put(_LINKS_IN, sr_id, (sr_id, json.dumps(list(state.links) if live else [])))
+        txn.put(_TAGS_IN, sr_id, (sr_id, json.dumps(tags)) if tags else None)
+        links = list(state.links) if live else []
+        txn.put(_LINKS_IN, sr_id, (sr_id, json.dumps(links)) if links else None)
 
     async def catch_up(self, txn: Txn, moment: int) -> None:
         """Make current every version whose time has come by ``moment``."""

@@ -77,7 +77,8 @@ RATIOS = (
     Ratio("32 authors / 1 author", AUTHOR_32, AUTHOR_1),
     Ratio("32 authors / raw(32)", AUTHOR_32, RAW_32, target=0.7),
     Ratio("32 authors / eventsourcing", AUTHOR_32, EVENTSOURCING, target=3.0),
-    Ratio("receive amortised / per-entry", RECEIVE_AMORTISED, RECEIVE_PER_ENTRY, target=5.0),
+    # Information since the apply-path work: it measures the crypto library, not memlane.
+    Ratio("receive amortised / per-entry", RECEIVE_AMORTISED, RECEIVE_PER_ENTRY),
 )
 
 
@@ -173,10 +174,7 @@ _SRS_INSERT = (
     "title, text, tags_text, ingest_time, content_time, created_time, shown, doclen) "
     "VALUES (?, ?, 1, ?, ?, 0, 'default', 0, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_FTS_INSERT = (
-    "INSERT INTO sr_fts (rowid, title, text, tags) "
-    "SELECT doc, title, text, tags_text FROM srs WHERE sr_id = ?"
-)
+_FTS_INSERT = "INSERT INTO sr_fts (rowid, title, text, tags) VALUES (?, ?, ?, ?)"
 _TAG_INSERT = "INSERT INTO sr_tags (tag, sr_id) VALUES (?, ?)"
 _AUDIT_INSERT = (
     "INSERT INTO audit (event, at, workspace, subject, principal, entry, detail) "
@@ -267,11 +265,12 @@ class RawLog:
             self.slot = self.slot + 1 if wall == self.slot_wall else 0
             self.slot_wall = wall
             words = token_count(fields["title"]) + token_count(fields["text"])
-            srs.append((wall * DOC_SLOTS + self.slot, sr_id, WORKSPACE, principal,
+            doc = wall * DOC_SLOTS + self.slot
+            srs.append((doc, sr_id, WORKSPACE, principal,
                         fields["title"], fields["text"], tags_text, wall, wall, wall,
                         self._shown(sr_id, principal, fields),
                         words + len(fields["tags"])))  # fmt: skip
-            fts.append((sr_id,))
+            fts.append((doc, fields["title"], fields["text"], tags_text))
             tags += [(tag, sr_id) for tag in fields["tags"]]
             audits.append(("sr_written", self.wall, WORKSPACE, sr_id, principal, entry_id, None))
         db = self.db
