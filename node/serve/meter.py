@@ -65,7 +65,8 @@ class ToolMeter:
 
     def record(self, surface: str, tool: str, seconds: float, *, refused: bool) -> None:
         """One call answered in ``seconds``, refused or not."""
-        self.serve(surface)
+        if surface not in self._unknown:
+            self.serve(surface)
         series = self._series.get((tool, surface))
         if series is None:
             self._unknown[surface] += 1

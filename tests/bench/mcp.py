@@ -16,7 +16,14 @@ and on that one ``Node``:
 - and once with **minimal clients**: the per-request era's wire exactly as the SDK client sends
   it (the same headers and JSON-RPC body, one keep-alive HTTP/1.1 connection each), without
   the SDK's own machinery — so the clients' CPU, which on a two-CPU machine competes with the
-  server's, is small, as it is when the agents run on other machines.
+  server's, is small, as it is when the agents run on other machines;
+- **the SDK's floor**: the same clients (the per-request era's, SDK and minimal) against an MCP
+  server of the same SDK with nothing of memlane in it, served by plain uvicorn in the same
+  event loop: once answering a no-op tool (``noop``, the answer ``{}``) — what any server on
+  this SDK and this machine costs a call; the target is memlane's calls/s over this floor's —
+  and once a tool (``same``) that answers memlane's first page as it stands, built once: what
+  the SDK costs a call of that answer's size and schema, so that what is memlane's own can
+  be told from what the answer costs.
 
 Each round runs every side for the same wall time, in an order that alternates round by round;
 the clients wait for the parent's "go" between rounds, their connections open.  Every call's
@@ -37,15 +44,18 @@ import sqlite3
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import uvicorn
 
 from node.access.callers import Caller
 from node.address import Listen
 from node.mcp.http import http_server
 from node.node import Node
+from node.tools.catalog import by_name
 from tests.bench import changes
 from tests.bench.common import SMOKE, Check, peak_rss_mib, progress, table, tail
 from tests.bench.timeline import READER, WORKSPACE
@@ -54,7 +64,11 @@ __all__ = ["FULL", "MODES", "QUICK", "Report", "Sizes", "labels", "run"]
 
 TOOL = "e_timeline"
 ARGUMENTS: dict[str, Any] = {"action": "list"}  # the default page: 20 SRs, newest first
-TARGET = 0.2  # HTTP calls/s ≥ 0.2 × in-process calls/s
+TARGET = 0.7  # memlane's calls/s over HTTP ≥ 0.7 × the SDK floor's (the no-op tool)
+# The floor server's tools (no arguments): the answer {}, and memlane's answer, built once.
+NOOP, SAME = "noop", "same"
+FLOORS = {NOOP: "no-op tool", SAME: "the same answer"}
+FLOOR_MODES = ("auto", "minimal")  # the eras the floor is measured in
 TOKEN_ENV = "MEMLANE_BENCH_MCP_TOKEN"  # the clients' token: never on a command line
 # The client's mode → how the table names it.
 MODES = {"auto": "per-request era", "legacy": "handshake era",
@@ -92,8 +106,20 @@ def http_label(sizes: Sizes, mode: str) -> str:
     return f"HTTP MCP {MODES[mode]}, {sizes.clients} clients"
 
 
+def floor_label(sizes: Sizes, mode: str, tool: str) -> str:
+    return f"SDK floor, {FLOORS[tool]}, {MODES[mode]}, {sizes.clients} clients"
+
+
 def ratio_label(mode: str) -> str:
     return f"HTTP {MODES[mode]} / in-process"
+
+
+def floor_ratio_label(mode: str, tool: str) -> str:
+    return f"HTTP {MODES[mode]} / SDK floor, {FLOORS[tool]}"
+
+
+def _floor_modes(sizes: Sizes) -> list[str]:
+    return [m for m in sizes.modes if m in FLOOR_MODES]
 
 
 SAME_ANSWERS = "HTTP answers equal in-process"
@@ -101,8 +127,12 @@ SAME_ANSWERS = "HTTP answers equal in-process"
 
 def labels(sizes: Sizes) -> dict[str, list[str]]:
     """The labels the table prints, by part (the smoke test looks for each)."""
-    rows = [in_process_label(sizes), *(http_label(sizes, m) for m in sizes.modes)]
-    return {"rows": rows, "checks": [*(ratio_label(m) for m in sizes.modes), SAME_ANSWERS]}
+    floors = [(m, t) for t in FLOORS for m in _floor_modes(sizes)]
+    rows = [in_process_label(sizes), *(http_label(sizes, m) for m in sizes.modes),
+            *(floor_label(sizes, m, t) for m, t in floors)]  # fmt: skip
+    checks = [*(floor_ratio_label(m, t) for m, t in floors),
+              *(ratio_label(m) for m in sizes.modes), SAME_ANSWERS]  # fmt: skip
+    return {"rows": rows, "checks": checks}
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -283,18 +313,24 @@ def _emit(message: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-async def _client_main(url: str, clients: int, mode: str, warmup: int) -> None:
-    """``clients`` sessions: warm up, say ready (with each one's first answer), then run each
-    round the parent starts (``go START END``, ``time.monotonic`` instants) and report it."""
+def _arguments(tool: str) -> dict[str, Any]:
+    return ARGUMENTS if tool == TOOL else {}  # a floor's tools take none
+
+
+async def _client_main(url: str, clients: int, mode: str, warmup: int, tool: str) -> None:
+    """``clients`` sessions calling ``tool``: warm up, say ready (with each one's first
+    answer), then run each round the parent starts (``go START END``, ``time.monotonic``
+    instants) and report it."""
     token = os.environ[TOKEN_ENV]
+    arguments = _arguments(tool)
     async with contextlib.AsyncExitStack() as stack:
         sessions = [await stack.enter_async_context(_session(url, token, mode))
                     for _ in range(clients)]  # fmt: skip
-        firsts = [_answer(await c.call_tool(TOOL, ARGUMENTS)) for c in sessions]
+        firsts = [_answer(await c.call_tool(tool, arguments)) for c in sessions]
 
         async def warm(client: Any) -> None:
             for _ in range(warmup):
-                _answer(await client.call_tool(TOOL, ARGUMENTS))
+                _answer(await client.call_tool(tool, arguments))
 
         await asyncio.gather(*(warm(c) for c in sessions))
         _emit({"ready": True, "protocol": sessions[0].protocol_version, "answers": firsts})
@@ -305,21 +341,22 @@ async def _client_main(url: str, clients: int, mode: str, warmup: int) -> None:
             start, end = float(line[1]), float(line[2])
             await asyncio.sleep(max(0.0, start - time.monotonic()))
             cpu = time.process_time()
-            done = await asyncio.gather(*(_loop(c, end) for c in sessions))
+            done = await asyncio.gather(*(_loop(c, end, tool) for c in sessions))
             _emit({"latencies": [round(x, 7) for lat, _ in done for x in lat],
                    "last": max(last for _, last in done),
                    "cpu_s": time.process_time() - cpu})  # fmt: skip
 
 
-async def _loop(client: Any, end: float) -> tuple[list[float], float]:
+async def _loop(client: Any, end: float, tool: str) -> tuple[list[float], float]:
     """Call until ``end``: every call's seconds, and when the last one returned."""
     latencies: list[float] = []
+    arguments = _arguments(tool)
     while time.monotonic() < end:
         t0 = time.perf_counter()
-        result = await client.call_tool(TOOL, ARGUMENTS)
+        result = await client.call_tool(tool, arguments)
         latencies.append(time.perf_counter() - t0)
         if result.is_error:
-            raise RuntimeError(f"{TOOL} refused: {result.content}")
+            raise RuntimeError(f"{tool} refused: {result.content}")
     return latencies, time.monotonic()
 
 
@@ -331,13 +368,16 @@ class _Clients:
     procs: list[asyncio.subprocess.Process]
 
     @classmethod
-    async def start(cls, url: str, token: str, sizes: Sizes, mode: str) -> _Clients:
+    async def start(
+        cls, url: str, token: str, sizes: Sizes, mode: str, tool: str = TOOL
+    ) -> _Clients:
         env = {**os.environ, TOKEN_ENV: token}
         procs = []
         for n in _share(sizes):
             procs.append(await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "tests.bench.mcp", "client", "--url", url,
                 "--clients", str(n), "--mode", mode, "--warmup", str(sizes.warmup),
+                "--tool", tool,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
                 cwd=_ROOT, limit=_LINE_LIMIT,
             ))  # fmt: skip
@@ -421,6 +461,70 @@ def _record(side: Side, start: float, latencies: list[list[float]], last: float)
     side.rss_mib = peak_rss_mib()
 
 
+# -- the SDK's floor ---------------------------------------------------------------------------
+
+
+def _floor_app(host: str, same: dict[str, Any]) -> Any:
+    """An MCP server of the same SDK with two tools that do nothing: ``NOOP`` answers ``{}``,
+    ``SAME`` the answer ``same`` (its result built once) under the output schema of memlane's
+    tool (which the SDK's clients check each answer against), as the SDK's streamable HTTP
+    app at ``/mcp`` with plain JSON answers, as memlane's is (``node.mcp.http``)."""
+    import mcp.types as types
+    from mcp.server import Server
+
+    def result(answer: dict[str, Any]) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer))],
+                                    structured_content=answer)  # fmt: skip
+
+    results = {NOOP: result({}), SAME: result(same)}
+    spec = by_name(TOOL)
+    assert spec is not None
+    schemas = {NOOP: {"type": "object"}, SAME: dict(spec.output_schema)}
+    listing = types.ListToolsResult(tools=[
+        types.Tool(name=name, input_schema={"type": "object"}, output_schema=schemas[name])
+        for name in results
+    ])  # fmt: skip
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return listing
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return results[params.name]
+
+    server = Server("floor", on_list_tools=list_tools, on_call_tool=call_tool)
+    return server.streamable_http_app(streamable_http_path="/mcp", host=host,
+                                      json_response=True)  # fmt: skip
+
+
+class _InLoop(uvicorn.Server):
+    """uvicorn in this benchmark's event loop, which handles no signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _floor_server(same: dict[str, Any]) -> AsyncIterator[str]:
+    """The floor server on 127.0.0.1 (port 0), uvicorn's defaults; its URL."""
+    with Listen("127.0.0.1", 0).bind() as listener:
+        host, port = listener.getsockname()[:2]
+        config = uvicorn.Config(_floor_app(host, same), lifespan="on", log_config=None,
+                                log_level="warning", access_log=False)  # fmt: skip
+        server = _InLoop(config)
+        serving = asyncio.create_task(server.serve(sockets=[listener]))
+        try:
+            yield f"http://{host}:{port}/mcp"
+        finally:
+            server.should_exit = True
+            await serving
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+Era = tuple[str, str]  # (the tool called: TOOL on memlane, or a floor's; the clients' mode)
+
+
 async def _measure(sizes: Sizes, report: Report) -> None:
     path, meta, built = changes.store(sizes.store, sizes.store.small)
     token: str = meta["token"]
@@ -432,49 +536,79 @@ async def _measure(sizes: Sizes, report: Report) -> None:
         for _ in range(sizes.warmup):
             await node.e_timeline(caller, **ARGUMENTS)
         local = Side(in_process_label(sizes))
-        sides = {m: Side(http_label(sizes, m)) for m in sizes.modes}
+        sides = {(TOOL, m): Side(http_label(sizes, m)) for m in sizes.modes}
+        sides |= {(t, m): Side(floor_label(sizes, m, t)) for t in FLOORS
+                  for m in _floor_modes(sizes)}  # fmt: skip
         with Listen("127.0.0.1", 0).bind() as listener:
             async with (
                 http_server(node, listener) as endpoint,
+                _floor_server(expected) as floor_url,
                 contextlib.AsyncExitStack() as stack,
             ):
-                eras: dict[str, _Clients] = {}
-                for mode in sizes.modes:
-                    eras[mode] = await _Clients.start(endpoint.url, token, sizes, mode)
-                    stack.push_async_callback(eras[mode].stop)
-                progress(f"mcp: {sizes.clients} clients per era starting, serving {endpoint.url}")
+                eras: dict[Era, _Clients] = {}
+                for tool, mode in sides:
+                    url = endpoint.url if tool == TOOL else floor_url
+                    eras[tool, mode] = await _Clients.start(url, token, sizes, mode, tool)
+                    stack.push_async_callback(eras[tool, mode].stop)
+                progress(f"mcp: {sizes.clients} clients per era starting, serving "
+                         f"{endpoint.url} and the floor {floor_url}")  # fmt: skip
                 async with asyncio.timeout(_READY_TIMEOUT_S):
-                    ready = {m: await c.read() for m, c in eras.items()}
+                    ready = {era: await c.read() for era, c in eras.items()}
                 for i in range(sizes.rounds):
-                    order: list[str | None] = [None, *sizes.modes]
+                    order: list[Era | None] = [None, *eras]
                     for what in order if i % 2 == 0 else order[::-1]:
                         progress(f"mcp: round {i + 1} of {sizes.rounds}: "
-                                 f"{'in-process' if what is None else MODES[what]}")  # fmt: skip
+                                 f"{'in-process' if what is None else _era(what)}")  # fmt: skip
                         if what is None:
                             await _in_process_round(node, caller, sizes.clients, sizes.seconds,
                                                     local)  # fmt: skip
                         else:
                             await _http_round(eras[what], sizes.seconds, sides[what])
     report.sides += [local, *sides.values()]
-    for mode, side in sides.items():
-        value = side.rate / local.rate
-        report.checks.append(Check(ratio_label(mode), f"{value:.3f}", f"≥ {TARGET:g}",
-                                   "PASS" if value >= TARGET else "FAIL"))  # fmt: skip
-    answers = [a for msgs in ready.values() for msg in msgs for a in msg["answers"]]
-    same = sum(a == expected for a in answers)
-    report.checks.append(Check(SAME_ANSWERS, f"{same} of {len(answers)}", "all",
-                               "PASS" if same == len(answers) else "FAIL"))  # fmt: skip
-    if same != len(answers):
+    _ratios(report, local, sides)
+    answers = {era: [a for msg in msgs for a in msg["answers"]] for era, msgs in ready.items()}
+    ours = [a for (tool, _), got in answers.items() if tool == TOOL for a in got]
+    same = sum(a == expected for a in ours)
+    report.checks.append(Check(SAME_ANSWERS, f"{same} of {len(ours)}", "all",
+                               "PASS" if same == len(ours) else "FAIL"))  # fmt: skip
+    if same != len(ours):
         report.notes.append("MISMATCH: an HTTP answer differs from the in-process answer")
+    wanted = {NOOP: {}, SAME: expected}
+    if any(a != wanted[tool] for (tool, _), got in answers.items() if tool != TOOL for a in got):
+        raise RuntimeError("the floor server answered something else than it was given")
     _notes(sizes, report, local, sides, ready, expected, path, meta, built)
 
 
-def _notes(sizes: Sizes, report: Report, local: Side, sides: dict[str, Side],
-           ready: dict[str, list[dict[str, Any]]], expected: dict[str, Any], path: Path,
-           meta: dict[str, Any], built: bool) -> None:  # fmt: skip
+def _era(era: Era) -> str:
+    tool, mode = era
+    return MODES[mode] if tool == TOOL else f"{MODES[mode]}, SDK floor, {FLOORS[tool]}"
+
+
+def _ratios(report: Report, local: Side, sides: dict[Era, Side]) -> None:
+    """memlane over each floor, era by era (the no-op floor holds the target), then over
+    in-process (information)."""
+    for tool in FLOORS:
+        for (other, mode), floor in sides.items():
+            if other != tool:
+                continue
+            value = sides[TOOL, mode].rate / floor.rate
+            target, verdict = (f"≥ {TARGET:g}", "PASS" if value >= TARGET else "FAIL")
+            if tool != NOOP:
+                target, verdict = "(info)", "(info)"
+            report.checks.append(Check(floor_ratio_label(mode, tool), f"{value:.3f}", target,
+                                       verdict))  # fmt: skip
+    for (tool, mode), side in sides.items():
+        if tool == TOOL:
+            value = side.rate / local.rate
+            report.checks.append(Check(ratio_label(mode), f"{value:.3f}", "(info)", "(info)"))
+
+
+def _notes(sizes: Sizes, report: Report, local: Side, sides: dict[Era, Side],
+           ready: dict[Era, list[dict[str, Any]]], expected: dict[str, Any],
+           path: Path, meta: dict[str, Any], built: bool) -> None:  # fmt: skip
     local.note = f"{local.cpu_s / local.total * 1000:.2f} ms CPU a call"
-    for mode, side in sides.items():
-        protocol = ready[mode][0]["protocol"]
+    for era, side in sides.items():
+        protocol = ready[era][0]["protocol"]
         side.note = (f"{protocol}; CPU a call: server {side.cpu_s / side.total * 1000:.2f} ms, "
                      f"clients {side.client_cpu_s / side.total * 1000:.2f} ms")  # fmt: skip
     for side in report.sides:
@@ -493,6 +627,11 @@ def _notes(sizes: Sizes, report: Report, local: Side, sides: dict[str, Side],
         f"{sizes.clients} clients per era (the SDK's, or minimal ones) in {_processes(sizes)}, "
         "each client its own connection; every era's clients stay connected, one era calls "
         "at a time",
+        f"SDK floor: the same SDK's low-level server with two tools without arguments, {NOOP} "
+        f"(the answer {{}}) and {SAME} (the in-process answer above, its result built once, "
+        f"under {TOOL}'s output schema), "
+        "its streamable HTTP app with JSON answers under plain uvicorn, in this process's "
+        "event loop; no token checked",
         f"{sizes.rounds} round(s) of {sizes.seconds:g} s a side, the order alternating; calls/s "
         "is the median round's (calls / seconds from the window's start to the last return); "
         "p50 and p99 over every call of every round; CPU a call = process CPU time (all "
@@ -537,8 +676,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, required=True)
     parser.add_argument("--mode", choices=sorted(MODES), required=True)
     parser.add_argument("--warmup", type=int, default=0)
+    parser.add_argument("--tool", default=TOOL)
     args = parser.parse_args(argv)
-    asyncio.run(_client_main(args.url, args.clients, args.mode, args.warmup))
+    asyncio.run(_client_main(args.url, args.clients, args.mode, args.warmup, args.tool))
     return 0
 
 
