@@ -31,7 +31,7 @@ from node.progress import Progress
 from node.replica import Replica
 from node.schema import MIGRATIONS
 from node.search.opened import open_index
-from node.store import Reader, Received, Report, Store, StoreOptions
+from node.store import Checked, Reader, Received, Report, Store, StoreOptions
 from node.store.pending import SourceRow
 from node.tools import windows
 from node.tools.args import check_unicode
@@ -251,7 +251,7 @@ class Node:
 
     # -- the log -------------------------------------------------------------------------------
 
-    async def receive(self, entries: Sequence[Received], *, source: str) -> Report:
+    async def receive(self, entries: Sequence[Received | Checked], *, source: str) -> Report:
         """Append entries from elsewhere (see ``Store.receive``)."""
         report = await self.store.receive(entries, source=source)
         self._wake()

@@ -3,7 +3,7 @@
 from node.store.audit import AuditEvent
 from node.store.core import StoreOptions
 from node.store.reader import AuditRow, LogRow, Origin, Reader, StoredEntry
-from node.store.received import Received, Report
+from node.store.received import Checked, Received, Report
 from node.store.sealing import Authored
 from node.store.store import Store
 from node.store.txn import Txn
@@ -12,6 +12,7 @@ __all__ = [
     "AuditEvent",
     "AuditRow",
     "Authored",
+    "Checked",
     "LogRow",
     "Origin",
     "Reader",

@@ -23,21 +23,45 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from node.store.attach import _Attaching
-from node.store.received import Received, Report, _Candidate
+from node.store.received import Checked, Host, Received, Refused, Report, _Candidate
 from protocol.entry import Entry, LogId
 from protocol.errors import ProtocolError
 
-__all__ = ["Ingest"]
+__all__ = ["Ingest", "precheck"]
+
+
+def precheck(store: Host, item: Received | Checked) -> Checked:
+    """Step 1 for one entry: it decodes, its payload is the one its header names, it is of
+    this store's mesh, and a payload of a known kind meets its schema.  It reads nothing of
+    the store, so it may run before the write transaction (a bundle import does, while the
+    write lock is left free)."""
+    if isinstance(item, _Candidate | Refused):
+        return item
+    entry = item if isinstance(item, Entry) else None
+    try:
+        if entry is None:
+            assert not isinstance(item, Entry)
+            entry = Entry.decode(*item)  # checks the payload against its header
+        else:
+            entry.check_payload()
+        reason = store.admit(entry)
+        if reason is None:
+            return _Candidate(entry, store.decode_known(entry))
+    except ProtocolError as exc:
+        reason = str(exc)
+    return Refused(reason, entry.id if entry else None)
 
 
 class Ingest(_Attaching):
     """One receive operation inside the writer's transaction."""
 
-    async def run(self, items: Sequence[Received]) -> Report:
+    async def run(self, items: Sequence[Received | Checked]) -> Report:
         by_log: dict[LogId, dict[bytes, _Candidate]] = {}
         for item in items:
-            cand = self._precheck(item)
-            if cand is not None:
+            cand = precheck(self.store, item)
+            if isinstance(cand, Refused):
+                self._reject(cand.reason, cand.entry_id)
+            else:
                 by_log.setdefault(cand.entry.header.log, {})[cand.entry.id] = cand
         payloads = [(c.entry.header.kind, c.payload) for cands in by_log.values()
                     for c in cands.values() if c.payload is not None]  # fmt: skip
@@ -50,24 +74,6 @@ class Ingest(_Attaching):
             await self._log(log, list(by_log[log].values()))
         await self._release_admitted()
         return self.report
-
-    # -- 1. pre-checks -----------------------------------------------------------------------
-
-    def _precheck(self, item: Received) -> _Candidate | None:
-        entry = item if isinstance(item, Entry) else None
-        try:
-            if entry is None:
-                assert not isinstance(item, Entry)
-                entry = Entry.decode(*item)  # checks the payload against its header
-            else:
-                entry.check_payload()
-            reason = self.store.admit(entry)
-            if reason is None:
-                return _Candidate(entry, self.store.decode_known(entry))
-        except ProtocolError as exc:
-            reason = str(exc)
-        self._reject(reason, entry.id if entry else None)
-        return None
 
     # -- 2. membership ------------------------------------------------------------------------
 

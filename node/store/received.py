@@ -85,7 +85,7 @@ class Host(Protocol):
     async def hide_log(self, txn: Txn, head: LogHead, from_seq: int) -> None: ...
 
 
-__all__ = ["Admission", "Host", "Received", "Report", "Wait"]
+__all__ = ["Admission", "Checked", "Host", "Received", "Refused", "Report", "Wait"]
 
 Received = Entry | tuple[bytes, bytes | None]
 
@@ -116,6 +116,18 @@ class _Candidate:
     entry: Entry
     payload: dict[str, Any] | None
     from_pending: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """An entry that failed the pre-checks: why, and its id when it could be decoded."""
+
+    reason: str
+    entry_id: bytes | None
+
+
+# What the pre-checks make of a received entry (``Store.precheck``): a candidate, or why not.
+Checked = _Candidate | Refused
 
 
 class _Receive:

@@ -10,10 +10,10 @@ from typing import Any
 
 from node.store.audit import AuditEvent
 from node.store.heads import LogHead
-from node.store.ingest import Ingest
+from node.store.ingest import Ingest, precheck
 from node.store.pending import SWEEP_EVERY_MS, SourceRow, delete_pending, expire_pending
 from node.store.pending import select_sources as _select_sources
-from node.store.received import Received, Report
+from node.store.received import Checked, Received, Report
 from node.store.sealing import _Sealing
 from node.store.txn import Txn
 from node.store.views import Hidden
@@ -39,7 +39,7 @@ class _Receiving(_Sealing):
 
     async def receive(
         self,
-        entries: Sequence[Received],
+        entries: Sequence[Received | Checked],
         *,
         source: str,
         event: AuditEvent | None = AuditEvent.SR_SYNCED,
@@ -61,15 +61,20 @@ class _Receiving(_Sealing):
     async def receive_in(
         self,
         txn: Txn,
-        entries: Sequence[Received],
+        entries: Sequence[Received | Checked],
         *,
         source: str,
         event: AuditEvent | None,
     ) -> Report:
-        """``receive`` inside a transaction the caller runs: a bundle import feeds it batch
-        after batch and commits them all at once."""
+        """``receive`` inside a transaction the caller runs: a bundle import feeds it a chunk
+        at a time, pre-checked (``precheck``) before the transaction."""
         await self._expire_pending(txn)
         return await Ingest(self, txn, source, event).run(entries)
+
+    def precheck(self, entries: Sequence[Received]) -> list[Checked]:
+        """The receive path's pre-checks (node/store/ingest.py, step 1), which read nothing
+        of the store: done before a transaction, they are not done in it."""
+        return [precheck(self, entry) for entry in entries]
 
     def decode_known(self, entry: Entry) -> dict[str, Any] | None:
         """The validated payload of a known kind, or None (unknown kind or payload absent)."""

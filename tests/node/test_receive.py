@@ -196,16 +196,20 @@ BAD_INPUTS: dict[str, tuple[BadInput, str]] = {
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("prechecked", [False, True], ids=["received", "prechecked first"])
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
 async def test_bad_input_is_rejected_and_nothing_is_stored(
-    node: Node, foreign: ForeignWriter, case: str
+    node: Node, foreign: ForeignWriter, case: str, prechecked: bool
 ) -> None:
+    """Alike whether the pre-checks run in the receive or before it (``Store.precheck``, as
+    a bundle import does while the write lock is free)."""
     build, reason = BAD_INPUTS[case]
     item = build(foreign)
     before, before_digest = await counts(node), await digest(node)
     before_audit = await events(node, "entry_rejected")
 
-    report = await node.receive([item], source="peer")
+    items = node.store.precheck([item]) if prechecked else [item]
+    report = await node.receive(items, source="peer")
 
     assert (report.rejected, report.stored, report.pending) == (1, 0, 0)
     assert await counts(node) == before
@@ -223,13 +227,16 @@ async def test_bad_input_is_rejected_and_nothing_is_stored(
 async def test_a_bad_entry_does_not_spoil_the_good_ones_beside_it(
     node: Node, foreign: ForeignWriter
 ) -> None:
-    good = foreign.run(2)
+    good = foreign.run(3)
     other = ForeignWriter(node.info.mesh, seed=b"\x08" * 32)
     bad = _tampered_payload(other)
     report = await node.receive([good[0], bad, good[1]], source="peer")
     assert (report.stored, report.rejected) == (2, 1)
-    assert set(report.stored_ids) == {e.id for e in good}
-    assert await head_of(node, foreign) == (2, good[1].id)
+    prechecked = node.store.precheck([_tampered_payload(other), good[2]])
+    again = await node.receive(prechecked, source="peer")
+    assert (again.stored, again.rejected) == (1, 1)
+    assert set(report.stored_ids + again.stored_ids) == {e.id for e in good}
+    assert await head_of(node, foreign) == (3, good[2].id)
 
 
 @pytest.mark.asyncio

@@ -26,7 +26,7 @@ from node.errors import StoreError
 from node.identity import node_id
 from node.members.membership import Membership
 from node.progress import Progress
-from node.store import AuditEvent, Report, Store, Txn
+from node.store import AuditEvent, Checked, Report, Store, Txn
 from node.store.audit import audit, bundle_subjects
 from node.store.writer import Operation
 from node.transfer.bundles.files import _BATCH, BundleError
@@ -185,9 +185,10 @@ class _Import:
         fresh = chunk[max(0, self.done - start) :]
         if not fresh and not last:
             return
+        checked = self.store.precheck(fresh)  # while the write lock is left free
         await self._pause(pause)
         done = start + len(chunk)
-        result: tuple[Report, _Resumed] = await self.store.run(self._op(fresh, done, last))
+        result: tuple[Report, _Resumed] = await self.store.run(self._op(checked, done, last))
         self._committed = time.monotonic()
         self.total, self.saved = result
         self.done = done
@@ -201,14 +202,14 @@ class _Import:
 
     async def _pause(self, pause: float) -> None:
         """Leave the write lock free between chunks (``IMPORT_PAUSE``); reading the next chunk
-        from the file is part of the gap."""
+        from the file and pre-checking its entries are part of the gap."""
         if self._committed is None:
             return
         wait = self._committed + pause - time.monotonic()
         if wait > 0:
             await asyncio.sleep(wait)
 
-    def _op(self, fresh: list[Entry], done: int, last: bool) -> Operation:
+    def _op(self, fresh: list[Checked], done: int, last: bool) -> Operation:
         async def op(txn: Txn) -> tuple[Report, _Resumed]:
             await self._same_progress(txn)
             total = _copy(self.total)
