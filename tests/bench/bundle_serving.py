@@ -37,13 +37,14 @@ from node.logging import configure_logging
 from node.node import Node
 from node.transfer import bundles
 from tests.bench import sync
-from tests.bench.bundles import _copy, _export_main, _step
+from tests.bench.bundles import _copy, _export_main
 from tests.bench.common import (
     SMOKE,
     Checked,
     Ratio,
     Result,
     Row,
+    in_child,
     peak_rss_mib,
     progress,
     verdict,
@@ -126,7 +127,7 @@ def _beside(node_dir: str, bundle: str, chunk: int, alone_s: float) -> tuple[dic
         if not ready.wait(120):
             raise RuntimeError("the writer did not start")
         time.sleep(alone_s)
-        imported = _step(_import_main, node_dir, bundle, chunk)
+        imported = in_child(_import_main, node_dir, bundle, chunk)
         time.sleep(alone_s)
         stop.set()
         timed: Timed = out.get(timeout=120)
@@ -149,13 +150,13 @@ def _measure(workdir: Path, sizes: sync.Sizes) -> Checked:
              f"WAL{quick}")  # fmt: skip
     bundle = workdir / "all.bundle"
     progress(f"bundle_serving: exporting {meta['entries']:,} entries")
-    _step(_export_main, _copy(cached, "sender", workdir / "sender"), str(bundle))
+    in_child(_export_main, _copy(cached, "sender", workdir / "sender"), str(bundle))
     shutil.rmtree(workdir / "sender")
     runs: dict[str, dict[str, Any]] = {}
     for label, chunk in ((ALONE, bundles.IMPORT_CHUNK), (ONE_TXN, ONE)):
         progress(f"bundle_serving: {label}")
         node_dir = _copy(cached, "receiver", workdir / "imp")
-        runs[label] = _step(_import_main, node_dir, str(bundle), chunk)
+        runs[label] = in_child(_import_main, node_dir, str(bundle), chunk)
         shutil.rmtree(node_dir)
     alone_s = QUICK_BEFORE_S if sizes == sync.QUICK else BEFORE_S
     timed: dict[str, Timed] = {}

@@ -22,7 +22,6 @@ asserts on speed.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
 import platform
 import shutil
@@ -45,6 +44,7 @@ from tests.bench.common import (
     Result,
     Row,
     Stopwatch,
+    in_child,
     progress,
     receive_batch,
     verdict,
@@ -103,14 +103,6 @@ class _Sampler:
         through."""
         total = self.samples[-1][0]
         return next(rss for done, rss in self.samples if done >= total * share)
-
-
-def _step(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
-    """Run ``fn(*args)`` in a spawned child; its result."""
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(1) as pool:
-        result: dict[str, Any] = pool.apply(fn, args)
-    return result
 
 
 def _peak_mib() -> float:
@@ -205,13 +197,13 @@ def _measure(workdir: Path, sizes: sync.Sizes) -> Checked:
              f"{os.cpu_count()} CPUs, synchronous=FULL, WAL{quick}")  # fmt: skip
     bundle = workdir / "all.bundle"
     progress(f"bundles: exporting {meta['entries']:,} entries")
-    exported = _step(_export_main, _copy(cached, "sender", workdir / "sender"), str(bundle))
+    exported = in_child(_export_main, _copy(cached, "sender", workdir / "sender"), str(bundle))
     shutil.rmtree(workdir / "sender")
     progress(f"bundles: took {exported['seconds']:.1f} s; importing them")
-    imported = _step(_import_main, _copy(cached, "receiver", workdir / "imp"), str(bundle))
+    imported = in_child(_import_main, _copy(cached, "receiver", workdir / "imp"), str(bundle))
     shutil.rmtree(workdir / "imp")
     progress(f"bundles: took {imported['seconds']:.1f} s; the receive pipeline")
-    received = _step(_receive_main, _copy(cached, "receiver", workdir / "rcv"), str(bundle))
+    received = in_child(_receive_main, _copy(cached, "receiver", workdir / "rcv"), str(bundle))
     shutil.rmtree(workdir / "rcv")
     bundle.unlink()
     return _report(title, exported, imported, received, meta, built)

@@ -37,6 +37,7 @@ __all__ = [
     "cache_root",
     "cached",
     "cached_at",
+    "in_child",
     "peak_rss_mib",
     "progress",
     "receive_batch",
@@ -384,6 +385,14 @@ def cache_root() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[2] / ".bench-cache"
 
 
+def in_child(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` run in a spawned child process (its own resident set, nothing of this
+    one's memory for its collector to walk); its result."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        return pool.submit(fn, *args).result()
+
+
 def cached(
     name: str, key: str, what: str, build: Callable[..., dict[str, Any]], *args: Any
 ) -> tuple[Path, dict[str, Any], bool]:
@@ -407,9 +416,7 @@ def cached(
         shutil.rmtree(building, ignore_errors=True)
         building.mkdir()
         progress(f"{name}: building {what} in {root} (cached)")
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(1, mp_context=context) as pool:
-            meta = pool.submit(build, str(building), *args).result()
+        meta = in_child(build, str(building), *args)
         meta["key"] = key
         (building / "meta.json").write_text(json.dumps(meta))
         building.rename(root)

@@ -37,9 +37,18 @@ from tests.bench.bundles import (
     _import_main,
     _peak_mib,
     _Sampler,
-    _step,
 )
-from tests.bench.common import SMOKE, Checked, Ratio, Result, Row, Stopwatch, progress, verdict
+from tests.bench.common import (
+    SMOKE,
+    Checked,
+    Ratio,
+    Result,
+    Row,
+    Stopwatch,
+    in_child,
+    progress,
+    verdict,
+)
 
 __all__ = ["CHECKS", "RATIOS", "ROWS", "run"]
 
@@ -107,7 +116,7 @@ def _measure(workdir: Path, sizes: sync.Sizes) -> Checked:
     ):
         progress(f"exchange: {name}")
         copy = _copy(cached, store, workdir / "node")
-        steps[name] = _step(fn, copy, str(out))
+        steps[name] = in_child(fn, copy, str(out))
         shutil.rmtree(copy)
     bundle.unlink()
     plain.unlink()

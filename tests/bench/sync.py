@@ -34,7 +34,7 @@ import shutil
 import sqlite3
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -61,6 +61,7 @@ from tests.bench.common import (
     Row,
     Stopwatch,
     cached,
+    in_child,
     progress,
     receive_batch,
     verdict,
@@ -463,14 +464,8 @@ def _new_rows(synced: Path, template: Path) -> tuple[Received, list[_Table]]:
     """The entries the sync brought (in arrival order) and, table by table, the rows it
     wrote (new or changed), each with the entry it was written for: its position in
     arrival order (an SR's rows go with its newest entry)."""
-    db = sqlite3.connect(f"file:{synced}?mode=ro", uri=True)
-    db.execute("ATTACH DATABASE ? AS old", (f"file:{template}?mode=ro",))
-    try:
-        (before,) = db.execute("SELECT coalesce(max(pos), 0) FROM old.headers").fetchone()
-        entries = db.execute(
-            "SELECT h.raw, p.data FROM headers h LEFT JOIN payloads p USING (pos) "
-            "WHERE h.pos > ? ORDER BY h.pos", (before,)
-        ).fetchall()  # fmt: skip
+    with _attached(synced, template) as db:
+        before, entries = _arrived(db)
         at = _Arrival(db, before)
         tables = []
         names = db.execute(
@@ -484,9 +479,25 @@ def _new_rows(synced: Path, template: Path) -> tuple[Received, list[_Table]]:
                 if name not in _EVERY_BATCH:
                     table.at = [at.of(table, row) for row in table.rows]
                 tables.append(table)
-    finally:
-        db.close()
     return entries, tables
+
+
+@contextlib.contextmanager
+def _attached(synced: Path, template: Path) -> Iterator[sqlite3.Connection]:
+    """The synced store, read only, with the template it was copied from as ``old``."""
+    with contextlib.closing(sqlite3.connect(f"file:{synced}?mode=ro", uri=True)) as db:
+        db.execute("ATTACH DATABASE ? AS old", (f"file:{template}?mode=ro",))
+        yield db
+
+
+def _arrived(db: sqlite3.Connection) -> tuple[int, Received]:
+    """The template's last position, and the entries the sync brought, in arrival order."""
+    (before,) = db.execute("SELECT coalesce(max(pos), 0) FROM old.headers").fetchone()
+    entries = db.execute(
+        "SELECT h.raw, p.data FROM headers h LEFT JOIN payloads p USING (pos) "
+        "WHERE h.pos > ? ORDER BY h.pos", (before,)
+    ).fetchall()  # fmt: skip
+    return before, entries
 
 
 def _changed(db: sqlite3.Connection, name: str, sql: str) -> _Table:
@@ -604,30 +615,17 @@ def _receive_alone(synced: Path, cached: Path, work: Path, *, process: bool | No
     row of the raw pipelines, which the cycle collector would walk); ``process``: the
     writer's statements in a statement process or not (``statement_process``; None: as
     ``memlane serve`` runs it)."""
-    context = multiprocessing.get_context("spawn")
-    parent, child = context.Pipe()
-    args = (str(synced), str(cached), str(work), process, child)
-    receiver = context.Process(target=_receive_alone_main, args=args)
-    receiver.start()
-    seconds: float = parent.recv()
-    receiver.join()
+    seconds: float = in_child(_receive_alone_main, str(synced), str(cached), str(work), process)
     shutil.rmtree(work)
     return seconds
 
 
-def _receive_alone_main(
-    synced: str, cached: str, work: str, process: bool | None, conn: Connection
-) -> None:
+def _receive_alone_main(synced: str, cached: str, work: str, process: bool | None) -> float:
     configure_logging()
     shutil.copytree(Path(cached) / "receiver", work)
-    template = Path(cached) / "receiver" / DB_FILE
-    with contextlib.closing(sqlite3.connect(f"file:{synced}?mode=ro", uri=True)) as db:
-        db.execute("ATTACH DATABASE ? AS old", (f"file:{template}?mode=ro",))
-        entries = db.execute(
-            "SELECT h.raw, p.data FROM headers h LEFT JOIN payloads p USING (pos) "
-            "WHERE h.pos > (SELECT coalesce(max(pos), 0) FROM old.headers) ORDER BY h.pos"
-        ).fetchall()  # fmt: skip
-    conn.send(asyncio.run(_receive_batches(Path(work), entries, process)))
+    with _attached(Path(synced), Path(cached) / "receiver" / DB_FILE) as db:
+        entries = _arrived(db)[1]
+    return asyncio.run(_receive_batches(Path(work), entries, process))
 
 
 async def _receive_batches(work: Path, entries: Received, process: bool | None) -> float:
