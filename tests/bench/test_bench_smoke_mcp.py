@@ -30,8 +30,10 @@ def test_quick_run_prints_every_row_the_ratios_and_the_check(tmp_path: Path) -> 
             rf"{re.escape(label)}\s+{_NUM}\s+[\d,]+\s+{_NUM}\s+{_NUM}\s+{_NUM}\s+[\d,]+ MiB\s+\S"
         )
         assert any(row.match(line) for line in lines), f"no row {label!r} in\n{done.stdout}"
-    for label in labels["checks"][:-1]:  # the no-op floor's ratios hold the target
-        verdict = r"≥ 0\.7\s+(PASS|FAIL)" if "no-op" in label else r"\(info\)\s+\(info\)"
+    target = mcp.floor_ratio_label(mcp.TARGET_ERA[1], mcp.TARGET_ERA[0])
+    assert target in labels["checks"]
+    for label in labels["checks"][:-1]:  # the same-answer floor, SDK clients: the target
+        verdict = r"≥ 0\.7\s+(PASS|FAIL)" if label == target else r"\(info\)\s+\(info\)"
         check = re.compile(rf"{re.escape(label)}\s+\d+\.\d+\s+{verdict}$")
         assert any(check.match(line) for line in lines), f"no ratio {label!r} in\n{done.stdout}"
     # Correctness, not speed: every HTTP client's first answer equals the in-process answer.
