@@ -173,6 +173,7 @@ class Node:
             info = await load_info(store, key)
             store.mesh = info.mesh
             store.membership = membership
+            await store.erase_held()
             node = cls(path, store, key, info, config, membership)
             async with open_index(store, config.search, embed=embed) as node.vectors:
                 yield node

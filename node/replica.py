@@ -19,14 +19,32 @@ from dataclasses import dataclass
 from node.errors import StoreError
 from node.logging import get_logger
 from node.store import AuditEvent, Received, Report, Store, Txn
+from node.store.erasure import ERASE
 from node.store.logbound import DROPPED
 from node.store.reader import ChangedLog, Marks, Reader, SpanEntry
+from protocol.canonical import decode_canonical, encode_canonical
 from protocol.entry import Entry, LogId
 from protocol.errors import ProtocolError
 from protocol.frontier import Frontier, LogRange, Tip
 from protocol.signing import verify_signature
 
-__all__ = ["Commits", "FrontierSnapshot", "Replica"]
+__all__ = ["OFFERED", "Commits", "FrontierSnapshot", "Replica", "peer_features"]
+
+# What this node's hello offers beyond the protocol's own features: the kinds it applies that
+# an older node would only store and relay (a peer's offer is kept: ``peer_features``).
+OFFERED = (ERASE,)
+
+
+def _features_key(key: bytes) -> str:
+    return f"peer_features:{key.hex()}"
+
+
+async def peer_features(store: Store, key: bytes) -> tuple[str, ...] | None:
+    """What the node ``key`` offered in its last hello to this node; None if it never
+    connected here."""
+    value = await store.get_state(_features_key(key))
+    return None if value is None else tuple(decode_canonical(value, what="features"))
+
 
 _log = get_logger("node.mesh.sync")
 
@@ -129,6 +147,18 @@ class Replica:
 
         await self.store.run(op)
         return reason
+
+    async def note_features(self, peer: bytes, features: Sequence[str]) -> None:
+        """Keep what a peer's hello offered (``memlane mesh members`` reads it: whether the
+        node applies erasures, docs/erasure.md)."""
+        value = encode_canonical(sorted(features))
+        if await self.store.get_state(_features_key(peer)) == value:
+            return  # the usual case: a peer reconnecting writes nothing
+
+        async def op(txn: Txn) -> None:
+            self.store.put_state(txn, _features_key(peer), value)
+
+        await self.store.run(op)
 
     async def audit_peer(
         self, event: AuditEvent, source: str, detail: Mapping[str, object]

@@ -38,6 +38,7 @@ from protocol.schema import (
 
 __all__ = [
     "KINDS",
+    "MAX_ERASED",
     "MAX_LOGS",
     "MAX_MENTION",
     "Kind",
@@ -60,6 +61,8 @@ MAX_LOGS = MAX_FRONTIER_TIPS  # the most logs a member.add may grant: what a fro
 _label = Text(64)
 _tags = TextList(Text(64), max_items=64)
 _instant_text = Text(40)
+_entry_id = Text(64, 64, r"[0-9a-f]{64}")
+MAX_ERASED = 2048  # the most entries an sr.erase names (docs/erasure.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +146,11 @@ _ALL = (
     Kind("sr.correct", 1, Schema((*_SR_IDENTITY, _f("reason", Text(2000), req=True),
                                   *_SR_CONTENT)), "workspace"),
     Kind("sr.adjust", 1, Schema((*_SR_IDENTITY, *_SR_META)), "workspace"),
+    # Erases an SR on every node (docs/erasure.md): the payloads of every entry about it, and
+    # everything derived from them.  ``entries`` names those its writer held, as a record.
+    Kind("sr.erase", 1, Schema((*_SR_IDENTITY,
+                                _f("entries", TextList(_entry_id, max_items=MAX_ERASED), req=True),
+                                _f("reason", Text(2000, 1), req=True))), "workspace"),
     Kind("episode.record", 1, Schema((
         _f("id", _uuid, req=True),
         _f("vault", _workspace, req=True),

@@ -173,10 +173,13 @@ async def log_verify(args: argparse.Namespace) -> Result:
         report = await node.verify()
     data = {
         "ok": report.ok, "logs": report.logs, "entries": report.entries,
-        "payloads_absent": report.payloads_absent, "forked_logs": report.forked_logs,
+        "payloads_absent": report.payloads_absent, "payloads_erased": report.payloads_erased,
+        "forked_logs": report.forked_logs,
         "problems": report.problems,
     }  # fmt: skip
     head = f"{count(report.entries, 'entry', 'entries')} in {count(report.logs, 'log')}"
+    if report.payloads_erased:
+        head += f" ({count(report.payloads_erased, 'payload')} erased)"
     text = f"ok: {head}" if report.ok else "FAILED: " + head + "\n" + "\n".join(report.problems)
     return Result(data, text, 0 if report.ok else 1)
 

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from node.cli.commands import Result, open_node
 from node.cli.table import table
 from node.cli.times import expiry
+from node.replica import peer_features
+from node.store.erasure import ERASE
 from protocol.timefmt import format_instant
 
 if TYPE_CHECKING:  # the mesh's code loads when a command reads it, not to parse a command line
@@ -80,8 +82,16 @@ async def mesh_invite(args: argparse.Namespace) -> Result:
 async def mesh_members(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         members, own = node.membership.members(), node.info.public_key
-    rows = [_row(m, m.key == own) for m in members]
+        offered = {m.key: await peer_features(node.store, m.key) for m in members}
+    rows = [_row(m, m.key == own) | {"erases": _erases(m.key == own, offered[m.key])}
+            for m in members]  # fmt: skip
     return Result(rows, "\n".join(table(_MEMBERS, [_cells(r) for r in rows])) or "no members")
+
+
+def _erases(own: bool, offered: tuple[str, ...] | None) -> bool | None:
+    """Whether the node applies ``sr.erase`` (docs/erasure.md): this node does; another, as its
+    last hello to this node said; None when it never connected here."""
+    return True if own else None if offered is None else ERASE in offered
 
 
 async def mesh_grant(args: argparse.Namespace) -> Result:
@@ -119,14 +129,24 @@ def _cutoff(cut: dict[str, Any]) -> str:
     return f"seq {cut['seq']} of epoch {cut['epoch']}"
 
 
-_MEMBERS = ("NODE ID", "WORKSPACES", "MAX LOGS", "CERT EXPIRES", "LABEL", "THIS NODE", "REVOKED")
+_MEMBERS = (
+    "NODE ID",
+    "WORKSPACES",
+    "MAX LOGS",
+    "CERT EXPIRES",
+    "LABEL",
+    "THIS NODE",
+    "ERASES",
+    "REVOKED",
+)
 
 
 def _cells(row: dict[str, Any]) -> list[Any]:
     cut = row["revoked"]
     revoked = None if cut is None else f"at {cut['at']} after {_cutoff(cut)}"
     return [row["node_id"], row["workspaces"], row["max_logs"], row["cert_expires"], row["label"],
-            "yes" if row["this_node"] else "no", revoked]  # fmt: skip
+            "yes" if row["this_node"] else "no",
+            {True: "yes", False: "no", None: "unknown"}[row["erases"]], revoked]  # fmt: skip
 
 
 _PEER_KEYS = ("node_id", "address", "direction", "state", "lag_in", "lag_out", "last_error")

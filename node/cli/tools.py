@@ -126,6 +126,11 @@ def _deleted(answer: dict[str, Any]) -> str:
     return f"{answer['sr_id']}  {state}" + ("" if answer["changed"] else " (unchanged)")
 
 
+def _erased(answer: dict[str, Any]) -> str:
+    return (f"{answer['sr_id']}  erased ({answer['entries']} entries named)  "
+            f"entry {answer['entry_id']}")  # fmt: skip
+
+
 def _page(answer: dict[str, Any], header: tuple[str, ...], rows: list[list[Any]]) -> str:
     """The page's table, then which page it is and whether more follows."""
     more = "more on the next page" if answer.get("has_more") else "no more"
@@ -261,6 +266,8 @@ COMMANDS: tuple[ToolCommand, ...] = (
                 (_SR_ID, *_META), _written),
     ToolCommand(("delete",), "e_delete", "hide an SR on this node", (_SR_ID,), _deleted),
     ToolCommand(("undelete",), "e_undelete", "show a deleted SR again", (_SR_ID,), _deleted),
+    ToolCommand(("erase",), "e_erase", "erase an SR on every node, with a reason",
+                (_SR_ID, Opt("reason", help="why; it travels to every node")), _erased),
     _timeline("list", "SRs in time order", *_DATES, *_READING),
     _timeline("find", "SRs matching a query, by relevance", Opt("query", "positional"),
               _SHED, *_READING),

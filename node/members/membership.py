@@ -30,7 +30,7 @@ from node.members.errors import MeshError, UnknownMember
 from node.store.members import select_authority, select_member_entries
 from node.store.received import Wait
 from node.store.txn import Txn
-from node.store.views import Applied, Hidden
+from node.store.views import Applied, Erased, Hidden
 from protocol.clock import Hlc
 from protocol.entry import Header, decode_header
 from protocol.errors import PayloadError
@@ -150,6 +150,7 @@ class Membership:
     clear: tuple[str, ...] = ()  # nothing stored: rebuilt from the log itself
     restore: tuple[str, ...] = ()
     countable: tuple[str, ...] = ()
+    scrub: tuple[str, ...] = ()
     next_due: int | None = None
 
     def __init__(self, authority: bytes | None = None) -> None:
@@ -243,6 +244,9 @@ class Membership:
             self._step(entry)
         else:  # an older authority epoch arriving late: fold again in order
             self._refold(mark=True)
+
+    async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased:
+        return Erased()  # nothing here is derived from SR entries
 
     async def hide(self, txn: Txn, hidden: Hidden) -> None:
         gone = [k for k in self._entries if k[0] == hidden.log_id and k[1] >= hidden.from_seq]

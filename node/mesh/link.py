@@ -250,6 +250,8 @@ class Link:
         except DuplicateLink as exc:
             raise LinkRefused(str(exc)) from exc
         self.source = f"peer:{node_id(key)}"
+        hello = self.session.peer
+        await self.host.replica.note_features(key, hello.features if hello else ())
         detail = {"address": self.peer.address}
         await self.host.replica.audit_peer(AuditEvent.PEER_CONNECTED, self.source, detail)
 

@@ -31,7 +31,7 @@ from node.mesh.link import Link
 from node.mesh.peers import Peer, PeerTable, TooManyConnections
 from node.ports import Handler, Handshakes, TlsGate
 from node.refusals import REFUSALS
-from node.replica import Commits, Replica
+from node.replica import OFFERED, Commits, Replica
 from protocol.messages import Error, ErrorCode
 from protocol.session import Session
 
@@ -252,7 +252,7 @@ class Sync:
                 self.peers.closed(peer, str(exc))
                 await self._refuse(writer, None)
                 return None
-        session = Session(mesh=self.mesh, node=self.key)
+        session = Session(mesh=self.mesh, node=self.key, features=OFFERED)
         link = Link(reader, writer, host=self.host, peer=peer, session=session,
                     expected_key=expected)  # fmt: skip
         self._links.add(link)

@@ -36,5 +36,14 @@ WHEN NEW.live AND (NOT OLD.live OR NEW.doc != OLD.doc OR NEW.title IS NOT OLD.ti
 END;
 """
 
+# An erased SR's vector goes with it (docs/erasure.md): its ``srs`` row is withdrawn, then
+# deleted.  A row deleted while shown is a rebuild emptying the view: its vector is kept, to
+# be found again by its digest.
+_ERASED_VECTORS = """
+CREATE TRIGGER srs_vector_erased AFTER DELETE ON srs WHEN NOT OLD.live BEGIN
+    DELETE FROM sr_vectors WHERE sr_id = OLD.sr_id;
+END;
+"""
+
 # The index's statements, by the version whose step they belong to.
-INDEX_STEPS: Mapping[int, str] = {9: _VECTORS}
+INDEX_STEPS: Mapping[int, str] = {9: _VECTORS, 14: _ERASED_VECTORS}

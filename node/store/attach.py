@@ -94,13 +94,19 @@ class _Attaching(_Waiting):
         return done
 
     async def _store_one(self, head: LogHead, cand: _Candidate) -> None:
+        erasures = self.store.erasures
+        erased = erasures.covers(cand.entry.header.kind, cand.payload)
+        if erased is not None:  # about an erased SR: kept without its payload, unannounced
+            cand = _Candidate(cand.entry.without_payload(), None, cand.from_pending)
         entry = cand.entry
         hlc = entry.header.hlc
         # The clock first: views show what the clock has reached (an entry from beyond the
         # allowed skew waits until its time comes).
         wall = self.store.wall()
         within = self.store.clock.update(hlc, wall)
-        await self.store.append_attached(self.txn, head, entry, cand.payload)
+        pos = await self.store.append_attached(self.txn, head, entry, cand.payload)
+        if erased is not None:
+            erasures.dropped(self.txn, pos, erased)
         self.report.stored += 1
         self.report.stored_ids.append(entry.id)
         self.report.brought(cand.payload)
@@ -114,7 +120,9 @@ class _Attaching(_Waiting):
                 f"entry clock {hlc.wall} is beyond the allowed skew",
                 entry.id,
             )
-        if self.event is not None:
+        subject = _subject(cand.payload)
+        if self.event is not None and erased is None and subject not in erasures.srs:
+            # An erased SR's entries arrive unannounced (its erase's own event is sr_erased).
             # Arrival is stamped at this node's moment (``Store.now_ms``): the clock alone
             # would be the newest entry received before this one, whatever its workspace, and
             # that time is not the caller's to see (docs/authority.md §Why nothing leaks).
@@ -123,7 +131,7 @@ class _Attaching(_Waiting):
                 self.event,
                 self.store.now_ms(wall),
                 entry=entry.id,
-                subject=_subject(cand.payload),
+                subject=subject,
                 workspace=_workspace(cand.payload),
                 detail=self._detail,
             )
@@ -151,6 +159,8 @@ class _Attaching(_Waiting):
         self.report.duplicate += 1
         if has_payload or cand.entry.payload is None:
             return
+        if self.store.erasures.covers(cand.entry.header.kind, cand.payload) is not None:
+            return  # an erased payload offered again: never stored
         self.report.filled += 1
         self.report.brought(cand.payload)
         self.txn.add("INSERT INTO payloads (pos, data) VALUES (?, ?)", (pos, cand.entry.payload))

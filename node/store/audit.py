@@ -41,6 +41,7 @@ class AuditEvent(enum.StrEnum):
     BUNDLE_IMPORTED = "bundle_imported"
     SR_DELETED = "sr_deleted"
     SR_UNDELETED = "sr_undeleted"
+    SR_ERASED = "sr_erased"
     EPISODE_FORGOTTEN = "episode_forgotten"
     CLOCK_SKEW = "clock_skew"
     ENTRY_REJECTED = "entry_rejected"

@@ -16,6 +16,7 @@ from typing import Any
 from node.errors import StoreError
 from node.store.audit import RejectionLimiter
 from node.store.connection import Connection
+from node.store.erasure import Erasures
 from node.store.heads import LogTable
 from node.store.reader import Reader
 from node.store.received import Admission
@@ -80,6 +81,7 @@ class _StoreCore:
         self.options = options
         self.migrations = tuple(migrations)
         self.logs = LogTable()
+        self.erasures = Erasures()
         self.clock = HybridClock(max_skew_ms=options.max_clock_skew_ms)
         self.limiter = RejectionLimiter()
         self.views: tuple[View, ...] = tuple(views)
@@ -96,6 +98,8 @@ class _StoreCore:
         # The membership rule (node.members.membership); None admits every writer.
         self.membership: Admission | None = None
         self._swept: int | None = None  # when expired pending rows were last looked for
+        self._scrubber: asyncio.Task[None] | None = None
+        self._scrubbing = asyncio.Lock()
 
     def moment(self) -> int:
         """This node's moment for its views: its clock (docs/tools/e_timeline.md

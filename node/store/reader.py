@@ -260,6 +260,16 @@ class Reader:
         )
         return {r[0]: int(r[1]) for r in rows}
 
+    async def select_erased(self, sr_ids: Sequence[str]) -> dict[str, tuple[str, str, int]]:
+        """Of ``sr_ids`` (one statement's worth), the erased SRs: the workspace, owner and
+        privacy each had when erased (docs/erasure.md)."""
+        rows = await self.fetchall(
+            "SELECT sr_id, workspace, owner, private FROM erased_srs "  # noqa: S608
+            f"WHERE sr_id IN ({','.join('?' * len(sr_ids))})",
+            list(sr_ids),
+        )
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
     async def select_audit(self, *, gt: int = 0, limit: int = 100) -> list[AuditRow]:
         rows = await self.fetchall(
             "SELECT seq, event, at, workspace, subject, principal, entry, detail FROM audit "
@@ -318,7 +328,9 @@ _SPAN = (
 )
 
 # The log's tables (and the tokens'); each view names its own (``View.countable``).
-_COUNTABLE = frozenset({"headers", "payloads", "pending", "forks", "audit", "logs", "tokens"})
+_COUNTABLE = frozenset(
+    {"headers", "payloads", "pending", "forks", "audit", "logs", "tokens", "erased"}
+)
 
 
 def _b(value: Any) -> bytes | None:

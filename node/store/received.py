@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from node.store.audit import AuditEvent
+from node.store.erasure import Erasures
 from node.store.heads import LogHead, LogTable
 from node.store.txn import Txn
 from node.store.views import View
@@ -56,6 +57,7 @@ class Host(Protocol):
     """What the receive path needs of the store it runs in."""
 
     logs: LogTable
+    erasures: Erasures
     clock: HybridClock
     views: tuple[View, ...]
     wall: Callable[[], int]

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from node.errors import StoreVersionError
 from node.store.connection import Connection
+from node.store.erasure import ERASE_STEP
 from node.store.failures import translated
 
 __all__ = ["LOG_STEPS", "VIEWS_STALE", "compose", "migrate", "refuse_newer"]
@@ -131,6 +132,7 @@ LOG_STEPS: Mapping[int, str] = {
     10: _BUNDLE_SUBJECTS,
     12: _FORKS_KEY_FIRST,
     13: _PENDING_BOUNDS,
+    14: ERASE_STEP,
 }
 
 

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from node.errors import StoreError
+from node.store.erasure import ERASE
 from node.store.heads import LogHead
 from node.store.state import _StateAudit
 from node.store.txn import Txn
@@ -85,7 +86,7 @@ class _Sealing(_StateAudit):
             fresh = kind == "sr.put" and bool(payload.get("create"))
             item = Applied(authored.pos, head.log_id, key.public, epoch, head.seq, authored.hlc,
                            kind, payload, fresh)  # fmt: skip
-            await self._apply(txn, item)
+            await self._applied(txn, item, authored.hlc.wall)
             if after is not None:
                 after(txn, authored)
             return authored
@@ -130,8 +131,15 @@ class _Sealing(_StateAudit):
         self, txn: Txn, pos: int, head: LogHead, entry: Entry, payload: dict[str, Any]
     ) -> None:
         h = entry.header
-        await self._apply(txn, Applied(pos, head.log_id, h.writer, h.epoch, h.seq, h.hlc,
-                                       h.kind, payload))  # fmt: skip
+        item = Applied(pos, head.log_id, h.writer, h.epoch, h.seq, h.hlc, h.kind, payload)
+        await self._applied(txn, item, self.now_ms())
+
+    async def _applied(self, txn: Txn, item: Applied, at: int) -> None:
+        """The views take ``item`` in; an erase then takes its SR out (``at`` stamps its
+        event).  A rebuild replays only the views: what an erase took is gone from the log."""
+        await self._apply(txn, item)
+        if item.kind == ERASE:
+            await self.erasures.erase(txn, self.views, item, at)
 
 
 def _sealer(

@@ -7,13 +7,18 @@ other local write in the same group commit), and ``select_*`` / ``max_*`` reads.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from node.errors import StoreError
+from node.logging import get_logger
 from node.progress import Progress
 from node.store.connection import Connection
 from node.store.core import _STATE_UPSERT, StoreOptions, Wall
+from node.store.erasure import HELD, HELD_ERASES, SCRUB, scrub_step
 from node.store.failures import translated
 from node.store.heads import decode_hlc, encode_hlc
 from node.store.reader import Reader
@@ -24,6 +29,7 @@ from node.store.views import Applied, View
 from node.store.writer import GroupWriter
 from protocol.clock import Hlc, HybridClock
 from protocol.entry import decode_header
+from protocol.errors import ProtocolError
 from protocol.kinds import decode_payload
 
 __all__ = ["Store"]
@@ -32,6 +38,8 @@ _REPLAY = (
     "SELECT h.pos, h.log_id, h.raw, p.data FROM headers h JOIN payloads p ON p.pos = h.pos "
     "WHERE h.pos > ? AND h.applied = 1 ORDER BY h.pos LIMIT 1000"
 )
+_CHECKPOINT_TRIES = 100  # ~5 s of readers finishing before the WAL is left for the next time
+log = get_logger(__name__)
 _APPLIED_COUNT = (
     "SELECT count(*) FROM headers h JOIN payloads p ON p.pos = h.pos WHERE h.applied = 1"
 )
@@ -73,6 +81,9 @@ class Store(_Receiving):
         await refuse_newer(self._conn, len(self.migrations))
         await self._conn.execute("PRAGMA journal_mode=WAL")
         await self._conn.execute(f"PRAGMA synchronous={self.options.synchronous}")
+        # Deleted rows and freed pages are overwritten with zeros: erased bytes do not linger
+        # in the file's free space (docs/erasure.md; most builds' default already).
+        await self._conn.execute("PRAGMA secure_delete=ON")
         await self._conn.execute("PRAGMA foreign_keys=ON")
         await migrate(self._conn, self.migrations)
         await self._reload()
@@ -93,8 +104,20 @@ class Store(_Receiving):
         self.reader = await Reader.open(self.path, countable=countable)
         if await self.reader.state("views_stale") is not None:
             await self.rebuild_views()
+        if await self.reader.state(SCRUB) is not None:  # one left due when it last closed
+            self.erasures.erased.set()
+        self._scrubber = asyncio.create_task(self._scrub_when_erased(), name="memlane-scrub")
 
     async def close(self) -> None:
+        if self._scrubber is not None:
+            self._scrubber.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scrubber
+            self._scrubber = None
+            # An erase's scrub is finished before the store closes (a few seconds at a
+            # million SRs), so `memlane erase` returns with the bytes gone.
+            with contextlib.suppress(StoreError):
+                await self.scrub()
         if self._writer is not None:
             await self._writer.stop()
             self._writer = None
@@ -108,11 +131,88 @@ class Store(_Receiving):
             await self._conn.close()
             self._conn = None
 
+    # -- the scrub after an erase (node/store/erasure.py) --------------------------------------
+
+    async def scrub(self) -> bool:
+        """Finish a scrub an erase left due: merge the search index a step at a time, then
+        truncate the WAL; False when none was due (asked of the reader first, so a store
+        with none due takes no write lock for it)."""
+        assert self.reader is not None
+        if await self.reader.state(SCRUB) is None and not self.erasures.erased.is_set():
+            return False
+        return await self._scrub()
+
+    async def _scrub(self) -> bool:
+        """``scrub`` without asking the reader: its first step, queued behind the erase that
+        asked for it, sees whether one is due."""
+        async with self._scrubbing:
+            due = await self.run(lambda txn: scrub_step(txn, self.views))
+            if due is None:
+                return False
+            while due:
+                due = await self.run(lambda txn: scrub_step(txn, self.views))
+            await self._truncate_wal()
+            return True
+
+    async def erase_held(self) -> int:
+        """Apply the erases this store holds from before it knew the kind, once (the
+        migration that brought the kind asks for it); the membership rule must be set, as it
+        judges them now.  Returns how many were applied."""
+        assert self.reader is not None
+        if await self.reader.state(HELD) is None:
+            return 0
+
+        async def op(txn: Txn) -> int:
+            applied = 0
+            for pos, log_id, raw, data in await txn.fetchall(HELD_ERASES):
+                h = decode_header(bytes(raw))
+                head = self.logs.heads.get((h.writer, h.epoch))
+                try:
+                    payload = decode_payload(h.kind, bytes(data))
+                except ProtocolError:
+                    continue
+                admitted = self.membership is None or self.membership.check(h, payload) is None
+                if not admitted or head is None or head.hides(h.seq):
+                    continue
+                txn.add("UPDATE headers SET applied = 1 WHERE pos = ?", (pos,))
+                item = Applied(pos, log_id, h.writer, h.epoch, h.seq, h.hlc, h.kind, payload)
+                await self._applied(txn, item, self.now_ms())
+                applied += 1
+            self.delete_state(txn, HELD)
+            return applied
+
+        done: int = await self.run(op)
+        return done
+
+    async def _scrub_when_erased(self) -> None:
+        try:
+            while True:
+                await self.erasures.erased.wait()
+                self.erasures.erased.clear()
+                await self._scrub()
+        except StoreError as exc:  # the store closing under it
+            log.warning("erase_scrub_stopped", error=str(exc))
+
+    async def _truncate_wal(self) -> None:
+        """Checkpoint the WAL into the file and cut it to nothing, so erased bytes written
+        to it earlier are gone; a reader still on an older snapshot makes it wait a little."""
+        conn = await Connection.open(self.path, isolation_level=None)
+        try:
+            for _ in range(_CHECKPOINT_TRIES):
+                busy = (await conn.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)"))[0][0]
+                if not busy:
+                    return
+                await asyncio.sleep(0.05)
+            log.warning("wal_not_truncated", tries=_CHECKPOINT_TRIES)
+        finally:
+            await conn.close()
+
     async def _reload(self) -> None:
         assert self._conn is not None
         for view in self.views:
             view.reset()
         await self.logs.load(self._conn)
+        await self.erasures.load(self._conn)
         for view in self.views:
             await view.load(self._scalar)
         rows = await self._conn.execute_fetchall("SELECT value FROM state WHERE key = 'hlc'")

@@ -6,9 +6,10 @@ A view is state derived from the log, written in the same transaction as each ap
 from a position on (a fork), ``clear`` lists the statements that empty it so the log can be
 replayed into it, and ``restore`` those that put back, after the replay, what it keeps that
 the log does not (the SR view's local deletions); ``countable`` names its tables whose rows
-``Reader.count`` may count.  A view that holds versions not yet due
-(an entry from the future takes effect when its time comes: docs/tools/e_timeline.md §Views
-at a moment) keeps ``next_due`` and makes them current in ``catch_up``.
+``Reader.count`` may count, and ``erase`` withdraws what an erased SR left in it.  A view
+that holds versions not yet due (an entry from the future takes effect when its time comes:
+docs/tools/e_timeline.md §Views at a moment) keeps ``next_due`` and makes them current in
+``catch_up``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, ClassVar, Protocol
 from node.store.txn import Txn
 from protocol.clock import Hlc
 
-__all__ = ["ENTRY_COLUMNS", "Applied", "Hidden", "View", "entries_at"]
+__all__ = ["ENTRY_COLUMNS", "Applied", "Erased", "Hidden", "View", "entries_at", "entry_id_at"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +54,24 @@ class Hidden:
         return (self.log_id, self.from_seq)
 
 
+@dataclass(frozen=True, slots=True)
+class Erased:
+    """What a view withdrew of an erased SR: the store positions of the entries its rows came
+    from, and who could read the SR by its last state (owner, private) if the view knew it."""
+
+    positions: tuple[int, ...] = ()
+    readers: tuple[str, bool] | None = None
+
+
 # The entry logged at a view's row, for a view that folds its rows again from the log: joined
 # on the row's position column (``entries_at``), ``ENTRY_COLUMNS`` are its kind, its payload's
 # bytes and its writer's key.
 ENTRY_COLUMNS = "h.kind, p.data, l.writer"
+
+
+def entry_id_at(pos: str) -> str:
+    """The id of the entry at the position column ``pos``, as a scalar subquery."""
+    return f"(SELECT h.id FROM headers h WHERE h.pos = {pos})"  # noqa: S608 - a column name
 
 
 def entries_at(pos: str) -> str:
@@ -72,6 +87,7 @@ class View(Protocol):
     clear: tuple[str, ...]
     restore: tuple[str, ...]
     countable: tuple[str, ...]
+    scrub: tuple[str, ...]  # one step of merging away what erased rows left (node/store/erasure.py)
     next_due: int | None
 
     def bind(self, moment: Callable[[], int]) -> None:
@@ -86,6 +102,11 @@ class View(Protocol):
     async def apply(self, txn: Txn, item: Applied) -> None: ...
 
     async def hide(self, txn: Txn, hidden: Hidden) -> None: ...
+
+    async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased | None:
+        """Withdraw every row derived from the SR ``sr_id`` of ``workspace``
+        (node/store/erasure.py) and say what they came from; None, withdrawing nothing, when
+        this view holds that SR in another workspace."""
 
     async def catch_up(self, txn: Txn, moment: int) -> None:
         """Make current what has come due by ``moment``."""

@@ -54,12 +54,15 @@ class _Waiting(_Receive):
         for cand in cands:
             if cand.from_pending:
                 continue
-            size = _size(cand.entry)
+            entry = cand.entry
+            if self.store.erasures.covers(entry.header.kind, cand.payload) is not None:
+                entry = entry.without_payload()  # about an erased SR: waits without it
+            size = _size(entry)
             why = await logs.pending_tally.refusal(self.txn.fetchall, options, self.source, size)
             if why is not None:
-                self._reject(why, cand.entry.id)
+                self._reject(why, entry.id)
                 continue
-            h, entry = cand.entry.header, cand.entry
+            h = entry.header
             row = (entry.id, h.writer, h.epoch, h.seq, entry.raw, entry.payload, self.source)
             self.txn.add(_PENDING_INSERT, (*row, size, self.store.wall()))
             logs.pending_logs.add(h.log)

@@ -29,6 +29,7 @@ from node.tools.inputs import (
     _CHAIN,
     _E_ADJUST,
     _E_CORRECT,
+    _E_ERASE,
     _E_WRITE,
     _EPISODES,
     _SR_ONLY,
@@ -272,6 +273,20 @@ CATALOG: tuple[ToolSpec, ...] = (
         _SR_ONLY,
         Hints(read_only=False, destructive=False, idempotent=True),
         srs.e_undelete,
+    ),
+    _tool(
+        "e_erase",
+        "Erase an SR everywhere",
+        (
+            "Erase an SR on every node of the mesh, for good: the content of all its entries "
+            "and everything derived from it (versions, search index, tags, links) are removed; "
+            "the signed headers stay so every log still verifies. Afterwards the SR behaves as "
+            "one never written. Give a reason — it travels to every node, so put no erased "
+            "content in it. Your own SRs, or any of the workspace's with admin:workspace."
+        ),
+        _E_ERASE,
+        Hints(read_only=False, destructive=True, idempotent=False),
+        srs.e_erase,
     ),
     _tool(
         "call_windows",

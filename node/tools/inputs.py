@@ -283,6 +283,10 @@ _E_CORRECT = _object(
 )
 _E_ADJUST = _object({"sr_id": _SR_ID, **_meta(_ADJUST)}, "sr_id")
 _SR_ONLY = _object({"sr_id": _SR_ID}, "sr_id")
+_E_ERASE = _object(
+    {"sr_id": _SR_ID, "reason": _field("sr.erase", "reason", "why; it travels to every node")},
+    "sr_id", "reason",
+)  # fmt: skip
 
 # -- call_windows (docs/time-windows.md §Reading rows) -----------------------------------------
 

@@ -246,6 +246,11 @@ _WRITTEN = _object(
 _DELETED = _object(
     {"sr_id": _STRING, "deleted": _BOOLEAN, "changed": _BOOLEAN}, "sr_id", "deleted", "changed"
 )
+_ERASED = _object(
+    {"sr_id": _STRING, "erased": _BOOLEAN, "entries": _INTEGER, "entry_id": _STRING,
+     "ingest_time": _STRING},
+    "sr_id", "erased", "entries", "entry_id", "ingest_time",
+)  # fmt: skip
 _ROWS = _object({"rows": _array(CALL_WINDOW), **_PAGING}, "rows", *_PAGED)
 
 # -- by tool --------------------------------------------------------------------------------------
@@ -263,5 +268,6 @@ OUTPUTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "e_adjust": refusable(_WRITTEN),
     "e_delete": refusable(_DELETED),
     "e_undelete": refusable(_DELETED),
+    "e_erase": refusable(_ERASED),
     "call_windows": refusable(_ROWS),
 })  # fmt: skip

@@ -1,5 +1,5 @@
-"""SR write tools: e_write, e_correct, e_adjust (replicated entries) and e_delete /
-e_undelete (local rows) — docs/authority.md.
+"""SR write tools: e_write, e_correct, e_adjust, e_erase (replicated entries) and e_delete /
+e_undelete (local rows) — docs/authority.md, docs/erasure.md.
 
 An SR the caller may not write answers exactly like an unknown one: ``unknown sr_id: <id>``.
 """
@@ -20,12 +20,12 @@ from node.store.sealing import Content
 from node.tools.args import check_names, encode, optional_time, present
 from node.tools.context import ToolContext
 from node.views.read_rule import may_read_sr
-from node.views.srs import mark_deleted, select_live
+from node.views.srs import entry_ids, mark_deleted, select_live
 from protocol.entry import Entry
 from protocol.kinds import UUID
 from protocol.timefmt import format_instant
 
-__all__ = ["create_sr", "e_adjust", "e_correct", "e_delete", "e_undelete", "e_write"]
+__all__ = ["create_sr", "e_adjust", "e_correct", "e_delete", "e_erase", "e_undelete", "e_write"]
 
 _UUID = re.compile(UUID)
 CONTENT = frozenset({"title", "text", "links", "conversational", "private_fields"})
@@ -212,3 +212,27 @@ async def e_delete(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) ->
 async def e_undelete(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
     """Restore an SR this node deleted."""
     return await _set_deleted(ctx.author, caller, args, "e_undelete", False)
+
+
+async def e_erase(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Erase an SR on every node (owner or admin): the payloads of its entries and every row
+    derived from them go; the signed headers stay (docs/erasure.md)."""
+    check_names("e_erase", args, frozenset({"sr_id", "reason"}))
+    caller.require("write:workspace")
+    sr_id, reason = args.get("sr_id"), args.get("reason")
+    if not _is_id(sr_id):
+        raise _unknown(sr_id)
+    if not isinstance(reason, str) or not reason.strip():
+        raise Refusal("e_erase needs a reason")
+    named: list[str] = []
+
+    async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
+        await _writable(txn, caller, sr_id, deleted_ok=True)
+        named[:] = await entry_ids(txn, sr_id)
+        payload = _payload(caller, sr_id, {"entries": named, "reason": reason})
+        return encode("sr.erase", payload), payload
+
+    authored = await ctx.author.write("sr.erase", build)
+    entry = authored.entry
+    return {"sr_id": sr_id, "erased": True, "entries": len(named), "entry_id": entry.id.hex(),
+            "ingest_time": format_instant(entry.header.hlc.wall)}  # fmt: skip

@@ -2,7 +2,8 @@
 
 For each log: seqs run 1..head without a gap, each ``prev`` is the id of the entry before,
 each stored id is SHA-256 of its header bytes, each header decodes canonically and matches its
-row, each present payload matches ``payload_hash``, and the log is authentic under the one rule
+row, each present payload matches ``payload_hash`` (an absent one was withheld or erased: the
+erased are counted apart), and the log is authentic under the one rule
 (docs/entries.md) — checked from the head backwards until a signature verifies, so a healthy
 log costs one signature check plus hashing.
 """
@@ -25,6 +26,7 @@ class VerifyReport:
     logs: int = 0
     entries: int = 0
     payloads_absent: int = 0
+    payloads_erased: int = 0  # of those absent: taken by an erase (docs/erasure.md)
     forked_logs: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -39,6 +41,7 @@ async def verify_log(reader: Reader) -> VerifyReport:
         report.logs += 1
         report.forked_logs += log.forked_at is not None
         await _verify_one(reader, log, report)
+    report.payloads_erased = await reader.count("erased")
     return report
 
 

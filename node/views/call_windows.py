@@ -17,7 +17,7 @@ from typing import Any
 from node.access.callers import Caller
 from node.store import Reader
 from node.store.txn import Txn
-from node.store.views import Applied, Hidden
+from node.store.views import Applied, Erased, Hidden
 from node.views.fold import order_key
 
 __all__ = ["CallWindowView", "select_call_windows"]
@@ -37,6 +37,7 @@ class CallWindowView:
     clear: tuple[str, ...] = ("DELETE FROM call_windows",)
     restore: tuple[str, ...] = ()
     countable: tuple[str, ...] = ("call_windows",)
+    scrub: tuple[str, ...] = ()
     next_due: int | None = None  # rows are listed once their time has come, by the reader
 
     def bind(self, moment: Callable[[], int]) -> None:
@@ -61,6 +62,9 @@ class CallWindowView:
 
     async def hide(self, txn: Txn, hidden: Hidden) -> None:
         txn.add(_HIDE, hidden.args)
+
+    async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased:
+        return Erased()  # nothing here is derived from SR entries
 
     async def catch_up(self, txn: Txn, moment: int) -> None:
         pass

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from node.store.txn import Txn
-from node.store.views import Applied, Hidden
+from node.store.views import Applied, Erased, Hidden
 from node.views.fold import order_key
 
 __all__ = ["LATER", "EpisodeView", "select_manager", "select_newest_id"]
@@ -108,6 +108,7 @@ class EpisodeView:
     )
     restore: tuple[str, ...] = ()
     countable: tuple[str, ...] = ("episode_entries", "episodes", "episode_due")
+    scrub: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self._horizon: Callable[[], int] = lambda: 0
@@ -138,6 +139,9 @@ class EpisodeView:
         if kind == 1 and wall > key[1]:
             txn.add(_DUE, (wall, p["vault"], p["id"]))
             self.next_due = wall if self.next_due is None else min(self.next_due, wall)
+
+    async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased:
+        return Erased()  # nothing here is derived from SR entries
 
     async def hide(self, txn: Txn, hidden: Hidden) -> None:
         """Withdraw a forked log's records and amendments.  Its forgets stay: hiding never

@@ -68,9 +68,13 @@ async def select_linked(reader: Reader, q: Query, anchor: str) -> Page:
 
 async def select_sr_readers(reader: Reader, sr_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
     """Of ``sr_ids`` (one statement's worth), each SR's workspace, owner and privacy by its
-    newest version — also one whose time has not yet come."""
+    newest version — also one whose time has not yet come — or, for an erased SR, as it was
+    when erased (its ``sr_erased`` event is shown to those who could read it)."""
     rows = await reader.fetchall(_SR_READERS.format(",".join("?" * len(sr_ids))), list(sr_ids))
-    return {row[0]: tuple(row[1:]) for row in rows}
+    found = {row[0]: tuple(row[1:]) for row in rows}
+    if len(found) < len(sr_ids):
+        found |= await reader.select_erased(sr_ids)
+    return found
 
 
 async def count_live(reader: Reader) -> int:

@@ -27,18 +27,19 @@ from typing import Any
 
 from node.identity import node_id
 from node.store.txn import Fetch, Txn
-from node.store.views import ENTRY_COLUMNS, Applied, Hidden, entries_at
+from node.store.views import ENTRY_COLUMNS, Applied, Erased, Hidden, entries_at, entry_id_at
 from node.views.fold import SrState, digests, fold_all, fold_entry, order_key
 from node.views.shown import shown_blob
 from protocol.canonical import decode_canonical
 from protocol.clock import Hlc
-from protocol.kinds import decode_payload
+from protocol.kinds import MAX_ERASED, decode_payload
 
 __all__ = [
     "DOC_SLOTS",
     "LAST_MS",
     "LiveSr",
     "SrView",
+    "entry_ids",
     "mark_deleted",
     "select_live",
     "state_blob",
@@ -128,6 +129,17 @@ _DELETIONS_REAPPLY = (
     "WHERE d.sr_id = srs.sr_id ORDER BY d.hlc_wall DESC, d.hlc_counter DESC, d.pos DESC "
     "LIMIT 1), 0) WHERE sr_id IN (SELECT sr_id FROM deletions)"
 )
+# After the SR's current row is withdrawn (``SrView.erase``): everything else derived from it.
+_ERASE = (
+    "DELETE FROM srs WHERE sr_id = ?",
+    "DELETE FROM sr_versions WHERE sr_id = ?",
+    "DELETE FROM sr_due WHERE sr_id = ?",
+    "DELETE FROM deletions WHERE sr_id = ?",
+)
+_ENTRY_IDS = (
+    f"SELECT {entry_id_at('v.pos')} FROM sr_versions v WHERE v.sr_id = ? "  # noqa: S608
+    "ORDER BY v.ord LIMIT ?"
+)
 _CACHE = 4096
 # The node id of a writer's key: an SR entry's writer is one of a mesh's few nodes.
 _writer_id = lru_cache(maxsize=256)(node_id)
@@ -158,6 +170,9 @@ class SrView:
     countable: tuple[str, ...] = (
         "deletions", "sr_versions", "srs", "sr_tags", "sr_links", "sr_due", "sr_fts",
     )  # fmt: skip
+    # An erased SR's terms stay in the index's older segments until a merge reaches them:
+    # ~2,000 pages (8 MB) a step, merging across levels (a negative count).
+    scrub: tuple[str, ...] = ("INSERT INTO sr_fts (sr_fts, rank) VALUES ('merge', -2000)",)
 
     def __init__(self) -> None:
         self._horizon: Callable[[], int] = lambda: 0  # this node's moment, given by bind
@@ -206,6 +221,22 @@ class SrView:
         for (sr_id,) in rows:
             self._latest.pop(sr_id, None)
             await self._refold(txn, sr_id, None, b"")
+
+    async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased | None:
+        """Withdraw the SR whole (node/store/erasure.py): its search, tag and link rows, its
+        current row, its versions, its due times and this node's deletions of it."""
+        latest = await self._latest_of(txn, sr_id, fresh=False)
+        last = latest[1] if latest else None
+        if last is not None and last.workspace != workspace:
+            return None
+        rows = await txn.fetchall("SELECT pos FROM sr_versions WHERE sr_id = ?", (sr_id,))
+        self._write_current(txn, sr_id, SrState(sr_id))  # withdrawn: no search, tag, link rows
+        for sql in _ERASE:
+            txn.add(sql, (sr_id,))
+        self._recent(txn).add(sr_id)
+        self._cache(sr_id, None)
+        readers = None if last is None else (last.owner or "", last.visibility == "private")
+        return Erased(tuple(int(pos) for (pos,) in rows), readers)
 
     # -- reading what is there -------------------------------------------------------------
 
@@ -375,3 +406,10 @@ def mark_deleted(txn: Txn, sr_id: str, deleted: bool, hlc: Hlc, principal: str) 
     clock, and the flag of its current row (docs/authority.md, e_delete / e_undelete)."""
     txn.add(_DELETION, (sr_id, int(deleted), hlc.wall, hlc.counter, principal))
     txn.add(_FLAG_DELETED, (int(deleted), sr_id))
+
+
+async def entry_ids(txn: Txn, sr_id: str) -> list[str]:
+    """The ids (hex) of the SR's entries this node holds, oldest first, at most ``MAX_ERASED``:
+    what an ``sr.erase`` names (one authored in the same batch is not sealed yet: left out)."""
+    rows = await txn.fetchall(_ENTRY_IDS, (sr_id, MAX_ERASED))
+    return [bytes(entry_id).hex() for (entry_id,) in rows if entry_id is not None]

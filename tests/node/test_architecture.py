@@ -31,6 +31,8 @@ OWNERS: dict[str, frozenset[str]] = {
             "forks_key_first",
             "audit",
             "bundle_subjects",
+            "erased_srs",
+            "erased",
         }
     ),
     "node/access/tokens.py": frozenset({"tokens"}),

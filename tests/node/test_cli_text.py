@@ -63,10 +63,19 @@ def test_every_list_is_a_table_with_a_header(auth, tmp_path):
     row = re.split(r" {2,}", texts["token list"].splitlines()[1])
     assert row[1:4] == ["alice", "team", "read:workspace,write:workspace"]
     assert row[5:] == ["—", "—"]
-    members = ["NODE ID", "WORKSPACES", "MAX LOGS", "CERT EXPIRES", "LABEL", "THIS NODE", "REVOKED"]
+    members = [
+        "NODE ID",
+        "WORKSPACES",
+        "MAX LOGS",
+        "CERT EXPIRES",
+        "LABEL",
+        "THIS NODE",
+        "ERASES",
+        "REVOKED",
+    ]
     assert header(texts["mesh members"]) == members
     assert re.split(r" {2,}", texts["mesh members"].splitlines()[1])[1:] == [
-        "*", "64", "9999-12-31T23:59:59.999Z", "—", "yes", "—",
+        "*", "64", "9999-12-31T23:59:59.999Z", "—", "yes", "yes", "—",
     ]  # fmt: skip
 
 

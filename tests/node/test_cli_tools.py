@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import io
 import json
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,7 @@ def cli(tmp_path: Path) -> Cli:
     return Cli(data, token)
 
 
-def test_sr_commands_write_correct_adjust_delete_undelete(cli):
+def test_sr_commands_write_correct_adjust_delete_undelete_erase(cli):
     first = cli.json("write", "--title", "Deploy notes", "--text", "rolled out the gateway",
                      "--tag", "ops", "--content-time", "2026-11-01")  # fmt: skip
     assert first["created"] is True
@@ -120,6 +121,16 @@ def test_sr_commands_write_correct_adjust_delete_undelete(cli):
                            (first["sr_id"],)).fetchone()  # fmt: skip
     assert state == ("Deploy notes", "gateway v3", "ops gateway", 0)
     assert count(cli.data, "sr_links") == 1
+    assert cli.refused("erase", second_id) == "e_erase needs a reason"
+    erased = cli.text("erase", second_id, "--reason", "asked to be forgotten")
+    assert erased.startswith(f"{second_id}  erased (1 entries named)  entry ")
+    assert cli.refused("erase", second_id, "--reason", "again") == f"unknown sr_id: {second_id}"
+    assert count(cli.data, "sr_links") == 0
+    stored = b"".join(p.read_bytes() for p in cli.data.glob("memlane.db*"))
+    assert b"Runbook" not in stored  # the command ends once its scrub is done
+    assert b"runbook" not in stored
+    verified = ok(run("log", "verify", "--data", cli.data))
+    assert re.match(r"ok: \d+ entries in \d+ logs \(1 payload erased\)$", verified), verified
 
 
 def test_sr_command_refusals_exit_1_and_store_nothing(cli):

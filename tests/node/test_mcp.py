@@ -92,7 +92,8 @@ SEED_002_FORMAT = (
 SEED_002_VERBOSITY = "Legacy alias for response_format: terse = concise, full = detailed."
 TOOLS = (
     "e_timeline", "e_audit", "work_episode_chain", "work_episodes", "work_record", "work_result",
-    "work_forget", "e_write", "e_correct", "e_adjust", "e_delete", "e_undelete", "call_windows",
+    "work_forget", "e_write", "e_correct", "e_adjust", "e_delete", "e_undelete", "e_erase",
+    "call_windows",
 )  # fmt: skip
 READS = {"e_timeline", "e_audit", "work_episode_chain", "work_episodes", "call_windows"}
 PAGE_NEEDS_AS_OF = (

@@ -128,6 +128,8 @@ def plan(now: int, since: int | None = None) -> list[dict[str, Any]]:
         ("e_delete", {"sr_id": "not-an-sr"}, None, True),
         ("e_undelete", {"sr_id": "not-an-sr"}, None, True),
         ("call_windows", {"latest": "yes"}, None, True),  # 40
+        ("e_erase", {"sr_id": "$5.sr_id", "reason": "asked to be forgotten"}, None, False),
+        ("e_erase", {"sr_id": "$5.sr_id"}, None, True),
     ]  # fmt: skip
     return [{"tool": t, "arguments": a, "meta": m, "refused": r} for t, a, m, r in calls]
 

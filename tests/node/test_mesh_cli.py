@@ -71,10 +71,13 @@ def test_members_shows_grants_this_node_and_revocations(tmp_path: Path) -> None:
         "CERT EXPIRES",
         "LABEL",
         "THIS NODE",
+        "ERASES",
         "REVOKED",
     ]
     (mine,) = [row for row in listed if row[5] == "yes"]
     assert mine[1:4] == ["*", "64", "9999-12-31T23:59:59.999Z"]
+    assert mine[6] == "yes"  # this node applies erasures; the peer never connected here
+    assert [row[6] for row in listed if row[0] == peer_id] == ["unknown"]
     assert [row[1] for row in listed if row[0] == peer_id] == ["team"]
 
     revoked = ok(run("mesh", "revoke", "--data", data, peer_id)).strip()

@@ -382,3 +382,28 @@ async def test_fused_ranks_and_scores_match_a_reference(tmp_path: Path, wall: Wa
         ranked = sorted(fused, key=lambda r: r["rank"])
         assert [r["sr_id"] for r in ranked] == expected, query
         assert [r["score"] for r in ranked] == [round(score[s], 6) for s in expected], query
+
+
+@pytest.mark.asyncio
+async def test_an_erased_srs_vector_goes_with_it_and_a_rebuild_keeps_the_others(
+    tmp_path: Path, wall: Wall
+) -> None:
+    async with opened(tmp_path / "n", wall, WORDLLAMA, embed=False) as node:
+        alice = await node.authenticate(
+            (await node.create_token("alice", "team", READ_WRITE)).token
+        )
+        ids = {
+            name: (await node.e_write(alice, text=text))["sr_id"] for name, text in TEXTS.items()
+        }
+        await embed_all(node)
+
+        async def vectors() -> set[str]:
+            return {r[0] for r in await node.reader().fetchall("SELECT sr_id FROM sr_vectors")}
+
+        assert await vectors() == set(ids.values())
+        await node.e_erase(alice, sr_id=ids["kitten"], reason="asked to be forgotten")
+        assert await vectors() == set(ids.values()) - {ids["kitten"]}
+        found = await node.e_timeline(alice, action="find", query="cat napping")
+        assert ids["kitten"] not in [r["sr_id"] for r in found["results"]]
+        await node.rebuild_views()
+        assert await vectors() == set(ids.values()) - {ids["kitten"]}

@@ -72,6 +72,7 @@ VALID: dict[str, dict[str, Any]] = {
     "sr.put": {**_SR, "create": True},
     "sr.correct": {**_SR, "reason": "typo"},
     "sr.adjust": {**_SR},
+    "sr.erase": {**_SR, "entries": ["ab" * 32], "reason": "asked to forget"},
     "episode.record": {**_EP, "channel": "cli", "episode_type": "task"},
     "episode.amend": {**_EP},
     "episode.forget": {**_EP},

@@ -39,9 +39,9 @@ the faults are what TCP would show a node, not datagrams:
 - **reset**: a connection is cut at once, both ends dropping their sessions.
 
 Authoring runs throughout on up nodes through the tools (``e_write`` creating and updating,
-``e_correct``, ``e_adjust``, ``work_record``, ``work_result``, ``work_forget``), as two
-principals, with each node's wall moved by the virtual
-clock (plus a small per-node skew).  At ``Size.span`` the network heals: partitions lifted,
+``e_correct``, ``e_adjust``, ``e_erase``, ``work_record``, ``work_result``, ``work_forget``),
+as two principals, with each node's wall moved by the virtual clock (plus a small per-node
+skew).  At ``Size.span`` the network heals: partitions lifted,
 faults stopped, every node up.  The run goes on until it is quiet (no bytes in flight, every
 connection caught up), and then every node must hold the same logs (per-log head, a digest
 over every entry id, the same fork proofs) and, with every wall set to one instant, give the
@@ -745,8 +745,11 @@ class Sim:
         if pick < 0.9:
             await node.e_correct(caller, sr_id=sr_id, reason="fix", text=f"{word} fixed {k}")
             return "e_correct"
-        await node.e_adjust(caller, sr_id=sr_id, tags=[word, "adjusted"])
-        return "e_adjust"
+        if pick < 0.94:
+            await node.e_adjust(caller, sr_id=sr_id, tags=[word, "adjusted"])
+            return "e_adjust"
+        await node.e_erase(caller, sr_id=sr_id, reason=f"forget {k}")
+        return "e_erase"
 
     async def author_episode(self, sn: SimNode, who: str) -> str:
         rng, node, caller, mine = self.rng, sn.node, sn.callers[who], self.episodes[who]
@@ -877,13 +880,14 @@ class Sim:
 
 
 async def holdings(node: Node) -> dict[str, Any]:
-    """What a node holds: each log's head, a digest over every entry id, the fork proofs."""
+    """What a node holds: each log's head, a digest over every entry id and whether its
+    payload is held (erasures take some), the fork proofs."""
     heads: dict[str, tuple[int, str]] = {}
     ids = []
     for entry in await node.entries():
         h = entry.header
         heads[f"{h.writer.hex()[:12]}/{h.epoch.hex()}"] = (h.seq, entry.id.hex())
-        ids.append(entry.id)
+        ids.append(entry.id + (b"+" if entry.payload is not None else b"-"))
     forks = await node.replica().fork_proofs()
     digest = hashlib.sha256(b"".join(sorted(ids))).hexdigest()
     return {"heads": heads, "ids": sorted(ids), "digest": digest, "forks": sorted(forks)}

@@ -57,6 +57,7 @@ def test_the_seeds_meet_every_fault() -> None:
         "writes e_write update",
         "writes e_correct",
         "writes e_adjust",
+        "writes e_erase",
         "writes work_record",
         "writes work_result",
         "writes work_forget",

@@ -73,6 +73,10 @@ VECTORS: list[tuple[str, str, dict[str, Any], tuple[int, int]]] = [
      {"node": NODE, "last_epoch": b"\x44" * 8, "last_seq": 41}, (9_000, MAX_COUNTER)),
     ("member.revoke without last_epoch, large wall", "member.revoke",
      {"node": NODE, "last_epoch": None, "last_seq": 0}, (10**9, 0)),
+    # Appended: the vectors before it keep their bytes.
+    ("sr.erase naming two entries", "sr.erase",
+     {**SR, "entries": ["0f" * 32, "e1" * 32], "reason": "asked to be forgotten"},
+     (10**9 + 1, 0)),
 ]  # fmt: skip
 
 

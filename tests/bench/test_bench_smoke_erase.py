@@ -1,0 +1,35 @@
+"""The erase benchmark stays runnable: a ``--quick`` run (on the timeline smoke store,
+``_smoke.TIMELINE``, built into a temporary cache) prints its three rows, and its checks with
+a verdict — the erased text found nowhere in the node's files among them.
+
+Nothing here looks at a figure: speed is for ``make bench`` (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from tests.bench import erase
+from tests.bench._smoke import TIMELINE, run_smoke
+
+_NUM = r"[\d,]+(\.\d+)?"
+
+
+def test_quick_run_prints_every_row_and_check(tmp_path: Path) -> None:
+    constants = {"tests.bench.erase.QUICK": replace(erase.QUICK, store=TIMELINE)}
+    done = run_smoke("erase", "--dir", str(tmp_path / "work"), constants=constants,
+                     cache=tmp_path / "cache")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for label in erase.ROWS:
+        row = rf"^{re.escape(label)}\s+{_NUM}\s+{_NUM}"
+        assert re.search(row, done.stdout, re.MULTILINE), f"no row {label!r} in\n{done.stdout}"
+    assert re.search(rf"^{re.escape(erase.LEFT)}\s+0\s+0\s+PASS$", done.stdout, re.MULTILINE), (
+        done.stdout
+    )
+    longest = rf"^{re.escape(erase.LONGEST)}\s+{_NUM} ms\s+≤ 1,000 ms\s+(PASS|FAIL)$"
+    assert re.search(longest, done.stdout, re.MULTILINE), done.stdout
+    for label in erase.CHECKS[2:]:
+        info = rf"^{re.escape(label)}\s+{_NUM}\s+\(info\)\s+\(info\)$"
+        assert re.search(info, done.stdout, re.MULTILINE), f"no check {label!r}"
