@@ -27,7 +27,16 @@ from protocol.entry import decode_header
 from protocol.errors import ProtocolError
 from protocol.kinds import decode_payload
 
-__all__ = ["ERASE", "ERASE_STEP", "HELD", "HELD_ERASES", "SCRUB", "Erasures", "scrub_step"]
+__all__ = [
+    "ERASE",
+    "ERASE_STEP",
+    "HELD",
+    "HELD_ERASES",
+    "SCRUB",
+    "SCRUB_INTERVAL",
+    "Erasures",
+    "scrub_step",
+]
 
 ERASE = "sr.erase"
 _SR_KINDS = frozenset({"sr.put", "sr.correct", "sr.adjust"})
@@ -69,6 +78,7 @@ _SUBJECTS = "DELETE FROM bundle_subjects WHERE subject = ?"
 # An erase leaves its SR's terms in the search index's older segments, and its bytes in the
 # WAL: the scrub that follows merges the index (``View.scrub``) and truncates the WAL.
 SCRUB = "erase_scrub"
+SCRUB_INTERVAL = 60.0  # seconds: the least time from one scrub to the next (erases between wait)
 _SCRUB_DUE = "INSERT OR REPLACE INTO state (key, value) VALUES ('erase_scrub', x'01')"
 _PENDING = "SELECT id, raw, payload FROM pending WHERE payload IS NOT NULL"
 _PENDING_DROP = "UPDATE pending SET payload = NULL, size = length(raw) WHERE id = ?"
@@ -137,18 +147,15 @@ class Erasures:
                 txn.add(_PENDING_DROP, (entry_id,))
 
 
-async def scrub_step(txn: Txn, views: Sequence[View]) -> bool | None:
-    """One step of the scrub — a few MB of the search index merged, in a transaction of its
-    own, so that other writes go on between steps: True while more is left, False once a step
-    finds nothing left to merge (which ends the scrub), None when no scrub is due."""
+async def scrub_step(txn: Txn, views: Sequence[View]) -> bool:
+    """The scrub, in one transaction: each view's search index merged whole (``View.scrub``)
+    and the request cleared; False when none was due.  Whole, because FTS5's incremental
+    merge, interleaved with the writes of other transactions, adds a level to the index each
+    step and ends by corrupting it (docs/erasure.md §The bytes on disk)."""
     if await txn.fetchone("SELECT 1 FROM state WHERE key = ?", (SCRUB,)) is None:
-        return None
-    (before,) = await txn.fetchone("SELECT total_changes()") or (0,)
+        return False
     for view in views:
         for sql in view.scrub:
             txn.add(sql, ())
-    (after,) = await txn.fetchone("SELECT total_changes()") or (0,)
-    if after - before < 2:  # FTS5's measure of a merge that did no work
-        txn.add("DELETE FROM state WHERE key = ?", (SCRUB,))
-        return False
+    txn.add("DELETE FROM state WHERE key = ?", (SCRUB,))
     return True

@@ -18,7 +18,7 @@ from node.logging import get_logger
 from node.progress import Progress
 from node.store.connection import Connection
 from node.store.core import _STATE_UPSERT, StoreOptions, Wall
-from node.store.erasure import HELD, HELD_ERASES, SCRUB, scrub_step
+from node.store.erasure import HELD, HELD_ERASES, SCRUB, SCRUB_INTERVAL, scrub_step
 from node.store.failures import translated
 from node.store.heads import decode_hlc, encode_hlc
 from node.store.reader import Reader
@@ -134,23 +134,20 @@ class Store(_Receiving):
     # -- the scrub after an erase (node/store/erasure.py) --------------------------------------
 
     async def scrub(self) -> bool:
-        """Finish a scrub an erase left due: merge the search index a step at a time, then
-        truncate the WAL; False when none was due (asked of the reader first, so a store
-        with none due takes no write lock for it)."""
+        """Finish a scrub an erase left due: merge the search index, then truncate the WAL;
+        False when none was due (asked of the reader first, so a store with none due takes
+        no write lock for it)."""
         assert self.reader is not None
         if await self.reader.state(SCRUB) is None and not self.erasures.erased.is_set():
             return False
         return await self._scrub()
 
     async def _scrub(self) -> bool:
-        """``scrub`` without asking the reader: its first step, queued behind the erase that
+        """``scrub`` without asking the reader: its transaction, queued behind the erase that
         asked for it, sees whether one is due."""
         async with self._scrubbing:
-            due = await self.run(lambda txn: scrub_step(txn, self.views))
-            if due is None:
+            if not await self.run(lambda txn: scrub_step(txn, self.views)):
                 return False
-            while due:
-                due = await self.run(lambda txn: scrub_step(txn, self.views))
             await self._truncate_wal()
             return True
 
@@ -185,11 +182,15 @@ class Store(_Receiving):
         return done
 
     async def _scrub_when_erased(self) -> None:
+        """Scrub after erases, at most once every ``SCRUB_INTERVAL``: erases in between are
+        scrubbed together, so a writer erasing without pause costs the others one merge of
+        the index a minute, not one an erase."""
         try:
             while True:
                 await self.erasures.erased.wait()
                 self.erasures.erased.clear()
-                await self._scrub()
+                if await self._scrub():
+                    await asyncio.sleep(SCRUB_INTERVAL)
         except StoreError as exc:  # the store closing under it
             log.warning("erase_scrub_stopped", error=str(exc))
 

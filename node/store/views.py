@@ -87,7 +87,7 @@ class View(Protocol):
     clear: tuple[str, ...]
     restore: tuple[str, ...]
     countable: tuple[str, ...]
-    scrub: tuple[str, ...]  # one step of merging away what erased rows left (node/store/erasure.py)
+    scrub: tuple[str, ...]  # merging away what erased rows left (node/store/erasure.py)
     next_due: int | None
 
     def bind(self, moment: Callable[[], int]) -> None:

@@ -170,9 +170,8 @@ class SrView:
     countable: tuple[str, ...] = (
         "deletions", "sr_versions", "srs", "sr_tags", "sr_links", "sr_due", "sr_fts",
     )  # fmt: skip
-    # An erased SR's terms stay in the index's older segments until a merge reaches them:
-    # ~2,000 pages (8 MB) a step, merging across levels (a negative count).
-    scrub: tuple[str, ...] = ("INSERT INTO sr_fts (sr_fts, rank) VALUES ('merge', -2000)",)
+    # An erased SR's terms stay in the index's older segments until a merge reaches them.
+    scrub: tuple[str, ...] = ("INSERT INTO sr_fts (sr_fts) VALUES ('optimize')",)
 
     def __init__(self) -> None:
         self._horizon: Callable[[], int] = lambda: 0  # this node's moment, given by bind

@@ -5,16 +5,16 @@ node writing meanwhile sees.
 Two copies of the store, side by side in one run:
 
 - **memlane**: a ``Node`` on the first copy erases an SR from the middle of the log
-  (``e_erase`` by an admin of its workspace), then its scrub runs — the search index merged a
-  step at a time, the WAL truncated.  Meanwhile a writer on the same node writes an SR every
+  (``e_erase`` by its owner), then its scrub runs — the search index merged whole in one
+  transaction, the WAL truncated.  Meanwhile a writer on the same node writes an SR every
   50 ms; each write's latency is recorded, and the WAL's size is sampled as often.
-- **one optimize** (the peer): the same SR's postings deleted from the search index of the
-  second copy and the whole index merged in one transaction (FTS5 ``optimize``), with raw
-  ``sqlite3`` — what the scrub would cost if it stopped every other write until done.
+- **one optimize** (the limit): the same SR's postings deleted from the search index of the
+  second copy and the whole index merged in one transaction (FTS5 ``optimize``) with raw
+  ``sqlite3``: the floor under a scrub.
 
-Afterwards the memlane copy's database file and WAL are read whole: the erased SR's text must
-not be in them.  Bound: no write waits more than 1 s during the scrub.  Nothing here asserts
-on speed; the bound is printed, not enforced.
+Afterwards, the node still open, its database file and WAL are read whole: the erased SR's
+text must not be in them.  Bound: the scrub ≤ 1.5 × one optimize.  Nothing here asserts on
+speed; the bound is printed, not enforced.
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from node.node import Node
 from tests.bench import timeline
 from tests.bench.common import SMOKE, Check, peak_rss_mib, progress, table, tail, verdict
 
-__all__ = ["FULL", "LIMIT_MS", "QUICK", "Report", "Sizes", "run"]
+__all__ = ["FULL", "LIMIT", "QUICK", "Report", "Sizes", "run"]
 
-LIMIT_MS = 1000.0  # the longest a write may wait while the scrub runs
+LIMIT = 1.5  # the scrub over one optimize of the same index
 WRITE_EVERY = 0.05
 ERASE, SCRUB, OPTIMIZE = "memlane e_erase", "memlane scrub", "one optimize (FTS5), raw sqlite3"
 ROWS = (ERASE, SCRUB, OPTIMIZE)
-LEFT, LONGEST = "the erased text left in the file and WAL", "longest write wait, scrub running"
-CHECKS = (LEFT, LONGEST, "scrub / one optimize (time)", "scrub / one optimize (WAL peak)")
+LEFT, RATIO = "the erased text left in the file and WAL", "scrub / one optimize"
+CHECKS = (LEFT, RATIO, "longest write wait, scrub running", "scrub / one optimize (WAL peak)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,8 @@ class Report:
     notes: list[str]
 
     def __str__(self) -> str:
-        rows = [[label, f"{side.seconds:,.2f}", f"{side.wal_peak / 1e6:,.1f}",
+        rows = [[label, f"{side.seconds:,.2f}",
+                 f"{side.wal_peak / 1e6:,.1f}" if side.wal_peak else "",
                  f"{len(side.writes_ms):,}" if side.writes_ms else "",
                  f"{max(side.writes_ms):,.0f}" if side.writes_ms else ""]
                 for label, side in self.sides.items()]  # fmt: skip
@@ -167,11 +168,11 @@ def run(*, quick: bool, workdir: Path) -> Report:
     erase, scrub, left = asyncio.run(_ours(ours, sr_id, owner, text))
     progress("erase: one optimize on the other copy")
     optimize = _optimize(peer / DB_FILE, sr_id)
-    longest = max(scrub.writes_ms, default=0.0)
+    ratio = scrub.seconds / optimize.seconds
     checks = [
         Check(LEFT, f"{left:,}", "0", verdict(left == 0)),
-        Check(LONGEST, f"{longest:,.0f} ms", f"≤ {LIMIT_MS:,.0f} ms", verdict(longest <= LIMIT_MS)),
-        Check(CHECKS[2], f"{scrub.seconds / optimize.seconds:.2f}", "(info)", "(info)"),
+        Check(RATIO, f"{ratio:.2f}", f"≤ {LIMIT:g}", verdict(ratio <= LIMIT)),
+        Check(CHECKS[2], f"{max(scrub.writes_ms, default=0.0):,.0f} ms", "(info)", "(info)"),
         Check(CHECKS[3], f"{scrub.wal_peak / max(optimize.wal_peak, 1):.2f}", "(info)", "(info)"),
     ]
     notes = [

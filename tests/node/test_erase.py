@@ -399,3 +399,31 @@ async def test_a_scrub_left_due_is_finished_before_the_store_closes(node_dir, wa
     with closing(sqlite3.connect(node_dir / DB_FILE)) as db:
         assert db.execute("SELECT 1 FROM state WHERE key = 'erase_scrub'").fetchall() == []
     assert SECRET.encode() not in (node_dir / DB_FILE).read_bytes()
+
+
+@pytest.mark.asyncio
+async def test_writes_during_a_scrub_leave_the_index_whole(node, make_caller):
+    """The scrub ends while others keep writing, and the search index stays sound (merging
+    it a step at a time between their writes grew a level a step until FTS5 failed)."""
+    alice = await make_caller()
+    sr_ids = [(await node.e_write(alice, title=f"{SECRET} {i}", text=f"words {i}"))["sr_id"]
+              for i in range(50)]  # fmt: skip
+    await node.e_erase(alice, sr_id=sr_ids[25], reason="asked to be forgotten")
+    done = asyncio.Event()
+
+    async def write() -> int:
+        written = 0
+        while not done.is_set():
+            await node.e_write(alice, title="meanwhile", text="a write during the scrub")
+            written += 1
+            await asyncio.sleep(0)
+        return written
+
+    writer = asyncio.create_task(write())
+    await asyncio.wait_for(node.store.scrub(), 30)
+    done.set()
+    assert await writer > 0
+    with closing(sqlite3.connect(node.path / DB_FILE)) as db:
+        db.execute("INSERT INTO sr_fts (sr_fts) VALUES ('integrity-check')")
+    found = await node.e_timeline(alice, action="find", query=SECRET, page_size=100)
+    assert len(found["results"]) == 49
