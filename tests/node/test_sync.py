@@ -108,6 +108,10 @@ async def test_two_nodes_end_with_the_same_logs_and_answers(tmp_path: Path, wall
             sync_b.dial(*await sync_a.listen())
             await converged([a, b], [sync_a, sync_b])
             await live(sync_b, 1)
+            # A batch is counted once its commit's waiter runs again, which may be just
+            # after the store shows it (converged) — wait for the count, not for luck.
+            async with asyncio.timeout(5):
+                await sync_b.peers.wait_for(lambda t: sum(p.received for p in t) >= 25)
             (peer,) = sync_b.peers
             assert (peer.received, peer.sent, peer.lag_in, peer.lag_out) == (25, 3, 0, 0)
             assert peer.node_id == a.info.node_id
