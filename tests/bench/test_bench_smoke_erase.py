@@ -1,6 +1,6 @@
-"""The erase benchmark stays runnable: a ``--quick`` run (on the timeline smoke store,
-``_smoke.TIMELINE``, built into a temporary cache) prints its three rows, and its checks with
-a verdict — the erased text found nowhere in the node's files among them.
+"""The erase benchmark stays runnable: a ``--quick`` run (on a quarter of the timeline smoke
+store, ``_smoke.TIMELINE``: 1,000 SRs, built into a temporary cache) prints its three rows,
+and its checks with a verdict — the erased text found nowhere in the node's files among them.
 
 Nothing here looks at a figure: speed is for ``make bench`` (docs/benchmarks.md).
 """
@@ -18,7 +18,8 @@ _NUM = r"[\d,]+(\.\d+)?"
 
 
 def test_quick_run_prints_every_row_and_check(tmp_path: Path) -> None:
-    constants = {"tests.bench.erase.QUICK": replace(erase.QUICK, store=TIMELINE)}
+    store = replace(TIMELINE, srs=1_000, name="timeline-1k")  # a quarter of the timeline's
+    constants = {"tests.bench.erase.QUICK": replace(erase.QUICK, store=store)}
     done = run_smoke("erase", "--dir", str(tmp_path / "work"), constants=constants,
                      cache=tmp_path / "cache")  # fmt: skip
     assert done.returncode == 0, done.stderr
