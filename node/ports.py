@@ -8,7 +8,8 @@ known (docs/operations.md §Ports, §Limits): connections, and the file descript
   One beyond is closed at once.  The handler sees only connections past their handshake.
 - ``Slots`` counts a plain port's open connections (the health port).
 - ``quiet_accept_errors`` makes the loop say once every ten seconds, in one line, that it
-  cannot accept for want of file descriptors, instead of a traceback per attempt.
+  cannot accept for want of file descriptors, instead of a traceback per attempt (and say
+  nothing of a retry that comes after its port closed).
 
 Each refusal is counted in ``REFUSALS`` under ``PORT_limit`` (``sync_pre_handshake``, …).
 """
@@ -126,6 +127,8 @@ class _AcceptErrors:
         self.suppressed = 0
 
     def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if _retry_after_close(context):
+            return
         if context.get("message") != _ACCEPT_ERROR:
             loop.default_exception_handler(context)
             return
@@ -136,6 +139,18 @@ class _AcceptErrors:
         error = context.get("exception")
         _log.error("cannot accept connections", error=str(error), suppressed=self.suppressed)
         self.last, self.suppressed = now, 0
+
+
+def _retry_after_close(context: dict[str, Any]) -> bool:
+    """asyncio's retry of an accept that failed for want of descriptors, run after its port
+    was closed (the node stopping within the second it waits): the socket's descriptor is
+    then -1, and there is nothing left to serve."""
+    handle = context.get("handle")
+    callback = getattr(handle, "_callback", None)
+    return (
+        isinstance(context.get("exception"), ValueError)
+        and getattr(callback, "__name__", "") == "_start_serving"
+    )
 
 
 def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> None:

@@ -26,7 +26,7 @@ from node.mesh.join import JoinService, join
 from node.mesh.service import CA_FILE, NODE_CERT_FILE, SyncService
 from node.mesh.sync import SyncOptions
 from node.node import Node, system_wall
-from node.ports import Handshakes
+from node.ports import Handshakes, quiet_accept_errors
 from node.refusals import REFUSALS
 from tests.node.servekit import certified_mesh, connected, memlane, poll, serve, setup, stop
 from tests.node.synckit import make_mesh
@@ -341,3 +341,32 @@ def test_out_of_descriptors_is_one_line_and_passes(tmp_path):
     assert 1 <= len(lines) <= 2, err[-2000:]
     assert "Traceback" not in err
     assert "Too many open files" in lines[0]
+
+
+def test_an_accept_retry_after_its_port_closed_says_nothing(caplog):
+    """asyncio retries an accept that failed for want of descriptors a second later; when the
+    port closed meanwhile (the node stopping), the retry finds descriptor -1.  That is not an
+    error worth a traceback; any other failing callback still reaches the default handler."""
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        quiet_accept_errors(loop)
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        server.close()
+        await server.wait_closed()
+        closed = socket.socket()
+        closed.close()  # what the server's socket is once closed: descriptor -1
+        # The retry as asyncio schedules it (selector_events: after EMFILE on accept).
+        loop.call_soon(loop._start_serving, lambda: None, closed, None, server, 100, None, None)
+
+        def other() -> None:
+            raise ValueError("another callback's own error")
+
+        loop.call_soon(other)
+        await asyncio.sleep(0.05)
+
+    with caplog.at_level("ERROR", logger="asyncio"):
+        asyncio.run(run())
+    messages = [r.getMessage() for r in caplog.records if r.name == "asyncio"]
+    assert len(messages) == 1, messages
+    assert "other" in messages[0]
