@@ -30,8 +30,8 @@ from protocol.signing import verify_signature
 
 __all__ = ["OFFERED", "Commits", "FrontierSnapshot", "Replica", "peer_features"]
 
-# What this node's hello offers beyond the protocol's own features: the kinds it applies that
-# an older node would only store and relay (a peer's offer is kept: ``peer_features``).
+# The features this version's hello offers (``SyncOptions.features``); a peer's are kept
+# (``note_features``) for ``peer_features``.
 OFFERED = (ERASE,)
 
 

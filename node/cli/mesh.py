@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING, Any
 from node.cli.commands import Result, open_node
 from node.cli.table import table
 from node.cli.times import expiry
-from node.replica import peer_features
-from node.store.erasure import ERASE
 from protocol.timefmt import format_instant
 
 if TYPE_CHECKING:  # the mesh's code loads when a command reads it, not to parse a command line
@@ -80,6 +78,8 @@ async def mesh_invite(args: argparse.Namespace) -> Result:
 
 
 async def mesh_members(args: argparse.Namespace) -> Result:
+    from node.replica import peer_features
+
     async with open_node(args) as node:
         members, own = node.membership.members(), node.info.public_key
         offered = {m.key: await peer_features(node.store, m.key) for m in members}
@@ -91,7 +91,11 @@ async def mesh_members(args: argparse.Namespace) -> Result:
 def _erases(own: bool, offered: tuple[str, ...] | None) -> bool | None:
     """Whether the node applies ``sr.erase`` (docs/erasure.md): this node does; another, as its
     last hello to this node said; None when it never connected here."""
-    return True if own else None if offered is None else ERASE in offered
+    from node.store.erasure import ERASE
+
+    if own:
+        return True
+    return None if offered is None else ERASE in offered
 
 
 async def mesh_grant(args: argparse.Namespace) -> Result:

@@ -62,6 +62,9 @@ class SyncOptions:
     connect_timeout: float = 10.0
     backoff_initial: float = 0.25
     backoff_max: float = 30.0
+    # What this node's hello offers beyond the protocol's own features: the kinds it applies
+    # that an older node only stores and relays (docs/erasure.md).
+    features: tuple[str, ...] = OFFERED
 
 
 class Sync:
@@ -252,7 +255,7 @@ class Sync:
                 self.peers.closed(peer, str(exc))
                 await self._refuse(writer, None)
                 return None
-        session = Session(mesh=self.mesh, node=self.key, features=OFFERED)
+        session = Session(mesh=self.mesh, node=self.key, features=self.options.features)
         link = Link(reader, writer, host=self.host, peer=peer, session=session,
                     expected_key=expected)  # fmt: skip
         self._links.add(link)

@@ -9,6 +9,7 @@ import asyncio
 import json
 import sqlite3
 from contextlib import closing
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,7 +22,6 @@ from node.store.erasure import ERASE
 from node.transfer.archive import Kdf, create_archive
 from node.transfer.verify import verify_log
 from protocol.entry import Entry
-from protocol.kinds import KINDS
 from tests.node.helpers import (
     ForeignWriter,
     admit,
@@ -31,7 +31,7 @@ from tests.node.helpers import (
     refused,
     sr_payload,
 )
-from tests.node.synckit import converged, make_mesh, syncing
+from tests.node.synckit import FAST, converged, make_mesh, syncing
 from tests.node.test_cli import ok, run
 
 SECRET = "zanzibarquux"  # a token no other text holds
@@ -307,17 +307,16 @@ async def test_an_erase_on_one_node_of_three_reaches_every_node_and_every_file(t
 
 
 @pytest.mark.asyncio
-async def test_members_show_which_nodes_apply_erasures(tmp_path, wall, monkeypatch):
+async def test_members_show_which_nodes_apply_erasures(tmp_path, wall):
     """A node whose hello does not offer ``sr.erase`` (an older version) shows as not
     erasing; one never met here, as unknown; this node, as erasing."""
     dirs = await make_mesh(tmp_path, ["A", "B", "C"], wall)
-    with monkeypatch.context() as older:
-        older.setattr("node.mesh.sync.OFFERED", ())
-        async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
-            async with syncing(a) as sa, syncing(b) as sb:
-                sb.dial(*await sa.listen())
-                await converged((a, b), (sa, sb))
-            a_id, b_id = a.info.node_id, b.info.node_id
+    older = replace(FAST, features=())  # A speaks as a node of the version before erasure
+    async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
+        async with syncing(a, older) as sa, syncing(b) as sb:
+            sb.dial(*await sa.listen())
+            await converged((a, b), (sa, sb))
+        a_id, b_id = a.info.node_id, b.info.node_id
     members = json.loads(ok(run("mesh", "members", "--data", dirs["B"], "--json")))
     erases = {m["node_id"]: m["erases"] for m in members}
     (c_id,) = set(erases) - {a_id, b_id}
@@ -358,46 +357,48 @@ async def _alice(node: Node) -> Any:
 
 
 @pytest.mark.asyncio
-async def test_erases_relayed_before_the_kind_was_known_apply_after_the_upgrade(
-    node_dir, wall, monkeypatch
-):
+async def test_erases_relayed_before_the_kind_was_known_apply_after_the_upgrade(node_dir, wall):
     """A node of an older version stores and relays an ``sr.erase`` without applying it; on
     its first open after the upgrade (the migration asks for it) it applies what it holds."""
     async with Node.open(node_dir, wall=wall) as node:
         writer = ForeignWriter(node.info.mesh)
         await admit(node, writer)
         put, fix, erase = _entries(writer)
-    with monkeypatch.context() as older:
-        older.delitem(KINDS, "sr.erase")
-        async with Node.open(node_dir, wall=wall) as node:
-            assert (await node.receive([put, fix, erase], source="peer")).stored == 3
-            assert (await traces(node, SR_ID))["payloads"] == 2  # relayed, not applied
-    with sqlite3.connect(node_dir / DB_FILE) as db:  # what the migration to it leaves
+        # The erase's header comes first, without its payload: held, not applied ...
+        assert (await node.receive([put, fix, erase.without_payload()], source="p")).stored == 3
+    # ... and its payload is then stored as an older node stores a kind it does not know: kept
+    # beside the header, never applied; the migration to this version asks for held erases.
+    with closing(sqlite3.connect(node_dir / DB_FILE)) as db, db:
+        (pos,) = db.execute("SELECT pos FROM headers WHERE kind = 'sr.erase'").fetchone()
+        db.execute("INSERT INTO payloads (pos, data) VALUES (?, ?)", (pos, erase.payload))
         db.execute("INSERT INTO state (key, value) VALUES ('erase_held', x'01')")
+        held = [d for (d,) in db.execute("SELECT data FROM payloads") if SECRET.encode() in d]
+    assert len(held) == 2  # relayed, not applied
     async with Node.open(node_dir, wall=wall) as node:
         assert await traces(node, SR_ID) == NONE_LEFT
         assert await _rows(node, "SELECT count(*) FROM state WHERE key = 'erase_held'") == [(0,)]
 
 
 @pytest.mark.asyncio
-async def test_a_scrub_left_due_is_finished_before_the_store_closes(node_dir, wall, monkeypatch):
-    """Without the background scrub (a one-shot command closing at once), closing the store
-    finishes it: the state row is gone and so are the bytes."""
-
-    async def idle(self: Any) -> None:
-        await asyncio.Event().wait()
-
-    monkeypatch.setattr("node.store.store.Store._scrub_when_erased", idle)
+async def test_a_scrub_left_due_is_finished_before_the_store_closes(node_dir, wall):
+    """A scrub due while the background one waits out its minute (or a one-shot command that
+    closes at once) is finished by closing the store: the state row is gone, and the bytes."""
+    due = "SELECT 1 FROM state WHERE key = 'erase_scrub'"
     async with Node.open(node_dir, wall=wall) as node:
         alice = await _alice(node)
         sr_ids = [await _written(node, alice) for _ in range(3)]
         for i in range(200):  # enough of an index for segments to hold the terms apart
             await node.e_write(alice, title=f"filler {i}", text="other words entirely")
-        for sr_id in sr_ids:
+        await node.e_erase(alice, sr_id=sr_ids[0], reason="asked to be forgotten")
+        for _ in range(500):  # the background scrub takes it, then waits a minute
+            if not await _rows(node, due):
+                break
+            await asyncio.sleep(0.01)
+        for sr_id in sr_ids[1:]:
             await node.e_erase(alice, sr_id=sr_id, reason="asked to be forgotten")
-        assert await _rows(node, "SELECT 1 FROM state WHERE key = 'erase_scrub'") == [(1,)]
+        assert await _rows(node, due) == [(1,)]
     with closing(sqlite3.connect(node_dir / DB_FILE)) as db:
-        assert db.execute("SELECT 1 FROM state WHERE key = 'erase_scrub'").fetchall() == []
+        assert db.execute(due).fetchall() == []
     assert SECRET.encode() not in (node_dir / DB_FILE).read_bytes()
 
 
