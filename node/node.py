@@ -164,7 +164,7 @@ class Node:
             raise NotInitialised(f"no node in {path} (run `memlane init --data {path}`)")
         key = load_key(path / NODE_KEY_FILE)
         config = config or NodeConfig.load(path)
-        membership = Membership()
+        membership = Membership(own=key.public)
         options = options or _options(config, serving)
         store = await Store.open(path / DB_FILE, wall=wall, options=options,
                                  views=(*default_views(), membership),
@@ -174,6 +174,7 @@ class Node:
             store.mesh = info.mesh
             store.membership = membership
             await store.erase_held()
+            await store.place_held()
             node = cls(path, store, key, info, config, membership)
             async with open_index(store, config.search, embed=embed) as node.vectors:
                 yield node
@@ -188,6 +189,11 @@ class Node:
     async def create_token(
         self, principal: str, workspace: str, scopes: Iterable[str], expires: int | None = None
     ) -> tokens.IssuedToken:
+        """A token for ``principal`` in ``workspace``; refused for a workspace whose payloads
+        this node's grant does not hold (docs/partial.md): it would read nothing here."""
+        if not self.membership.may_hold(workspace):
+            raise Refusal(f"this node does not hold workspace {workspace!r}: its mesh "
+                          "grant holds other workspaces (memlane mesh members)")  # fmt: skip
         return await tokens.issue(self.store, principal, workspace, scopes, expires)
 
     async def list_tokens(self) -> list[tokens.TokenInfo]:

@@ -21,18 +21,20 @@ from node.logging import get_logger
 from node.store import AuditEvent, Received, Report, Store, Txn
 from node.store.erasure import ERASE
 from node.store.logbound import DROPPED
+from node.store.partial import Wanted, answer_wants, select_wanted
 from node.store.reader import ChangedLog, Marks, Reader, SpanEntry
 from protocol.canonical import decode_canonical, encode_canonical
 from protocol.entry import Entry, LogId
 from protocol.errors import ProtocolError
 from protocol.frontier import Frontier, LogRange, Tip
+from protocol.payloads import PARTIAL
 from protocol.signing import verify_signature
 
 __all__ = ["OFFERED", "Commits", "FrontierSnapshot", "Replica", "peer_features"]
 
 # The features this version's hello offers (``SyncOptions.features``); a peer's are kept
 # (``note_features``) for ``peer_features``.
-OFFERED = (ERASE,)
+OFFERED = (ERASE, PARTIAL)
 
 
 def _features_key(key: bytes) -> str:
@@ -109,6 +111,30 @@ class Replica:
 
     async def marks(self) -> Marks:
         return await self.reader.select_marks()
+
+    def held(self) -> frozenset[str] | None:
+        """The workspaces whose payloads this node may hold (None: all, docs/partial.md)."""
+        membership = self.store.membership
+        return None if membership is None else membership.held()
+
+    def peer_held(self, key: bytes) -> frozenset[str] | None:
+        """The workspaces whose payloads the node ``key`` may hold, as this node's membership
+        says (None: all — and for a node it knows no grant of)."""
+        membership = self.store.membership
+        return None if membership is None else membership.held_by(key)
+
+    async def wanted(
+        self, *, after: int, limit: int, places: frozenset[str] | None
+    ) -> list[Wanted]:
+        """Entries held without the payload this node may hold, past position ``after``."""
+        return await select_wanted(self.reader.fetchall, after=after, limit=limit, places=places)
+
+    async def answers(self, ids: Sequence[bytes], peer: bytes) -> list[tuple[bytes, bytes | int]]:
+        """The answer to the peer ``peer``'s want of ``ids``: payloads its grant holds."""
+        held = self.peer_held(peer)
+        return await answer_wants(
+            self.reader.fetchall, ids, lambda place: place is None or held is None or place in held
+        )
 
     async def receive(self, items: Sequence[Received], *, source: str) -> Report:
         """The store's receive path: one transaction, one ``sr_synced`` per new entry."""

@@ -5,8 +5,8 @@ session tracks two states, what *we* have said and what *they* have said.  A ste
 sent, except ``ENTRIES_DONE`` (an ``Entries`` batch with ``done`` set) and ``DIGESTS_MATCH``,
 which the session takes for both sides at once when both digests of a round are in and equal.
 Conditions that look across the two directions (the digests differ, the peer's frontier is in,
-credit suffices) are checked by the session; *which* steps are possible in which state, and
-where they lead, is written only here.
+credit suffices, a want is outstanding) are checked by the session; *which* steps are possible
+in which state, and where they lead, is written only here.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ class Step(Enum):
     PUSH = "push"
     CREDIT = "credit"
     FORK_PROOF = "fork proof"
+    WANT = "want"
+    PAYLOADS = "payloads"
     ERROR = "error"
     BYE = "bye"
 
@@ -64,9 +66,12 @@ _PROGRESS: dict[tuple[State, Step], State] = {
 
 TRANSITIONS: Mapping[tuple[State, Step], State] = {
     **_PROGRESS,
-    # Credit and fork proofs may be said at any time after hello, and change nothing.
+    # Credit, fork proofs and payload requests and answers may be said at any time after
+    # hello, and change nothing here: a want and its answer are paired by the session.
     **{(s, Step.CREDIT): s for s in _OPEN},
     **{(s, Step.FORK_PROOF): s for s in _OPEN},
+    **{(s, Step.WANT): s for s in _OPEN},
+    **{(s, Step.PAYLOADS): s for s in _OPEN},
     # Either side may close from any state short of closed, hello not excepted.
     **{(s, Step.ERROR): State.CLOSED for s in (State.IDLE, *_OPEN)},
     **{(s, Step.BYE): State.CLOSED for s in (State.IDLE, *_OPEN)},

@@ -44,7 +44,9 @@ __all__ = [
     "Kind",
     "decode_payload",
     "encode_payload",
+    "has_place",
     "is_known",
+    "place_of",
     "workspace_of",
 ]
 
@@ -180,7 +182,7 @@ _ALL = (
         _f("workspace", _workspace, req=True), _f("principal", _principal, req=True),
         _f("row", Nested(_CALL_WINDOW_ROW), req=True),
     )), "workspace"),
-    Kind("member.add", 2, Schema((
+    Kind("member.add", 3, Schema((
         _f("node", Binary(32), req=True),
         _f("workspaces", TextList(Text(64, 1, rf"\*|{WORKSPACE}"), 256, 1), req=True),
         _f("cert_expires", _ms, req=True),
@@ -188,6 +190,8 @@ _ALL = (
         _f("certificate", Text(4096, 1)),  # PEM: the node certificate of a renewal
         # v2: how many logs (epochs) the key may open; absent, the mesh's default (64).
         _f("max_logs", Integer(1, MAX_LOGS)),
+        # v3: the workspaces whose payloads the node may hold (``*``: all); absent, all.
+        _f("holds", TextList(Text(64, 1, rf"\*|{WORKSPACE}"), 256, 0)),
     )), None),
     Kind("member.revoke", 1, Schema((
         _f("node", Binary(32), req=True),
@@ -236,3 +240,16 @@ def workspace_of(kind: str, payload: Mapping[str, Any]) -> str | None:
         return None
     value = payload.get(spec.workspace_field)
     return value if isinstance(value, str) else None
+
+
+def has_place(kind: str) -> bool:
+    """Whether entries of ``kind`` are placed in a workspace, whose holders alone keep their
+    payloads (docs/partial.md): not membership entries, erasures or unknown kinds, which
+    every node keeps whole."""
+    spec = KINDS.get(kind)
+    return spec is not None and spec.workspace_field is not None and kind != "sr.erase"
+
+
+def place_of(kind: str, payload: Mapping[str, Any]) -> str | None:
+    """The workspace an entry's payload is placed in, or None (``has_place``)."""
+    return workspace_of(kind, payload) if has_place(kind) else None

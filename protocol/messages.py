@@ -6,7 +6,8 @@ form (docs/entries.md §Canonical encoding — smallest forms, ``bin`` for bytes
 text).  Messages hold no maps.  ``decode_message`` accepts a body only when re-encoding what it
 decoded gives the same bytes back, so every message has exactly one spelling.  What a message
 is built of is ``protocol.wire``; the frontier and its message, ``FrontierPart``, are
-``protocol.frontier``; the entries a batch carries, ``protocol.batch``.
+``protocol.frontier``; the entries a batch carries, ``protocol.batch``; the payload requests of
+partial replication, ``Want`` and ``Payloads``, ``protocol.payloads``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, Entry
 from protocol.errors import LocalProtocolError, RemoteProtocolError
 from protocol.frames import BodyLimits, unpack_body
 from protocol.frontier import MAX_FRONTIER_LOGS, FrontierPart
+from protocol.kinds import WORKSPACE
+from protocol.payloads import MAX_WANT, Payloads, Want
 from protocol.wire import (
     MessageType,
     as_pairs,
@@ -54,13 +57,15 @@ __all__ = [
     "FrontierDigest",
     "Hello",
     "Message",
+    "Payloads",
     "Push",
+    "Want",
     "decode_message",
     "encode_message",
 ]
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 1
+PROTOCOL_MINOR = 2
 SUPPORTED_MAJORS: tuple[int, ...] = (1,)
 
 DIGEST_BYTES = 32
@@ -70,6 +75,7 @@ MAX_CREDIT = (1 << 32) - 1
 MAX_ERROR_TEXT = 1024
 _MAX_U16 = 0xFFFF
 _FEATURE = re.compile(r"[a-z][a-z0-9_.-]{0,63}\Z")
+_TAG = re.compile(WORKSPACE)
 
 
 class ErrorCode(IntEnum):
@@ -87,7 +93,8 @@ class ErrorCode(IntEnum):
 
 # How many objects (every value, containers included) and how deep a nesting the largest legal
 # message of each type holds: the outer array and its type count two, a frontier's tip five (its
-# array and four fields), an entry three (its pair, header, payload).  A body may hold
+# array and four fields), an entry three (its pair, header, payload or tag), an answer of a
+# payloads message three (its pair, id, payload or code).  A body may hold
 # ``_OBJECT_SLACK`` more, so a message just beyond a limit is refused by its own check, with its
 # own hint; the bound is what keeps a small frame of empty arrays from unpacking into millions
 # of lists (docs/protocol.md §2).
@@ -101,6 +108,8 @@ _MOST_OBJECTS: dict[int, tuple[int, int]] = {
     MessageType.FORK_PROOF: (4, 1),
     MessageType.ERROR: (5 + MAX_VERSIONS, 2),
     MessageType.BYE: (2, 1),
+    MessageType.WANT: (3 + MAX_WANT, 2),
+    MessageType.PAYLOADS: (3 + 3 * MAX_WANT, 3),
 }
 _OBJECT_SLACK = 64
 
@@ -130,11 +139,14 @@ def _wire_entries(value: Any, field: str, least: int) -> None:
             raise LocalProtocolError("each entry is a (header, payload) pair", field=field)
         header, payload = item
         check_blob(header, "header", 1, MAX_HEADER_BYTES)
-        if payload is not None:
+        if type(payload) is str:
+            if not _TAG.fullmatch(payload):
+                raise LocalProtocolError(f"a workspace tag matches {WORKSPACE}", field="tag")
+        elif payload is not None:
             check_blob(payload, "payload", 0, MAX_PAYLOAD_BYTES)
 
 
-def _entries_wire(entries: tuple[WireEntry, ...]) -> list[list[bytes | None]]:
+def _entries_wire(entries: tuple[WireEntry, ...]) -> list[list[bytes | str | None]]:
     return [[header, payload] for header, payload in entries]
 
 
@@ -196,7 +208,8 @@ class FrontierDigest:
 @dataclass(frozen=True, slots=True)
 class Entries:
     """A batch of catch-up entries.  ``done`` marks the sender's last batch of the round; an
-    empty batch is allowed only as that marker."""
+    empty batch is allowed only as that marker.  An entry's payload may be a workspace tag
+    (``WireEntry``) only where both hellos offer ``partial``."""
 
     TYPE: ClassVar[MessageType] = MessageType.ENTRIES
 
@@ -345,7 +358,10 @@ class Bye:
         return cls()
 
 
-Message = Hello | FrontierDigest | FrontierPart | Entries | Credit | Push | ForkProof | Error | Bye
+Message = (
+    Hello | FrontierDigest | FrontierPart | Entries | Credit | Push | ForkProof | Error | Bye
+    | Want | Payloads
+)  # fmt: skip
 
 _PARSERS: dict[int, Callable[[list[Any]], Message]] = {
     MessageType.HELLO: Hello.from_wire,
@@ -357,6 +373,8 @@ _PARSERS: dict[int, Callable[[list[Any]], Message]] = {
     MessageType.FORK_PROOF: ForkProof.from_wire,
     MessageType.ERROR: Error.from_wire,
     MessageType.BYE: Bye.from_wire,
+    MessageType.WANT: Want.from_wire,
+    MessageType.PAYLOADS: Payloads.from_wire,
 }
 
 

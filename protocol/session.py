@@ -44,6 +44,7 @@ from protocol.messages import (
     decode_message,
     encode_message,
 )
+from protocol.payloads import PARTIAL, Payloads, Want
 
 __all__ = [
     "NEED_DATA",
@@ -109,14 +110,18 @@ def step_of(message: Message) -> Step:
             return Step.ERROR
         case Bye():
             return Step.BYE
+        case Want():
+            return Step.WANT
+        case Payloads():
+            return Step.PAYLOADS
 
 
 class _Side:
     """What one side has said: its state, this round's digest and frontier (the tips of its
-    parts so far, until the last is in), and the credit it may still spend (granted by the
-    other side)."""
+    parts so far, until the last is in), the credit it may still spend (granted by the other
+    side), and the ids of its want the other side has yet to answer."""
 
-    __slots__ = ("credit", "digest", "frontier", "hello", "parts", "state")
+    __slots__ = ("asked", "credit", "digest", "frontier", "hello", "parts", "state")
 
     def __init__(self) -> None:
         self.state = State.IDLE
@@ -125,6 +130,7 @@ class _Side:
         self.frontier: Frontier | None = None
         self.parts: list[Tip] = []
         self.credit = Balance()
+        self.asked: tuple[bytes, ...] | None = None
 
     def new_round(self) -> None:
         self.digest, self.frontier, self.parts = None, None, []
@@ -210,6 +216,17 @@ class Session:
     def caught_up(self) -> bool:
         """Both sides have finished this round (each is ``LIVE``)."""
         return self._us.state is State.LIVE and self._them.state is State.LIVE
+
+    @property
+    def wanting(self) -> bool:
+        """This side has said a ``Want`` the peer has not answered: it may not say another."""
+        return self._us.asked is not None
+
+    @property
+    def owed(self) -> tuple[bytes, ...] | None:
+        """The ids of the peer's unanswered ``Want``, which this side answers with one
+        ``Payloads`` (of some of them, or none); None when there is none."""
+        return self._them.asked
 
     @property
     def buffered(self) -> int:
@@ -301,7 +318,16 @@ class Session:
             case Entries(entries=items) | Push(entries=items):
                 if step is not Step.PUSH and listener.frontier is None:
                     raise error("entries wait for the receiver's frontier", field="state")
+                if any(type(payload) is str for _, payload in items):
+                    self._need_partial("a workspace tag needs", error)
                 speaker.credit = spend(speaker.credit, items, error)
+            case Want(ids=ids):
+                self._need_partial("a want needs", error)
+                if speaker.asked is not None:
+                    raise error("a want waits for the answer to the one before", field="state")
+                speaker.asked = ids
+            case Payloads():
+                self._take_answer(listener, message, error)
             case Credit(entries=entries, nbytes=nbytes):
                 listener.credit = grant(listener.credit, entries, nbytes, error)
         speaker.state = target
@@ -341,6 +367,20 @@ class Session:
         if frontier.digest() != speaker.digest:
             raise error("the frontier does not match the digest sent before it", field="digest")
         speaker.frontier = frontier
+
+    def _take_answer(self, listener: _Side, answer: Payloads, error: type[ProtocolError]) -> None:
+        """``answer`` answers ``listener``'s want, of which it names only ids asked for."""
+        self._need_partial("payloads need", error)
+        if listener.asked is None:
+            raise error("payloads answer a want, and none is outstanding", field="state")
+        asked = iter(listener.asked)  # both ascending: each id is found past the one before
+        if not all(entry_id in asked for entry_id in answer.ids):
+            raise error("answers an id the want did not ask for", field="items")
+        listener.asked = None
+
+    def _need_partial(self, what: str, error: type[ProtocolError]) -> None:
+        if PARTIAL not in self.features:
+            raise error(f"{what} {PARTIAL!r} on both sides", field="state")
 
     @staticmethod
     def _match(a: _Side, b: _Side) -> None:

@@ -14,6 +14,7 @@ from protocol.errors import LocalProtocolError
 
 __all__ = [
     "MessageType",
+    "array_head_size",
     "as_pairs",
     "as_tuple",
     "check_arity",
@@ -21,6 +22,8 @@ __all__ = [
     "check_blob",
     "check_int",
     "check_items",
+    "packed_bin_size",
+    "packed_str_size",
 ]
 
 
@@ -36,6 +39,8 @@ class MessageType(IntEnum):
     FORK_PROOF = 7
     ERROR = 8
     BYE = 9
+    WANT = 10
+    PAYLOADS = 11
 
 
 # --- field checks: each raises LocalProtocolError naming the field ------------------------------
@@ -79,3 +84,21 @@ def as_tuple(value: Any, field: str) -> tuple[Any, ...]:
 
 def as_pairs(value: Any, field: str) -> tuple[Any, ...]:
     return tuple(as_tuple(item, field) for item in as_tuple(value, field))
+
+
+# --- encoded sizes: what canonical msgpack spends on a value, without encoding it -------------
+
+
+def packed_bin_size(n: int) -> int:
+    """Bytes a ``bin`` of ``n`` bytes takes: bin8, bin16 or bin32 and its data."""
+    return n + (2 if n < 0x100 else 3 if n < 0x10000 else 5)
+
+
+def packed_str_size(n: int) -> int:
+    """Bytes a ``str`` of ``n`` UTF-8 bytes takes: fixstr, str8, str16 or str32 and its data."""
+    return n + (1 if n < 0x20 else 2 if n < 0x100 else 3 if n < 0x10000 else 5)
+
+
+def array_head_size(n: int) -> int:
+    """Bytes the header of an array of ``n`` items takes: fixarray, array16 or array32."""
+    return 1 if n < 0x10 else 3 if n < 0x10000 else 5

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from node.cli.commands import Result, open_node
 from node.cli.table import table
 from node.cli.times import expiry
+from node.errors import ConfigError
 from protocol.timefmt import format_instant
 
 if TYPE_CHECKING:  # the mesh's code loads when a command reads it, not to parse a command line
@@ -19,7 +20,14 @@ __all__ = ["add_parsers"]
 _INVITE_HELP = "print a signed invite to this mesh, valid once and for a while"
 _MEMBERS_HELP = "list the nodes the authority's log has admitted or revoked"
 _PEERS_HELP = "list the sync peers of this node's `memlane serve`: state, lag, last error"
-_GRANT_HELP = "change how many logs a member may hold (its grant is otherwise kept)"
+_GRANT_HELP = (
+    "change how many logs a member may hold, or the workspaces whose payloads it holds (its "
+    "grant is otherwise kept)"
+)
+_HOLDS_HELP = (
+    "the workspaces whose payloads the node holds, comma-separated (default: *, all); it "
+    "holds every header whatever this says (docs/partial.md)"
+)
 _REVOKE_HELP = (
     "revoke a member: entries it writes after the last one this node has accepted from it "
     "are refused everywhere the revocation reaches"
@@ -39,6 +47,7 @@ def add_parsers(sub: Any) -> None:
                         help="how long it stays valid: a duration (30m, 24h, 7d, 2w; default "
                              "24h), or until an instant or YYYY-MM-DD (midnight UTC)")  # fmt: skip
     invite.add_argument("--label", help="a name for the joiner, kept with its membership")
+    invite.add_argument("--holds", type=_names, metavar="W1,W2", help=_HOLDS_HELP)
     invite.set_defaults(handler=mesh_invite)
     members = msub.add_parser("members", help=_MEMBERS_HELP, description=_MEMBERS_HELP)
     members.set_defaults(handler=mesh_members)
@@ -48,10 +57,11 @@ def add_parsers(sub: Any) -> None:
     grant.add_argument(
         "--max-logs",
         type=int,
-        required=True,
         metavar="N",
         help="how many logs (epochs) it may hold: 1 to 100000 (default 64)",
     )
+    grant.add_argument("--holds", type=_names, metavar="W1,W2", help=_HOLDS_HELP + (
+        "; a node whose set shrinks erases the payloads it no longer holds"))  # fmt: skip
     grant.set_defaults(handler=mesh_grant)
     revoke = msub.add_parser("revoke", help=_REVOKE_HELP, description=_REVOKE_HELP)
     revoke.add_argument("node", metavar="NODE_ID", help="the member's node id (or key in hex)")
@@ -62,17 +72,25 @@ def add_parsers(sub: Any) -> None:
     peers.set_defaults(handler=peers_list)
 
 
+def _names(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError("a comma-separated list of workspace names, or *")
+    return names
+
+
 async def mesh_invite(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         text = node.membership.create_invite(workspaces=args.workspaces, label=args.label,
-                                       expires=args.expires.at(node.wall()))  # fmt: skip
+                                             expires=args.expires.at(node.wall()),
+                                             holds=args.holds)  # fmt: skip
     from node.members import invites
 
     invite = invites.read(text)
     data = {
         "invite": text, "invite_id": invite.invite_id.hex(), "mesh": invite.mesh.hex(),
         "workspaces": list(invite.workspaces), "expires": format_instant(invite.expires),
-        "label": invite.label,
+        "label": invite.label, "holds": list(invite.holds or ("*",)),
     }  # fmt: skip
     return Result(data, text)
 
@@ -99,9 +117,14 @@ def _erases(own: bool, offered: tuple[str, ...] | None) -> bool | None:
 
 
 async def mesh_grant(args: argparse.Namespace) -> Result:
+    if args.max_logs is None and args.holds is None:
+        raise ConfigError("say what changes: --max-logs N, --holds W1,W2, or both")
     async with open_node(args) as node:
-        member = await node.membership.set_max_logs(args.node, args.max_logs)
-    return Result(_row(member, False), f"{member.node_id} may hold {member.max_logs} logs")
+        member = await node.membership.regrant(args.node, max_logs=args.max_logs,
+                                               holds=args.holds)  # fmt: skip
+    holds = ",".join(member.holds)
+    text = f"{member.node_id} may hold {member.max_logs} logs and the payloads of {holds}"
+    return Result(_row(member, False), text)
 
 
 async def mesh_revoke(args: argparse.Namespace) -> Result:
@@ -121,7 +144,8 @@ def _row(member: Member, own: bool) -> dict[str, Any]:
     }  # fmt: skip
     return {
         "node_id": member.node_id, "key": member.key.hex(), "label": member.label,
-        "workspaces": list(member.workspaces), "max_logs": member.max_logs, "this_node": own,
+        "workspaces": list(member.workspaces), "holds": list(member.holds),
+        "max_logs": member.max_logs, "this_node": own,
         "cert_expires": format_instant(member.cert_expires) if member.added_at else None,
         "revoked": revoked,
     }  # fmt: skip
@@ -136,6 +160,7 @@ def _cutoff(cut: dict[str, Any]) -> str:
 _MEMBERS = (
     "NODE ID",
     "WORKSPACES",
+    "HOLDS",
     "MAX LOGS",
     "CERT EXPIRES",
     "LABEL",
@@ -148,8 +173,8 @@ _MEMBERS = (
 def _cells(row: dict[str, Any]) -> list[Any]:
     cut = row["revoked"]
     revoked = None if cut is None else f"at {cut['at']} after {_cutoff(cut)}"
-    return [row["node_id"], row["workspaces"], row["max_logs"], row["cert_expires"], row["label"],
-            "yes" if row["this_node"] else "no",
+    return [row["node_id"], row["workspaces"], row["holds"], row["max_logs"], row["cert_expires"],
+            row["label"], "yes" if row["this_node"] else "no",
             {True: "yes", False: "no", None: "unknown"}[row["erases"]], revoked]  # fmt: skip
 
 

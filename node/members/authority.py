@@ -78,23 +78,30 @@ class MeshAuthority:
         cert_expires: int | None = None,
         label: str | None = None,
         max_logs: int | None = None,
+        holds: Sequence[str] | None = None,
     ) -> Member:
         """Author ``member.add`` for ``key`` (also how a grant is changed or renewed)."""
         if cert_expires is None:
             cert_expires = self.store.wall() + DEFAULT_CERT_LIFETIME_MS
-        payload = grant_payload(key, workspaces, cert_expires, label, max_logs=max_logs)
+        payload = grant_payload(key, workspaces, cert_expires, label, max_logs=max_logs,
+                                holds=holds)  # fmt: skip
         await self._grant(key, payload)
         await self._release(key)
         return self._member(key)
 
-    async def regrant(self, name: str, *, max_logs: int) -> Member:
+    async def regrant(
+        self, name: str, *, max_logs: int | None = None, holds: Sequence[str] | None = None
+    ) -> Member:
         """Author ``member.add`` for the member named by ``name`` with its grant as it is —
-        workspaces, certificate expiry, label, certificate — but ``max_logs``."""
+        workspaces, certificate expiry, label, certificate — but ``max_logs`` and ``holds``
+        where given (docs/partial.md: a node whose ``holds`` shrinks erases those payloads)."""
         member = self.membership.find(name)
         if member.revoked is not None or member.added_at is None:
             raise UnknownMember(f"node {member.node_id} is revoked: its grant cannot change")
         payload = grant_payload(member.key, member.workspaces, member.cert_expires, member.label,
-                                member.certificate, max_logs=max_logs)  # fmt: skip
+                                member.certificate,
+                                max_logs=member.max_logs if max_logs is None else max_logs,
+                                holds=member.holds if holds is None else holds)  # fmt: skip
         await self._grant(member.key, payload)
         return self._member(member.key)
 
@@ -139,7 +146,7 @@ class MeshAuthority:
         )
         pem = certs.pem(certificate).decode()
         payload = grant_payload(key, member.workspaces, expires, member.label, pem,
-                                max_logs=member.max_logs)  # fmt: skip
+                                max_logs=member.max_logs, holds=member.holds)  # fmt: skip
         await self._grant(key, payload)
 
     async def _grant(self, key: bytes, payload: dict[str, Any]) -> None:
@@ -176,15 +183,18 @@ class MeshAuthority:
         lifetime_ms: int = DEFAULT_INVITE_LIFETIME_MS,
         label: str | None = None,
         expires: int | None = None,
+        holds: Sequence[str] | None = None,
     ) -> str:
         """A signed invite, valid for one use and for ``lifetime_ms`` from now, or until
-        ``expires`` (ms) when given."""
+        ``expires`` (ms) when given; ``holds``: the workspaces whose payloads the joiner will
+        hold (None: all)."""
         now = self.store.wall()
         expires = now + lifetime_ms if expires is None else expires
         if expires <= now:
             raise MeshError("an invite must be valid for some time")
         signing, _ = self.keys()
-        return invites.issue(signing, self.mesh, random_bytes(16), workspaces, expires, label)
+        return invites.issue(signing, self.mesh, random_bytes(16), workspaces, expires, label,
+                             holds)  # fmt: skip
 
     async def redeem(
         self, text: str, joiner: bytes, *, cert_lifetime_ms: int = DEFAULT_CERT_LIFETIME_MS

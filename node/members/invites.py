@@ -6,6 +6,9 @@ and the authority's 64-byte Ed25519 signature of it::
 
     [1, mesh (16 bytes), authority key (32), invite id (16), [workspace…], expires (ms), label]
 
+and, when the grant it promises holds the payloads of some workspaces only (docs/partial.md),
+an eighth field, the sorted ``[workspace…]`` of ``holds``.
+
 The signature covers ``"memlane invite v1\\0"`` followed by the array's bytes, so it can never
 be mistaken for an entry's signature.  The invite carries the authority key so a joiner can
 check the invite, and the authority's certificate, before it trusts either.
@@ -53,10 +56,12 @@ class Invite:
     workspaces: tuple[str, ...]
     expires: int
     label: str | None = None
+    holds: tuple[str, ...] | None = None  # None: all
 
     def _fields(self) -> list[Any]:
-        return [_VERSION, self.mesh, self.authority, self.invite_id, list(self.workspaces),
-                self.expires, self.label]  # fmt: skip
+        fields = [_VERSION, self.mesh, self.authority, self.invite_id, list(self.workspaces),
+                  self.expires, self.label]  # fmt: skip
+        return fields if self.holds is None else [*fields, list(self.holds)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +80,14 @@ def issue(
     workspaces: Sequence[str],
     expires: int,
     label: str | None = None,
+    holds: Sequence[str] | None = None,
 ) -> str:
     """The invite's text, signed by ``authority`` (``invite_id``: 16 random bytes)."""
-    grant_payload(bytes(32), workspaces, expires, label)  # the grant it promises must be valid
-    invite = Invite(mesh, authority.public, invite_id, tuple(workspaces), expires, label)
+    # The grant it promises must be valid.
+    promised = grant_payload(bytes(32), workspaces, expires, label, holds=holds)
+    held = promised.get("holds")
+    invite = Invite(mesh, authority.public, invite_id, tuple(workspaces), expires, label,
+                    None if held is None else tuple(held))  # fmt: skip
     body = encode_canonical(invite._fields())
     sig = authority.sign(_DOMAIN + body)
     return PREFIX + base64.urlsafe_b64encode(body + sig).rstrip(b"=").decode()
@@ -107,17 +116,23 @@ def _fields(body: bytes) -> Invite:
         value = decode_canonical(body, what="invite", max_bytes=_MAX_BYTES)
     except ProtocolError as exc:
         raise InviteError("not a memlane invite") from exc
-    if not isinstance(value, list) or len(value) != 7 or value[0] != _VERSION:
+    if not isinstance(value, list) or len(value) not in (7, 8) or value[0] != _VERSION:
         raise InviteError("not a memlane invite (or a version this node does not know)")
-    _, mesh, authority, invite_id, workspaces, expires, label = value
+    _, mesh, authority, invite_id, workspaces, expires, label, *rest = value
+    holds = rest[0] if rest else None
     ok = (
         _is_bytes(mesh, 16) and _is_bytes(authority, 32) and _is_bytes(invite_id, 16)
-        and isinstance(workspaces, list) and all(isinstance(w, str) for w in workspaces)
+        and _is_names(workspaces) and (holds is None or _is_names(holds))
         and type(expires) is int and (label is None or isinstance(label, str))
     )  # fmt: skip
     if not ok:
         raise InviteError("not a memlane invite")
-    return Invite(mesh, authority, invite_id, tuple(workspaces), expires, label)
+    return Invite(mesh, authority, invite_id, tuple(workspaces), expires, label,
+                  None if holds is None else tuple(holds))  # fmt: skip
+
+
+def _is_names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(w, str) for w in value)
 
 
 def _is_bytes(value: Any, size: int) -> bool:
@@ -148,6 +163,6 @@ def redeem(
     if used:
         raise InviteError("the invite was already used")
     expires = now + cert_lifetime_ms
-    payload = grant_payload(joiner, invite.workspaces, expires, invite.label)
+    payload = grant_payload(joiner, invite.workspaces, expires, invite.label, holds=invite.holds)
     certificate = node_certificate(authority, mesh, joiner, issued=now, expires=expires)
     return Redeemed(invite, payload, certificate)

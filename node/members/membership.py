@@ -13,8 +13,9 @@ with the other views.  Member entries fold in the total order (wall, counter, ep
 every node holding the same authority entries has the same members whatever order they arrived
 in:
 
-- the newest ``member.add`` of a key sets its workspaces, certificate expiry and label (a
-  renewal is a new ``member.add``);
+- the newest ``member.add`` of a key sets its workspaces, the workspaces whose payloads it
+  may hold (``holds``, docs/partial.md), certificate expiry and label (a renewal is a new
+  ``member.add``);
 - a key's first ``member.revoke`` is final: later adds and revokes of that key change nothing.
 """
 
@@ -82,10 +83,18 @@ class Member:
     max_logs: int = DEFAULT_MAX_LOGS
     # The workspaces as a set, None for all: what the receive path looks up.
     allowed: frozenset[str] | None = dataclasses.field(default=None, compare=False, repr=False)
+    # The workspaces whose payloads it may hold (v3; ``*`` = all), and as a set, None for all.
+    holds: tuple[str, ...] = (ALL_WORKSPACES,)
+    held: frozenset[str] | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def node_id(self) -> str:
         return node_id(self.key)
+
+    def may_hold(self, workspace: str | None) -> bool:
+        """Whether the node may hold the payloads placed in ``workspace`` (None: every node
+        holds them — membership entries, erasures, unknown kinds)."""
+        return workspace is None or self.held is None or workspace in self.held
 
     def admits(self, now: int) -> bool:
         """Whether a TLS peer with this key may connect at ``now``: unrevoked, certificate
@@ -110,9 +119,10 @@ def grant_payload(
     label: str | None = None,
     certificate: str | None = None,
     max_logs: int | None = None,
+    holds: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """A valid ``member.add`` payload, or ``MeshError`` naming what is wrong; ``max_logs``
-    only when it is not the mesh's default."""
+    only when it is not the mesh's default, ``holds`` only when it is not all (``*``)."""
     payload: dict[str, Any] = {"node": key, "workspaces": list(workspaces),
                                "cert_expires": cert_expires}  # fmt: skip
     if label is not None:
@@ -121,6 +131,8 @@ def grant_payload(
         payload["certificate"] = certificate
     if max_logs is not None and max_logs != DEFAULT_MAX_LOGS:
         payload["max_logs"] = max_logs
+    if holds is not None and ALL_WORKSPACES not in holds:
+        payload["holds"] = sorted(set(holds))
     try:
         KINDS["member.add"].schema.check(payload, authoring=True)
     except PayloadError as exc:
@@ -128,18 +140,23 @@ def grant_payload(
     return payload
 
 
+def _as_set(names: tuple[str, ...]) -> frozenset[str] | None:
+    return None if ALL_WORKSPACES in names else frozenset(names)
+
+
 def _granted(key: bytes, entry: _Entry) -> Member:
     workspaces = tuple(entry.payload["workspaces"])
-    allowed = None if ALL_WORKSPACES in workspaces else frozenset(workspaces)
+    holds = tuple(entry.payload.get("holds", (ALL_WORKSPACES,)))
     return Member(key, workspaces, entry.payload["cert_expires"], entry.payload.get("label"),
                   entry.wall, None, entry.payload.get("certificate"),
-                  entry.payload.get("max_logs", DEFAULT_MAX_LOGS), allowed)  # fmt: skip
+                  entry.payload.get("max_logs", DEFAULT_MAX_LOGS), _as_set(workspaces),
+                  holds, _as_set(holds))  # fmt: skip
 
 
 def _revoked(key: bytes, old: Member | None, entry: _Entry) -> Member:
     cut = Cutoff(entry.payload.get("last_epoch"), entry.payload["last_seq"], entry.wall)
     if old is None:
-        return Member(key, (), 0, None, None, cut, allowed=frozenset())
+        return Member(key, (), 0, None, None, cut, allowed=frozenset(), holds=(), held=frozenset())
     return dataclasses.replace(old, revoked=cut)
 
 
@@ -153,12 +170,14 @@ class Membership:
     scrub: tuple[str, ...] = ()
     next_due: int | None = None
 
-    def __init__(self, authority: bytes | None = None) -> None:
+    def __init__(self, authority: bytes | None = None, own: bytes | None = None) -> None:
         self.authority = authority
+        self.own = own  # this node's key: its grant says which payloads it holds
         self._entries: dict[tuple[int, int], _Entry] = {}
         self._members: dict[bytes, Member] = {}
         self._last: tuple[int, int, bytes, int] = (-1, 0, b"", 0)
         self._admitted: set[bytes] = set()
+        self._narrowed = False
 
     # -- the receive path (node.store.received.Admission) -------------------------------------
 
@@ -190,6 +209,23 @@ class Membership:
         if writer == self.authority or member is None:
             return None
         return member.max_logs
+
+    def may_hold(self, place: str | None) -> bool:
+        """Whether this node may hold the payloads placed in ``place`` (docs/partial.md):
+        as its grant's ``holds`` says; all, until it has a grant."""
+        member = self._members.get(self.own) if self.own is not None else None
+        return member is None or member.may_hold(place)
+
+    def held(self) -> frozenset[str] | None:
+        """The workspaces whose payloads this node holds; None for all."""
+        member = self._members.get(self.own) if self.own is not None else None
+        return None if member is None else member.held
+
+    def held_by(self, key: bytes) -> frozenset[str] | None:
+        """The workspaces whose payloads the node ``key`` may hold; None for all (and for a
+        node without a grant)."""
+        member = self._members.get(key)
+        return None if member is None else member.held
 
     def take_admitted(self) -> set[bytes]:
         admitted, self._admitted = self._admitted, set()
@@ -240,10 +276,20 @@ class Membership:
             return
         entry = _entry(item.hlc, item.epoch, item.seq, item.log_id, item.kind, item.payload)
         self._entries[(item.log_id, item.seq)] = entry
+        before = self.held()
         if entry.order > self._last:
             self._step(entry)
         else:  # an older authority epoch arriving late: fold again in order
             self._refold(mark=True)
+        after = self.held()
+        if after is not None and (before is None or not after >= before):
+            self._narrowed = True
+
+    def take_narrowed(self) -> bool:
+        """Whether this node's ``holds`` narrowed since the last call: the payloads it no
+        longer holds are to be withheld (``Store.withhold``, docs/partial.md)."""
+        narrowed, self._narrowed = self._narrowed, False
+        return narrowed
 
     async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased:
         return Erased()  # nothing here is derived from SR entries

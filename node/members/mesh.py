@@ -40,6 +40,10 @@ class MeshMembers:
         """The mesh authority's public key (None before the store has loaded it)."""
         return self._membership.authority
 
+    def may_hold(self, workspace: str) -> bool:
+        """Whether this node's grant holds the payloads of ``workspace`` (docs/partial.md)."""
+        return self._membership.may_hold(workspace)
+
     def members(self) -> list[Member]:
         """Every node key the authority's log has added or revoked."""
         return self._membership.members()
@@ -88,17 +92,21 @@ class MeshMembers:
         cert_expires: int | None = None,
         label: str | None = None,
         max_logs: int | None = None,
+        holds: Sequence[str] | None = None,
     ) -> Member:
         """Author ``member.add`` for ``key`` with the authority key (this node must hold it);
-        ``cert_expires`` defaults to 90 days from now, ``max_logs`` to the mesh's 64."""
-        return await self._authority.add(
-            key, workspaces=workspaces, cert_expires=cert_expires, label=label, max_logs=max_logs
-        )
+        ``cert_expires`` defaults to 90 days from now, ``max_logs`` to the mesh's 64,
+        ``holds`` to all (docs/partial.md)."""
+        return await self._authority.add(key, workspaces=workspaces, cert_expires=cert_expires,
+                                         label=label, max_logs=max_logs, holds=holds)  # fmt: skip
 
-    async def set_max_logs(self, node: str, max_logs: int) -> Member:
+    async def regrant(
+        self, node: str, *, max_logs: int | None = None, holds: Sequence[str] | None = None
+    ) -> Member:
         """Author ``member.add`` for a member (node id or key hex), its grant unchanged but
-        for how many logs it may hold (docs/mesh.md §Logs per writer)."""
-        return await self._authority.regrant(node, max_logs=max_logs)
+        for how many logs it may hold (docs/mesh.md §Logs per writer) and the workspaces
+        whose payloads it holds (docs/partial.md), where given."""
+        return await self._authority.regrant(node, max_logs=max_logs, holds=holds)
 
     async def revoke_member(self, node: str) -> Member:
         """Author ``member.revoke`` for a member (node id or key hex), after the last
@@ -116,12 +124,13 @@ class MeshMembers:
         lifetime_ms: int = DEFAULT_INVITE_LIFETIME_MS,
         label: str | None = None,
         expires: int | None = None,
+        holds: Sequence[str] | None = None,
     ) -> str:
         """A signed, single-use invite to this mesh (``memlane mesh invite``), valid for
-        ``lifetime_ms`` from now, or until ``expires`` (ms) when given."""
-        return self._authority.invite(
-            workspaces=workspaces, lifetime_ms=lifetime_ms, label=label, expires=expires
-        )
+        ``lifetime_ms`` from now, or until ``expires`` (ms) when given; ``holds``: the
+        workspaces whose payloads the joiner holds (None: all)."""
+        return self._authority.invite(workspaces=workspaces, lifetime_ms=lifetime_ms,
+                                      label=label, expires=expires, holds=holds)  # fmt: skip
 
     async def redeem_invite(
         self, invite: str, joiner_key: bytes, *, cert_lifetime_ms: int = DEFAULT_CERT_LIFETIME_MS

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from node.mesh.fetch import PAYLOAD_RETRY
 from node.mesh.outbox import LARGEST_ENTRY
 from node.mesh.peers import PeerTable
 from node.replica import Commits, Replica
@@ -32,6 +33,8 @@ class LinkOptions:
     round_interval: float = 300.0  # start a new round this long after the last one began
     min_round_interval: float = 1.0  # answer a peer's new round no sooner than this
     max_fork_proofs: int = 256  # fork proofs one connection may bring
+    # Seconds before payloads a peer could not give are asked of it again (docs/partial.md).
+    payload_retry: float = PAYLOAD_RETRY
     # Tips in one frontier message: the protocol's most; tests send fewer to see parts travel.
     frontier_part: int = MAX_FRONTIER_LOGS
 

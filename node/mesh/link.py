@@ -33,6 +33,7 @@ from node.mesh.errors import (
     PeerStalled,
     guarded,
 )
+from node.mesh.fetch import Fetch
 from node.mesh.host import LinkHost, LinkOptions
 from node.mesh.outbox import Outbox, PeerHolds, catch_up
 from node.mesh.peers import DuplicateLink, Peer, PeerState
@@ -56,6 +57,7 @@ from protocol.messages import (
     Message,
     Push,
 )
+from protocol.payloads import Payloads
 from protocol.session import NEED_DATA, ConnectionClosed, Session, State
 
 __all__ = ["Link", "LinkHost", "LinkOptions"]
@@ -94,6 +96,7 @@ class Link:
         self._rounds = Rounds(host.options, self._loop.time)
         self._holds = PeerHolds()
         self._push: Outbox | None = None
+        self._fetch: Fetch | None = None  # once the peer is identified
         self._proofs = ForkProofs(host.options.max_fork_proofs)
         self._stopped: str | None = None
         self._catch_up = CatchUpLog()
@@ -230,13 +233,15 @@ class Link:
                 await self._take(items)
             case ForkProof(first=first, second=second):
                 await self._take_proof(first, second)
+            case Payloads():
+                await self._take_payloads(message)
             case Error(code=code, text=text):
                 raise PeerClosedWithError(f"the peer closed with error {code}: {text}")
             case Bye():
                 if self.session.our_state in _SPEAKING:
                     await self._write(self.session.send(Bye()))
             case _:
-                pass  # digests and credit: the session has taken them in
+                pass  # digests, credit and wants: the session has taken them in
 
     async def _identify(self, key: bytes) -> None:
         if self.expected_key is not None and key != self.expected_key:
@@ -250,6 +255,8 @@ class Link:
         except DuplicateLink as exc:
             raise LinkRefused(str(exc)) from exc
         self.source = f"peer:{node_id(key)}"
+        self._fetch = Fetch(self.host.replica, key, self.session.features,
+                            retry=self.host.options.payload_retry)  # fmt: skip
         hello = self.session.peer
         await self.host.replica.note_features(key, hello.features if hello else ())
         detail = {"address": self.peer.address}
@@ -295,6 +302,13 @@ class Link:
         if self._storing and self._storing[0] is task:
             self._storing.popleft()
 
+    async def _take_payloads(self, answer: Payloads) -> None:
+        assert self._fetch is not None
+        assert self.source is not None
+        received = self._fetch.received(answer)
+        if received:
+            await self.host.replica.receive(received, source=self.source)
+
     async def _take_proof(self, first: bytes, second: bytes) -> None:
         if not self._proofs.taken(first, second):
             return
@@ -333,7 +347,20 @@ class Link:
             await self._gossip_forks()
             if s.caught_up and self._rounds.due():
                 await self._send_digest()
+        await self._payloads()
         self._note_state()
+
+    async def _payloads(self) -> None:
+        """Answer the peer's want, if one is owed; once both sides are live, ask for the
+        payloads this node lacks and the peer may hold (docs/partial.md)."""
+        s, fetch = self.session, self._fetch
+        assert fetch is not None
+        if s.owed is not None and s.our_state in _SPEAKING:
+            await self._write(s.send(await fetch.answer(s.owed)))
+        if s.caught_up and not s.wanting:
+            want = await fetch.want(self._loop.time())
+            if want is not None and s.caught_up:
+                await self._write(s.send(want))
 
     def _note_state(self) -> None:
         state = PeerState.LIVE if self.session.caught_up else PeerState.SYNCING
@@ -371,7 +398,8 @@ class Link:
         if r.outbox is None:
             theirs = s.their_frontier
             assert theirs is not None
-            r.outbox = await catch_up(self.host.replica, r.snapshot, theirs)
+            assert self._fetch is not None
+            r.outbox = await catch_up(self.host.replica, r.snapshot, theirs, self._fetch.wire)
             self.peer.lag_out = r.outbox.size
         await self._send_out(r.outbox, catch_up=True)
 
@@ -411,6 +439,8 @@ class Link:
         theirs = self.session.their_frontier
         self._holds.round_done(r.snapshot, theirs)
         self._push = None
+        if self._fetch is not None:
+            self._fetch.again()
         if theirs is None:
             self.peer.lag_in = self.peer.lag_out = 0
         self.peer.rounds += 1
@@ -422,7 +452,8 @@ class Link:
         if self._push is None or self._push.exhausted:
             if self.host.commits.marks.pos <= self._holds.cursor:
                 return
-            self._push = await self._holds.pushes(self.host.replica)
+            assert self._fetch is not None
+            self._push = await self._holds.pushes(self.host.replica, self._fetch.wire)
         await self._send_out(self._push, catch_up=False)
 
     async def _gossip_forks(self) -> None:

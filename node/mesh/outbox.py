@@ -6,19 +6,28 @@ store gained since, as an ``Outbox`` of log ranges read from the store a budget 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from node.replica import FrontierSnapshot, Replica
 from node.store import Received
+from node.store.reader import SpanEntry
 from protocol.batch import WireEntry, entry_cost
 from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, Entry, LogId
 from protocol.errors import ProtocolError
 from protocol.frontier import Frontier
 
-__all__ = ["LARGEST_ENTRY", "Outbox", "Outgoing", "PeerHolds", "catch_up"]
+__all__ = ["LARGEST_ENTRY", "Outbox", "Outgoing", "PeerHolds", "Shape", "catch_up", "whole"]
 
 LARGEST_ENTRY = MAX_HEADER_BYTES + MAX_PAYLOAD_BYTES
+
+Shape = Callable[[SpanEntry], WireEntry]
+"""How a stored entry goes to the peer (``node.mesh.fetch.Fetch.wire``: with its payload, or
+its header and workspace tag where the peer's grant does not hold it)."""
+
+
+def whole(row: SpanEntry) -> WireEntry:
+    return row.raw, row.payload
 
 
 @dataclass(slots=True)
@@ -34,8 +43,9 @@ class Outbox:
     """Ranges of logs to send, read from the store a budget at a time: it holds no more than
     the credit the peer has granted (plus what a batch could not take)."""
 
-    def __init__(self, ranges: Sequence[Outgoing]) -> None:
+    def __init__(self, ranges: Sequence[Outgoing], shape: Shape = whole) -> None:
         self._ranges = deque(ranges)
+        self._shape = shape
         self._buffer: list[WireEntry] = []
         self._cost = 0
 
@@ -60,7 +70,7 @@ class Outbox:
                 self._ranges.popleft()  # nothing there any more (cannot happen: append-only)
                 continue
             for row in rows:
-                item = (row.raw, row.payload)
+                item = self._shape(row)
                 self._buffer.append(item)
                 self._cost += entry_cost(item)
             out.next = rows[-1].seq + 1
@@ -74,7 +84,9 @@ class Outbox:
         return taken
 
 
-async def catch_up(replica: Replica, snap: FrontierSnapshot, theirs: Frontier) -> Outbox:
+async def catch_up(
+    replica: Replica, snap: FrontierSnapshot, theirs: Frontier, shape: Shape = whole
+) -> Outbox:
     """What the peer lacks of ``snap``: per log, from the seq after the peer's tip — from the
     tip itself when the logs forked there, so the peer sees the fork."""
     ranges = []
@@ -86,7 +98,7 @@ async def catch_up(replica: Replica, snap: FrontierSnapshot, theirs: Frontier) -
             if held is not None and held != lack.after:
                 first -= 1
         ranges.append(Outgoing(log_id, first, lack.last))
-    return Outbox(ranges)
+    return Outbox(ranges, shape)
 
 
 @dataclass(slots=True)
@@ -108,7 +120,7 @@ class PeerHolds:
             self.note(tip.log, tip.seq)
         self.cursor = max(self.cursor, snapshot.pos)
 
-    async def pushes(self, replica: Replica) -> Outbox:
+    async def pushes(self, replica: Replica, shape: Shape = whole) -> Outbox:
         """What the store gained past the cursor, per log from the seq the peer holds (taken
         as held once it is in the outbox)."""
         ranges = []
@@ -119,7 +131,7 @@ class PeerHolds:
                 ranges.append(Outgoing(log.log_id, held + 1, log.head_seq))
                 self.seqs[key] = log.head_seq
             self.cursor = max(self.cursor, log.pos)
-        return Outbox(ranges)
+        return Outbox(ranges, shape)
 
     def received(self, items: Sequence[WireEntry]) -> list[Received]:
         """Entries the peer sent: it holds them, so they are never pushed back to it.  The
@@ -134,6 +146,9 @@ class PeerHolds:
                 batch.append((raw, payload))
                 continue
             self.note(entry.header.log, entry.header.seq)
+            if isinstance(payload, str):  # a header and its workspace tag (docs/partial.md)
+                batch.append((raw, payload))
+                continue
             entry = entry.with_payload(payload)
             try:
                 entry.check_payload()

@@ -11,6 +11,7 @@ from node.refusals import REFUSALS
 from node.store.audit import AuditEvent, audit
 from node.store.heads import LogHead
 from node.store.logbound import DROPPED, Crowded, make_room
+from node.store.partial import MISSING_DELETE
 from node.store.received import _Candidate, _subject, _workspace
 from node.store.waiting import _Waiting
 from protocol.entry import LogId
@@ -97,14 +98,15 @@ class _Attaching(_Waiting):
         erasures = self.store.erasures
         erased = erasures.covers(cand.entry.header.kind, cand.payload)
         if erased is not None:  # about an erased SR: kept without its payload, unannounced
-            cand = _Candidate(cand.entry.without_payload(), None, cand.from_pending)
+            cand = _Candidate(cand.entry.without_payload(), None, cand.from_pending, cand.place)
         entry = cand.entry
         hlc = entry.header.hlc
         # The clock first: views show what the clock has reached (an entry from beyond the
         # allowed skew waits until its time comes).
         wall = self.store.wall()
         within = self.store.clock.update(hlc, wall)
-        pos = await self.store.append_attached(self.txn, head, entry, cand.payload)
+        pos = await self.store.append_attached(self.txn, head, entry, cand.payload, cand.place,
+                                               erased is not None)  # fmt: skip
         if erased is not None:
             erasures.dropped(self.txn, pos, erased)
         self.report.stored += 1
@@ -164,6 +166,8 @@ class _Attaching(_Waiting):
         self.report.filled += 1
         self.report.brought(cand.payload)
         self.txn.add("INSERT INTO payloads (pos, data) VALUES (?, ?)", (pos, cand.entry.payload))
+        self.txn.add(MISSING_DELETE, (pos,))
+        self.txn.add("UPDATE headers SET workspace = ? WHERE pos = ?", (cand.place, pos))
         if cand.payload is not None and not head.hides(cand.entry.header.seq):
             self.txn.add("UPDATE headers SET applied = 1 WHERE pos = ?", (pos,))
             await self.store.apply_views(self.txn, pos, head, cand.entry, cand.payload)

@@ -100,6 +100,9 @@ class _StoreCore:
         self._swept: int | None = None  # when expired pending rows were last looked for
         self._scrubber: asyncio.Task[None] | None = None
         self._scrubbing = asyncio.Lock()
+        # Set when this node's grant narrows: the payloads it no longer holds are withheld.
+        self.narrowed = asyncio.Event()
+        self._withholder: asyncio.Task[None] | None = None
 
     def moment(self) -> int:
         """This node's moment for its views: its clock (docs/tools/e_timeline.md

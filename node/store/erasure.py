@@ -72,6 +72,14 @@ _PURGE = (
 )
 # Rows that name the SR beyond the views: its events (all but the erasure's own), and what
 # bundle imports brought of it.  (Its vector goes by the vector index's trigger on ``srs``.)
+# The entries the erase names that are held here without their payload (their place is the
+# erase's workspace, or unknown): marked erased, and missing no more (docs/partial.md).
+_NAMED = (
+    "INSERT OR REPLACE INTO erased (pos, by_pos) SELECT m.pos, ? FROM missing m "
+    "JOIN headers h ON h.pos = m.pos WHERE substr(h.id, 1, 8) = ? AND h.id = ? "
+    "AND (m.workspace IS NULL OR m.workspace = ?)"
+)
+_FOUND = "DELETE FROM missing WHERE pos IN (SELECT pos FROM erased WHERE by_pos = ?)"
 _EVENTS = "DELETE FROM audit WHERE subject = ? AND workspace = ? AND event != 'sr_erased'"
 _SUBJECTS = "DELETE FROM bundle_subjects WHERE subject = ?"
 
@@ -126,6 +134,10 @@ class Erasures:
                 for sql in _PURGE:
                     txn.add(sql, (pos,))
                 txn.add(_MARK, (pos, item.pos))
+        txn.reserve(_NAMED, _FOUND)
+        for named in map(bytes.fromhex, item.payload["entries"]):
+            txn.add(_NAMED, (item.pos, named[:8], named, workspace))
+        txn.add(_FOUND, (item.pos,))
         txn.add(_EVENTS, (sr_id, workspace))
         txn.add(_SUBJECTS, (sr_id,))
         self.srs[sr_id] = (workspace, item.pos)

@@ -21,11 +21,14 @@ membership rule's verdicts), 3 and 4 in ``attach.py``, the pending area's part i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from node.store.attach import _Attaching
+from node.store.partial import MISSING_DELETE, MISSING_INSERT
 from node.store.received import Checked, Host, Received, Refused, Report, _Candidate
 from protocol.entry import Entry, LogId
 from protocol.errors import ProtocolError
+from protocol.kinds import has_place, place_of
 
 __all__ = ["Ingest", "precheck"]
 
@@ -38,24 +41,39 @@ def precheck(store: Host, item: Received | Checked) -> Checked:
     if isinstance(item, _Candidate | Refused):
         return item
     entry = item if isinstance(item, Entry) else None
+    tag = None
     try:
         if entry is None:
             assert not isinstance(item, Entry)
-            entry = Entry.decode(*item)  # checks the payload against its header
+            raw, sent = item
+            tag = sent if isinstance(sent, str) else None
+            # Checks the payload against its header.
+            entry = Entry.decode(raw, sent if isinstance(sent, bytes) else None)
         else:
             entry.check_payload()
         reason = store.admit(entry)
         if reason is None:
-            return _Candidate(entry, store.decode_known(entry))
+            payload = store.decode_known(entry)
+            return _Candidate(entry, payload, place=_place(entry, payload, tag))
     except ProtocolError as exc:
         reason = str(exc)
     return Refused(reason, entry.id if entry else None)
+
+
+def _place(entry: Entry, payload: dict[str, Any] | None, tag: str | None) -> str | None:
+    """Where an entry's payload is placed: read from the payload when it came, else the tag
+    a peer sent for a kind that has a place (docs/partial.md)."""
+    kind = entry.header.kind
+    if payload is not None:
+        return place_of(kind, payload)
+    return tag if has_place(kind) and entry.payload is None else None
 
 
 class Ingest(_Attaching):
     """One receive operation inside the writer's transaction."""
 
     async def run(self, items: Sequence[Received | Checked]) -> Report:
+        self.txn.reserve(MISSING_INSERT, MISSING_DELETE)  # in this order, whatever comes first
         by_log: dict[LogId, dict[bytes, _Candidate]] = {}
         for item in items:
             cand = precheck(self.store, item)

@@ -75,6 +75,7 @@ class SpanEntry:
     id: bytes
     raw: bytes
     payload: bytes | None
+    workspace: str | None = None  # where its payload is placed (docs/partial.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +218,7 @@ class Reader:
         them, and only as many as fit in ``max_bytes`` counted as sync counts credit (header
         plus payload).  Sizes are read first, so no blob beyond the budget is loaded."""
         rows = await self.fetchall(_SPAN, (log_id, gt, lte, limit, max_bytes))
-        return [SpanEntry(r[0], bytes(r[1]), bytes(r[2]), _b(r[3])) for r in rows]
+        return [SpanEntry(r[0], bytes(r[1]), bytes(r[2]), _b(r[3]), r[4]) for r in rows]
 
     async def select_entry_id(self, log_id: int, seq: int) -> bytes | None:
         value = await self.scalar(
@@ -323,7 +324,7 @@ _SPAN = (
     "WHERE h.log_id = ? AND h.seq > ? AND h.seq <= ? ORDER BY h.seq LIMIT ?), "
     "running AS (SELECT pos, seq, sum(cost) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) AS total "
     "FROM sized) "
-    "SELECT r.seq, h.id, h.raw, p.data FROM running r JOIN headers h ON h.pos = r.pos "
+    "SELECT r.seq, h.id, h.raw, p.data, h.workspace FROM running r JOIN headers h ON h.pos = r.pos "
     "LEFT JOIN payloads p ON p.pos = r.pos WHERE r.total <= ? ORDER BY r.seq"
 )
 

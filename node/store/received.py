@@ -44,6 +44,20 @@ class Admission(Protocol):
     def max_logs(self, writer: bytes) -> int | None:
         """How many logs ``writer`` may hold; None for no bound."""
 
+    def may_hold(self, place: str | None) -> bool:
+        """Whether this node's grant holds the payloads placed in ``place``
+        (docs/partial.md)."""
+
+    def held(self) -> frozenset[str] | None:
+        """The workspaces whose payloads this node holds; None for all."""
+
+    def take_narrowed(self) -> bool:
+        """Whether this node's grant narrowed since the last call."""
+
+    def held_by(self, key: bytes) -> frozenset[str] | None:
+        """The workspaces whose payloads the node ``key`` may hold; None for all (and for a
+        node without a grant)."""
+
 
 class _Options(Protocol):
     pending_limit: int
@@ -77,7 +91,13 @@ class Host(Protocol):
     ) -> None: ...
 
     async def append_attached(
-        self, txn: Txn, head: LogHead, entry: Entry, payload: dict[str, Any] | None
+        self,
+        txn: Txn,
+        head: LogHead,
+        entry: Entry,
+        payload: dict[str, Any] | None,
+        place: str | None,
+        erased: bool = False,
     ) -> int: ...
 
     async def apply_views(
@@ -89,7 +109,10 @@ class Host(Protocol):
 
 __all__ = ["Admission", "Checked", "Host", "Received", "Refused", "Report", "Wait"]
 
-Received = Entry | tuple[bytes, bytes | None]
+# An entry as it arrives: decoded, or raw — its header and its payload, None when absent or,
+# from a peer that holds no payload of it, the workspace the payload is placed in (a tag,
+# docs/partial.md).
+Received = Entry | tuple[bytes, bytes | str | None]
 
 
 @dataclass(slots=True)
@@ -102,6 +125,7 @@ class Report:
     pending: int = 0
     rejected: int = 0
     forks: int = 0
+    withheld: int = 0  # payloads refused: this node's grant does not hold their workspace
     stored_ids: list[bytes] = field(default_factory=list)
     # The entries with content stored or filled in, by the SR or episode they are about: what
     # a bundle brought each reader (node/tools/audit.py).
@@ -118,6 +142,7 @@ class _Candidate:
     entry: Entry
     payload: dict[str, Any] | None
     from_pending: bool = False
+    place: str | None = None  # the workspace its payload is placed in (docs/partial.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,12 +193,20 @@ class _Receive:
         for cand in cands:
             verdict = admission.check(cand.entry.header, cand.payload)
             if verdict is None:
-                admitted.append(cand)
+                admitted.append(self._held(cand, admission))
             elif verdict is Wait.FOR_MEMBER:
-                waiting.append(cand)
+                waiting.append(self._held(cand, admission))
             else:
                 self._reject_candidate(cand, verdict)
         return admitted, waiting
+
+    def _held(self, cand: _Candidate, admission: Admission) -> _Candidate:
+        """``cand`` without its payload when this node's grant does not hold its place: such
+        a payload is never stored, not even while its entry waits (docs/partial.md)."""
+        if cand.entry.payload is None or admission.may_hold(cand.place):
+            return cand
+        self.report.withheld += 1
+        return _Candidate(cand.entry.without_payload(), None, cand.from_pending, cand.place)
 
 
 def _subject(payload: dict[str, Any] | None) -> str | None:

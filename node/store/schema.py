@@ -19,6 +19,7 @@ from node.errors import StoreVersionError
 from node.store.connection import Connection
 from node.store.erasure import ERASE_STEP
 from node.store.failures import translated
+from node.store.partial import PARTIAL_STEP
 
 __all__ = ["LOG_STEPS", "VIEWS_STALE", "compose", "migrate", "refuse_newer"]
 
@@ -133,6 +134,7 @@ LOG_STEPS: Mapping[int, str] = {
     12: _FORKS_KEY_FIRST,
     13: _PENDING_BOUNDS,
     14: ERASE_STEP,
+    15: PARTIAL_STEP,
 }
 
 

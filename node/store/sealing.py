@@ -11,18 +11,20 @@ from typing import Any
 from node.errors import StoreError
 from node.store.erasure import ERASE
 from node.store.heads import LogHead
+from node.store.partial import MISSING_INSERT, WITHHOLD_DUE
 from node.store.state import _StateAudit
 from node.store.txn import Txn
 from node.store.views import Applied
 from protocol.clock import Hlc
 from protocol.entry import Entry
+from protocol.kinds import place_of
 from protocol.signing import SigningKey, seal
 
 __all__ = ["Authored", "Content"]
 
 _HEADER_INSERT = (
-    "INSERT INTO headers (pos, id, log_id, seq, hlc_wall, hlc_counter, kind, applied, raw) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO headers (pos, id, log_id, seq, hlc_wall, hlc_counter, kind, applied, raw, "
+    "workspace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _PAYLOAD_INSERT = "INSERT INTO payloads (pos, data) VALUES (?, ?)"
 _LOG_UPSERT = (
@@ -80,8 +82,9 @@ class _Sealing(_StateAudit):
             head = self.logs.head((key.public, epoch))
             head.seq += 1
             authored = Authored(self.logs.take_pos(), self.now())
-            txn.defer(_sealer(key, mesh, epoch, head, kind, data, authored, head.seq),
-                      _LOG_UPSERT, _HEADER_INSERT, _PAYLOAD_INSERT)  # fmt: skip
+            sealer = _sealer(key, mesh, epoch, head, kind, (data, place_of(kind, payload)),
+                             authored, head.seq)  # fmt: skip
+            txn.defer(sealer, _LOG_UPSERT, _HEADER_INSERT, _PAYLOAD_INSERT)
             txn.defer_once(("head", head.log_id), _head_writer(head, key.public, epoch))
             fresh = kind == "sr.put" and bool(payload.get("create"))
             item = Applied(authored.pos, head.log_id, key.public, epoch, head.seq, authored.hlc,
@@ -94,9 +97,16 @@ class _Sealing(_StateAudit):
         return self.run(op)
 
     async def append_attached(
-        self, txn: Txn, head: LogHead, entry: Entry, payload: dict[str, Any] | None
+        self,
+        txn: Txn,
+        head: LogHead,
+        entry: Entry,
+        payload: dict[str, Any] | None,
+        place: str | None,
+        erased: bool = False,
     ) -> int:
-        """Queue one attached entry: header, payload, head, view rows."""
+        """Queue one attached entry: header (with its ``place``), payload, head, view rows;
+        one without its payload (and not ``erased``) is missing (node/store/partial.py)."""
         h = entry.header
         pos = self.logs.take_pos()
         applied = payload is not None and not head.hides(h.seq)
@@ -119,10 +129,13 @@ class _Sealing(_StateAudit):
                 h.kind,
                 int(applied),
                 entry.raw,
+                place,
             ),
         )
         if entry.payload is not None:
             txn.add(_PAYLOAD_INSERT, (pos, entry.payload))
+        elif not erased:
+            txn.add(MISSING_INSERT, (pos, place))
         if applied and payload is not None:
             await self.apply_views(txn, pos, head, entry, payload)
         return pos
@@ -140,6 +153,9 @@ class _Sealing(_StateAudit):
         await self._apply(txn, item)
         if item.kind == ERASE:
             await self.erasures.erase(txn, self.views, item, at)
+        elif item.kind == "member.add" and self.membership and self.membership.take_narrowed():
+            self.put_state(txn, WITHHOLD_DUE, b"\x01")  # done after this commit (Store.withhold)
+            self.narrowed.set()
 
 
 def _sealer(
@@ -148,20 +164,21 @@ def _sealer(
     epoch: bytes,
     head: LogHead,
     kind: str,
-    data: bytes,
+    content: tuple[bytes, str | None],
     authored: Authored,
     seq: int,
 ) -> Callable[[Callable[[str, Sequence[Any]], None]], None]:
     """Seal one authored entry on the writer's thread, chained to the entry sealed before it
     (``head.id`` is only ever advanced there, in commit order)."""
     pos, hlc = authored.pos, authored.hlc
+    data, place = content
 
     def run(add: Callable[[str, Sequence[Any]], None]) -> None:
         entry = seal(key, mesh=mesh, epoch=epoch, seq=seq, prev=head.id, hlc=hlc, kind=kind,
                      payload=data)  # fmt: skip
         head.id, head.id_seq = entry.id, seq
         add(_HEADER_INSERT, (pos, entry.id, head.log_id, seq, hlc.wall, hlc.counter, kind,
-                             int(not head.hides(seq)), entry.raw))  # fmt: skip
+                             int(not head.hides(seq)), entry.raw, place))  # fmt: skip
         add(_PAYLOAD_INSERT, (pos, data))
         authored._entry = entry
 

@@ -21,6 +21,7 @@ from node.store.core import _STATE_UPSERT, StoreOptions, Wall
 from node.store.erasure import HELD, HELD_ERASES, SCRUB, SCRUB_INTERVAL, scrub_step
 from node.store.failures import translated
 from node.store.heads import decode_hlc, encode_hlc
+from node.store.partial import PLACES_DUE, WITHHOLD_DUE, unplaced, withhold
 from node.store.reader import Reader
 from node.store.receiving import _Receiving
 from node.store.schema import migrate, refuse_newer
@@ -40,6 +41,7 @@ _REPLAY = (
 )
 _CHECKPOINT_TRIES = 100  # ~5 s of readers finishing before the WAL is left for the next time
 log = get_logger(__name__)
+_STATE_GET = "SELECT 1 FROM state WHERE key = ?"
 _APPLIED_COUNT = (
     "SELECT count(*) FROM headers h JOIN payloads p ON p.pos = h.pos WHERE h.applied = 1"
 )
@@ -107,8 +109,17 @@ class Store(_Receiving):
         if await self.reader.state(SCRUB) is not None:  # one left due when it last closed
             self.erasures.erased.set()
         self._scrubber = asyncio.create_task(self._scrub_when_erased(), name="memlane-scrub")
+        if await self.reader.state(WITHHOLD_DUE) is not None:  # the same, for a withhold
+            self.narrowed.set()
+        self._withholder = asyncio.create_task(self._withhold_when_narrowed(),
+                                               name="memlane-withhold")  # fmt: skip
 
     async def close(self) -> None:
+        if self._withholder is not None:
+            self._withholder.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._withholder
+            self._withholder = None
         if self._scrubber is not None:
             self._scrubber.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -181,6 +192,21 @@ class Store(_Receiving):
         done: int = await self.run(op)
         return done
 
+    async def place_held(self) -> int:
+        """Record the place of the entries held from before partial replication, once (the
+        step that brought it asks for it, node/store/partial.py).  How many were placed."""
+        assert self.reader is not None
+        if await self.reader.state(PLACES_DUE) is None:
+            return 0
+
+        async def op(txn: Txn) -> int:
+            placed = await unplaced(txn.fetchall, txn.add)
+            self.delete_state(txn, PLACES_DUE)
+            return placed
+
+        done: int = await self.run(op)
+        return done
+
     async def _scrub_when_erased(self) -> None:
         """Scrub after erases, at most once every ``SCRUB_INTERVAL``: erases in between are
         scrubbed together, so a writer erasing without pause costs the others one merge of
@@ -247,30 +273,66 @@ class Store(_Receiving):
         transaction: readers see the old views until the new ones are complete."""
 
         async def op(txn: Txn) -> int:
-            txn.wide = True
-            for view in self.views:
-                view.reset()
-                for sql in view.clear:
-                    txn.add(sql, ())
-            total = (await txn.fetchone(_APPLIED_COUNT) or (0,))[0] if progress else 0
-            applied, after = 0, 0
-            while rows := await txn.fetchall(_REPLAY, (after,)):
-                for pos, log_id, raw, data in rows:
-                    h = decode_header(bytes(raw))
-                    item = Applied(pos, log_id, h.writer, h.epoch, h.seq, h.hlc, h.kind,
-                                   decode_payload(h.kind, bytes(data)))  # fmt: skip
-                    await self._apply(txn, item)
-                after, applied = rows[-1][0], applied + len(rows)
-                if progress is not None:
-                    progress("rebuild", applied, max(total, applied))
-            for view in self.views:
-                for sql in view.restore:
-                    txn.add(sql, ())
-            txn.add("DELETE FROM state WHERE key = 'views_stale'", ())
-            return applied
+            return await self._replay(txn, progress)
 
         count: int = await self.run(op)
         return count
+
+    async def _replay(self, txn: Txn, progress: Progress | None) -> int:
+        txn.wide = True
+        for view in self.views:
+            view.reset()
+            for sql in view.clear:
+                txn.add(sql, ())
+        total = (await txn.fetchone(_APPLIED_COUNT) or (0,))[0] if progress else 0
+        applied, after = 0, 0
+        while rows := await txn.fetchall(_REPLAY, (after,)):
+            for pos, log_id, raw, data in rows:
+                h = decode_header(bytes(raw))
+                item = Applied(pos, log_id, h.writer, h.epoch, h.seq, h.hlc, h.kind,
+                               decode_payload(h.kind, bytes(data)))  # fmt: skip
+                await self._apply(txn, item)
+            after, applied = rows[-1][0], applied + len(rows)
+            if progress is not None:
+                progress("rebuild", applied, max(total, applied))
+        for view in self.views:
+            for sql in view.restore:
+                txn.add(sql, ())
+        if self.membership is not None:
+            self.membership.take_narrowed()  # the replay's own fold of the grants
+        txn.add("DELETE FROM state WHERE key = 'views_stale'", ())
+        return applied
+
+    async def withhold(self) -> bool:
+        """Withhold the payloads this node's grant no longer holds (docs/partial.md
+        §Shrinking a grant), in one transaction: they and what the pending area and the
+        audit feed hold of those workspaces go, and the views are rebuilt from what stays;
+        a scrub follows, as after an erase.  False when nothing was due."""
+
+        async def op(txn: Txn) -> bool:
+            if await txn.fetchone(_STATE_GET, (WITHHOLD_DUE,)) is None:
+                return False  # (asked for before the narrowing grant committed: it is after)
+            held = self.membership.held() if self.membership is not None else None
+            if held is not None:
+                withhold(txn.add, held)
+                await self._replay(txn, None)
+                self.put_state(txn, SCRUB, b"\x01")
+            self.delete_state(txn, WITHHOLD_DUE)
+            return True
+
+        done: bool = await self.run(op)
+        if done:
+            self.erasures.erased.set()
+        return done
+
+    async def _withhold_when_narrowed(self) -> None:
+        try:
+            while True:
+                await self.narrowed.wait()
+                self.narrowed.clear()
+                await self.withhold()
+        except StoreError as exc:  # the store closing under it
+            log.warning("withhold_stopped", error=str(exc))
 
     async def catch_up_views(self) -> None:
         """Bring the views to this moment: versions whose time has come become current."""

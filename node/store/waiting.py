@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from node.store.received import _Candidate, _Receive
 from protocol.entry import Entry, LogId
+from protocol.kinds import place_of
 
 __all__: list[str] = []
 
 _PENDING_INSERT = (
-    "INSERT OR IGNORE INTO pending (id, writer, epoch, seq, raw, payload, source, size, arrived) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT OR IGNORE INTO pending (id, writer, epoch, seq, raw, payload, source, size, arrived, "
+    "workspace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _PENDING_FILL = "UPDATE pending SET payload = ?, size = ? WHERE id = ?"
 
@@ -26,7 +27,7 @@ class _Waiting(_Receive):
         """The log's waiting entries above ``above``.  A received entry that is already
         waiting is marked as such, so it is not parked (and counted) a second time."""
         rows = await self.txn.fetchall(
-            "SELECT id, seq, raw, payload FROM pending WHERE writer = ? AND epoch = ?",
+            "SELECT id, seq, raw, payload, workspace FROM pending WHERE writer = ? AND epoch = ?",
             (log[0], log[1]),
         )
         waiting = {bytes(r[0]): r for r in rows}
@@ -37,15 +38,18 @@ class _Waiting(_Receive):
                 if row[3] is None and cand.entry.payload is not None:  # it waits more whole
                     self.txn.add(_PENDING_FILL, (cand.entry.payload, _size(cand.entry),
                                                  cand.entry.id))  # fmt: skip
-                    waiting[cand.entry.id] = (*row[:3], cand.entry.payload)
+                    waiting[cand.entry.id] = (*row[:3], cand.entry.payload, cand.place)
                     self.store.logs.pending_tally.stale = True
         skip = {c.entry.id for c in received}
         out = []
-        for pid, seq, raw, payload in waiting.values():
+        for pid, seq, raw, payload, place in waiting.values():
             if seq <= above or pid in skip:
                 continue
             entry = Entry.decode(bytes(raw), None if payload is None else bytes(payload))
-            out.append(_Candidate(entry, self.store.decode_known(entry), from_pending=True))
+            decoded = self.store.decode_known(entry)
+            if decoded is not None:
+                place = place_of(entry.header.kind, decoded)
+            out.append(_Candidate(entry, decoded, True, place))
         return out
 
     async def _park(self, cands: list[_Candidate]) -> None:
@@ -64,7 +68,7 @@ class _Waiting(_Receive):
                 continue
             h = entry.header
             row = (entry.id, h.writer, h.epoch, h.seq, entry.raw, entry.payload, self.source)
-            self.txn.add(_PENDING_INSERT, (*row, size, self.store.wall()))
+            self.txn.add(_PENDING_INSERT, (*row, size, self.store.wall(), cand.place))
             logs.pending_logs.add(h.log)
             logs.pending_tally.add(self.source, size)
             self.report.pending += 1

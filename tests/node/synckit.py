@@ -8,7 +8,7 @@ import os
 import shutil
 import socket
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, closing, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +22,7 @@ from protocol.entry import Entry
 from protocol.frames import FrameReader, encode_frame
 from protocol.messages import Hello, Message, decode_message, encode_message
 from protocol.signing import SigningKey
-from tests.node.helpers import ForeignWriter, admit
+from tests.node.helpers import FAR_FUTURE_MS, ForeignWriter, admit
 
 M = TypeVar("M", bound=Message)
 
@@ -35,18 +35,26 @@ FAST = SyncOptions(
 
 
 async def make_mesh(
-    root: Path, names: Sequence[str], wall: Callable[[], int], writers: Sequence[ForeignWriter] = ()
+    root: Path,
+    names: Sequence[str],
+    wall: Callable[[], int],
+    writers: Sequence[ForeignWriter] = (),
+    holds: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Path]:
     """Nodes of one mesh: the first is initialised (it holds the authority key) and admits the
     other nodes' keys and ``writers``; each other node is a copy of it with its own node key,
-    log epoch and audit feed id, and without the authority key."""
+    log epoch and audit feed id, and without the authority key.  ``holds`` names, for some of
+    the other nodes, the workspaces whose payloads their grant holds (docs/partial.md)."""
     first = root / names[0]
     info = await Node.init(first, wall=wall)
     for writer in writers:
         writer.mesh = info.mesh
     seeds = {name: random_bytes(32) for name in names[1:]}
     async with Node.open(first, wall=wall) as node:
-        await admit(node, *(SigningKey(seed).public for seed in seeds.values()), *writers)
+        for name, seed in seeds.items():
+            await node.membership.admit_member(SigningKey(seed).public, cert_expires=FAR_FUTURE_MS,
+                                               holds=(holds or {}).get(name))  # fmt: skip
+        await admit(node, *writers)
     dirs = {names[0]: first}
     for name, seed in seeds.items():
         path = dirs[name] = root / name

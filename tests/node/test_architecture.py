@@ -33,6 +33,7 @@ OWNERS: dict[str, frozenset[str]] = {
             "bundle_subjects",
             "erased_srs",
             "erased",
+            "missing",
         }
     ),
     "node/access/tokens.py": frozenset({"tokens"}),

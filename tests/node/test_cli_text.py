@@ -66,6 +66,7 @@ def test_every_list_is_a_table_with_a_header(auth, tmp_path):
     members = [
         "NODE ID",
         "WORKSPACES",
+        "HOLDS",
         "MAX LOGS",
         "CERT EXPIRES",
         "LABEL",
@@ -75,7 +76,7 @@ def test_every_list_is_a_table_with_a_header(auth, tmp_path):
     ]
     assert header(texts["mesh members"]) == members
     assert re.split(r" {2,}", texts["mesh members"].splitlines()[1])[1:] == [
-        "*", "64", "9999-12-31T23:59:59.999Z", "—", "yes", "yes", "—",
+        "*", "*", "64", "9999-12-31T23:59:59.999Z", "—", "yes", "yes", "—",
     ]  # fmt: skip
 
 

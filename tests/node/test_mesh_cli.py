@@ -50,6 +50,26 @@ def test_an_invite_is_printed_once_and_redeems_once(tmp_path: Path) -> None:
     assert asyncio.run(redeem_twice()) == "['team', 'ops'] then the invite was already used"
 
 
+def test_an_invite_carries_what_the_joiner_holds(tmp_path: Path) -> None:
+    """``--holds`` (docs/partial.md): the invite says which workspaces' payloads the joiner
+    holds, and the grant it is redeemed for says the same; without it, all, as before."""
+    data = init(tmp_path)
+    shown = json.loads(ok(run("mesh", "invite", "--data", data, "--holds", "team,ops",
+                              "--json")))  # fmt: skip
+    assert shown["holds"] == ["ops", "team"]
+    assert invites.read(shown["invite"]).holds == ("ops", "team")
+    plain = json.loads(ok(run("mesh", "invite", "--data", data, "--json")))
+    assert (plain["holds"], invites.read(plain["invite"]).holds) == (["*"], None)
+
+    async def redeem() -> list[str]:
+        async with Node.open(data) as node:
+            done = await node.membership.redeem_invite(shown["invite"], JOINER)
+            (joined,) = [m for m in node.membership.members() if m.key == JOINER]
+            return list(joined.holds) + done.payload["holds"]
+
+    assert asyncio.run(redeem()) == ["ops", "team", "ops", "team"]
+
+
 def test_members_shows_grants_this_node_and_revocations(tmp_path: Path) -> None:
     data = init(tmp_path)
 
@@ -67,6 +87,7 @@ def test_members_shows_grants_this_node_and_revocations(tmp_path: Path) -> None:
     assert listed[0] == [
         "NODE ID",
         "WORKSPACES",
+        "HOLDS",
         "MAX LOGS",
         "CERT EXPIRES",
         "LABEL",
@@ -74,10 +95,10 @@ def test_members_shows_grants_this_node_and_revocations(tmp_path: Path) -> None:
         "ERASES",
         "REVOKED",
     ]
-    (mine,) = [row for row in listed if row[5] == "yes"]
-    assert mine[1:4] == ["*", "64", "9999-12-31T23:59:59.999Z"]
-    assert mine[6] == "yes"  # this node applies erasures; the peer never connected here
-    assert [row[6] for row in listed if row[0] == peer_id] == ["unknown"]
+    (mine,) = [row for row in listed if row[6] == "yes"]
+    assert mine[1:5] == ["*", "*", "64", "9999-12-31T23:59:59.999Z"]
+    assert mine[7] == "yes"  # this node applies erasures; the peer never connected here
+    assert [row[7] for row in listed if row[0] == peer_id] == ["unknown"]
     assert [row[1] for row in listed if row[0] == peer_id] == ["team"]
 
     revoked = ok(run("mesh", "revoke", "--data", data, peer_id)).strip()
@@ -106,12 +127,21 @@ def test_grant_changes_how_many_logs_a_member_may_hold(tmp_path: Path) -> None:
 
     peer_id = asyncio.run(admit_one())
     assert ok(run("mesh", "grant", "--data", data, peer_id, "--max-logs", "3")).strip() == (
-        f"{peer_id} may hold 3 logs"
+        f"{peer_id} may hold 3 logs and the payloads of *"
     )
     rows = {r["node_id"]: r for r in json.loads(ok(run("mesh", "members", "--data", data,
                                                        "--json")))}  # fmt: skip
     assert (rows[peer_id]["max_logs"], rows[peer_id]["workspaces"]) == (3, ["team"])
     assert "max_logs" in fails(run("mesh", "grant", "--data", data, peer_id, "--max-logs", "0"))
+    # What it holds (docs/partial.md), the rest of the grant kept.
+    assert ok(run("mesh", "grant", "--data", data, peer_id, "--holds", "team,lab")).strip() == (
+        f"{peer_id} may hold 3 logs and the payloads of lab,team"
+    )
+    rows = {r["node_id"]: r for r in json.loads(ok(run("mesh", "members", "--data", data,
+                                                       "--json")))}  # fmt: skip
+    assert (rows[peer_id]["max_logs"], rows[peer_id]["holds"]) == (3, ["lab", "team"])
+    assert "--max-logs N, --holds W1,W2" in fails(run("mesh", "grant", "--data", data, peer_id))
+    assert "holds" in fails(run("mesh", "grant", "--data", data, peer_id, "--holds", "no way"))
 
 
 def test_refusals_exit_1_and_store_nothing(tmp_path: Path) -> None:
@@ -143,6 +173,7 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
         ["mesh", "invite", "--data", d, "--expires", "3x"],
         ["mesh", "invite", "--data", d, "--expires", "0h"],
         ["mesh", "invite", "--data", d, "--workspaces"],
+        ["mesh", "invite", "--data", d, "--holds", "team,,ops"],
         ["mesh", "revoke", "--data", d],
         ["mesh", "frobnicate"],
     ]

@@ -181,13 +181,17 @@ async def test_a_store_made_before_the_fields_gets_them_from_its_log(
         db.execute("UPDATE srs SET shown = ?", (msgpack.packb(doc),))
         db.execute("UPDATE schema_version SET version = ?", (BEFORE_SR_WRITERS,))
         # The pending area as it was then: schema 13 added its size and arrival; and no
-        # erasure yet (schema 14).
+        # erasure yet (schema 14), nor partial replication (schema 15).
         db.executescript("DROP INDEX pending_source; DROP INDEX pending_arrived; "
                          "ALTER TABLE pending DROP COLUMN size; "
                          "ALTER TABLE pending DROP COLUMN arrived; "
                          "DROP TABLE erased_srs; DROP TABLE erased; "
                          "DROP TRIGGER srs_vector_erased; "
-                         "DELETE FROM state WHERE key = 'erase_held';")  # fmt: skip
+                         "DELETE FROM state WHERE key = 'erase_held'; "
+                         "DROP INDEX headers_id; DROP TABLE missing; "
+                         "ALTER TABLE headers DROP COLUMN workspace; "
+                         "ALTER TABLE pending DROP COLUMN workspace; "
+                         "DELETE FROM state WHERE key = 'places_due';")  # fmt: skip
     for leftover in data.glob("memlane.db*"):
         leftover.unlink()
     old.rename(data / "memlane.db")

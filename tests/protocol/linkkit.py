@@ -8,7 +8,7 @@ back as batches arrive, live pushes once caught up.  ``Link`` carries bytes betw
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from protokit import MESH, seal_one
 
@@ -238,10 +238,13 @@ def _script() -> list[tuple[State, list[Message], list[Message]]]:
     ]
 
 
-def pair_in(state: State) -> tuple[Session, Session]:
+def pair_in(state: State, *, features: Iterable[str] = ()) -> tuple[Session, Session]:
     """Sessions ``a`` and ``b`` with both sides in ``state``, reached the ordinary way: ``a``
-    holds one log and ``b`` another (so the digests differ), each granted ample credit."""
-    a, b = Session(mesh=MESH, node=node_id("a")), Session(mesh=MESH, node=node_id("b"))
+    holds one log and ``b`` another (so the digests differ), each granted ample credit; both
+    offer ``features``."""
+    offered = tuple(features)
+    a = Session(mesh=MESH, node=node_id("a"), features=offered)
+    b = Session(mesh=MESH, node=node_id("b"), features=offered)
     for reached, from_a, from_b in _script():
         if a.our_state is state:
             break

@@ -36,6 +36,7 @@ from protocol.messages import (
     decode_message,
     encode_message,
 )
+from protocol.payloads import MAX_WANT, Answer, Payloads, Want
 from protocol.session import State
 
 
@@ -157,6 +158,11 @@ LARGEST: dict[str, Callable[[], Message]] = {
     "entries": lambda: Entries(((b"h", None),) * MAX_BATCH_ENTRIES, done=True),
     "push": lambda: Push(((b"h", b""),) * MAX_BATCH_ENTRIES),
     "error": lambda: Error(2, "x" * 1024, tuple(range(MAX_VERSIONS))),
+    "entries with tags": lambda: Entries(((b"h", "t" * 64),) * MAX_BATCH_ENTRIES, done=True),
+    "want": lambda: Want(tuple(i.to_bytes(32) for i in range(MAX_WANT))),
+    "payloads": lambda: Payloads(
+        tuple((i.to_bytes(32), b"" if i % 2 else Answer.ABSENT) for i in range(MAX_WANT))
+    ),
 }
 
 
@@ -164,6 +170,34 @@ LARGEST: dict[str, Callable[[], Message]] = {
 def test_the_largest_legal_messages_decode(build: Callable[[], Message]) -> None:
     message = build()
     assert decode_message(encode_message(message)) == message
+
+
+# The most objects a body of each type may hold, as docs/protocol.md §2 counts them (the largest
+# legal message's), the 64 more any body may hold, and the deepest nesting.
+BUDGETS = {
+    "want": (10, 3 + MAX_WANT + 64, 2),
+    "payloads": (11, 3 + 3 * MAX_WANT + 64, 3),
+}
+
+
+@pytest.mark.parametrize(("kind", "objects", "depth"), list(BUDGETS.values()), ids=list(BUDGETS))
+def test_one_object_past_a_types_budget_is_refused_by_the_scan(
+    kind: int, objects: int, depth: int
+) -> None:
+    def body(n: int) -> bytes:  # the array, its type and an array of n - 3 integers
+        packed: bytes = msgpack.packb([kind, [0] * (n - 3)])
+        return packed
+
+    with pytest.raises(RemoteProtocolError) as caught:  # scanned, and refused as no message
+        decode_message(body(objects))
+    assert "within limits" not in str(caught.value)
+    with pytest.raises(RemoteProtocolError, match=f"more than {objects} objects"):
+        decode_message(body(objects + 1))
+    inner: Any = 0
+    for _ in range(depth):  # inside the outer array: one level deeper than the type allows
+        inner = [inner]
+    with pytest.raises(RemoteProtocolError, match=f"nested deeper than {depth}"):
+        decode_message(msgpack.packb([kind, inner]))
 
 
 # --- the scan itself --------------------------------------------------------------------------

@@ -36,14 +36,16 @@ from protocol.messages import (
     decode_message,
     encode_message,
 )
+from protocol.payloads import MAX_WANT, Answer, Payloads, Want, payloads_room, payloads_size
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "messages.json").read_text("utf-8"))
 VECTORS: list[dict[str, Any]] = GOLDEN["messages"]
 CLASSES = {c.__name__: c for c in (Hello, FrontierDigest, FrontierPart, Entries, Credit, Push,
-                                   ForkProof, Error, Bye)}  # fmt: skip
+                                   ForkProof, Error, Bye, Want, Payloads)}  # fmt: skip
 MESH, NODE = b"\x11" * 16, b"\x22" * 32
 TIP = Tip(b"\x01" * 32, b"\x02" * 8, 5, b"\x03" * 32)
 PAIR = (b"\x90" * 100, b"payload")
+ID = b"\x0a" * 32
 
 
 def _from_json(value: Any) -> Any:
@@ -167,7 +169,13 @@ BAD_BODIES: list[tuple[str, bytes, str]] = [
     ("entries pair of three", _raw(4, [[b"h", None, None]], True), "(header, payload) pair"),
     ("entries header empty", _raw(4, [[b"", None]], True), "1 to 512 bytes"),
     ("entries header too long", _raw(4, [[bytes(513), None]], True), "1 to 512 bytes"),
-    ("entries payload as text", _raw(4, [[b"h", "p"]], True), "0 to 262144 bytes"),
+    ("entries payload as an integer", _raw(4, [[b"h", 7]], True), "0 to 262144 bytes"),
+    ("entries tag empty", _raw(4, [[b"h", ""]], True), "a workspace tag matches"),
+    ("entries tag starting with a dot", _raw(4, [[b"h", ".team"]], True), "a workspace tag"),
+    ("entries tag with a space", _raw(4, [[b"h", "my team"]], True), "a workspace tag"),
+    ("entries tag of 65", _raw(4, [[b"h", "t" * 65]], True), "a workspace tag"),
+    ("entries tag ending in a newline", _raw(4, [[b"h", "team\n"]], True), "a workspace tag"),
+    ("push tag not a workspace", _raw(6, [[b"h", "*"]]), "a workspace tag"),
     ("entries payload too long", _raw(4, [[b"h", bytes(MAX_PAYLOAD_BYTES + 1)]], True),
      "not msgpack within limits"),
     ("entries beyond the batch limit", _raw(4, [[b"h", None]] * 1025, False), "1 to 1024 items"),
@@ -183,6 +191,28 @@ BAD_BODIES: list[tuple[str, bytes, str]] = [
     ("error versions unsorted", _raw(8, 2, "", [2, 1]), "strictly ascending"),
     ("error code negative", _raw(8, -1, "", []), "integer in [0, 65535]"),
     ("bye with a field", _raw(9, 1), "has 0 fields"),
+    ("want of nothing", _raw(10, []), "1 to 256 items"),
+    ("want beyond its limit", _raw(10, [ID] * 257), "1 to 256 items"),
+    ("want id short", _raw(10, [ID[:31]]), "must be 32 bytes"),
+    ("want id as text", _raw(10, ["x" * 32]), "must be 32 bytes"),
+    ("want unsorted", _raw(10, [b"\x0b" * 32, ID]), "strictly ascending"),
+    ("want repeated", _raw(10, [ID, ID]), "strictly ascending"),
+    ("want ids not an array", _raw(10, ID), "must be an array"),
+    ("want arity", _raw(10, [ID], True), "has 1 fields"),
+    ("payloads arity", _raw(11), "has 1 fields"),
+    ("payloads item not an array", _raw(11, [ID]), "must be an array"),
+    ("payloads item of three", _raw(11, [[ID, 0, 0]]), "(id, payload or answer) pair"),
+    ("payloads id short", _raw(11, [[ID[:31], 0]]), "must be 32 bytes"),
+    ("payloads unknown answer", _raw(11, [[ID, 3]]), "must be an answer code (0, 1, 2)"),
+    ("payloads negative answer", _raw(11, [[ID, -1]]), "must be an answer code"),
+    ("payloads answer as a bool", _raw(11, [[ID, False]]), "payload bytes or an answer code"),
+    ("payloads answer as nil", _raw(11, [[ID, None]]), "payload bytes or an answer code"),
+    ("payloads payload as text", _raw(11, [[ID, "p"]]), "payload bytes or an answer code"),
+    ("payloads payload too long", _raw(11, [[ID, bytes(MAX_PAYLOAD_BYTES + 1)]]),
+     "not msgpack within limits"),
+    ("payloads unsorted", _raw(11, [[b"\x0b" * 32, 0], [ID, 0]]), "strictly ascending"),
+    ("payloads repeated", _raw(11, [[ID, 0], [ID, b"p"]]), "strictly ascending"),
+    ("payloads beyond the limit", _raw(11, [[ID, 0]] * 257), "0 to 256 items"),
     ("text that is not UTF-8", b"\x94\x08\x01\xa2\xff\xfe\x90", "not msgpack within limits"),
     ("a wide integer", b"\x93\x05\xcd\x00\x01\x01", "not canonical"),
     ("a wide type", b"\x91\xcc\x09", "not canonical"),
@@ -222,6 +252,23 @@ BAD_BUILDS: list[tuple[str, Any, str]] = [
     ("error text", lambda: Error(1, "x" * (MAX_ERROR_TEXT + 1)), "text"),
     ("error version out of range", lambda: Error(2, "", (70_000,)), "versions"),
     ("digest long", lambda: FrontierDigest(bytes(33)), "digest"),
+    ("entries tag not a workspace", lambda: Entries(((b"h", "a/b"),)), "tag"),
+    ("push tag empty", lambda: Push(((b"h", ""),)), "tag"),
+    ("want of nothing", lambda: Want(()), "ids"),
+    ("want as a list", lambda: Want([ID]), "ids"),  # type: ignore[arg-type]
+    ("want beyond its limit", lambda: Want(tuple(i.to_bytes(32) for i in range(257))), "ids"),
+    ("want id long", lambda: Want((bytes(33),)), "ids"),
+    ("want unsorted", lambda: Want((b"\x0b" * 32, ID)), "ids"),
+    ("payloads as a list", lambda: Payloads([(ID, 0)]), "items"),  # type: ignore[arg-type]
+    ("payloads item as a list", lambda: Payloads(([ID, 0],)), "items"),  # type: ignore[arg-type]
+    ("payloads beyond the limit",
+     lambda: Payloads(tuple((i.to_bytes(32), 0) for i in range(MAX_WANT + 1))), "items"),
+    ("payloads id short", lambda: Payloads(((b"id", 0),)), "id"),
+    ("payloads unknown answer", lambda: Payloads(((ID, 7),)), "answer"),
+    ("payloads payload too long", lambda: Payloads(((ID, bytes(MAX_PAYLOAD_BYTES + 1)),)),
+     "payload"),
+    ("payloads answer as None", lambda: Payloads(((ID, None),)), "payload"),  # type: ignore[arg-type]
+    ("payloads repeated", lambda: Payloads(((ID, 0), (ID, 1))), "items"),
 ]  # fmt: skip
 
 
@@ -319,3 +366,115 @@ def test_batch_room_is_the_most_that_fits(
 def test_batch_room_stops_at_the_batch_limit() -> None:
     items = [(b"h", None)] * (MAX_BATCH_ENTRIES + 5)
     assert batch_room(items, entries=MAX_CREDIT, nbytes=MAX_CREDIT) == MAX_BATCH_ENTRIES
+
+
+def test_batch_room_stops_at_the_batch_limit_with_tags_too() -> None:
+    items = [(b"h", "team")] * (MAX_BATCH_ENTRIES + 5)
+    assert batch_room(items, entries=MAX_CREDIT, nbytes=MAX_CREDIT) == MAX_BATCH_ENTRIES
+
+
+# --- workspace tags ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tag", ["t", "team", "a" * 31, "a" * 32, "A.b_c-9" * 9 + "z"])
+def test_a_tagged_entry_round_trips_as_msgpack_text(tag: str) -> None:
+    batch = Entries(((b"h", tag), PAIR, (b"g", None)), done=True)
+    body = encode_message(batch)
+    assert msgpack.unpackb(body)[1][0] == [b"h", tag]
+    assert decode_message(body) == batch
+    assert decode_message(encode_message(Push(batch.entries))) == Push(batch.entries)
+
+
+def test_a_tag_costs_its_utf8_length_against_credit() -> None:
+    assert entry_cost((b"h" * 100, "team")) == 104
+    assert entry_cost((b"h" * 100, None)) == 100
+    assert entry_cost((b"h" * 100, b"team")) == 104
+
+
+def _full_batch(tail: list[tuple[bytes, bytes | str | None]]) -> list[Any]:
+    """Fifteen of the largest entries, then one whose payload is sized so that the batch with
+    ``tail`` after it encodes to exactly the frame limit."""
+    head: list[Any] = [(bytes(MAX_HEADER_BYTES), bytes(MAX_PAYLOAD_BYTES))] * 15
+    probe = [*head, (bytes(MAX_HEADER_BYTES), bytes(0x10000)), *tail]
+    n = 0x10000 + MAX_FRAME_BYTES - len(encode_message(Entries(tuple(probe))))
+    return [*head, (bytes(MAX_HEADER_BYTES), bytes(n)), *tail]
+
+
+# Tags either side of msgpack's fixstr limit (31 bytes), and the longest.
+@pytest.mark.parametrize("size", [1, 31, 32, 64])
+def test_batch_room_is_exact_at_the_frame_limit_with_tags(size: int) -> None:
+    tail: list[Any] = [(b"h", "t"), (bytes(300), None), (b"h", "w" * size)]
+    items = _full_batch(tail)
+    assert len(encode_message(Entries(tuple(items)))) == MAX_FRAME_BYTES
+    assert batch_room(items, entries=MAX_CREDIT, nbytes=MAX_CREDIT) == len(items)
+    bigger = [*items]
+    bigger[15] = (bigger[15][0], bigger[15][1] + b"\x00")  # one byte more: the tag is left out
+    assert len(encode_message(Entries(tuple(bigger)))) == MAX_FRAME_BYTES + 1
+    assert batch_room(bigger, entries=MAX_CREDIT, nbytes=MAX_CREDIT) == len(items) - 1
+
+
+# --- want and payloads ------------------------------------------------------------------------
+
+
+def _ids(n: int) -> tuple[bytes, ...]:
+    return tuple(hashlib.sha256(i.to_bytes(2)).digest() for i in range(n))
+
+
+def test_answers_are_held_as_plain_integers() -> None:
+    answer = Payloads(((ID, Answer.WITHHELD), (b"\x0b" * 32, b"payload")))
+    assert [type(v) for _, v in answer.items] == [int, bytes]
+    assert answer.items[0][1] == 2
+    assert decode_message(encode_message(answer)) == answer
+    assert answer.ids == (ID, b"\x0b" * 32)
+
+
+def test_the_largest_want_and_payloads_round_trip() -> None:
+    ids = tuple(sorted(_ids(MAX_WANT)))
+    want = Want(ids)
+    assert decode_message(encode_message(want)) == want
+    answer = Payloads(tuple((i, b"" if n % 2 else n % 3) for n, i in enumerate(ids)))
+    assert decode_message(encode_message(answer)) == answer
+
+
+def _answers(sizes: list[int | None]) -> list[tuple[bytes, bytes | int]]:
+    ids = sorted(_ids(len(sizes)))
+    return [(i, Answer.ERASED if n is None else bytes(n)) for i, n in zip(ids, sizes, strict=True)]
+
+
+@FAST
+@given(st.lists(st.none() | st.integers(0, MAX_PAYLOAD_BYTES), max_size=40))
+def test_payloads_size_is_the_encoded_size_and_room_the_most_that_fits(
+    sizes: list[int | None],
+) -> None:
+    items = _answers(sizes)
+    n = payloads_room(items)
+    assert payloads_size(items[:n]) == len(encode_message(Payloads(tuple(items[:n]))))
+    assert payloads_size(items[:n]) <= MAX_FRAME_BYTES
+    if n < len(items):
+        assert len(encode_message(Payloads(tuple(items[: n + 1])))) > MAX_FRAME_BYTES
+    assert n >= min(len(items), 1)  # one answer always fits
+
+
+def test_payloads_room_is_exact_at_the_frame_limit() -> None:
+    # Fifteen of the largest payloads and a sixteenth sized to fill the frame to the byte.
+    sizes: list[int | None] = [MAX_PAYLOAD_BYTES] * 15 + [0x10000, None]
+    probe = len(encode_message(Payloads(tuple(_answers(sizes)))))
+    sizes[15] = 0x10000 + MAX_FRAME_BYTES - probe
+    items = _answers(sizes)
+    assert len(encode_message(Payloads(tuple(items)))) == MAX_FRAME_BYTES
+    assert payloads_size(items) == MAX_FRAME_BYTES
+    assert payloads_room(items) == 17
+    assert len(encode_frame(encode_message(Payloads(tuple(items))))) == 4 + MAX_FRAME_BYTES
+    sizes[15] += 1
+    more = _answers(sizes)
+    assert len(encode_message(Payloads(tuple(more)))) == MAX_FRAME_BYTES + 1
+    assert payloads_room(more) == 16
+    with pytest.raises(LocalProtocolError, match="frame body is 1 to"):
+        encode_frame(encode_message(Payloads(tuple(more))))
+
+
+def test_payloads_room_stops_at_the_want_limit() -> None:
+    items = _answers([None] * (MAX_WANT + 3))
+    assert payloads_room(items) == MAX_WANT
+    assert payloads_room([]) == 0
+    assert payloads_size([]) == len(encode_message(Payloads())) == 3

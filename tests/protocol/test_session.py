@@ -10,8 +10,9 @@ import pytest
 from linkkit import LOG_A, Link, Peer, Replica, deliver, frame, key_of, make_log, node_id, pair_in
 from protokit import MESH, seal_one
 
-from protocol.entry import Entry, LogId
+from protocol.entry import MAX_PAYLOAD_BYTES, Entry, LogId
 from protocol.errors import LocalProtocolError, RemoteProtocolError
+from protocol.frames import MAX_FRAME_BYTES
 from protocol.frontier import MAX_FRONTIER_LOGS, MAX_FRONTIER_TIPS, Frontier, FrontierPart, Tip
 from protocol.messages import (
     PROTOCOL_MAJOR,
@@ -28,6 +29,7 @@ from protocol.messages import (
     Push,
     decode_message,
 )
+from protocol.payloads import PARTIAL, Answer, Payloads, Want, payloads_room, payloads_size
 from protocol.session import Balance, ConnectionClosed, Session, State
 
 L1, L2, L3, L4 = make_log(1, 6), make_log(2, 3), make_log(3, 5), make_log(4, 2)
@@ -452,3 +454,172 @@ def test_frontier_parts_need_the_feature_on_both_sides() -> None:
     deliver(old.send(FrontierDigest(b"\x07" * 32)), a)
     with pytest.raises(LocalProtocolError, match=r"needs 'frontier\.parts' on both sides"):
         a.send(FrontierPart(ours.tips[:1], more=True))
+
+
+# --- partial replication: workspace tags, wants and their answers ------------------------------
+
+
+def _partial(state: State = State.LIVE) -> tuple[Session, Session]:
+    return pair_in(state, features=(PARTIAL,))
+
+
+IDS = tuple(sorted(e.id for e in L1))  # six entry ids, ascending
+
+
+def _tagged(entries: list[Entry], tag: str = "team") -> Push:
+    return Push(tuple((e.raw, tag) for e in entries))
+
+
+def test_a_workspace_tag_needs_partial_on_both_sides() -> None:
+    a, b = pair_in(State.LIVE)
+    push = _tagged(L1[:1])
+    with pytest.raises(LocalProtocolError, match="a workspace tag needs 'partial' on both sides"):
+        a.send(push)
+    with pytest.raises(RemoteProtocolError, match="a workspace tag needs 'partial'") as caught:
+        deliver(frame(push), b)
+    assert caught.value.field == "state"
+    assert reply_code(b) == ErrorCode.PROTOCOL
+    a, b = pair_in(State.FRONTIER)  # in a catch-up batch as in a push
+    with pytest.raises(LocalProtocolError, match="a workspace tag needs 'partial'"):
+        a.send(Entries(push.entries))
+    with pytest.raises(RemoteProtocolError, match="a workspace tag needs 'partial'"):
+        deliver(frame(Entries(push.entries, done=True)), b)
+
+
+def test_a_workspace_tag_needs_partial_offered_by_both_not_one() -> None:
+    a = Session(mesh=MESH, node=node_id("a"), features=(PARTIAL,))
+    b = Session(mesh=MESH, node=node_id("b"))
+    deliver(a.start(), b)
+    deliver(b.start(), a)
+    assert PARTIAL in a.hello.features
+    assert a.features == b.features == {"frontier.parts"}
+    deliver(a.send(Credit(4, 1 << 20)), b)
+    same = FrontierDigest(b"\x07" * 32)
+    deliver(a.send(same), b)
+    deliver(b.send(same), a)
+    assert b.caught_up
+    with pytest.raises(LocalProtocolError, match="needs 'partial' on both sides"):
+        b.send(_tagged(L1[:1]))
+    with pytest.raises(RemoteProtocolError, match="needs 'partial' on both sides"):
+        deliver(frame(Want(IDS)), a)
+
+
+def test_tagged_entries_travel_and_their_tags_cost_credit_where_both_offer_partial() -> None:
+    a, b = _partial(State.FRONTIER)
+    batch = Entries(((L1[0].raw, L1[0].payload), (L1[1].raw, "team"), (L1[2].raw, None)))
+    before = a.credit
+    assert deliver(a.send(batch), b) == [batch]
+    cost = len(L1[0].raw) + len(L1[0].payload or b"") + len(L1[1].raw) + 4 + len(L1[2].raw)
+    assert before.nbytes - a.credit.nbytes == cost
+    assert a.credit == b.granted
+    deliver(a.send(Entries(done=True)), b)
+    deliver(b.send(Entries(done=True)), a)
+    assert deliver(a.send(_tagged(L1[3:5], "ops")), b) == [_tagged(L1[3:5], "ops")]
+
+
+@pytest.mark.parametrize(
+    "message", [Want(IDS), Payloads(), Payloads(((IDS[0], Answer.ABSENT),))],
+    ids=["want", "empty payloads", "payloads"],
+)  # fmt: skip
+def test_wants_and_payloads_need_partial_on_both_sides(message: Message) -> None:
+    a, b = pair_in(State.LIVE)
+    with pytest.raises(LocalProtocolError, match=r"needs? 'partial' on both sides") as sent:
+        a.send(message)
+    assert sent.value.field == "state"
+    with pytest.raises(RemoteProtocolError, match=r"needs? 'partial' on both sides") as caught:
+        deliver(frame(message), b)
+    assert caught.value.field == "state"
+    assert reply_code(b) == ErrorCode.PROTOCOL
+
+
+def test_a_want_is_answered_once_and_then_the_asker_may_want_again() -> None:
+    a, b = _partial()
+    assert not a.wanting
+    assert b.owed is None
+    assert deliver(a.send(Want(IDS)), b) == [Want(IDS)]
+    assert a.wanting
+    assert not b.wanting
+    assert b.owed == IDS
+    assert a.owed is None
+    answer = Payloads(((IDS[0], L1[0].payload or b""), (IDS[3], Answer.ERASED)))
+    assert deliver(b.send(answer), a) == [answer]
+    assert not a.wanting
+    assert b.owed is None
+    # What went unanswered may be asked for again.
+    again = Want((IDS[1], IDS[2], IDS[4], IDS[5]))
+    deliver(a.send(again), b)
+    assert b.owed == again.ids
+    deliver(b.send(Payloads()), a)  # answering none of them answers the want
+    assert not a.wanting
+
+
+def test_a_second_want_waits_for_the_answer_to_the_first() -> None:
+    a, b = _partial()
+    deliver(a.send(Want(IDS[:2])), b)
+    with pytest.raises(LocalProtocolError, match="waits for the answer to the one before"):
+        a.send(Want(IDS[2:]))
+    assert a.our_state is State.ERROR
+    with pytest.raises(RemoteProtocolError, match="waits for the answer") as caught:
+        deliver(frame(Want(IDS[2:])), b)
+    assert caught.value.field == "state"
+
+
+def test_each_side_may_have_its_own_want_outstanding() -> None:
+    a, b = _partial(State.STREAMING)
+    deliver(a.send(Want(IDS[:3])), b)
+    deliver(b.send(Want(IDS[3:])), a)
+    assert a.wanting
+    assert b.wanting
+    assert a.owed == IDS[3:]
+    assert b.owed == IDS[:3]
+    deliver(a.send(Payloads(((IDS[4], Answer.WITHHELD),))), b)
+    assert not b.wanting
+    assert a.wanting  # its own want is still unanswered
+    assert a.our_state is b.their_state is State.STREAMING
+
+
+def test_payloads_without_a_want_are_refused() -> None:
+    a, b = _partial()
+    answer = Payloads(((IDS[0], Answer.ABSENT),))
+    with pytest.raises(LocalProtocolError, match="none is outstanding"):
+        a.send(answer)
+    with pytest.raises(RemoteProtocolError, match="none is outstanding") as caught:
+        deliver(frame(answer), b)
+    assert caught.value.field == "state"
+    # Nor may a side answer its own want.
+    a, b = _partial()
+    deliver(a.send(Want(IDS)), b)
+    with pytest.raises(LocalProtocolError, match="none is outstanding"):
+        a.send(answer)
+
+
+def test_payloads_for_an_id_not_asked_for_are_refused() -> None:
+    asked = Want(IDS[1:4])
+    for stray in (IDS[0], IDS[4]):  # before the first asked and after the last
+        answer = Payloads(tuple(sorted([(IDS[2], Answer.ABSENT), (stray, Answer.ABSENT)])))
+        a, b = _partial()
+        deliver(b.send(asked), a)
+        with pytest.raises(LocalProtocolError, match="an id the want did not ask for") as sent:
+            a.send(answer)
+        assert sent.value.field == "items"
+        with pytest.raises(RemoteProtocolError, match="an id the want did not ask for"):
+            deliver(frame(answer), b)
+    a, b = _partial()
+    deliver(b.send(asked), a)
+    deliver(a.send(Payloads(((IDS[1], b"p"), (IDS[3], b"q")))), b)  # a subset, in order
+    assert not b.wanting
+
+
+def test_a_payloads_frame_at_the_limit_passes_the_session() -> None:
+    a, b = _partial()
+    ids = tuple(sorted(make_log(9, 17)[i].id for i in range(17)))
+    items: list[tuple[bytes, bytes | int]] = [(i, bytes(MAX_PAYLOAD_BYTES)) for i in ids[:15]]
+    items.append((ids[15], bytes(0x10000)))
+    items.append((ids[16], Answer.ABSENT))
+    items[15] = (ids[15], bytes(0x10000 + MAX_FRAME_BYTES - payloads_size(items)))
+    assert payloads_room(items) == len(items)
+    deliver(b.send(Want(ids)), a)
+    data = a.send(Payloads(tuple(items)))
+    assert len(data) == 4 + MAX_FRAME_BYTES
+    assert deliver(data, b) == [Payloads(tuple(items))]
+    assert not b.wanting

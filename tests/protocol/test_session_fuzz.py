@@ -20,8 +20,10 @@ from protocol.messages import (
     Hello,
     Push,
 )
+from protocol.payloads import PARTIAL, Answer, Payloads, Want
 from protocol.session import NEED_DATA, ConnectionClosed, Session, State
 
+WANT = Want(tuple(sorted(e.id for e in LOG_A)))
 SAMPLES = [
     frame(m)
     for m in (
@@ -36,6 +38,11 @@ SAMPLES = [
         ForkProof(LOG_A[0].raw, LOG_B[0].raw),
         Error(1, "x"),
         Bye(),
+        Push(((LOG_B[0].raw, "team"),)),
+        WANT,
+        Want((min(e.id for e in LOG_A),)),
+        Payloads(((min(e.id for e in LOG_A), Answer.ERASED),)),
+        Payloads(),
     )
 ]
 pieces = st.one_of(
@@ -69,11 +76,18 @@ def _feed(session: Session, data: bytes, cuts: list[int]) -> int:
 
 
 @FAST
-@given(st.sampled_from(STATES), st.lists(pieces, max_size=12), st.lists(st.integers(0, 10**6)))
+@given(
+    st.sampled_from(STATES),
+    st.lists(pieces, max_size=12),
+    st.lists(st.integers(0, 10**6)),
+    st.sampled_from([(), (PARTIAL,)]),
+)
 def test_arbitrary_bytes_give_events_or_a_remote_error(
-    state: State, chunks: list[bytes], cuts: list[int]
+    state: State, chunks: list[bytes], cuts: list[int], features: tuple[str, ...]
 ) -> None:
-    _, b = pair_in(state)
+    _, b = pair_in(state, features=features)
+    if features and state is not State.IDLE:
+        b.send(WANT)  # so a payloads message in the input may answer it
     data = b"".join(chunks)
     try:
         events = _feed(b, data, cuts)

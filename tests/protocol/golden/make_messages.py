@@ -31,6 +31,7 @@ from protocol.messages import (
     Push,
     encode_message,
 )
+from protocol.payloads import Answer, Payloads, Want
 from protocol.signing import SigningKey, seal
 
 HERE = Path(__file__).parent
@@ -61,6 +62,8 @@ def fork_of(entry: Entry) -> Entry:
 def vectors() -> list[tuple[str, Message]]:
     entries = golden_entries()
     first, second = entries[0], entries[1]
+    asked = sorted(e.id for e in entries[1:5])  # four sr entries of workspace "team"
+    held = next(e for e in entries[1:5] if e.id == asked[1])
     frontier = Frontier.of([
         Tip(second.header.writer, second.header.epoch, 2, second.id),
         Tip(b"\x44" * 32, b"\x55" * 8, 300, b"\x66" * 32),
@@ -85,6 +88,14 @@ def vectors() -> list[tuple[str, Message]]:
                                          (1,))),
         ("error: refused, non-ASCII text", Error(ErrorCode.REFUSED, "arrêt — shutting down")),
         ("bye", Bye()),
+        ("entries: one with payload, one header-only with a workspace tag", Entries(
+            ((first.raw, first.payload), (second.raw, "team")))),
+        ("push: header-only with a workspace tag", Push(((entries[2].raw, "team"),))),
+        ("want", Want(tuple(asked))),
+        ("payloads: a payload and each answer", Payloads((
+            (asked[0], Answer.ABSENT), (asked[1], held.payload or b""),
+            (asked[2], Answer.ERASED), (asked[3], Answer.WITHHELD)))),
+        ("payloads: none answered", Payloads()),
     ]  # fmt: skip
 
 

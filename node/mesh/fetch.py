@@ -1,0 +1,92 @@
+"""Partial replication on one connection (docs/partial.md): how each entry goes to the peer —
+whole, or its header and its workspace tag where the peer's grant does not hold the
+workspace — and the payloads this node lacks, asked of the peer by id, and the peer's asks
+answered.
+
+``Fetch`` is the connection's state for both: the link (node/mesh/link.py) and the simulated
+mesh (tests/sim) drive it the same way — ``want`` when the round is done and nothing is
+asked, ``answer`` when the session owes the peer one, ``received`` when an answer comes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from node.replica import Replica
+from node.store import Received
+from node.store.reader import SpanEntry
+from protocol.batch import WireEntry
+from protocol.payloads import MAX_WANT, PARTIAL, Payloads, Want, payloads_room
+
+__all__ = ["PAYLOAD_RETRY", "Fetch"]
+
+# Seconds before the entries a peer could not give are asked of it again (docs/operations.md).
+PAYLOAD_RETRY = 30.0
+
+
+class Fetch:
+    """One connection's partial replication: what the peer is sent, asked and answered."""
+
+    def __init__(
+        self, replica: Replica, peer: bytes, features: Collection[str], *, retry: float
+    ) -> None:
+        self.replica = replica
+        self.peer = peer
+        self.tags = PARTIAL in features  # the peer takes tags, and wants
+        self.retry = retry
+        self._cursor = 0  # the position the pass through the missing entries has reached
+        self._next_pass = float("-inf")
+        self._asked: dict[bytes, bytes] = {}  # id -> raw header, of the want unanswered
+
+    def wire(self, row: SpanEntry) -> WireEntry:
+        """``row`` as it goes to the peer: with its payload where the peer's grant holds the
+        payload's place, else its header and, to a peer that takes them, its tag."""
+        if row.payload is not None and _holds(self.replica.peer_held(self.peer), row.workspace):
+            return row.raw, row.payload
+        if self.tags and row.workspace is not None:
+            return row.raw, row.workspace
+        return row.raw, None
+
+    def again(self) -> None:
+        """Start a new pass at the next ``want`` (a round ended: the peer may have more)."""
+        if self._cursor == 0:
+            self._next_pass = float("-inf")
+
+    async def want(self, now: float) -> Want | None:
+        """The next request for payloads this node lacks and the peer may hold, if any: a
+        pass through the missing entries in position order, one want at a time, then none
+        until ``again`` or ``retry`` seconds on."""
+        if not self.tags or (self._cursor == 0 and now < self._next_pass):
+            return None
+        places = _both(self.replica.held(), self.replica.peer_held(self.peer))
+        if places is not None and not places:
+            rows = []
+        else:
+            rows = await self.replica.wanted(after=self._cursor, limit=MAX_WANT, places=places)
+        if not rows:
+            self._cursor, self._next_pass = 0, now + self.retry
+            return None
+        self._cursor = rows[-1].pos
+        self._asked = {row.id: row.raw for row in rows}
+        return Want(tuple(sorted(self._asked)))
+
+    async def answer(self, ids: Sequence[bytes]) -> Payloads:
+        """The answer to the peer's want: what fits in one frame."""
+        items = await self.replica.answers(ids, self.peer)
+        return Payloads(tuple(items[: payloads_room(items)]))
+
+    def received(self, answer: Payloads) -> list[Received]:
+        """The payloads the peer gave, with their headers, for the store's receive path (which
+        checks each against its header and the grant); the answer's codes say why not."""
+        asked, self._asked = self._asked, {}
+        return [(asked[i], value) for i, value in answer.items if isinstance(value, bytes)]
+
+
+def _holds(held: frozenset[str] | None, place: str | None) -> bool:
+    return held is None or place is None or place in held
+
+
+def _both(ours: frozenset[str] | None, theirs: frozenset[str] | None) -> frozenset[str] | None:
+    if ours is None:
+        return theirs
+    return ours if theirs is None else ours & theirs
