@@ -18,10 +18,15 @@ from node.store.reader import SpanEntry
 from protocol.batch import WireEntry
 from protocol.payloads import MAX_WANT, PARTIAL, Payloads, Want, payloads_room
 
-__all__ = ["PAYLOAD_RETRY", "Fetch"]
+__all__ = ["MAX_REFILLS", "PAYLOAD_RETRY", "Fetch", "Filled"]
 
 # Seconds before the entries a peer could not give are asked of it again (docs/operations.md).
 PAYLOAD_RETRY = 30.0
+# Payloads filled in here that wait to be passed on to one peer; beyond, the peer fetches.
+MAX_REFILLS = 4096
+
+Filled = tuple[int, int, str | None]
+"""An entry whose payload was filled in: the store's log id, its seq, its place."""
 
 
 class Fetch:
@@ -36,7 +41,22 @@ class Fetch:
         self.retry = retry
         self._cursor = 0  # the position the pass through the missing entries has reached
         self._next_pass = float("-inf")
+        self._due = True  # a new pass starts as soon as the last one ends
         self._asked: dict[bytes, bytes] = {}  # id -> raw header, of the want unanswered
+        self._refills: list[Filled] = []
+
+    def refill(self, filled: Sequence[Filled]) -> None:
+        """This node filled in payloads through another link: pass on those the peer may
+        hold (it may lack them: headers outrun payloads), and ask it again (it may have what
+        this node still lacks)."""
+        self.again()
+        held = self.replica.peer_held(self.peer)
+        room = MAX_REFILLS - len(self._refills)
+        self._refills += [f for f in filled if _holds(held, f[2])][: max(room, 0)]
+
+    def take_refills(self) -> list[Filled]:
+        refills, self._refills = self._refills, []
+        return refills
 
     def wire(self, row: SpanEntry) -> WireEntry:
         """``row`` as it goes to the peer: with its payload where the peer's grant holds the
@@ -48,16 +68,20 @@ class Fetch:
         return row.raw, None
 
     def again(self) -> None:
-        """Start a new pass at the next ``want`` (a round ended: the peer may have more)."""
-        if self._cursor == 0:
-            self._next_pass = float("-inf")
+        """Start a new pass once this one ends: the peer may have more (a round ended, or
+        this node took in payloads another peer had, which this one may have by now)."""
+        self._due = True
 
     async def want(self, now: float) -> Want | None:
         """The next request for payloads this node lacks and the peer may hold, if any: a
         pass through the missing entries in position order, one want at a time, then none
         until ``again`` or ``retry`` seconds on."""
-        if not self.tags or (self._cursor == 0 and now < self._next_pass):
+        if not self.tags:
             return None
+        if self._cursor == 0:
+            if not self._due and now < self._next_pass:
+                return None
+            self._due = False
         places = _both(self.replica.held(), self.replica.peer_held(self.peer))
         if places is not None and not places:
             rows = []

@@ -4,10 +4,11 @@ and ``LinkHost``, what the links share — the store, its change signal, the pee
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
-from node.mesh.fetch import PAYLOAD_RETRY
+from node.mesh.fetch import PAYLOAD_RETRY, Fetch, Filled
 from node.mesh.outbox import LARGEST_ENTRY
 from node.mesh.peers import PeerTable
 from node.replica import Commits, Replica
@@ -59,3 +60,16 @@ class LinkHost:
     options: LinkOptions
     # Whether a node key may sync with this node (membership); None lets every key in.
     admits: Callable[[bytes], bool] | None = None
+    # Each link's fetch and its wake-up (docs/partial.md): what fills payloads here tells
+    # the others, whose peers may now have more of what this node lacks.
+    fetches: dict[Fetch, asyncio.Event] = field(default_factory=dict)
+
+    def filled(self, by: Fetch | None, filled: Sequence[Filled]) -> None:
+        """Payloads were filled in through the link of ``by``: every other link passes them
+        on and asks again."""
+        if not filled:
+            return
+        for fetch, wake in self.fetches.items():
+            if fetch is not by:
+                fetch.refill(filled)
+                wake.set()

@@ -35,7 +35,7 @@ from node.mesh.errors import (
 )
 from node.mesh.fetch import Fetch
 from node.mesh.host import LinkHost, LinkOptions
-from node.mesh.outbox import Outbox, PeerHolds, catch_up
+from node.mesh.outbox import Outbox, PeerHolds, catch_up, refilled
 from node.mesh.peers import DuplicateLink, Peer, PeerState
 from node.mesh.progress import CatchUpLog
 from node.mesh.proofs import ForkProofs
@@ -120,6 +120,8 @@ class Link:
             self._tell(exc)
         finally:
             self.host.commits.unsubscribe(self._wake)
+            if self._fetch is not None:
+                self.host.fetches.pop(self._fetch, None)
             await self._close_stream(abort=isinstance(error, PeerStalled | PeerGone))
             self.host.table.closed(self.peer, self._stopped if error is None else str(error))
             if self.source is not None:
@@ -257,6 +259,7 @@ class Link:
         self.source = f"peer:{node_id(key)}"
         self._fetch = Fetch(self.host.replica, key, self.session.features,
                             retry=self.host.options.payload_retry)  # fmt: skip
+        self.host.fetches[self._fetch] = self._wake
         hello = self.session.peer
         await self.host.replica.note_features(key, hello.features if hello else ())
         detail = {"address": self.peer.address}
@@ -286,6 +289,7 @@ class Link:
         self.host.table.touch()
         if report.stored:
             self.host.commits.poke()
+        self.host.filled(self._fetch, report.filled_at)
         if self.session.our_state in _SPEAKING and not self._ending:
             grant = Credit(len(items), sum(map(entry_cost, items)))
             await self._write(self.session.send(grant))
@@ -307,7 +311,8 @@ class Link:
         assert self.source is not None
         received = self._fetch.received(answer)
         if received:
-            await self.host.replica.receive(received, source=self.source)
+            report = await self.host.replica.receive(received, source=self.source)
+            self.host.filled(self._fetch, report.filled_at)
 
     async def _take_proof(self, first: bytes, second: bytes) -> None:
         if not self._proofs.taken(first, second):
@@ -449,11 +454,14 @@ class Link:
     async def _push_changes(self) -> None:
         """Live: push what the store gained since the last look, per log in seq order,
         from the seq the peer holds."""
+        assert self._fetch is not None
         if self._push is None or self._push.exhausted:
-            if self.host.commits.marks.pos <= self._holds.cursor:
+            if refills := self._fetch.take_refills():
+                self._push = refilled(refills, self._fetch.wire)
+            elif self.host.commits.marks.pos <= self._holds.cursor:
                 return
-            assert self._fetch is not None
-            self._push = await self._holds.pushes(self.host.replica, self._fetch.wire)
+            else:
+                self._push = await self._holds.pushes(self.host.replica, self._fetch.wire)
         await self._send_out(self._push, catch_up=False)
 
     async def _gossip_forks(self) -> None:

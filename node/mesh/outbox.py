@@ -17,7 +17,16 @@ from protocol.entry import MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, Entry, LogId
 from protocol.errors import ProtocolError
 from protocol.frontier import Frontier
 
-__all__ = ["LARGEST_ENTRY", "Outbox", "Outgoing", "PeerHolds", "Shape", "catch_up", "whole"]
+__all__ = [
+    "LARGEST_ENTRY",
+    "Outbox",
+    "Outgoing",
+    "PeerHolds",
+    "Shape",
+    "catch_up",
+    "refilled",
+    "whole",
+]
 
 LARGEST_ENTRY = MAX_HEADER_BYTES + MAX_PAYLOAD_BYTES
 
@@ -99,6 +108,11 @@ async def catch_up(
                 first -= 1
         ranges.append(Outgoing(log_id, first, lack.last))
     return Outbox(ranges, shape)
+
+
+def refilled(filled: Sequence[tuple[int, int, str | None]], shape: Shape) -> Outbox:
+    """The entries whose payloads this node filled in, to pass on (``Fetch.refill``)."""
+    return Outbox([Outgoing(log_id, seq, seq) for log_id, seq, _ in filled], shape)
 
 
 @dataclass(slots=True)

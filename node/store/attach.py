@@ -164,6 +164,7 @@ class _Attaching(_Waiting):
         if self.store.erasures.covers(cand.entry.header.kind, cand.payload) is not None:
             return  # an erased payload offered again: never stored
         self.report.filled += 1
+        self.report.filled_at.append((head.log_id, cand.entry.header.seq, cand.place))
         self.report.brought(cand.payload)
         self.txn.add("INSERT INTO payloads (pos, data) VALUES (?, ?)", (pos, cand.entry.payload))
         self.txn.add(MISSING_DELETE, (pos,))

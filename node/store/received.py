@@ -126,6 +126,8 @@ class Report:
     rejected: int = 0
     forks: int = 0
     withheld: int = 0  # payloads refused: this node's grant does not hold their workspace
+    # The entries whose payload was filled in: (the store's log id, seq, place).
+    filled_at: list[tuple[int, int, str | None]] = field(default_factory=list)
     stored_ids: list[bytes] = field(default_factory=list)
     # The entries with content stored or filled in, by the SR or episode they are about: what
     # a bundle brought each reader (node/tools/audit.py).

@@ -24,6 +24,7 @@ from node.access.callers import Caller
 from node.errors import Refusal
 from node.identity import NODE_KEY_FILE, random_bytes
 from node.members import certs
+from node.mesh.fetch import MAX_REFILLS, Fetch
 from node.mesh.host import LinkOptions
 from node.mesh.sync import PeerKey, Sync, SyncOptions
 from node.node import Node
@@ -335,3 +336,25 @@ async def test_a_want_beyond_its_bounds_ends_the_link_and_stores_nothing(
             finally:
                 raw.close()
         assert await counts(node) == before
+
+
+async def test_payloads_filled_in_wait_to_be_passed_on_within_a_bound(
+    tmp_path: Path, wall: Wall
+) -> None:
+    """What one link filled in is passed on by the others — only what each peer's grant
+    holds, and no more than ``MAX_REFILLS`` waiting (the peer fetches the rest)."""
+    dirs = await make_mesh(tmp_path, ["A", "B"], wall, holds={"B": ["team"]})
+    async with Node.open(dirs["A"], wall=wall) as a:
+        to_b = Fetch(a.replica(), (await _key(dirs["B"], wall)), (PARTIAL,), retry=30.0)
+        filled = [(1, seq, "team" if seq % 2 else "lab") for seq in range(2 * MAX_REFILLS + 10)]
+        to_b.refill(filled)
+        to_b.refill(filled)
+        taken = to_b.take_refills()
+        assert len(taken) == MAX_REFILLS
+        assert {place for _, _, place in taken} == {"team"}
+        assert to_b.take_refills() == []
+
+
+async def _key(data: Path, wall: Wall) -> bytes:
+    async with Node.open(data, wall=wall) as node:
+        return node.key.public
