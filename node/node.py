@@ -32,6 +32,7 @@ from node.replica import Replica
 from node.schema import MIGRATIONS
 from node.search.opened import open_index
 from node.store import Checked, Reader, Received, Report, Store, StoreOptions
+from node.store.partial import not_held
 from node.store.pending import SourceRow
 from node.tools import windows
 from node.tools.args import check_unicode
@@ -192,8 +193,7 @@ class Node:
         """A token for ``principal`` in ``workspace``; refused for a workspace whose payloads
         this node's grant does not hold (docs/partial.md): it would read nothing here."""
         if not self.membership.may_hold(workspace):
-            raise Refusal(f"this node does not hold workspace {workspace!r}: its mesh "
-                          "grant holds other workspaces (memlane mesh members)")  # fmt: skip
+            raise Refusal(not_held(workspace))
         return await tokens.issue(self.store, principal, workspace, scopes, expires)
 
     async def list_tokens(self) -> list[tokens.TokenInfo]:

@@ -4,8 +4,10 @@ workspace — and the payloads this node lacks, asked of the peer by id, and the
 answered.
 
 ``Fetch`` is the connection's state for both: the link (node/mesh/link.py) and the simulated
-mesh (tests/sim) drive it the same way — ``want`` when the round is done and nothing is
-asked, ``answer`` when the session owes the peer one, ``received`` when an answer comes.
+mesh (tests/sim) drive it the same way — ``wire`` for each entry sent, ``want`` when both
+sides are live and nothing is asked, ``answer`` when the session owes the peer one,
+``received`` when an answer comes, and ``refill`` when another connection filled payloads in
+(``take_refills`` then gives the entries to push on).
 """
 
 from __future__ import annotations
@@ -83,10 +85,11 @@ class Fetch:
                 return None
             self._due = False
         places = _both(self.replica.held(), self.replica.peer_held(self.peer))
-        if places is not None and not places:
-            rows = []
-        else:
-            rows = await self.replica.wanted(after=self._cursor, limit=MAX_WANT, places=places)
+        rows = (
+            []
+            if places == frozenset()
+            else await self.replica.wanted(after=self._cursor, limit=MAX_WANT, places=places)
+        )
         if not rows:
             self._cursor, self._next_pass = 0, now + self.retry
             return None

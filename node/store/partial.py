@@ -25,6 +25,7 @@ __all__ = [
     "WITHHOLD_DUE",
     "Wanted",
     "answer_wants",
+    "not_held",
     "select_wanted",
     "unplaced",
     "withhold",
@@ -64,6 +65,12 @@ _ANSWERS = (
 )
 
 Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Any]]]
+
+
+def not_held(workspace: str | None) -> str:
+    """The refusal of a token or a write for a workspace this node's grant does not hold."""
+    return (f"this node does not hold workspace {workspace!r}: its mesh grant holds other "
+            "workspaces (memlane mesh members)")  # fmt: skip
 
 
 async def unplaced(fetchall: Fetch, add: Callable[[str, Sequence[Any]], None]) -> int:

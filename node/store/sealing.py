@@ -8,10 +8,10 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from node.errors import StoreError
+from node.errors import Refusal, StoreError
 from node.store.erasure import ERASE
 from node.store.heads import LogHead
-from node.store.partial import MISSING_INSERT, WITHHOLD_DUE
+from node.store.partial import MISSING_INSERT, WITHHOLD_DUE, not_held
 from node.store.state import _StateAudit
 from node.store.txn import Txn
 from node.store.views import Applied
@@ -79,11 +79,15 @@ class _Sealing(_StateAudit):
 
         async def op(txn: Txn) -> Authored:
             data, payload = content if isinstance(content, tuple) else await content(txn)
+            place = place_of(kind, payload)
+            if self.membership is not None and not self.membership.may_hold(place):
+                # A token issued before this node's grant narrowed (docs/partial.md).
+                raise Refusal(not_held(place))
             head = self.logs.head((key.public, epoch))
             head.seq += 1
             authored = Authored(self.logs.take_pos(), self.now())
-            sealer = _sealer(key, mesh, epoch, head, kind, (data, place_of(kind, payload)),
-                             authored, head.seq)  # fmt: skip
+            sealer = _sealer(key, mesh, epoch, head, kind, (data, place), authored,
+                             head.seq)  # fmt: skip
             txn.defer(sealer, _LOG_UPSERT, _HEADER_INSERT, _PAYLOAD_INSERT)
             txn.defer_once(("head", head.log_id), _head_writer(head, key.public, epoch))
             fresh = kind == "sr.put" and bool(payload.get("create"))

@@ -36,7 +36,7 @@ from protocol.messages import Credit, Entries, Error, ErrorCode, FrontierDigest,
 from protocol.payloads import PARTIAL, Answer, Payloads, Want
 from protocol.signing import SigningKey
 from tests.node.conftest import Wall
-from tests.node.helpers import counts
+from tests.node.helpers import ForeignWriter, counts, sr_payload
 from tests.node.synckit import RawPeer, converged, make_mesh
 
 pytestmark = pytest.mark.asyncio
@@ -125,7 +125,14 @@ async def test_a_payload_outside_the_grant_is_kept_as_its_header(
         assert await titles(b, team) == ["shared title"]
         with pytest.raises(Refusal, match="does not hold workspace 'lab'"):
             await b.create_token("bob", "lab", SCOPES)
+        # A writer not admitted yet: its entries wait in the pending area, without the payload.
+        stranger = ForeignWriter(b.info.mesh, seed=b"\x44" * 32)
+        waiting = stranger.next(payload=sr_payload(f"{'0' * 8}-0000-7000-8000-{'1' * 12}",
+                                                   "lab", title="LABPENDING"))  # fmt: skip
+        report = await b.replica().receive([(waiting.raw, waiting.payload)], source="test")
+        assert (report.pending, report.withheld) == (1, 1)
     assert b"LABSECRET" not in file_bytes(dirs["B"])
+    assert b"LABPENDING" not in file_bytes(dirs["B"])
     assert b"LABSECRET" in file_bytes(dirs["A"])  # the scan can find it where it is
 
 
@@ -191,6 +198,8 @@ async def test_a_grant_that_shrinks_withholds_and_one_that_grows_wants_again(
         assert await missing(b) == lab
         assert await titles(b, lab_reader) == []
         assert await titles(b, await caller(b, "team")) == ["stays title"]
+        with pytest.raises(Refusal, match="does not hold workspace 'lab'"):
+            await b.e_write(lab_reader, title="a token issued before", text="refused")
         audit = await b.reader().fetchall("SELECT count(*) FROM audit WHERE workspace = 'lab'")
         assert audit[0][0] == 0
         await b.store.scrub()
