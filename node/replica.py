@@ -15,13 +15,14 @@ import asyncio
 import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from node.errors import StoreError
 from node.logging import get_logger
 from node.store import AuditEvent, Received, Report, Store, Txn
 from node.store.erasure import ERASE
 from node.store.logbound import DROPPED
-from node.store.partial import Wanted, answer_wants, select_wanted
+from node.store.partial import Wanted, answer_wants, holds_place, select_wanted
 from node.store.reader import ChangedLog, Marks, Reader, SpanEntry
 from protocol.canonical import decode_canonical, encode_canonical
 from protocol.entry import Entry, LogId
@@ -132,9 +133,7 @@ class Replica:
     async def answers(self, ids: Sequence[bytes], peer: bytes) -> list[tuple[bytes, bytes | int]]:
         """The answer to the peer ``peer``'s want of ``ids``: payloads its grant holds."""
         held = self.peer_held(peer)
-        return await answer_wants(
-            self.reader.fetchall, ids, lambda place: place is None or held is None or place in held
-        )
+        return await answer_wants(self.reader.fetchall, ids, partial(holds_place, held))
 
     async def receive(self, items: Sequence[Received], *, source: str) -> Report:
         """The store's receive path: one transaction, one ``sr_synced`` per new entry."""

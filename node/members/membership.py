@@ -29,6 +29,7 @@ from typing import Any
 from node.identity import node_id
 from node.members.errors import MeshError, UnknownMember
 from node.store.members import select_authority, select_member_entries
+from node.store.partial import holds_place
 from node.store.received import Wait
 from node.store.txn import Txn
 from node.store.views import Applied, Erased, Hidden
@@ -94,7 +95,7 @@ class Member:
     def may_hold(self, workspace: str | None) -> bool:
         """Whether the node may hold the payloads placed in ``workspace`` (None: every node
         holds them — membership entries, erasures, unknown kinds)."""
-        return workspace is None or self.held is None or workspace in self.held
+        return holds_place(self.held, workspace)
 
     def admits(self, now: int) -> bool:
         """Whether a TLS peer with this key may connect at ``now``: unrevoked, certificate
@@ -213,8 +214,7 @@ class Membership:
     def may_hold(self, place: str | None) -> bool:
         """Whether this node may hold the payloads placed in ``place`` (docs/partial.md):
         as its grant's ``holds`` says; all, until it has a grant."""
-        member = self._members.get(self.own) if self.own is not None else None
-        return member is None or member.may_hold(place)
+        return holds_place(self.held(), place)
 
     def held(self) -> frozenset[str] | None:
         """The workspaces whose payloads this node holds; None for all."""

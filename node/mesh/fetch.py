@@ -16,6 +16,7 @@ from collections.abc import Collection, Sequence
 
 from node.replica import Replica
 from node.store import Received
+from node.store.partial import holds_place
 from node.store.reader import SpanEntry
 from protocol.batch import WireEntry
 from protocol.payloads import MAX_WANT, PARTIAL, Payloads, Want, payloads_room
@@ -54,7 +55,7 @@ class Fetch:
         self.again()
         held = self.replica.peer_held(self.peer)
         room = MAX_REFILLS - len(self._refills)
-        self._refills += [f for f in filled if _holds(held, f[2])][: max(room, 0)]
+        self._refills += [f for f in filled if holds_place(held, f[2])][: max(room, 0)]
 
     def take_refills(self) -> list[Filled]:
         refills, self._refills = self._refills, []
@@ -63,7 +64,8 @@ class Fetch:
     def wire(self, row: SpanEntry) -> WireEntry:
         """``row`` as it goes to the peer: with its payload where the peer's grant holds the
         payload's place, else its header and, to a peer that takes them, its tag."""
-        if row.payload is not None and _holds(self.replica.peer_held(self.peer), row.workspace):
+        held = self.replica.peer_held(self.peer)
+        if row.payload is not None and holds_place(held, row.workspace):
             return row.raw, row.payload
         if self.tags and row.workspace is not None:
             return row.raw, row.workspace
@@ -107,10 +109,6 @@ class Fetch:
         checks each against its header and the grant); the answer's codes say why not."""
         asked, self._asked = self._asked, {}
         return [(asked[i], value) for i, value in answer.items if isinstance(value, bytes)]
-
-
-def _holds(held: frozenset[str] | None, place: str | None) -> bool:
-    return held is None or place is None or place in held
 
 
 def _both(ours: frozenset[str] | None, theirs: frozenset[str] | None) -> frozenset[str] | None:

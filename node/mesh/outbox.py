@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from node.mesh.fetch import Filled
 from node.replica import FrontierSnapshot, Replica
 from node.store import Received
 from node.store.reader import SpanEntry
@@ -110,9 +111,17 @@ async def catch_up(
     return Outbox(ranges, shape)
 
 
-def refilled(filled: Sequence[tuple[int, int, str | None]], shape: Shape) -> Outbox:
-    """The entries whose payloads this node filled in, to pass on (``Fetch.refill``)."""
-    return Outbox([Outgoing(log_id, seq, seq) for log_id, seq, _ in filled], shape)
+def refilled(filled: Sequence[Filled], shape: Shape) -> Outbox:
+    """The entries whose payloads this node filled in, to pass on (``Fetch.refill``), each
+    run of seqs of one log read as one range."""
+    ranges: list[Outgoing] = []
+    for log_id, seq in sorted({(log_id, seq) for log_id, seq, _ in filled}):
+        last = ranges[-1] if ranges else None
+        if last is not None and last.log_id == log_id and last.last + 1 == seq:
+            last.last = seq
+        else:
+            ranges.append(Outgoing(log_id, seq, seq))
+    return Outbox(ranges, shape)
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from node.refusals import REFUSALS
 from node.store.audit import AuditEvent, audit
 from node.store.heads import LogHead
 from node.store.logbound import DROPPED, Crowded, make_room
-from node.store.partial import MISSING_DELETE
+from node.store.partial import MISSING_DELETE, PLACE
 from node.store.received import _Candidate, _subject, _workspace
 from node.store.waiting import _Waiting
 from protocol.entry import LogId
@@ -168,7 +168,7 @@ class _Attaching(_Waiting):
         self.report.brought(cand.payload)
         self.txn.add("INSERT INTO payloads (pos, data) VALUES (?, ?)", (pos, cand.entry.payload))
         self.txn.add(MISSING_DELETE, (pos,))
-        self.txn.add("UPDATE headers SET workspace = ? WHERE pos = ?", (cand.place, pos))
+        self.txn.add(PLACE, (cand.place, pos))
         if cand.payload is not None and not head.hides(cand.entry.header.seq):
             self.txn.add("UPDATE headers SET applied = 1 WHERE pos = ?", (pos,))
             await self.store.apply_views(self.txn, pos, head, cand.entry, cand.payload)

@@ -25,6 +25,7 @@ __all__ = [
     "WITHHOLD_DUE",
     "Wanted",
     "answer_wants",
+    "holds_place",
     "not_held",
     "select_wanted",
     "unplaced",
@@ -56,7 +57,7 @@ _UNPLACED = (
     "SELECT h.pos, h.kind, p.data FROM headers h JOIN payloads p ON p.pos = h.pos "
     "WHERE h.workspace IS NULL AND h.pos > ? ORDER BY h.pos LIMIT ?"
 )
-_PLACE = "UPDATE headers SET workspace = ? WHERE pos = ?"
+PLACE = "UPDATE headers SET workspace = ? WHERE pos = ?"
 # The statements below are completed with placeholders only.
 _WANTED = "SELECT m.pos, h.id, h.raw, m.workspace FROM missing m JOIN headers h ON h.pos = m.pos"
 _ANSWERS = (
@@ -65,6 +66,12 @@ _ANSWERS = (
 )
 
 Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Any]]]
+
+
+def holds_place(held: frozenset[str] | None, place: str | None) -> bool:
+    """Whether a grant holding ``held`` (None: all) holds the payloads placed in ``place``
+    (None: the entries every node keeps whole)."""
+    return held is None or place is None or place in held
 
 
 def not_held(workspace: str | None) -> str:
@@ -87,7 +94,7 @@ async def unplaced(fetchall: Fetch, add: Callable[[str, Sequence[Any]], None]) -
             except ProtocolError:
                 continue
             if place is not None:
-                add(_PLACE, (place, pos))
+                add(PLACE, (place, pos))
                 placed += 1
     return placed
 

@@ -41,7 +41,6 @@ _REPLAY = (
 )
 _CHECKPOINT_TRIES = 100  # ~5 s of readers finishing before the WAL is left for the next time
 log = get_logger(__name__)
-_STATE_GET = "SELECT 1 FROM state WHERE key = ?"
 _APPLIED_COUNT = (
     "SELECT count(*) FROM headers h JOIN payloads p ON p.pos = h.pos WHERE h.applied = 1"
 )
@@ -310,7 +309,7 @@ class Store(_Receiving):
         a scrub follows, as after an erase.  False when nothing was due."""
 
         async def op(txn: Txn) -> bool:
-            if await txn.fetchone(_STATE_GET, (WITHHOLD_DUE,)) is None:
+            if not await self.has_state(txn, WITHHOLD_DUE):
                 return False  # (asked for before the narrowing grant committed: it is after)
             held = self.membership.held() if self.membership is not None else None
             if held is not None:
