@@ -16,8 +16,13 @@ if TYPE_CHECKING:
 
 __all__ = ["Caller", "Node", "NodeError", "NodeInfo", "Refusal"]
 
-_HOME = {"Caller": "node.access.callers", "NodeError": "node.errors", "Refusal": "node.errors",
-         "Node": "node.node", "NodeInfo": "node.node"}  # fmt: skip
+_HOME = {
+    "Caller": "node.access.callers",
+    "NodeError": "node.errors",
+    "Refusal": "node.errors",
+    "Node": "node.node",
+    "NodeInfo": "node.node",
+}
 
 
 def __getattr__(name: str) -> Any:

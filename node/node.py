@@ -103,8 +103,9 @@ class Node:
         self.author = Author(store, key, info.mesh, info.epoch)
         self.vectors: VectorIndex | None = None  # the semantic leg's index, when configured
         self.declare_periods()
-        authority = MeshAuthority(store, membership, info.mesh, path / AUTHORITY_KEY_FILE,
-                                  key.public)  # fmt: skip
+        authority = MeshAuthority(
+            store, membership, info.mesh, path / AUTHORITY_KEY_FILE, key.public
+        )
         # Who belongs, and the authority's acts.
         self.membership = MeshMembers(store, membership, authority)
 
@@ -119,8 +120,13 @@ class Node:
         key = create_key(path / NODE_KEY_FILE)
         authority = create_key(path / AUTHORITY_KEY_FILE)
         (path / DB_FILE).touch(mode=0o600)  # SQLite gives its -wal and -shm files this mode
-        store = await Store.open(path / DB_FILE, wall=wall, options=_options(NodeConfig.load(path)),
-                                 views=default_views(), migrations=MIGRATIONS)  # fmt: skip
+        store = await Store.open(
+            path / DB_FILE,
+            wall=wall,
+            options=_options(NodeConfig.load(path)),
+            views=default_views(),
+            migrations=MIGRATIONS,
+        )
         try:
             info = await new_mesh(store, key, authority)
         finally:
@@ -136,8 +142,13 @@ class Node:
         §Joining): a fresh epoch and feed id, no authority log of its own."""
         path = _data_dir(path)
         (path / DB_FILE).touch(mode=0o600)
-        store = await Store.open(path / DB_FILE, wall=wall, options=_options(NodeConfig.load(path)),
-                                 views=default_views(), migrations=MIGRATIONS)  # fmt: skip
+        store = await Store.open(
+            path / DB_FILE,
+            wall=wall,
+            options=_options(NodeConfig.load(path)),
+            views=default_views(),
+            migrations=MIGRATIONS,
+        )
         try:
             await join_mesh(store, mesh, authority)
         finally:
@@ -167,9 +178,13 @@ class Node:
         config = config or NodeConfig.load(path)
         membership = Membership(own=key.public)
         options = options or _options(config, serving)
-        store = await Store.open(path / DB_FILE, wall=wall, options=options,
-                                 views=(*default_views(), membership),
-                                 migrations=MIGRATIONS)  # fmt: skip
+        store = await Store.open(
+            path / DB_FILE,
+            wall=wall,
+            options=options,
+            views=(*default_views(), membership),
+            migrations=MIGRATIONS,
+        )
         try:
             info = await load_info(store, key)
             store.mesh = info.mesh
@@ -233,9 +248,16 @@ class Node:
 
     def _context(self) -> ToolContext:
         """What a tool's handler is handed of the node, as it is now."""
-        return ToolContext(self.author, self.store, self.config.profiles,
-                           self.config.response_format, self.windows, self.vectors,
-                           self.info.feed_id, self._wake)  # fmt: skip
+        return ToolContext(
+            self.author,
+            self.store,
+            self.config.profiles,
+            self.config.response_format,
+            self.windows,
+            self.vectors,
+            self.info.feed_id,
+            self._wake,
+        )
 
     def _wake(self) -> None:
         """SRs were written or received: the vector index's worker looks at its queue now,
@@ -310,9 +332,16 @@ class Node:
         from node.transfer import bundles
 
         frontier = None if since is None else Path(since)
-        return await bundles.export_bundle(self.store, self.key, self.info.mesh, Path(out),
-                                           wall=self.store.wall, since=frontier,
-                                           workspace=workspace, progress=progress)  # fmt: skip
+        return await bundles.export_bundle(
+            self.store,
+            self.key,
+            self.info.mesh,
+            Path(out),
+            wall=self.store.wall,
+            since=frontier,
+            workspace=workspace,
+            progress=progress,
+        )
 
     async def write_frontier(self, out: Path | str) -> Frontier:
         """Write this node's frontier for an exporter to cut an incremental bundle from."""
@@ -326,8 +355,9 @@ class Node:
         """Verify a bundle, then apply it a chunk at a time (one ``bundle_imported`` event)."""
         from node.transfer import bundles
 
-        return await bundles.import_bundle(self.store, self.info.mesh, Path(path),
-                                           progress=progress)  # fmt: skip
+        return await bundles.import_bundle(
+            self.store, self.info.mesh, Path(path), progress=progress
+        )
 
     async def create_archive(
         self, out: Path | str, passphrase: bytes, *, progress: Progress | None = None
@@ -335,8 +365,9 @@ class Node:
         """Back the whole node up to ``out``, its secrets encrypted with ``passphrase``."""
         from node.transfer import archive
 
-        return await archive.create_archive(self.path, Path(out), passphrase,
-                                            now=self.store.wall(), progress=progress)  # fmt: skip
+        return await archive.create_archive(
+            self.path, Path(out), passphrase, now=self.store.wall(), progress=progress
+        )
 
     @staticmethod
     async def restore_archive(
@@ -351,9 +382,14 @@ class Node:
         """Restore an archive into the empty directory ``data`` (``node.transfer.archive``)."""
         from node.transfer import archive
 
-        return await archive.restore_archive(Path(path), _data_dir(data), passphrase,
-                                             now=wall(), keep_tokens=keep_tokens,
-                                             progress=progress)  # fmt: skip
+        return await archive.restore_archive(
+            Path(path),
+            _data_dir(data),
+            passphrase,
+            now=wall(),
+            keep_tokens=keep_tokens,
+            progress=progress,
+        )
 
     # -- plain files out and in (docs/export.md) -----------------------------------------------
 
@@ -385,8 +421,9 @@ class Node:
         """Write the records of ``path`` (of ``source``'s kind) as ``caller``."""
         from node.exchange import importing
 
-        return await importing.import_file(self._context(), caller, Path(path), source,
-                                           dry_run=dry_run, progress=progress)  # fmt: skip
+        return await importing.import_file(
+            self._context(), caller, Path(path), source, dry_run=dry_run, progress=progress
+        )
 
     async def verify(self) -> VerifyReport:
         return await verify_log(self.reader())

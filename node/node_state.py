@@ -39,10 +39,16 @@ async def new_mesh(store: Store, key: SigningKey, authority: SigningKey) -> Node
     authority's ``member.add`` of this node's ``key``."""
     mesh, epoch, authority_epoch = random_bytes(16), random_bytes(8), random_bytes(8)
     feed_id = random_bytes(8).hex()
-    await _put(store, (
-        ("mesh", mesh), ("epoch", epoch), ("authority", authority.public),
-        ("authority_epoch", authority_epoch), ("feed_id", feed_id.encode()),
-    ))  # fmt: skip
+    await _put(
+        store,
+        (
+            ("mesh", mesh),
+            ("epoch", epoch),
+            ("authority", authority.public),
+            ("authority_epoch", authority_epoch),
+            ("feed_id", feed_id.encode()),
+        ),
+    )
     payload = {"node": key.public, "workspaces": ["*"], "cert_expires": _FAR_FUTURE_MS}
     data = encode_payload("member.add", payload)
 
@@ -57,10 +63,15 @@ async def join_mesh(store: Store, mesh: bytes, authority: bytes) -> None:
     """The state of a node joining the mesh ``mesh`` whose authority key is ``authority``:
     a fresh epoch and feed id, no authority log of its own."""
     epoch, feed_id = random_bytes(8), random_bytes(8).hex()
-    await _put(store, (
-        ("mesh", mesh), ("epoch", epoch), ("authority", authority),
-        ("feed_id", feed_id.encode()),
-    ))  # fmt: skip
+    await _put(
+        store,
+        (
+            ("mesh", mesh),
+            ("epoch", epoch),
+            ("authority", authority),
+            ("feed_id", feed_id.encode()),
+        ),
+    )
 
 
 async def load_info(store: Store, key: SigningKey) -> NodeInfo:

@@ -97,17 +97,27 @@ class BundleHeader:
 
     def __post_init__(self) -> None:
         checks = (
-            (self.version == FORMAT_VERSION and type(self.version) is int, "version",
-             f"unknown bundle format {self.version!r}"),
+            (
+                self.version == FORMAT_VERSION and type(self.version) is int,
+                "version",
+                f"unknown bundle format {self.version!r}",
+            ),
             (type(self.mesh) is bytes and len(self.mesh) == 16, "mesh", "must be 16 bytes"),
-            (type(self.exporter) is bytes and len(self.exporter) == 32, "exporter",
-             "must be 32 bytes"),
+            (
+                type(self.exporter) is bytes and len(self.exporter) == 32,
+                "exporter",
+                "must be 32 bytes",
+            ),
             (type(self.created) is int and self.created >= 0, "created", "must be ms ≥ 0"),
             (type(self.frontier) is Frontier, "frontier", "must be a Frontier"),
             (self.since is None or type(self.since) is Frontier, "since", "must be a Frontier"),
-            (self.workspace is None or (type(self.workspace) is str and 0 < len(self.workspace)
-                                        <= 64), "workspace", "must be a workspace name"),
-        )  # fmt: skip
+            (
+                self.workspace is None
+                or (type(self.workspace) is str and 0 < len(self.workspace) <= 64),
+                "workspace",
+                "must be a workspace name",
+            ),
+        )
         for ok, name, hint in checks:
             if not ok:
                 raise LocalProtocolError(hint, field=name)
@@ -115,11 +125,14 @@ class BundleHeader:
     def encode(self) -> bytes:
         """The header frame's body."""
         doc = {
-            "version": self.version, "mesh": self.mesh, "exporter": self.exporter,
-            "created": self.created, "frontier": self.frontier.rows(),
+            "version": self.version,
+            "mesh": self.mesh,
+            "exporter": self.exporter,
+            "created": self.created,
+            "frontier": self.frontier.rows(),
             "since": None if self.since is None else self.since.rows(),
             "workspace": self.workspace,
-        }  # fmt: skip
+        }
         return encode_canonical([_HEADER, doc])
 
     @classmethod
@@ -128,14 +141,21 @@ class BundleHeader:
             raise RemoteProtocolError("must be a map", field="header")
         keys = {"version", "mesh", "exporter", "created", "frontier", "since", "workspace"}
         if set(doc) != keys:
-            raise RemoteProtocolError(f"must have exactly the fields {sorted(keys)}",
-                                      field="header")  # fmt: skip
+            raise RemoteProtocolError(
+                f"must have exactly the fields {sorted(keys)}", field="header"
+            )
         if doc["version"] != FORMAT_VERSION or type(doc["version"]) is not int:
             raise RemoteProtocolError(f"unknown bundle format {doc['version']!r}", field="version")
         since = None if doc["since"] is None else _frontier(doc["since"], "since")
         try:
-            return cls(doc["mesh"], doc["exporter"], doc["created"],
-                       _frontier(doc["frontier"], "frontier"), since, doc["workspace"])  # fmt: skip
+            return cls(
+                doc["mesh"],
+                doc["exporter"],
+                doc["created"],
+                _frontier(doc["frontier"], "frontier"),
+                since,
+                doc["workspace"],
+            )
         except ProtocolError as exc:
             raise _remote(exc) from exc
 
@@ -220,8 +240,9 @@ class _Chains:
         last, log = self.last, entry.header.log
         if last is not None and last.header.log == log:
             if entry.header.seq <= last.header.seq:
-                raise RemoteProtocolError(f"seq {entry.header.seq} after {last.header.seq}",
-                                          field="order")  # fmt: skip
+                raise RemoteProtocolError(
+                    f"seq {entry.header.seq} after {last.header.seq}", field="order"
+                )
             if not linked(last, entry):
                 self._close()
         else:
@@ -357,8 +378,9 @@ class BundleReader:
         if count != self.count:
             raise RemoteProtocolError(f"says {count} entries, holds {self.count}", field="count")
         if digest != self._hash.digest():
-            raise RemoteProtocolError("the digest does not match the bundle's bytes",
-                                      field="digest")  # fmt: skip
+            raise RemoteProtocolError(
+                "the digest does not match the bundle's bytes", field="digest"
+            )
         if type(sig) is not bytes or not verify_signature(
             self.header.exporter, sig, _signed(self._header_body, count, digest)
         ):

@@ -78,9 +78,17 @@ class Header:
     def signed_part(self) -> list[Any]:
         """The array the signature covers, in field order."""
         return [
-            self.v, self.mesh, self.writer, self.epoch, self.seq, self.prev,
-            [self.hlc.wall, self.hlc.counter], self.kind, self.payload_hash, self.payload_len,
-        ]  # fmt: skip
+            self.v,
+            self.mesh,
+            self.writer,
+            self.epoch,
+            self.seq,
+            self.prev,
+            [self.hlc.wall, self.hlc.counter],
+            self.kind,
+            self.payload_hash,
+            self.payload_len,
+        ]
 
     def signing_bytes(self) -> bytes:
         return _pack(self.signed_part())
@@ -99,18 +107,27 @@ def _check_header(h: Header) -> None:
     # The common case is checked in one expression (this runs for every entry decoded or
     # sealed); the slow path below names the field at fault.
     if (
-        type(h.v) is int and h.v == ENVELOPE_VERSION
-        and type(h.mesh) is bytes and len(h.mesh) == 16
-        and type(h.writer) is bytes and len(h.writer) == 32
-        and type(h.epoch) is bytes and len(h.epoch) == 8
-        and type(h.payload_hash) is bytes and len(h.payload_hash) == 32
-        and type(h.sig) is bytes and len(h.sig) == 64
+        type(h.v) is int
+        and h.v == ENVELOPE_VERSION
+        and type(h.mesh) is bytes
+        and len(h.mesh) == 16
+        and type(h.writer) is bytes
+        and len(h.writer) == 32
+        and type(h.epoch) is bytes
+        and len(h.epoch) == 8
+        and type(h.payload_hash) is bytes
+        and len(h.payload_hash) == 32
+        and type(h.sig) is bytes
+        and len(h.sig) == 64
         and (h.prev is None or (type(h.prev) is bytes and len(h.prev) == 32))
-        and type(h.seq) is int and 1 <= h.seq <= MAX_SEQ
-        and type(h.payload_len) is int and 0 <= h.payload_len <= MAX_PAYLOAD_BYTES
+        and type(h.seq) is int
+        and 1 <= h.seq <= MAX_SEQ
+        and type(h.payload_len) is int
+        and 0 <= h.payload_len <= MAX_PAYLOAD_BYTES
         and isinstance(h.hlc, Hlc)
-        and type(h.kind) is str and _KIND.match(h.kind)
-    ):  # fmt: skip
+        and type(h.kind) is str
+        and _KIND.match(h.kind)
+    ):
         return
     raise _header_problem(h)
 
@@ -187,8 +204,9 @@ def decode_header(raw: bytes) -> Header:
         raise RemoteProtocolError("must be [wall, counter]", field="hlc")
     try:
         v, mesh, writer, epoch, seq, prev, _, kind, payload_hash, payload_len, sig = doc
-        return Header(v, mesh, writer, epoch, seq, prev, _hlc(hlc), kind, payload_hash,
-                      payload_len, sig)  # fmt: skip
+        return Header(
+            v, mesh, writer, epoch, seq, prev, _hlc(hlc), kind, payload_hash, payload_len, sig
+        )
     except ProtocolError as exc:
         raise RemoteProtocolError(exc.hint, field=exc.field) from exc
 

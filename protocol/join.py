@@ -120,17 +120,22 @@ def decode_request(body: bytes) -> JoinRequest:
 def encode_answer(answer: JoinAnswer) -> bytes:
     return _body(
         {
-            "v": VERSION, "ok": True, "mesh": answer.mesh, "authority": answer.authority,
-            "entries": [[h, p] for h, p in answer.entries], "ca": answer.ca,
+            "v": VERSION,
+            "ok": True,
+            "mesh": answer.mesh,
+            "authority": answer.authority,
+            "entries": [[h, p] for h, p in answer.entries],
+            "ca": answer.ca,
             "cert": answer.certificate,
         },
         MAX_ANSWER_BYTES,
-    )  # fmt: skip
+    )
 
 
 def encode_refused(refused: JoinRefused) -> bytes:
-    return _body({"v": VERSION, "ok": False, "reason": refused.reason[:MAX_REASON_CHARS]},
-                 MAX_ANSWER_BYTES)  # fmt: skip
+    return _body(
+        {"v": VERSION, "ok": False, "reason": refused.reason[:MAX_REASON_CHARS]}, MAX_ANSWER_BYTES
+    )
 
 
 def decode_answer(body: bytes) -> JoinAnswer | JoinRefused:
@@ -143,8 +148,7 @@ def decode_answer(body: bytes) -> JoinAnswer | JoinRefused:
         if len(reason) > MAX_REASON_CHARS:
             raise _bad(f"a reason is at most {MAX_REASON_CHARS} characters", "reason")
         return JoinRefused(reason)
-    value = _map(body, {"v", "ok", "mesh", "authority", "entries", "ca", "cert"},
-                 MAX_ANSWER_BYTES)  # fmt: skip
+    value = _map(body, {"v", "ok", "mesh", "authority", "entries", "ca", "cert"}, MAX_ANSWER_BYTES)
     if not _is_bytes(value["mesh"], _MESH):
         raise _bad("a mesh id is 16 bytes", "mesh")
     if not _is_bytes(value["authority"], _KEY):
@@ -153,8 +157,9 @@ def decode_answer(body: bytes) -> JoinAnswer | JoinRefused:
         pem = value[name]
         if type(pem) is not bytes or not 0 < len(pem) <= MAX_PEM_BYTES:
             raise _bad(f"a certificate is 1 to {MAX_PEM_BYTES} bytes of PEM", name)
-    return JoinAnswer(value["mesh"], value["authority"], _entries(value["entries"]),
-                      value["ca"], value["cert"])  # fmt: skip
+    return JoinAnswer(
+        value["mesh"], value["authority"], _entries(value["entries"]), value["ca"], value["cert"]
+    )
 
 
 def _entries(value: Any) -> tuple[tuple[bytes, bytes | None], ...]:
@@ -162,8 +167,12 @@ def _entries(value: Any) -> tuple[tuple[bytes, bytes | None], ...]:
         raise _bad(f"the authority's entries are a list of 1 to {MAX_ENTRIES}", "entries")
     out: list[tuple[bytes, bytes | None]] = []
     for item in value:
-        if not (isinstance(item, list) and len(item) == 2 and type(item[0]) is bytes
-                and (item[1] is None or type(item[1]) is bytes)):  # fmt: skip
+        if not (
+            isinstance(item, list)
+            and len(item) == 2
+            and type(item[0]) is bytes
+            and (item[1] is None or type(item[1]) is bytes)
+        ):
             raise _bad("an entry is [header bytes, payload bytes or nil]", "entries")
         out.append((item[0], item[1]))
     return tuple(out)

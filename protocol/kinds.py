@@ -34,7 +34,7 @@ from protocol.schema import (
     Text,
     TextList,
     TextMap,
-)  # fmt: skip
+)
 
 __all__ = [
     "KINDS",
@@ -110,95 +110,170 @@ _EPISODE_LATER = (
 MAX_MENTION = 1000  # a window's mention: which of the turn's time mentions it answers
 
 _RANGE = Schema((_f("from", _instant_text, req=True), _f("to", _instant_text, req=True)))
-_PERSON = Schema((
-    _f("from", _instant_text, req=True),
-    _f("to", _instant_text, req=True),
-    _f("source", Choice(("answered", "derived-from-reading", "control", "said")), req=True),
-    _f("mention", Integer(0, MAX_MENTION)),
-))  # fmt: skip
+_PERSON = Schema(
+    (
+        _f("from", _instant_text, req=True),
+        _f("to", _instant_text, req=True),
+        _f("source", Choice(("answered", "derived-from-reading", "control", "said")), req=True),
+        _f("mention", Integer(0, MAX_MENTION)),
+    )
+)
 _REFUSALS = (
-    "time-future", "time-past", "beyond-retention", "over-max-range", "multi-day", "dst-gap",
+    "time-future",
+    "time-past",
+    "beyond-retention",
+    "over-max-range",
+    "multi-day",
+    "dst-gap",
     "no-form-holds",
-)  # fmt: skip
-_CALL_WINDOW_ROW = Schema((
-    _f("kind", Choice(("call-window",)), req=True),
-    _f("turn", _count, req=True),
-    _f("iteration", _count, req=True),
-    _f("toolCallId", Text(256), req=True),
-    _f("toolName", Text(128), req=True),
-    _f("how", Choice(("refused", "model", "filled", "bound", "model-chosen", "unread",
-                      "not-filled")), req=True),
-    _f("form", Integer(0, 64)),
-    _f("asked", Nested(_RANGE)),
-    _f("person", Nested(_PERSON)),
-    _f("by", Choice(("quote", "value"))),
-    _f("rounded", Flag()),
-    _f("sent", Nested(_RANGE)),
-    _f("differs", Nested(Schema((_f("extra", NestedList(_RANGE, 2, 1), req=True),)))),
-    _f("trimmedByTool", Flag()),
-    _f("partlyBeyondRetention", Flag()),
-    _f("why", Choice(("no-window", "several-mentions", "open-reading", "no-exact-form"))),
-    _f("refused", Choice(_REFUSALS)),
-    _f("argument", Text(128)),
-))  # fmt: skip
+)
+_CALL_WINDOW_ROW = Schema(
+    (
+        _f("kind", Choice(("call-window",)), req=True),
+        _f("turn", _count, req=True),
+        _f("iteration", _count, req=True),
+        _f("toolCallId", Text(256), req=True),
+        _f("toolName", Text(128), req=True),
+        _f(
+            "how",
+            Choice(("refused", "model", "filled", "bound", "model-chosen", "unread", "not-filled")),
+            req=True,
+        ),
+        _f("form", Integer(0, 64)),
+        _f("asked", Nested(_RANGE)),
+        _f("person", Nested(_PERSON)),
+        _f("by", Choice(("quote", "value"))),
+        _f("rounded", Flag()),
+        _f("sent", Nested(_RANGE)),
+        _f("differs", Nested(Schema((_f("extra", NestedList(_RANGE, 2, 1), req=True),)))),
+        _f("trimmedByTool", Flag()),
+        _f("partlyBeyondRetention", Flag()),
+        _f("why", Choice(("no-window", "several-mentions", "open-reading", "no-exact-form"))),
+        _f("refused", Choice(_REFUSALS)),
+        _f("argument", Text(128)),
+    )
+)
 
 _ALL = (
-    Kind("sr.put", 1, Schema((*_SR_IDENTITY, _f("create", Flag(), req=True), *_SR_CONTENT,
-                              *_SR_META)), "workspace"),
-    Kind("sr.correct", 1, Schema((*_SR_IDENTITY, _f("reason", Text(2000), req=True),
-                                  *_SR_CONTENT)), "workspace"),
+    Kind(
+        "sr.put",
+        1,
+        Schema((*_SR_IDENTITY, _f("create", Flag(), req=True), *_SR_CONTENT, *_SR_META)),
+        "workspace",
+    ),
+    Kind(
+        "sr.correct",
+        1,
+        Schema((*_SR_IDENTITY, _f("reason", Text(2000), req=True), *_SR_CONTENT)),
+        "workspace",
+    ),
     Kind("sr.adjust", 1, Schema((*_SR_IDENTITY, *_SR_META)), "workspace"),
     # Erases an SR on every node (docs/erasure.md): the payloads of every entry about it, and
     # everything derived from them.  ``entries`` names those its writer held, as a record.
-    Kind("sr.erase", 1, Schema((*_SR_IDENTITY,
-                                _f("entries", TextList(_entry_id, max_items=MAX_ERASED), req=True),
-                                _f("reason", Text(2000, 1), req=True))), "workspace"),
-    Kind("episode.record", 1, Schema((
-        _f("id", _uuid, req=True),
-        _f("vault", _workspace, req=True),
-        _f("caller", _principal, req=True),
-        _f("session_id", Text(128), null=True),
-        _f("channel", _label, req=True),
-        _f("episode_type", _label, req=True),
-        _f("tool", Text(128), null=True),
-        _f("error_code", Text(128), null=True),
-        _f("duration_ms", _count, null=True),
-        _f("result_size", _count, null=True),
-        _f("summary", Text(4000, 0), null=True),
-        _f("tags", _tags),
-        _f("expires_at", _ms, null=True),
-        _f("prev_id", _uuid, null=True),
-        *_EPISODE_LATER,
-    )), "vault"),
-    Kind("episode.amend", 1, Schema((
-        _f("id", _uuid, req=True), _f("vault", _workspace, req=True),
-        _f("caller", _principal, req=True), *_EPISODE_LATER,
-    )), "vault"),
-    Kind("episode.forget", 1, Schema((
-        _f("id", _uuid, req=True), _f("vault", _workspace, req=True),
-        _f("caller", _principal, req=True),
-    )), "vault"),
-    Kind("call.window", 1, Schema((
-        _f("workspace", _workspace, req=True), _f("principal", _principal, req=True),
-        _f("row", Nested(_CALL_WINDOW_ROW), req=True),
-    )), "workspace"),
-    Kind("member.add", 3, Schema((
-        _f("node", Binary(32), req=True),
-        _f("workspaces", TextList(Text(64, 1, rf"\*|{WORKSPACE}"), 256, 1), req=True),
-        _f("cert_expires", _ms, req=True),
-        _f("label", _label),
-        _f("certificate", Text(4096, 1)),  # PEM: the node certificate of a renewal
-        # v2: how many logs (epochs) the key may open; absent, the mesh's default (64).
-        _f("max_logs", Integer(1, MAX_LOGS)),
-        # v3: the workspaces whose payloads the node may hold (``*``: all); absent, all.
-        _f("holds", TextList(Text(64, 1, rf"\*|{WORKSPACE}"), 256, 0)),
-    )), None),
-    Kind("member.revoke", 1, Schema((
-        _f("node", Binary(32), req=True),
-        _f("last_epoch", Binary(8), null=True),
-        _f("last_seq", _count, req=True),
-    )), None),
-)  # fmt: skip
+    Kind(
+        "sr.erase",
+        1,
+        Schema(
+            (
+                *_SR_IDENTITY,
+                _f("entries", TextList(_entry_id, max_items=MAX_ERASED), req=True),
+                _f("reason", Text(2000, 1), req=True),
+            )
+        ),
+        "workspace",
+    ),
+    Kind(
+        "episode.record",
+        1,
+        Schema(
+            (
+                _f("id", _uuid, req=True),
+                _f("vault", _workspace, req=True),
+                _f("caller", _principal, req=True),
+                _f("session_id", Text(128), null=True),
+                _f("channel", _label, req=True),
+                _f("episode_type", _label, req=True),
+                _f("tool", Text(128), null=True),
+                _f("error_code", Text(128), null=True),
+                _f("duration_ms", _count, null=True),
+                _f("result_size", _count, null=True),
+                _f("summary", Text(4000, 0), null=True),
+                _f("tags", _tags),
+                _f("expires_at", _ms, null=True),
+                _f("prev_id", _uuid, null=True),
+                *_EPISODE_LATER,
+            )
+        ),
+        "vault",
+    ),
+    Kind(
+        "episode.amend",
+        1,
+        Schema(
+            (
+                _f("id", _uuid, req=True),
+                _f("vault", _workspace, req=True),
+                _f("caller", _principal, req=True),
+                *_EPISODE_LATER,
+            )
+        ),
+        "vault",
+    ),
+    Kind(
+        "episode.forget",
+        1,
+        Schema(
+            (
+                _f("id", _uuid, req=True),
+                _f("vault", _workspace, req=True),
+                _f("caller", _principal, req=True),
+            )
+        ),
+        "vault",
+    ),
+    Kind(
+        "call.window",
+        1,
+        Schema(
+            (
+                _f("workspace", _workspace, req=True),
+                _f("principal", _principal, req=True),
+                _f("row", Nested(_CALL_WINDOW_ROW), req=True),
+            )
+        ),
+        "workspace",
+    ),
+    Kind(
+        "member.add",
+        3,
+        Schema(
+            (
+                _f("node", Binary(32), req=True),
+                _f("workspaces", TextList(Text(64, 1, rf"\*|{WORKSPACE}"), 256, 1), req=True),
+                _f("cert_expires", _ms, req=True),
+                _f("label", _label),
+                _f("certificate", Text(4096, 1)),  # PEM: the node certificate of a renewal
+                # v2: how many logs (epochs) the key may open; absent, the mesh's default (64).
+                _f("max_logs", Integer(1, MAX_LOGS)),
+                # v3: the workspaces whose payloads the node may hold (``*``: all); absent, all.
+                _f("holds", TextList(Text(64, 1, rf"\*|{WORKSPACE}"), 256, 0)),
+            )
+        ),
+        None,
+    ),
+    Kind(
+        "member.revoke",
+        1,
+        Schema(
+            (
+                _f("node", Binary(32), req=True),
+                _f("last_epoch", Binary(8), null=True),
+                _f("last_seq", _count, req=True),
+            )
+        ),
+        None,
+    ),
+)
 
 KINDS: Mapping[str, Kind] = {k.name: k for k in _ALL}
 

@@ -359,9 +359,18 @@ class Bye:
 
 
 Message = (
-    Hello | FrontierDigest | FrontierPart | Entries | Credit | Push | ForkProof | Error | Bye
-    | Want | Payloads
-)  # fmt: skip
+    Hello
+    | FrontierDigest
+    | FrontierPart
+    | Entries
+    | Credit
+    | Push
+    | ForkProof
+    | Error
+    | Bye
+    | Want
+    | Payloads
+)
 
 _PARSERS: dict[int, Callable[[list[Any]], Message]] = {
     MessageType.HELLO: Hello.from_wire,

@@ -166,9 +166,10 @@ class TextMap(_Type):
         return (
             type(value) is dict
             and len(value) <= self.max_keys
-            and all(self.key.ok(k, authoring) and self.value.ok(v, authoring)
-                    for k, v in value.items())
-        )  # fmt: skip
+            and all(
+                self.key.ok(k, authoring) and self.value.ok(v, authoring) for k, v in value.items()
+            )
+        )
 
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not dict or len(value) > self.max_keys:

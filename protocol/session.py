@@ -352,14 +352,14 @@ class Session:
         if speaker.digest == listener.digest:
             raise error("the digests match: no frontier is exchanged", field="state")
         if part.more and FRONTIER_PARTS not in self.features:
-            raise error(f"a frontier in parts needs {FRONTIER_PARTS!r} on both sides",
-                        field="state")  # fmt: skip
+            raise error(
+                f"a frontier in parts needs {FRONTIER_PARTS!r} on both sides", field="state"
+            )
         tips = speaker.parts
         if tips and part.tips and part.tips[0].log <= tips[-1].log:
             raise error("must be strictly ascending across parts", field="tips")
         if len(tips) + len(part.tips) > MAX_FRONTIER_TIPS:
-            raise error(f"a frontier lists at most {MAX_FRONTIER_TIPS} logs",
-                        field="frontier_size")  # fmt: skip
+            raise error(f"a frontier lists at most {MAX_FRONTIER_TIPS} logs", field="frontier_size")
         tips.extend(part.tips)
         if part.more:
             return

@@ -71,9 +71,17 @@ def seal(
     """Author one entry: build its header, sign it, and return it with its payload."""
     digest = payload_digest(payload)
     signed = [
-        ENVELOPE_VERSION, mesh, key.public, epoch, seq, prev, [hlc.wall, hlc.counter], kind,
-        digest, len(payload),
-    ]  # fmt: skip
+        ENVELOPE_VERSION,
+        mesh,
+        key.public,
+        epoch,
+        seq,
+        prev,
+        [hlc.wall, hlc.counter],
+        kind,
+        digest,
+        len(payload),
+    ]
     sig = key.sign(msgpack.packb(signed, use_bin_type=True))
     header = Header(
         ENVELOPE_VERSION, mesh, key.public, epoch, seq, prev, hlc, kind, digest, len(payload), sig

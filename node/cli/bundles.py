@@ -34,10 +34,16 @@ def add_parsers(sub: Any) -> None:
     bsub = bundle.add_subparsers(dest="action", required=True)
     export = _command(bsub, "export", _EXPORT_HELP, bundle_export)
     export.add_argument("out", type=Path, metavar="OUT", help="the bundle file to write")
-    export.add_argument("--since-frontier", type=Path, metavar="FILE", dest="since",
-                        help="only what the node that wrote this frontier file lacks")  # fmt: skip
-    export.add_argument("--workspace", metavar="W",
-                        help="every header, but only this workspace's payloads")  # fmt: skip
+    export.add_argument(
+        "--since-frontier",
+        type=Path,
+        metavar="FILE",
+        dest="since",
+        help="only what the node that wrote this frontier file lacks",
+    )
+    export.add_argument(
+        "--workspace", metavar="W", help="every header, but only this workspace's payloads"
+    )
     frontier = _command(bsub, "frontier", _FRONTIER_HELP, bundle_frontier)
     frontier.add_argument("out", type=Path, metavar="OUT", help="the frontier file to write")
     imported = _command(bsub, "import", _IMPORT_HELP, bundle_import)
@@ -48,11 +54,19 @@ def add_parsers(sub: Any) -> None:
     create.add_argument("out", type=Path, metavar="OUT", help="the archive file to write")
     restore = _command(asub, "restore", _RESTORE_HELP, archive_restore)
     restore.add_argument("archive", type=Path, metavar="IN", help="the archive file")
-    restore.add_argument("--keep-tokens", action="store_true",
-                         help="keep the restored tokens valid (default: revoke them)")  # fmt: skip
+    restore.add_argument(
+        "--keep-tokens",
+        action="store_true",
+        help="keep the restored tokens valid (default: revoke them)",
+    )
     for p in (create, restore):
-        p.add_argument("--passphrase-file", type=Path, metavar="F", required=True,
-                       help="a file holding the passphrase (one line)")  # fmt: skip
+        p.add_argument(
+            "--passphrase-file",
+            type=Path,
+            metavar="F",
+            required=True,
+            help="a file holding the passphrase (one line)",
+        )
 
 
 def _command(
@@ -65,12 +79,15 @@ def _command(
 
 async def bundle_export(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        report = await node.export_bundle(args.out, since=args.since, workspace=args.workspace,
-                                          progress=bars({"export": ENTRIES}))  # fmt: skip
+        report = await node.export_bundle(
+            args.out, since=args.since, workspace=args.workspace, progress=bars({"export": ENTRIES})
+        )
     data = asdict(report) | {"path": str(report.path)}
-    text = (f"wrote {report.path}: bundle {report.bundle_id}, "
-            f"{count(report.entries, 'entry', 'entries')} ({count(report.payloads, 'payload')}), "
-            f"{count(report.bytes, 'byte')}")  # fmt: skip
+    text = (
+        f"wrote {report.path}: bundle {report.bundle_id}, "
+        f"{count(report.entries, 'entry', 'entries')} ({count(report.payloads, 'payload')}), "
+        f"{count(report.bytes, 'byte')}"
+    )
     return Result(data, text)
 
 
@@ -88,10 +105,12 @@ async def bundle_import(args: argparse.Namespace) -> Result:
         report = await node.import_bundle(
             args.file, progress=bars({"verify": BYTES, "import": BYTES})
         )
-    text = (f"imported bundle {report.bundle_id} from {report.exporter}: {report.new:,} new, "
-            f"{report.already_present:,} already present, "
-            f"{count(report.payloads_filled, 'payload')} filled, {report.pending:,} pending, "
-            f"{report.rejected:,} rejected")  # fmt: skip
+    text = (
+        f"imported bundle {report.bundle_id} from {report.exporter}: {report.new:,} new, "
+        f"{report.already_present:,} already present, "
+        f"{count(report.payloads_filled, 'payload')} filled, {report.pending:,} pending, "
+        f"{report.rejected:,} rejected"
+    )
     return Result(report.detail(), text)
 
 
@@ -117,19 +136,26 @@ async def archive_create(args: argparse.Namespace) -> Result:
             args.out, passphrase, progress=bars({"snapshot": "store", "write": BYTES})
         )
     data = asdict(report) | {"path": str(report.path)}
-    return Result(data, f"wrote {report.path}: node {report.node_id}, "
-                        f"{count(report.bytes, 'byte')}")  # fmt: skip
+    return Result(
+        data, f"wrote {report.path}: node {report.node_id}, {count(report.bytes, 'byte')}"
+    )
 
 
 async def archive_restore(args: argparse.Namespace) -> Result:
     from node.node import Node
 
     passphrase = _passphrase(args.passphrase_file)
-    report = await Node.restore_archive(args.archive, args.data, passphrase,
-                                        keep_tokens=args.keep_tokens,
-                                        progress=bars({"unpack": BYTES}))  # fmt: skip
+    report = await Node.restore_archive(
+        args.archive,
+        args.data,
+        passphrase,
+        keep_tokens=args.keep_tokens,
+        progress=bars({"unpack": BYTES}),
+    )
     data = asdict(report) | {"path": str(report.path)}
-    text = (f"restored node {report.node_id} into {report.path}: new epoch {report.epoch}, "
-            f"new audit feed {report.feed_id}, {count(report.tokens, 'token')} "
-            f"({report.tokens_revoked:,} revoked)")  # fmt: skip
+    text = (
+        f"restored node {report.node_id} into {report.path}: new epoch {report.epoch}, "
+        f"new audit feed {report.feed_id}, {count(report.tokens, 'token')} "
+        f"({report.tokens_revoked:,} revoked)"
+    )
     return Result(data, text)

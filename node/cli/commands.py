@@ -62,8 +62,9 @@ def _token_file(path: Path) -> str:
     head = read_prefix(path, "--token-file")
     first, newline, _ = head.partition(b"\n")
     if not newline and len(head) > LINE_LIMIT:
-        raise ConfigError(f"--token-file {path}: its first line is longer than "
-                          f"{LINE_LIMIT:,} bytes")  # fmt: skip
+        raise ConfigError(
+            f"--token-file {path}: its first line is longer than {LINE_LIMIT:,} bytes"
+        )
     try:
         line = first.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -103,8 +104,11 @@ async def config_check(args: argparse.Namespace) -> Result:
     try:
         load_config(args)
     except InvalidConfig as exc:
-        return Result({"ok": False, "file": where, "problems": exc.problems},
-                      "\n".join(f"{where}: {p}" for p in exc.problems), 1)  # fmt: skip
+        return Result(
+            {"ok": False, "file": where, "problems": exc.problems},
+            "\n".join(f"{where}: {p}" for p in exc.problems),
+            1,
+        )
     return Result({"ok": True, "file": where, "problems": []}, f"ok: {where}")
 
 
@@ -130,10 +134,16 @@ async def _join(args: argparse.Namespace) -> Result:
     from node.mesh.join import join
 
     info = await join(args.data, args.join, authority.host, authority.port)
-    data = {"node_id": info.node_id, "mesh": info.mesh.hex(), "data": str(args.data),
-            "authority": args.authority}  # fmt: skip
-    text = (f"node {info.node_id} created in {args.data}: joined mesh {info.mesh.hex()} "
-            f"through its authority at {args.authority}")  # fmt: skip
+    data = {
+        "node_id": info.node_id,
+        "mesh": info.mesh.hex(),
+        "data": str(args.data),
+        "authority": args.authority,
+    }
+    text = (
+        f"node {info.node_id} created in {args.data}: joined mesh {info.mesh.hex()} "
+        f"through its authority at {args.authority}"
+    )
     return Result(data, text)
 
 
@@ -149,13 +159,16 @@ async def token_list(args: argparse.Namespace) -> Result:
         infos = await node.list_tokens()
     rows: list[dict[str, Any]] = [
         {
-            "token_id": t.token_id, "principal": t.principal, "workspace": t.workspace,
-            "scopes": list(t.scopes), "created": format_instant(t.created),
+            "token_id": t.token_id,
+            "principal": t.principal,
+            "workspace": t.workspace,
+            "scopes": list(t.scopes),
+            "created": format_instant(t.created),
             "expires": format_instant(t.expires) if t.expires is not None else None,
             "revoked": format_instant(t.revoked) if t.revoked is not None else None,
         }
         for t in infos
-    ]  # fmt: skip
+    ]
     lines = table(_TOKENS, [[r[k] for k in _TOKEN_KEYS] for r in rows])
     return Result(rows, "\n".join(lines) or "no tokens")
 
@@ -172,11 +185,14 @@ async def log_verify(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         report = await node.verify()
     data = {
-        "ok": report.ok, "logs": report.logs, "entries": report.entries,
-        "payloads_absent": report.payloads_absent, "payloads_erased": report.payloads_erased,
+        "ok": report.ok,
+        "logs": report.logs,
+        "entries": report.entries,
+        "payloads_absent": report.payloads_absent,
+        "payloads_erased": report.payloads_erased,
         "forked_logs": report.forked_logs,
         "problems": report.problems,
-    }  # fmt: skip
+    }
     head = f"{count(report.entries, 'entry', 'entries')} in {count(report.logs, 'log')}"
     if report.payloads_erased:
         head += f" ({count(report.payloads_erased, 'payload')} erased)"

@@ -32,29 +32,40 @@ def add_parsers(sub: Any) -> None:
     export = sub.add_parser("export", help=_EXPORT_HELP, description=_EXPORT_HELP)
     export.set_defaults(handler=export_command)
     export.add_argument("out", metavar="OUT", help="the file (jsonl) or folder (markdown) to write")
-    export.add_argument("--format", choices=("jsonl", "markdown"), default="jsonl",
-                        help="default: jsonl")  # fmt: skip
-    export.add_argument("--since", type=moment, metavar="WHEN",
-                        help="only the SRs and episodes written at or after WHEN (an instant "
-                             "or a date): an incremental export")  # fmt: skip
+    export.add_argument(
+        "--format", choices=("jsonl", "markdown"), default="jsonl", help="default: jsonl"
+    )
+    export.add_argument(
+        "--since",
+        type=moment,
+        metavar="WHEN",
+        help="only the SRs and episodes written at or after WHEN (an instant "
+        "or a date): an incremental export",
+    )
     imported = sub.add_parser("import", help=_IMPORT_HELP, description=_IMPORT_HELP)
     imported.set_defaults(handler=import_command)
     imported.add_argument("file", metavar="FILE", help="the file (a folder, for markdown)")
-    imported.add_argument("--from", dest="source", choices=tuple(SOURCES), default="memlane",
-                          help="what wrote it (default: memlane's own jsonl)")  # fmt: skip
-    imported.add_argument("--dry-run", action="store_true",
-                          help="check every record, tell what would be written")  # fmt: skip
+    imported.add_argument(
+        "--from",
+        dest="source",
+        choices=tuple(SOURCES),
+        default="memlane",
+        help="what wrote it (default: memlane's own jsonl)",
+    )
+    imported.add_argument(
+        "--dry-run", action="store_true", help="check every record, tell what would be written"
+    )
 
 
 async def export_command(args: argparse.Namespace) -> Result:
     since = None if args.since is None else parse_time(args.since)
     async with open_node(args) as node:
         caller = await node.authenticate(token_from_args(args))
-        report = await node.export(caller, args.out, args.format, since=since,
-                                   progress=bars({"export": "SRs"}))  # fmt: skip
+        report = await node.export(
+            caller, args.out, args.format, since=since, progress=bars({"export": "SRs"})
+        )
     data = {"path": str(report.path), "srs": report.srs, "episodes": report.episodes}
-    text = (f"wrote {report.path}: {count(report.srs, 'SR')}, "
-            f"{count(report.episodes, 'episode')}")  # fmt: skip
+    text = f"wrote {report.path}: {count(report.srs, 'SR')}, {count(report.episodes, 'episode')}"
     return Result(data, text)
 
 
@@ -63,21 +74,28 @@ async def import_command(args: argparse.Namespace) -> Result:
         caller = await node.authenticate(token_from_args(args))
         report = await node.import_file(caller, args.file, args.source, dry_run=args.dry_run)
     problems = [{"line": p.line, "where": p.where, "problem": p.message} for p in report.problems]
-    data = {"source": report.source, "dry_run": report.dry_run, "read": report.read,
-            "written": report.written, "present": report.present, "skipped": report.skipped,
-            "problems": problems}  # fmt: skip
+    data = {
+        "source": report.source,
+        "dry_run": report.dry_run,
+        "read": report.read,
+        "written": report.written,
+        "present": report.present,
+        "skipped": report.skipped,
+        "problems": problems,
+    }
     if report.dry_run:
         data["would_write"] = [asdict(p) for p in report.planned]
     verb = "would write" if report.dry_run else "wrote"
-    lines = [f"{p.at}: would write {p.what} {p.id} {p.name!r}"
-             for p in report.planned[:_SHOWN]]  # fmt: skip
+    lines = [f"{p.at}: would write {p.what} {p.id} {p.name!r}" for p in report.planned[:_SHOWN]]
     if report.dry_run and report.written > len(lines):
         lines.append(f"… and {report.written - len(lines):,} more to write (--json lists them)")
     told = [p.message for p in report.problems[:_SHOWN]]
     lines += told
     if report.skipped > len(told):
         lines.append(f"… and {report.skipped - len(told):,} more problems (--json lists them)")
-    lines.append(f"read {count(report.read, 'record')} of {args.file}: {verb} "
-                 f"{report.written:,}, {report.present:,} already present, "
-                 f"{report.skipped:,} skipped")  # fmt: skip
+    lines.append(
+        f"read {count(report.read, 'record')} of {args.file}: {verb} "
+        f"{report.written:,}, {report.present:,} already present, "
+        f"{report.skipped:,} skipped"
+    )
     return Result(data, "\n".join(lines), 1 if report.skipped else 0)

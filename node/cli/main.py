@@ -35,8 +35,13 @@ class _Version(argparse.Action):
     (reading it costs every other command's start-up some 20 ms)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **_: Any) -> None:
-        super().__init__(option_strings, dest=SUPPRESS, default=SUPPRESS, nargs=0,
-                         help="print the version of memlane and exit")  # fmt: skip
+        super().__init__(
+            option_strings,
+            dest=SUPPRESS,
+            default=SUPPRESS,
+            nargs=0,
+            help="print the version of memlane and exit",
+        )
 
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
         from importlib.metadata import version
@@ -49,8 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memlane", description="a memlane node")
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
-    init = sub.add_parser("init", help="create a node and a new mesh in --data, or a node "
-                                       "that joins a mesh (--join, --authority)")  # fmt: skip
+    init = sub.add_parser(
+        "init",
+        help="create a node and a new mesh in --data, or a node "
+        "that joins a mesh (--join, --authority)",
+    )
     init.add_argument(
         "--join",
         metavar="INVITE",
@@ -67,9 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--principal", required=True)
     create.add_argument("--workspace", required=True)
     create.add_argument("--scope", action="append", required=True, dest="scopes")
-    create.add_argument("--expires", type=expiry, metavar="WHEN",
-                        help="a duration from now (30m, 12h, 7d, 2w), or an instant or "
-                             "YYYY-MM-DD (midnight UTC); default: never")  # fmt: skip
+    create.add_argument(
+        "--expires",
+        type=expiry,
+        metavar="WHEN",
+        help="a duration from now (30m, 12h, 7d, 2w), or an instant or "
+        "YYYY-MM-DD (midnight UTC); default: never",
+    )
     tsub.add_parser("list", help="list tokens (never their secrets)")
     revoke = tsub.add_parser("revoke", help="revoke a token by its id")
     revoke.add_argument("token_id")
@@ -78,8 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     vsub.add_parser("rebuild", help="empty every view and replay the log into it")
     config = sub.add_parser("config", help="the node's configuration")
     csub = config.add_subparsers(dest="action", required=True)
-    csub.add_parser("check", help="validate the configuration (file and MEMLANE_* variables), "
-                                  "reporting every problem")  # fmt: skip
+    csub.add_parser(
+        "check",
+        help="validate the configuration (file and MEMLANE_* variables), reporting every problem",
+    )
     log = sub.add_parser("log", help="the log")
     lsub = log.add_subparsers(dest="action", required=True)
     lsub.add_parser("verify", help="re-check every chain, signature and payload hash")
@@ -110,19 +124,37 @@ def _add_globals(parser: argparse.ArgumentParser) -> None:
     parser would otherwise overwrite, with its default, a value given before its word; the
     defaults are filled in once parsing is done (``_fill_globals``)."""
     group = parser.add_argument_group("global options (before or after any command word)")
-    group.add_argument("--data", type=Path, metavar="DIR", default=SUPPRESS,
-                       help="the node's data directory (default: MEMLANE_DATA, else "
-                            "$XDG_DATA_HOME/memlane)")  # fmt: skip
-    group.add_argument("--config", type=Path, metavar="FILE", default=SUPPRESS,
-                       help="the configuration file (default: MEMLANE_CONFIG, else config.toml "
-                            "in --data)")  # fmt: skip
-    group.add_argument("--json", action="store_true", default=SUPPRESS,
-                       help="print JSON for scripts")  # fmt: skip
-    group.add_argument("--token", metavar="TOKEN", default=SUPPRESS,
-                       help="the bearer token of a command that acts as a principal (or "
-                            "MEMLANE_TOKEN, or --token-file)")  # fmt: skip
-    group.add_argument("--token-file", type=Path, metavar="FILE", default=SUPPRESS,
-                       help="read the token from this file's first line")  # fmt: skip
+    group.add_argument(
+        "--data",
+        type=Path,
+        metavar="DIR",
+        default=SUPPRESS,
+        help="the node's data directory (default: MEMLANE_DATA, else $XDG_DATA_HOME/memlane)",
+    )
+    group.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        default=SUPPRESS,
+        help="the configuration file (default: MEMLANE_CONFIG, else config.toml in --data)",
+    )
+    group.add_argument(
+        "--json", action="store_true", default=SUPPRESS, help="print JSON for scripts"
+    )
+    group.add_argument(
+        "--token",
+        metavar="TOKEN",
+        default=SUPPRESS,
+        help="the bearer token of a command that acts as a principal (or "
+        "MEMLANE_TOKEN, or --token-file)",
+    )
+    group.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        default=SUPPRESS,
+        help="read the token from this file's first line",
+    )
 
 
 def _fill_globals(args: argparse.Namespace) -> None:

@@ -38,21 +38,40 @@ def add_parsers(sub: Any) -> None:
     """Register ``mesh invite``, ``mesh members``, ``mesh grant``, ``mesh revoke``, ``peers``."""
     mesh = sub.add_parser("mesh", help="the mesh: invites, members, revocation")
     msub = mesh.add_subparsers(dest="action", required=True)
-    invite = msub.add_parser("invite", help=_INVITE_HELP, description=_INVITE_HELP + (
-        ". The joiner redeems it with the authority node, which admits its key and "
-        "issues its certificate."))  # fmt: skip
-    invite.add_argument("--workspaces", nargs="+", metavar="W", default=["*"],  # all of them
-                        help="the workspaces the joiner may write (default: *, all)")  # fmt: skip
-    invite.add_argument("--expires", type=expiry, default="24h", metavar="WHEN",
-                        help="how long it stays valid: a duration (30m, 24h, 7d, 2w; default "
-                             "24h), or until an instant or YYYY-MM-DD (midnight UTC)")  # fmt: skip
+    invite = msub.add_parser(
+        "invite",
+        help=_INVITE_HELP,
+        description=_INVITE_HELP
+        + (
+            ". The joiner redeems it with the authority node, which admits its key and "
+            "issues its certificate."
+        ),
+    )
+    invite.add_argument(
+        "--workspaces",
+        nargs="+",
+        metavar="W",
+        default=["*"],  # all of them
+        help="the workspaces the joiner may write (default: *, all)",
+    )
+    invite.add_argument(
+        "--expires",
+        type=expiry,
+        default="24h",
+        metavar="WHEN",
+        help="how long it stays valid: a duration (30m, 24h, 7d, 2w; default "
+        "24h), or until an instant or YYYY-MM-DD (midnight UTC)",
+    )
     invite.add_argument("--label", help="a name for the joiner, kept with its membership")
     invite.add_argument("--holds", type=_names, metavar="W1,W2", help=_HOLDS_HELP)
     invite.set_defaults(handler=mesh_invite)
     members = msub.add_parser("members", help=_MEMBERS_HELP, description=_MEMBERS_HELP)
     members.set_defaults(handler=mesh_members)
-    grant = msub.add_parser("grant", help=_GRANT_HELP, description=_GRANT_HELP + (
-        ". Every node applies it to the logs it receives from then on."))  # fmt: skip
+    grant = msub.add_parser(
+        "grant",
+        help=_GRANT_HELP,
+        description=_GRANT_HELP + (". Every node applies it to the logs it receives from then on."),
+    )
     grant.add_argument("node", metavar="NODE_ID", help="the member's node id (or key in hex)")
     grant.add_argument(
         "--max-logs",
@@ -60,15 +79,22 @@ def add_parsers(sub: Any) -> None:
         metavar="N",
         help="how many logs (epochs) it may hold: 1 to 100000 (default 64)",
     )
-    grant.add_argument("--holds", type=_names, metavar="W1,W2", help=_HOLDS_HELP + (
-        "; a node whose set shrinks erases the payloads it no longer holds"))  # fmt: skip
+    grant.add_argument(
+        "--holds",
+        type=_names,
+        metavar="W1,W2",
+        help=_HOLDS_HELP + ("; a node whose set shrinks erases the payloads it no longer holds"),
+    )
     grant.set_defaults(handler=mesh_grant)
     revoke = msub.add_parser("revoke", help=_REVOKE_HELP, description=_REVOKE_HELP)
     revoke.add_argument("node", metavar="NODE_ID", help="the member's node id (or key in hex)")
     revoke.set_defaults(handler=mesh_revoke)
-    peers = sub.add_parser("peers", help=_PEERS_HELP, description=_PEERS_HELP + (
-        ". Read from the snapshot the serving node saves every few seconds and when it "
-        "stops."))  # fmt: skip
+    peers = sub.add_parser(
+        "peers",
+        help=_PEERS_HELP,
+        description=_PEERS_HELP
+        + (". Read from the snapshot the serving node saves every few seconds and when it stops."),
+    )
     peers.set_defaults(handler=peers_list)
 
 
@@ -81,17 +107,24 @@ def _names(text: str) -> list[str]:
 
 async def mesh_invite(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
-        text = node.membership.create_invite(workspaces=args.workspaces, label=args.label,
-                                             expires=args.expires.at(node.wall()),
-                                             holds=args.holds)  # fmt: skip
+        text = node.membership.create_invite(
+            workspaces=args.workspaces,
+            label=args.label,
+            expires=args.expires.at(node.wall()),
+            holds=args.holds,
+        )
     from node.members import invites
 
     invite = invites.read(text)
     data = {
-        "invite": text, "invite_id": invite.invite_id.hex(), "mesh": invite.mesh.hex(),
-        "workspaces": list(invite.workspaces), "expires": format_instant(invite.expires),
-        "label": invite.label, "holds": list(invite.holds or ("*",)),
-    }  # fmt: skip
+        "invite": text,
+        "invite_id": invite.invite_id.hex(),
+        "mesh": invite.mesh.hex(),
+        "workspaces": list(invite.workspaces),
+        "expires": format_instant(invite.expires),
+        "label": invite.label,
+        "holds": list(invite.holds or ("*",)),
+    }
     return Result(data, text)
 
 
@@ -101,8 +134,9 @@ async def mesh_members(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         members, own = node.membership.members(), node.info.public_key
         offered = {m.key: await peer_features(node.store, m.key) for m in members}
-    rows = [_row(m, m.key == own) | {"erases": _erases(m.key == own, offered[m.key])}
-            for m in members]  # fmt: skip
+    rows = [
+        _row(m, m.key == own) | {"erases": _erases(m.key == own, offered[m.key])} for m in members
+    ]
     return Result(rows, "\n".join(table(_MEMBERS, [_cells(r) for r in rows])) or "no members")
 
 
@@ -120,8 +154,7 @@ async def mesh_grant(args: argparse.Namespace) -> Result:
     if args.max_logs is None and args.holds is None:
         raise ConfigError("say what changes: --max-logs N, --holds W1,W2, or both")
     async with open_node(args) as node:
-        member = await node.membership.regrant(args.node, max_logs=args.max_logs,
-                                               holds=args.holds)  # fmt: skip
+        member = await node.membership.regrant(args.node, max_logs=args.max_logs, holds=args.holds)
     holds = ",".join(member.holds)
     text = f"{member.node_id} may hold {member.max_logs} logs and the payloads of {holds}"
     return Result(_row(member, False), text)
@@ -138,17 +171,26 @@ async def mesh_revoke(args: argparse.Namespace) -> Result:
 
 def _row(member: Member, own: bool) -> dict[str, Any]:
     cut = member.revoked
-    revoked = None if cut is None else {
-        "at": format_instant(cut.at), "epoch": cut.epoch.hex() if cut.epoch else None,
-        "seq": cut.seq,
-    }  # fmt: skip
+    revoked = (
+        None
+        if cut is None
+        else {
+            "at": format_instant(cut.at),
+            "epoch": cut.epoch.hex() if cut.epoch else None,
+            "seq": cut.seq,
+        }
+    )
     return {
-        "node_id": member.node_id, "key": member.key.hex(), "label": member.label,
-        "workspaces": list(member.workspaces), "holds": list(member.holds),
-        "max_logs": member.max_logs, "this_node": own,
+        "node_id": member.node_id,
+        "key": member.key.hex(),
+        "label": member.label,
+        "workspaces": list(member.workspaces),
+        "holds": list(member.holds),
+        "max_logs": member.max_logs,
+        "this_node": own,
         "cert_expires": format_instant(member.cert_expires) if member.added_at else None,
         "revoked": revoked,
-    }  # fmt: skip
+    }
 
 
 def _cutoff(cut: dict[str, Any]) -> str:
@@ -173,9 +215,17 @@ _MEMBERS = (
 def _cells(row: dict[str, Any]) -> list[Any]:
     cut = row["revoked"]
     revoked = None if cut is None else f"at {cut['at']} after {_cutoff(cut)}"
-    return [row["node_id"], row["workspaces"], row["holds"], row["max_logs"], row["cert_expires"],
-            row["label"], "yes" if row["this_node"] else "no",
-            {True: "yes", False: "no", None: "unknown"}[row["erases"]], revoked]  # fmt: skip
+    return [
+        row["node_id"],
+        row["workspaces"],
+        row["holds"],
+        row["max_logs"],
+        row["cert_expires"],
+        row["label"],
+        "yes" if row["this_node"] else "no",
+        {True: "yes", False: "no", None: "unknown"}[row["erases"]],
+        revoked,
+    ]
 
 
 _PEER_KEYS = ("node_id", "address", "direction", "state", "lag_in", "lag_out", "last_error")
@@ -190,9 +240,19 @@ async def peers_list(args: argparse.Namespace) -> Result:
     if snapshot["at"] is None:
         return Result(snapshot, "no peers: sync has not run on this node")
     at = format_instant(snapshot["at"])
-    snapshot = {**snapshot, "at": at, "peers": [
-        {**p, "connected_at": None if p["connected_at"] is None
-         else format_instant(p["connected_at"])} for p in snapshot["peers"]]}  # fmt: skip
+    snapshot = {
+        **snapshot,
+        "at": at,
+        "peers": [
+            {
+                **p,
+                "connected_at": None
+                if p["connected_at"] is None
+                else format_instant(p["connected_at"]),
+            }
+            for p in snapshot["peers"]
+        ],
+    }
     running = "serving" if snapshot["serving"] else "stopped"
     where = f", listening at {snapshot['listen']}" if snapshot["listen"] else ""
     lines = [f"sync {running}{where} (as of {at})"]

@@ -28,12 +28,21 @@ def add_parsers(sub: Any) -> None:
     psub = pending.add_subparsers(dest="action", required=True)
     listing = psub.add_parser("list", help=_LIST_HELP, description=_LIST_HELP)
     listing.set_defaults(handler=pending_list)
-    clear = psub.add_parser("clear", help=_CLEAR_HELP, description=_CLEAR_HELP + (
-        ". A cleared entry is sent again by its peers while its gap is open."))  # fmt: skip
-    clear.add_argument("--source", metavar="SOURCE",
-                       help="only this source's (as `pending list` names it)")  # fmt: skip
-    clear.add_argument("--older-than", type=_duration, metavar="DURATION",
-                       help="only those that arrived longer ago (30m, 12h, 7d, 2w)")  # fmt: skip
+    clear = psub.add_parser(
+        "clear",
+        help=_CLEAR_HELP,
+        description=_CLEAR_HELP
+        + (". A cleared entry is sent again by its peers while its gap is open."),
+    )
+    clear.add_argument(
+        "--source", metavar="SOURCE", help="only this source's (as `pending list` names it)"
+    )
+    clear.add_argument(
+        "--older-than",
+        type=_duration,
+        metavar="DURATION",
+        help="only those that arrived longer ago (30m, 12h, 7d, 2w)",
+    )
     clear.set_defaults(handler=pending_clear)
 
 
@@ -49,14 +58,18 @@ async def pending_list(args: argparse.Namespace) -> Result:
         rows, options = await node.pending()
     sources = [_row(r) for r in rows]
     entries, size = sum(r.entries for r in rows), sum(r.bytes for r in rows)
-    limits = {"pending_limit": options.pending_limit,
-              "pending_per_source": options.pending_per_source,
-              "pending_bytes": options.pending_bytes,
-              "pending_expiry_ms": options.pending_expiry_ms}  # fmt: skip
+    limits = {
+        "pending_limit": options.pending_limit,
+        "pending_per_source": options.pending_per_source,
+        "pending_bytes": options.pending_bytes,
+        "pending_expiry_ms": options.pending_expiry_ms,
+    }
     data = {"entries": entries, "bytes": size, "limits": limits, "sources": sources}
-    bounds = (f"at most {options.pending_limit:,} entries, {options.pending_per_source:,} of "
-              f"one source; {options.pending_bytes:,} bytes; each for "
-              f"{_spelled(options.pending_expiry_ms)}")  # fmt: skip
+    bounds = (
+        f"at most {options.pending_limit:,} entries, {options.pending_per_source:,} of "
+        f"one source; {options.pending_bytes:,} bytes; each for "
+        f"{_spelled(options.pending_expiry_ms)}"
+    )
     if not rows:
         return Result(data, f"nothing waits in the pending area ({bounds})")
     lines = table(_HEADER, [[s[k] for k in _KEYS] for s in sources])
@@ -65,8 +78,13 @@ async def pending_list(args: argparse.Namespace) -> Result:
 
 
 def _row(row: SourceRow) -> dict[str, Any]:
-    return {"source": row.source, "entries": row.entries, "bytes": row.bytes,
-            "oldest": format_instant(row.oldest), "logs": row.logs}  # fmt: skip
+    return {
+        "source": row.source,
+        "entries": row.entries,
+        "bytes": row.bytes,
+        "oldest": format_instant(row.oldest),
+        "logs": row.logs,
+    }
 
 
 def _spelled(ms: int) -> str:
@@ -77,6 +95,5 @@ async def pending_clear(args: argparse.Namespace) -> Result:
     async with open_node(args) as node:
         before = None if args.older_than is None else node.wall() - args.older_than
         cleared = await node.clear_pending(source=args.source, before=before)
-    data = {"cleared": cleared, "source": args.source,
-            "older_than_ms": args.older_than}  # fmt: skip
+    data = {"cleared": cleared, "source": args.source, "older_than_ms": args.older_than}
     return Result(data, f"cleared {count(cleared, 'entry', 'entries')} from the pending area")

@@ -26,9 +26,16 @@ def bars(units: dict[str, str]) -> Progress | None:
         bar = shown.get(phase)
         if bar is None:
             unit = units.get(phase, ENTRIES)
-            bar = shown[phase] = tqdm(total=total, desc=f"{phase:<8}", unit=unit,
-                                      unit_scale=unit == BYTES, unit_divisor=1024,
-                                      file=sys.stderr, leave=True, dynamic_ncols=True)  # fmt: skip
+            bar = shown[phase] = tqdm(
+                total=total,
+                desc=f"{phase:<8}",
+                unit=unit,
+                unit_scale=unit == BYTES,
+                unit_divisor=1024,
+                file=sys.stderr,
+                leave=True,
+                dynamic_ncols=True,
+            )
         if bar.disable:
             return
         bar.total = total

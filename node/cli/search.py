@@ -38,8 +38,10 @@ def add_parsers(sub: Any) -> None:
     """Register ``search status`` and ``search rebuild``."""
     search = sub.add_parser("search", help="the vector index of find's semantic leg")
     ssub = search.add_subparsers(dest="action", required=True)
-    for name, text, handler in (("status", _STATUS_HELP, search_status),
-                                ("rebuild", _REBUILD_HELP, search_rebuild)):  # fmt: skip
+    for name, text, handler in (
+        ("status", _STATUS_HELP, search_status),
+        ("rebuild", _REBUILD_HELP, search_rebuild),
+    ):
         parser = ssub.add_parser(name, help=text, description=text)
         parser.set_defaults(handler=handler)
 
@@ -48,19 +50,36 @@ async def search_status(args: argparse.Namespace) -> Result:
     async with open_node(args, embed=False) as node:
         srs = await _live_srs(node)
         if node.vectors is None:
-            data = {"embedder": "none", "model": None, "stored": None, "vectors": 0,
-                    "queued": 0, "srs": srs, "last_error": None}  # fmt: skip
+            data = {
+                "embedder": "none",
+                "model": None,
+                "stored": None,
+                "vectors": 0,
+                "queued": 0,
+                "srs": srs,
+                "last_error": None,
+            }
             return Result(data, f"embedder: none: find ranks by BM25 alone\nSRs: {srs:,}")
         status = await node.vectors.status()
-    data = {"embedder": node.config.search.embedder, "model": status.model,
-            "stored": status.stored, "vectors": status.vectors, "queued": status.queued,
-            "srs": srs, "last_error": status.last_error}  # fmt: skip
-    lines = [f"embedder: {data['embedder']} ({status.model})",
-             f"vectors: {status.vectors:,} of {count(srs, 'SR')}",
-             f"queued: {status.queued:,} waiting to be embedded"]  # fmt: skip
+    data = {
+        "embedder": node.config.search.embedder,
+        "model": status.model,
+        "stored": status.stored,
+        "vectors": status.vectors,
+        "queued": status.queued,
+        "srs": srs,
+        "last_error": status.last_error,
+    }
+    lines = [
+        f"embedder: {data['embedder']} ({status.model})",
+        f"vectors: {status.vectors:,} of {count(srs, 'SR')}",
+        f"queued: {status.queued:,} waiting to be embedded",
+    ]
     if status.stored != status.model:
-        lines.append(f"stored: an index of {status.stored or 'no model'}, made anew by "
-                     "memlane serve or memlane search rebuild")  # fmt: skip
+        lines.append(
+            f"stored: an index of {status.stored or 'no model'}, made anew by "
+            "memlane serve or memlane search rebuild"
+        )
     if status.last_error:
         lines.append(f"last error: {status.last_error}")
     return Result(data, "\n".join(lines))
@@ -78,10 +97,17 @@ async def search_rebuild(args: argparse.Namespace) -> Result:
         embedded = await _embed_all(index, total, bars({"embed": "SRs"}))
         seconds = round(time.monotonic() - started, 2)
         status = await index.status()
-    data = {"model": status.model, "embedded": embedded, "vectors": status.vectors,
-            "queued": status.queued, "seconds": seconds}  # fmt: skip
-    text = (f"embedded {count(embedded, 'SR')} in {seconds:.1f} s: "
-            f"{count(status.vectors, 'vector')} ({status.model})")  # fmt: skip
+    data = {
+        "model": status.model,
+        "embedded": embedded,
+        "vectors": status.vectors,
+        "queued": status.queued,
+        "seconds": seconds,
+    }
+    text = (
+        f"embedded {count(embedded, 'SR')} in {seconds:.1f} s: "
+        f"{count(status.vectors, 'vector')} ({status.model})"
+    )
     return Result(data, text)
 
 

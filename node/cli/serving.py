@@ -51,49 +51,97 @@ _SERVE_HELP = "run the node: MCP over streamable HTTP, a bearer token on every r
 
 
 def _log_level(parser: argparse.ArgumentParser, default: str) -> None:
-    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
-                        default=default, help=f"what goes to the log on stderr (default: "
-                                              f"{default})")  # fmt: skip
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default=default,
+        help=f"what goes to the log on stderr (default: {default})",
+    )
 
 
 def add_parsers(sub: Any) -> None:
     """Register ``mcp`` and ``serve`` on the ``memlane`` subcommands."""
-    mcp = sub.add_parser("mcp", help=_MCP_HELP, description=_MCP_HELP + (
-        ". stdout carries the protocol; logs go to stderr. A token that is invalid at start-up "
-        "exits 1; one revoked later is refused call by call."))  # fmt: skip
+    mcp = sub.add_parser(
+        "mcp",
+        help=_MCP_HELP,
+        description=_MCP_HELP
+        + (
+            ". stdout carries the protocol; logs go to stderr. A token that is invalid at start-up "
+            "exits 1; one revoked later is refused call by call."
+        ),
+    )
     mcp.set_defaults(run=run_mcp)
     _log_level(mcp, "warning")
-    serve = sub.add_parser("serve", help=_SERVE_HELP, description=_SERVE_HELP + (
-        ". Prints the endpoint's URL once listening. Off loopback, TLS is required."))  # fmt: skip
+    serve = sub.add_parser(
+        "serve",
+        help=_SERVE_HELP,
+        description=_SERVE_HELP
+        + (". Prints the endpoint's URL once listening. Off loopback, TLS is required."),
+    )
     _log_level(serve, "info")
-    serve.add_argument("--mcp-http", metavar="HOST:PORT", type=_listen,
-                       help=f"where to serve MCP (default: [serve] mcp_http, else "
-                            f"{DEFAULT_LISTEN}; port 0 picks one; IPv6 as [::1]:8765)")  # fmt: skip
-    serve.add_argument("--web", metavar="HOST:PORT", type=_listen,
-                       help="also serve the read-only web view here (docs/web.md; default: "
-                            "none; port 0 picks one; off loopback, TLS as for MCP)")  # fmt: skip
-    serve.add_argument("--health-listen", metavar="HOST:PORT", type=_listen_or_off,
-                       help=f"where to answer /healthz and /metrics, or off (default: [serve] "
-                            f"health, else {DEFAULT_HEALTH}; port 0 picks one)")  # fmt: skip
-    serve.add_argument("--discovery", choices=("on", "off"),
-                       help="advertise and find nodes of this mesh with zeroconf while sync "
-                            "runs (default: [discovery] enabled, else on)")  # fmt: skip
-    serve.add_argument("--tls-cert", type=Path, metavar="FILE",
-                       help="PEM certificate chain for HTTPS (with --tls-key)")  # fmt: skip
-    serve.add_argument("--tls-key", type=Path, metavar="FILE",
-                       help="PEM private key for HTTPS (with --tls-cert)")  # fmt: skip
-    serve.add_argument("--insecure-no-tls", action="store_true",
-                       help="allow plain HTTP on an address off loopback: bearer tokens then "
-                            "cross the network in clear")  # fmt: skip
-    serve.add_argument("--sync-listen", metavar="HOST:PORT", type=_listen,
-                       help="accept sync connections from the mesh here (instead of [mesh] "
-                            "listen; port 0 picks one)")  # fmt: skip
-    serve.add_argument("--peer", metavar="HOST:PORT", type=_peer, action="append",
-                       dest="peers", help="a node to dial and keep connected; repeat for "
-                                          "several (instead of [mesh] peers)")  # fmt: skip
-    serve.add_argument("--join-listen", metavar="HOST:PORT", type=_listen,
-                       help="on the mesh authority: accept joins (memlane init --join) here; "
-                            "port 0 picks one")  # fmt: skip
+    serve.add_argument(
+        "--mcp-http",
+        metavar="HOST:PORT",
+        type=_listen,
+        help=f"where to serve MCP (default: [serve] mcp_http, else "
+        f"{DEFAULT_LISTEN}; port 0 picks one; IPv6 as [::1]:8765)",
+    )
+    serve.add_argument(
+        "--web",
+        metavar="HOST:PORT",
+        type=_listen,
+        help="also serve the read-only web view here (docs/web.md; default: "
+        "none; port 0 picks one; off loopback, TLS as for MCP)",
+    )
+    serve.add_argument(
+        "--health-listen",
+        metavar="HOST:PORT",
+        type=_listen_or_off,
+        help=f"where to answer /healthz and /metrics, or off (default: [serve] "
+        f"health, else {DEFAULT_HEALTH}; port 0 picks one)",
+    )
+    serve.add_argument(
+        "--discovery",
+        choices=("on", "off"),
+        help="advertise and find nodes of this mesh with zeroconf while sync "
+        "runs (default: [discovery] enabled, else on)",
+    )
+    serve.add_argument(
+        "--tls-cert",
+        type=Path,
+        metavar="FILE",
+        help="PEM certificate chain for HTTPS (with --tls-key)",
+    )
+    serve.add_argument(
+        "--tls-key", type=Path, metavar="FILE", help="PEM private key for HTTPS (with --tls-cert)"
+    )
+    serve.add_argument(
+        "--insecure-no-tls",
+        action="store_true",
+        help="allow plain HTTP on an address off loopback: bearer tokens then "
+        "cross the network in clear",
+    )
+    serve.add_argument(
+        "--sync-listen",
+        metavar="HOST:PORT",
+        type=_listen,
+        help="accept sync connections from the mesh here (instead of [mesh] "
+        "listen; port 0 picks one)",
+    )
+    serve.add_argument(
+        "--peer",
+        metavar="HOST:PORT",
+        type=_peer,
+        action="append",
+        dest="peers",
+        help="a node to dial and keep connected; repeat for several (instead of [mesh] peers)",
+    )
+    serve.add_argument(
+        "--join-listen",
+        metavar="HOST:PORT",
+        type=_listen,
+        help="on the mesh authority: accept joins (memlane init --join) here; port 0 picks one",
+    )
     serve.set_defaults(run=run_serve)
 
 
@@ -186,10 +234,15 @@ def run_serve(args: argparse.Namespace) -> int:
     tls = Tls(args.tls_cert, args.tls_key) if args.tls_cert else None
     for where in (listen, args.web):
         if where is not None and tls is None and not where.loopback and not args.insecure_no_tls:
-            return _fail(args, (
-                f"refusing plain HTTP on {where.host}, which is not a loopback address: bearer "
-                "tokens would cross the network in clear. Give --tls-cert and --tls-key, or "
-                "--insecure-no-tls to accept that"), 2)  # fmt: skip
+            return _fail(
+                args,
+                (
+                    f"refusing plain HTTP on {where.host}, which is not a loopback address: bearer "
+                    "tokens would cross the network in clear. Give --tls-cert and --tls-key, or "
+                    "--insecure-no-tls to accept that"
+                ),
+                2,
+            )
     try:
         asyncio.run(_serve(args, config, listen, tls))
     except BrokenPipeError:  # stdout's reader went away: main's quiet exit
@@ -199,8 +252,9 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(args: argparse.Namespace, config: NodeConfig, listen: Listen,
-                 tls: Tls | None) -> None:  # fmt: skip
+async def _serve(
+    args: argparse.Namespace, config: NodeConfig, listen: Listen, tls: Tls | None
+) -> None:
     from node.node import Node
     from node.ports import quiet_accept_errors
 
@@ -218,9 +272,11 @@ async def _serve(args: argparse.Namespace, config: NodeConfig, listen: Listen,
             service = SyncService(node, options=_sync_options(config))
             if discover:
                 discovery = DiscoverySettings(
-                    config.discovery_interfaces, config.discovery_max_peers,
-                    config.discovery_max_waiting, config.discovery_evict_after_ms / 1000,
-                )  # fmt: skip
+                    config.discovery_interfaces,
+                    config.discovery_max_peers,
+                    config.discovery_max_waiting,
+                    config.discovery_evict_after_ms / 1000,
+                )
         if args.join_listen is not None:
             from node.mesh.join import JoinService
 
@@ -245,10 +301,14 @@ def _sync_options(config: NodeConfig) -> SyncOptions:
     from node.ports import Handshakes
 
     limits = config.mesh_limits
-    handshakes = Handshakes(limits.handshake_timeout_ms / 1000, limits.max_handshakes,
-                            limits.max_handshakes_per_address)  # fmt: skip
-    return SyncOptions(max_connections=limits.max_connections, handshakes=handshakes,
-                       max_connections_per_key=limits.max_connections_per_key)  # fmt: skip
+    handshakes = Handshakes(
+        limits.handshake_timeout_ms / 1000, limits.max_handshakes, limits.max_handshakes_per_address
+    )
+    return SyncOptions(
+        max_connections=limits.max_connections,
+        handshakes=handshakes,
+        max_connections_per_key=limits.max_connections_per_key,
+    )
 
 
 async def _serve_mcp(
@@ -285,8 +345,9 @@ async def _serve_mcp(
 
 
 @asynccontextmanager
-async def _optional_web(node: Node, listen: Listen | None, tls: Tls | None
-                        ) -> AsyncIterator[str | None]:  # fmt: skip
+async def _optional_web(
+    node: Node, listen: Listen | None, tls: Tls | None
+) -> AsyncIterator[str | None]:
     """The web view on ``listen`` (none without), with MCP's connection bounds, counted apart."""
     if listen is None:
         yield None
@@ -309,8 +370,9 @@ def _bound(listen: Listen) -> socket.socket:
 
 
 @asynccontextmanager
-async def _optional_health(endpoint: HealthEndpoint, listen: Listen | None
-                           ) -> AsyncIterator[str | None]:  # fmt: skip
+async def _optional_health(
+    endpoint: HealthEndpoint, listen: Listen | None
+) -> AsyncIterator[str | None]:
     if listen is None:
         yield None
         return
@@ -320,9 +382,13 @@ async def _optional_health(endpoint: HealthEndpoint, listen: Listen | None
         yield url
 
 
-_SAID = {"mcp_http": "serving MCP at {}", "health": "health and metrics at {}/healthz, "
-         "{}/metrics", "sync": "syncing at {}", "join": "accepting joins at {}",
-         "web": "web view at {}"}  # fmt: skip
+_SAID = {
+    "mcp_http": "serving MCP at {}",
+    "health": "health and metrics at {}/healthz, {}/metrics",
+    "sync": "syncing at {}",
+    "join": "accepting joins at {}",
+    "web": "web view at {}",
+}
 
 
 def _announce(args: argparse.Namespace, shown: dict[str, str | None]) -> None:

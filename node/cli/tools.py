@@ -76,8 +76,12 @@ def _bool(text: str) -> bool:
 
 
 _TYPES: dict[str, Callable[[str], Any]] = {
-    "int": int, "float": float, "bool": _bool, "str": str, "time": moment,
-}  # fmt: skip
+    "int": int,
+    "float": float,
+    "bool": _bool,
+    "str": str,
+    "time": moment,
+}
 
 
 def _add(parser: argparse.ArgumentParser, opt: Opt) -> None:
@@ -106,8 +110,9 @@ def add_parsers(sub: Any, run: Callable[..., Any]) -> None:
                 groups[head] = group.add_subparsers(dest="action", required=True)
             parent = groups[head]
         about = f"{command.help} (the {command.tool} tool)"
-        parser = parent.add_parser(command.path[-1], aliases=list(command.aliases),
-                                   help=command.help, description=about)  # fmt: skip
+        parser = parent.add_parser(
+            command.path[-1], aliases=list(command.aliases), help=command.help, description=about
+        )
         for opt in command.opts:
             _add(parser, opt)
         parser.set_defaults(handler=lambda a, c=command: run(c, a))
@@ -127,8 +132,9 @@ def _deleted(answer: dict[str, Any]) -> str:
 
 
 def _erased(answer: dict[str, Any]) -> str:
-    return (f"{answer['sr_id']}  erased ({answer['entries']} entries named)  "
-            f"entry {answer['entry_id']}")  # fmt: skip
+    return (
+        f"{answer['sr_id']}  erased ({answer['entries']} entries named)  entry {answer['entry_id']}"
+    )
 
 
 def _page(answer: dict[str, Any], header: tuple[str, ...], rows: list[list[Any]]) -> str:
@@ -145,16 +151,24 @@ _ROWS = ("TURN", "TOOL CALL ID", "TOOL NAME", "HOW", "WHY/REFUSED", "ASKED")
 
 
 def _results(answer: dict[str, Any]) -> str:
-    rows = [[r["ingest_time"], r["sr_id"], r.get("title") or (r.get("text") or "")[:60]]
-            for r in answer["results"]]  # fmt: skip
+    rows = [
+        [r["ingest_time"], r["sr_id"], r.get("title") or (r.get("text") or "")[:60]]
+        for r in answer["results"]
+    ]
     shed = answer.get("shed_terms")
     return _page(answer, _RESULTS, rows) + (f"\nshed: {', '.join(shed)}" if shed else "")
 
 
 def _changes(answer: dict[str, Any]) -> str:
-    rows = [[c["changed_at"], c["change"], c["sr_id"],
-             "hidden change" if c.get("hidden_change") else ", ".join(c.get("fields", []))]
-            for c in answer["changes"]]  # fmt: skip
+    rows = [
+        [
+            c["changed_at"],
+            c["change"],
+            c["sr_id"],
+            "hidden change" if c.get("hidden_change") else ", ".join(c.get("fields", [])),
+        ]
+        for c in answer["changes"]
+    ]
     window = f"changes from {answer['since']} to {answer['as_of']} (pass --as-of for later pages)"
     return window + "\n" + _page(answer, _CHANGES, rows)
 
@@ -192,8 +206,14 @@ def _chain(answer: dict[str, Any]) -> str:
 def _window_row(r: dict[str, Any]) -> list[Any]:
     asked = r.get("asked")
     span = f"{asked['from']} .. {asked['to']}" if asked else None
-    return [r["turn"], r["toolCallId"], r["toolName"], r["how"],
-            r.get("why") or r.get("refused"), span]  # fmt: skip
+    return [
+        r["turn"],
+        r["toolCallId"],
+        r["toolName"],
+        r["how"],
+        r.get("why") or r.get("refused"),
+        span,
+    ]
 
 
 def _windows(answer: dict[str, Any]) -> str:
@@ -223,15 +243,19 @@ _GROUPS = {
 }
 _SR_ID = Opt("sr_id", "positional", "the SR's id")
 _CONTENT = (
-    Opt("title"), Opt("text"), Opt("links", "list", "an SR id this one links to (repeat)"),
+    Opt("title"),
+    Opt("text"),
+    Opt("links", "list", "an SR id this one links to (repeat)"),
     Opt("conversational", "flag"),
     Opt("private_fields", "map", "KEY=VALUE readable by the owner and admins only (repeat)"),
-)  # fmt: skip
+)
 _META = (
     Opt("tags", "list", "a tag (repeat)"),
     Opt("content_time", "time", "when the knowledge happened: an instant or a date"),
-    Opt("lane"), Opt("lane_uuid"), Opt("visibility", help="workspace or private"),
-)  # fmt: skip
+    Opt("lane"),
+    Opt("lane_uuid"),
+    Opt("visibility", help="workspace or private"),
+)
 _PAGING = (Opt("page", "int"), Opt("page_size", "int"))
 _SHED = Opt("shed_idf_noise", "bool", "true (default) or false")
 _DATES = (  # find takes no window: it ranks by relevance (docs/tools/e_timeline.md §find)
@@ -240,16 +264,21 @@ _DATES = (  # find takes no window: it ranks by relevance (docs/tools/e_timeline
 )
 _READING = (
     Opt("order_by", help="ingest_time_desc (default), ingest_time_asc, content_time_desc, …"),
-    Opt("is_conversational_only", "flag"), Opt("agent_profile"), *_PAGING,
-)  # fmt: skip
+    Opt("is_conversational_only", "flag"),
+    Opt("agent_profile"),
+    *_PAGING,
+)
 _FORMAT = (
     Opt("any_caller", "flag", "every principal's episodes (needs admin:workspace)"),
     Opt("response_format", help="concise or detailed"),
 )
 _LATER = (
-    Opt("task_result", "float"), Opt("verdict_at", "time", "an instant or a date"),
-    Opt("status"), Opt("eligibility"), Opt("trust", "float", "0 to 1"),
-)  # fmt: skip
+    Opt("task_result", "float"),
+    Opt("verdict_at", "time", "an instant or a date"),
+    Opt("status"),
+    Opt("eligibility"),
+    Opt("trust", "float", "0 to 1"),
+)
 
 
 def _timeline(action: str, help_: str, *opts: Opt, show: Show = _results) -> ToolCommand:
@@ -257,51 +286,135 @@ def _timeline(action: str, help_: str, *opts: Opt, show: Show = _results) -> Too
 
 
 COMMANDS: tuple[ToolCommand, ...] = (
-    ToolCommand(("write",), "e_write", "create an SR, or update one by --sr-id",
-                (Opt("sr_id", help="update this SR"), *_CONTENT, *_META), _written,
-                aliases=("put",)),
-    ToolCommand(("correct",), "e_correct", "correct an SR's content, with a reason",
-                (_SR_ID, Opt("reason"), *_CONTENT), _written),
-    ToolCommand(("adjust",), "e_adjust", "change an SR's tags, lane, time or visibility",
-                (_SR_ID, *_META), _written),
+    ToolCommand(
+        ("write",),
+        "e_write",
+        "create an SR, or update one by --sr-id",
+        (Opt("sr_id", help="update this SR"), *_CONTENT, *_META),
+        _written,
+        aliases=("put",),
+    ),
+    ToolCommand(
+        ("correct",),
+        "e_correct",
+        "correct an SR's content, with a reason",
+        (_SR_ID, Opt("reason"), *_CONTENT),
+        _written,
+    ),
+    ToolCommand(
+        ("adjust",),
+        "e_adjust",
+        "change an SR's tags, lane, time or visibility",
+        (_SR_ID, *_META),
+        _written,
+    ),
     ToolCommand(("delete",), "e_delete", "hide an SR on this node", (_SR_ID,), _deleted),
     ToolCommand(("undelete",), "e_undelete", "show a deleted SR again", (_SR_ID,), _deleted),
-    ToolCommand(("erase",), "e_erase", "erase an SR on every node, with a reason",
-                (_SR_ID, Opt("reason", help="why; it travels to every node")), _erased),
+    ToolCommand(
+        ("erase",),
+        "e_erase",
+        "erase an SR on every node, with a reason",
+        (_SR_ID, Opt("reason", help="why; it travels to every node")),
+        _erased,
+    ),
     _timeline("list", "SRs in time order", *_DATES, *_READING),
-    _timeline("find", "SRs matching a query, by relevance", Opt("query", "positional"),
-              _SHED, *_READING),
-    _timeline("intersect", "SRs carrying every match (a tag or its terms)",
-              Opt("match", "list", "a tag or term (repeat)"), _SHED, *_DATES, *_READING),
+    _timeline(
+        "find", "SRs matching a query, by relevance", Opt("query", "positional"), _SHED, *_READING
+    ),
+    _timeline(
+        "intersect",
+        "SRs carrying every match (a tag or its terms)",
+        Opt("match", "list", "a tag or term (repeat)"),
+        _SHED,
+        *_DATES,
+        *_READING,
+    ),
     _timeline("traverse", "SRs linked to or from an SR", _SR_ID, *_DATES, *_READING),
-    _timeline("changes", "what changed between two moments",
-              Opt("since", "time", "after this instant or date"),
-              Opt("as_of", "time", "default now; pass page 1's as_of for later pages"),
-              *_PAGING, show=_changes),
-    ToolCommand(("audit",), "e_audit", "this node's audit feed after a seq",
-                (Opt("since_seq", "int"), Opt("limit", "int")), _audit),
-    ToolCommand(("episode", "record"), "work_record", "record a work episode", (
-        Opt("summary"), Opt("tool"), Opt("session_id"), Opt("channel"), Opt("episode_type"),
-        Opt("error_code"), Opt("duration_ms", "int"), Opt("result_size", "int"),
-        Opt("tags", "list", "a tag (repeat)"), Opt("expires_at", "time", "an instant or a date"),
-        *_LATER), _recorded),
-    ToolCommand(("episode", "result"), "work_result", "record an episode's later-known outcome",
-                (Opt("id", "positional", "the episode's id"), *_LATER), _amended),
-    ToolCommand(("episode", "forget"), "work_forget", "tombstone an episode on every node",
-                (Opt("id", "positional", "the episode's id"),), _forgotten),
-    ToolCommand(("episode", "list"), "work_episodes", "your episodes, newest first", (
-        Opt("since", "time", "from this instant or date"),
-        Opt("until", "time", "before this instant or date"), Opt("status"), Opt("tool"),
-        Opt("tags", "list", "a tag every episode carries (repeat)"), *_PAGING, *_FORMAT),
-        _episodes),
-    ToolCommand(("episode", "chain"), "work_episode_chain", "walk back along prev_id from an "
-                "episode", (Opt("id", "positional", "the episode to start from"),
-                            Opt("k", "int", "at most this many (1-200, default 50)"), *_FORMAT),
-                _chain),
-    ToolCommand(("windows", "list"), "call_windows", "the rows filed for your tool calls, "
-                "oldest first", (Opt("tool", help="only calls to this tool"),
-                                 Opt("turn", "int", "only this turn"),
-                                 Opt("tool_call_id", help="only this call"),
-                                 Opt("latest", "flag", "only each call's latest row"), *_PAGING),
-                _windows),
-)  # fmt: skip
+    _timeline(
+        "changes",
+        "what changed between two moments",
+        Opt("since", "time", "after this instant or date"),
+        Opt("as_of", "time", "default now; pass page 1's as_of for later pages"),
+        *_PAGING,
+        show=_changes,
+    ),
+    ToolCommand(
+        ("audit",),
+        "e_audit",
+        "this node's audit feed after a seq",
+        (Opt("since_seq", "int"), Opt("limit", "int")),
+        _audit,
+    ),
+    ToolCommand(
+        ("episode", "record"),
+        "work_record",
+        "record a work episode",
+        (
+            Opt("summary"),
+            Opt("tool"),
+            Opt("session_id"),
+            Opt("channel"),
+            Opt("episode_type"),
+            Opt("error_code"),
+            Opt("duration_ms", "int"),
+            Opt("result_size", "int"),
+            Opt("tags", "list", "a tag (repeat)"),
+            Opt("expires_at", "time", "an instant or a date"),
+            *_LATER,
+        ),
+        _recorded,
+    ),
+    ToolCommand(
+        ("episode", "result"),
+        "work_result",
+        "record an episode's later-known outcome",
+        (Opt("id", "positional", "the episode's id"), *_LATER),
+        _amended,
+    ),
+    ToolCommand(
+        ("episode", "forget"),
+        "work_forget",
+        "tombstone an episode on every node",
+        (Opt("id", "positional", "the episode's id"),),
+        _forgotten,
+    ),
+    ToolCommand(
+        ("episode", "list"),
+        "work_episodes",
+        "your episodes, newest first",
+        (
+            Opt("since", "time", "from this instant or date"),
+            Opt("until", "time", "before this instant or date"),
+            Opt("status"),
+            Opt("tool"),
+            Opt("tags", "list", "a tag every episode carries (repeat)"),
+            *_PAGING,
+            *_FORMAT,
+        ),
+        _episodes,
+    ),
+    ToolCommand(
+        ("episode", "chain"),
+        "work_episode_chain",
+        "walk back along prev_id from an episode",
+        (
+            Opt("id", "positional", "the episode to start from"),
+            Opt("k", "int", "at most this many (1-200, default 50)"),
+            *_FORMAT,
+        ),
+        _chain,
+    ),
+    ToolCommand(
+        ("windows", "list"),
+        "call_windows",
+        "the rows filed for your tool calls, oldest first",
+        (
+            Opt("tool", help="only calls to this tool"),
+            Opt("turn", "int", "only this turn"),
+            Opt("tool_call_id", help="only this call"),
+            Opt("latest", "flag", "only each call's latest row"),
+            *_PAGING,
+        ),
+        _windows,
+    ),
+)

@@ -14,8 +14,9 @@ __all__: list[str] = []
 
 def _discovery(raw: Any, problems: list[str]) -> dict[str, Any]:
     if not isinstance(raw, dict) or set(raw) - {"enabled", "interfaces", *_DISCOVERY_BOUNDS}:
-        problems.append("discovery may set only enabled, interfaces, max_peers, max_waiting and "
-                        "evict_after")  # fmt: skip
+        problems.append(
+            "discovery may set only enabled, interfaces, max_peers, max_waiting and evict_after"
+        )
         return {}
     out: dict[str, Any] = {}
     enabled = raw.get("enabled", True)

@@ -28,9 +28,22 @@ __all__ = ["CONFIG_FILE", "ENVIRONMENT", "NodeConfig"]
 CONFIG_FILE = "config.toml"
 
 _PENDING = {"pending_per_source": 1_000, "pending_bytes": 64 << 20}
-_KEYS = {"max_clock_skew", "synchronous", "statement_process", "pending_limit", "zone",
-         "profiles", "tools", "mesh", "serve", "discovery", "retention", "search",
-         "pending_expiry", *_PENDING}  # fmt: skip
+_KEYS = {
+    "max_clock_skew",
+    "synchronous",
+    "statement_process",
+    "pending_limit",
+    "zone",
+    "profiles",
+    "tools",
+    "mesh",
+    "serve",
+    "discovery",
+    "retention",
+    "search",
+    "pending_expiry",
+    *_PENDING,
+}
 # environment variable → (table, key, how its text becomes the value)
 ENVIRONMENT: dict[str, tuple[str, str, Any]] = {
     "MEMLANE_MCP_HTTP": ("serve", "mcp_http", str),
@@ -134,8 +147,10 @@ def _overridden(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, An
     for name, (table, key, convert) in ENVIRONMENT.items():
         if name in environ:
             section = out.get(table)
-            out[table] = {**(section if isinstance(section, dict) else {}),
-                          key: convert(environ[name])}  # fmt: skip
+            out[table] = {
+                **(section if isinstance(section, dict) else {}),
+                key: convert(environ[name]),
+            }
     return out
 
 

@@ -53,8 +53,10 @@ def _check_url(url: Any, problems: list[str]) -> None:
     elif parts.username is not None or parts.password is not None:
         problems.append("search.url must not hold credentials (use search.key_file)")
     elif parts.query or parts.fragment or parts.path.rstrip("/").endswith("/v1"):
-        problems.append(f"search.url: {url!r} must be the server's base URL, without /v1 "
-                        "(/v1/embeddings is added), a query or a fragment")  # fmt: skip
+        problems.append(
+            f"search.url: {url!r} must be the server's base URL, without /v1 "
+            "(/v1/embeddings is added), a query or a fragment"
+        )
 
 
 def _url_parts(url: Any) -> SplitResult | None:

@@ -55,8 +55,9 @@ def _address(text: Any, where: str, problems: list[str], *, any_port: bool) -> L
     return address
 
 
-def _bounds(raw: dict[str, Any], keys: tuple[str, ...], table: str,
-            problems: list[str]) -> dict[str, int]:  # fmt: skip
+def _bounds(
+    raw: dict[str, Any], keys: tuple[str, ...], table: str, problems: list[str]
+) -> dict[str, int]:
     values = {key: raw[key] for key in keys if key in raw}
     for key, value in values.items():
         if type(value) is not int or value < 1:

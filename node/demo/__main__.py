@@ -23,14 +23,31 @@ from protocol.timefmt import format_instant
 __all__ = ["main"]
 
 CONFIG = '[discovery]\ninterfaces = ["127.0.0.1"]\n'  # zeroconf on loopback only
-SERVE = ("--sync-listen", "127.0.0.1:0", "--mcp-http", "127.0.0.1:0",
-         "--health-listen", "127.0.0.1:0", "--discovery", "on")  # fmt: skip
+SERVE = (
+    "--sync-listen",
+    "127.0.0.1:0",
+    "--mcp-http",
+    "127.0.0.1:0",
+    "--health-listen",
+    "127.0.0.1:0",
+    "--discovery",
+    "on",
+)
 SCOPES = ("--scope", "read:workspace", "--scope", "write:workspace")
 
 
 def _token(data: Path) -> str:
-    return memlane("token", "create", "--data", str(data), "--principal", "scout",
-                   "--workspace", "research", *SCOPES)  # fmt: skip
+    return memlane(
+        "token",
+        "create",
+        "--data",
+        str(data),
+        "--principal",
+        "scout",
+        "--workspace",
+        "research",
+        *SCOPES,
+    )
 
 
 async def _form_mesh(base: Path) -> dict[str, Served]:
@@ -39,13 +56,16 @@ async def _form_mesh(base: Path) -> dict[str, Served]:
     memlane("init", "--data", str(a))
     a.joinpath("config.toml").write_text(CONFIG)
     nodes["a"] = await Served.start("a", a, *SERVE, "--join-listen", "127.0.0.1:0")
-    print(f"1. node A ({nodes['a'].node_id}) is the mesh authority, accepting joins at "
-          f"{nodes['a'].shown['join']}")  # fmt: skip
+    print(
+        f"1. node A ({nodes['a'].node_id}) is the mesh authority, accepting joins at "
+        f"{nodes['a'].shown['join']}"
+    )
     for name in ("b", "c"):
         data = base / name
         invite = memlane("mesh", "invite", "--data", str(a), "--label", name)
-        memlane("init", "--data", str(data), "--join", invite,
-                "--authority", nodes["a"].shown["join"])  # fmt: skip
+        memlane(
+            "init", "--data", str(data), "--join", invite, "--authority", nodes["a"].shown["join"]
+        )
         data.joinpath("config.toml").write_text(CONFIG)
         nodes[name] = await Served.start(name, data, *SERVE)
         print(f"2. node {name.upper()} ({nodes[name].node_id}) joined by invite")
@@ -71,8 +91,12 @@ async def _run(base: Path) -> bool:
         reader = Agent("C", nodes["c"].shown["mcp_http"], _token(nodes["c"].data))
         async with writer, reader:
             since = format_instant(system_wall() - 1000)  # a second before the writes
-            first = await writer.work(["gateway latency rose after the TLS change",
-                                       "rollback plan: revert TLS, drain the canary"])  # fmt: skip
+            first = await writer.work(
+                [
+                    "gateway latency rose after the TLS change",
+                    "rollback plan: revert TLS, drain the canary",
+                ]
+            )
             print("4. A's agent wrote 2 SRs and 2 episodes over MCP")
             await until("B holding what A wrote", _converged, nodes)
             held = await nodes["b"].metric("memlane_entries")
@@ -82,8 +106,10 @@ async def _run(base: Path) -> bool:
             print("   … and 2 more of each while B was down")
             nodes["b"] = await nodes["b"].restart()
             await until("B caught up after its restart", _converged, nodes)
-            print(f"6. node B restarted and caught up: A, B and C hold "
-                  f"{await nodes['a'].metric('memlane_entries')} entries")  # fmt: skip
+            print(
+                f"6. node B restarted and caught up: A, B and C hold "
+                f"{await nodes['a'].metric('memlane_entries')} entries"
+            )
             ok = await reader.read_back(since, first + second)
     finally:
         for node in nodes.values():

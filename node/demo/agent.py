@@ -26,9 +26,11 @@ class Agent:
 
     async def __aenter__(self) -> Agent:
         http = await self._stack.enter_async_context(
-            httpx2.AsyncClient(headers={"Authorization": f"Bearer {self.token}"}))  # fmt: skip
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {self.token}"})
+        )
         self._client = await self._stack.enter_async_context(
-            Client(streamable_http_client(self.url, http_client=http)))  # fmt: skip
+            Client(streamable_http_client(self.url, http_client=http))
+        )
         return self
 
     async def __aexit__(
@@ -55,15 +57,20 @@ class Agent:
         chain walking back through every episode."""
         listed = await self.call("e_timeline", {"action": "list", "page_size": 50})
         changed = await self.call("e_timeline", {"action": "changes", "since": since})
-        chain = await self.call("work_episode_chain", {"id": episodes[-1], "k": 10,
-                                                       "response_format": "concise"})  # fmt: skip
+        chain = await self.call(
+            "work_episode_chain", {"id": episodes[-1], "k": 10, "response_format": "concise"}
+        )
         titles = sorted(r["title"] for r in listed["results"])
         walked = [e["id"] for e in chain["chain"]]
-        print(f"7. C's agent reads: {len(titles)} SRs listed, {len(changed['changes'])} "
-              f"new since {since}, a chain of {len(walked)} episodes")  # fmt: skip
+        print(
+            f"7. C's agent reads: {len(titles)} SRs listed, {len(changed['changes'])} "
+            f"new since {since}, a chain of {len(walked)} episodes"
+        )
         for episode in chain["chain"]:
             print(f"     {episode['id']}  {episode['summary']}")
-        return (len(titles) == len(episodes)
-                and all(c["change"] == "new" for c in changed["changes"])
-                and len(changed["changes"]) == len(episodes)
-                and walked == episodes[::-1])  # fmt: skip
+        return (
+            len(titles) == len(episodes)
+            and all(c["change"] == "new" for c in changed["changes"])
+            and len(changed["changes"]) == len(episodes)
+            and walked == episodes[::-1]
+        )

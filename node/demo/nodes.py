@@ -24,8 +24,8 @@ T = TypeVar("T")
 
 def memlane(*args: str) -> str:
     """Run a command; its standard output, stripped.  ``RuntimeError`` when it fails."""
-    done = subprocess.run([*MEMLANE, *args], capture_output=True, text=True,  # noqa: S603
-                          timeout=WAIT, check=False)  # fmt: skip
+    command = [*MEMLANE, *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=WAIT, check=False)  # noqa: S603
     if done.returncode != 0:
         raise RuntimeError(f"memlane {args[0]} failed: {done.stderr.strip()}")
     return done.stdout.strip()
@@ -52,9 +52,15 @@ class Served:
     @classmethod
     async def start(cls, name: str, data: Path, *args: str) -> Served:
         proc = await asyncio.create_subprocess_exec(
-            *MEMLANE, "serve", "--data", str(data), "--json", *args,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
+            *MEMLANE,
+            "serve",
+            "--data",
+            str(data),
+            "--json",
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
         assert proc.stdout is not None
         async with asyncio.timeout(WAIT):
             line = await proc.stdout.readline()

@@ -101,8 +101,9 @@ def _remove(path: Path) -> None:
 async def _pages_of_srs(source: Source, told: _Told) -> AsyncIterator[list[dict[str, Any]]]:
     after = None
     while True:
-        srs, after = await select_srs(source.reader, source.caller, after=after,
-                                      since=source.since, limit=PAGE)  # fmt: skip
+        srs, after = await select_srs(
+            source.reader, source.caller, after=after, since=source.since, limit=PAGE
+        )
         if not srs:
             return
         told.add(len(srs))
@@ -120,8 +121,9 @@ async def _jsonl(source: Source, part: Path, told: _Told) -> tuple[int, int]:
         scope = Scope(source.caller, source.caller.is_admin, source.moment)
         after = None
         while True:
-            page, after = await select_episodes(source.reader, scope, after=after,
-                                                since=source.since, limit=PAGE)  # fmt: skip
+            page, after = await select_episodes(
+                source.reader, scope, after=after, since=source.since, limit=PAGE
+            )
             for episode in page:
                 _line(f, {"type": "episode", **episode})
             episodes += len(page)
@@ -133,9 +135,15 @@ async def _jsonl(source: Source, part: Path, told: _Told) -> tuple[int, int]:
 
 def header(source: Source) -> dict[str, Any]:
     """The first line: the format, and what was exported for whom and when."""
-    return {"type": "header", "format": FORMAT, "version": VERSION,
-            "workspace": source.caller.workspace, "principal": source.caller.principal,
-            "exported_at": instant(source.moment), "since": instant(source.since)}  # fmt: skip
+    return {
+        "type": "header",
+        "format": FORMAT,
+        "version": VERSION,
+        "workspace": source.caller.workspace,
+        "principal": source.caller.principal,
+        "exported_at": instant(source.moment),
+        "since": instant(source.since),
+    }
 
 
 def _line(f: TextIO, record: dict[str, Any]) -> None:
@@ -156,10 +164,22 @@ async def _markdown(source: Source, part: Path, told: _Told) -> int:
 # The front matter's keys, in this order (docs/export.md §markdown); the title is the note's
 # heading too, its text the body.
 FRONT_MATTER = (
-    "sr_id", "title", "tags", "lane", "lane_uuid", "visibility", "content_time", "ingest_time",
-    "created_time", "conversational", "has_correction", "has_adjustment", "caller", "node_id",
+    "sr_id",
+    "title",
+    "tags",
+    "lane",
+    "lane_uuid",
+    "visibility",
+    "content_time",
+    "ingest_time",
+    "created_time",
+    "conversational",
+    "has_correction",
+    "has_adjustment",
+    "caller",
+    "node_id",
     "links",
-)  # fmt: skip
+)
 
 
 def note(sr: dict[str, Any]) -> Iterator[str]:

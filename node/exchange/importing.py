@@ -122,8 +122,12 @@ class _Chunk:
         await self._keep([k for r in records for k in (r.key, *r.links)])
         await asyncio.gather(*(self._sr(r) for r in await self._new("sr", records)))
         for e in await self._new("episode", episodes):
-            await self._told(e, record_episode(self.ctx, self.caller, self.id(e.key), e.fields,
-                                               dry_run=self.report.dry_run))  # fmt: skip
+            await self._told(
+                e,
+                record_episode(
+                    self.ctx, self.caller, self.id(e.key), e.fields, dry_run=self.report.dry_run
+                ),
+            )
 
     async def _new(self, what: str, records: list[Any]) -> list[Any]:
         """The records not written yet (by their ids), each once."""

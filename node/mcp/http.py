@@ -69,8 +69,9 @@ class BearerGate:
         # The SDK binds a session to the credential that opened it (by client_id).
         expires = None if caller.expires is None else caller.expires // 1000
         scopes = sorted(caller.scopes)
-        access = AccessToken(token=token, client_id=caller.token_id, scopes=scopes,
-                             expires_at=expires)  # fmt: skip
+        access = AccessToken(
+            token=token, client_id=caller.token_id, scopes=scopes, expires_at=expires
+        )
         scope["user"] = AuthenticatedUser(access)
         scope[CALLER_KEY] = caller  # the tool call uses it rather than looking the token up again
         await self.app(scope, receive, send)
@@ -91,9 +92,12 @@ def http_app(node: Node, host: str) -> BearerGate:
     limits = node.config.serve_limits
     server = build_server(node, surface="http")
     app = server.streamable_http_app(
-        streamable_http_path=MCP_PATH, host=host, json_response=True,
-        max_request_body_size=limits.max_body_bytes, max_sessions=limits.max_sessions,
-    )  # fmt: skip
+        streamable_http_path=MCP_PATH,
+        host=host,
+        json_response=True,
+        max_request_body_size=limits.max_body_bytes,
+        max_sessions=limits.max_sessions,
+    )
     quota = SessionQuota(app, server.session_manager, limits.max_sessions_per_token)
     return BearerGate(BodyGate(quota, limits), node)
 
@@ -106,6 +110,7 @@ async def http_server(
     (``node.serve.asgi``)."""
     app = http_app(node, listener.getsockname()[0])
     limits = node.config.serve_limits
-    async with asgi_server(app, listener, limits, port="mcp", tls=tls, path=MCP_PATH,
-                           lifespan="on") as endpoint:  # fmt: skip
+    async with asgi_server(
+        app, listener, limits, port="mcp", tls=tls, path=MCP_PATH, lifespan="on"
+    ) as endpoint:
         yield endpoint

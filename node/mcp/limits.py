@@ -102,11 +102,13 @@ class BodyGate:
         if values > limits.max_json_values or depth > limits.max_json_depth:
             REFUSALS.count("mcp_json_shape")
         if values > limits.max_json_values:
-            return _refusal(f"request body holds more than {limits.max_json_values} JSON "
-                            "values", 400)  # fmt: skip
+            return _refusal(
+                f"request body holds more than {limits.max_json_values} JSON values", 400
+            )
         if depth > limits.max_json_depth:
-            return _refusal(f"request body nests JSON deeper than {limits.max_json_depth} "
-                            "levels", 400)  # fmt: skip
+            return _refusal(
+                f"request body nests JSON deeper than {limits.max_json_depth} levels", 400
+            )
         return None
 
 
@@ -151,8 +153,11 @@ class SessionQuota:
         async with turn:
             if self._held(caller.token_id) >= self.most:
                 REFUSALS.count("mcp_sessions_per_token")
-                refused = _refusal(f"this token already holds {self.most} open sessions: end "
-                                   "one (DELETE) or let one expire", 429)  # fmt: skip
+                refused = _refusal(
+                    f"this token already holds {self.most} open sessions: end "
+                    "one (DELETE) or let one expire",
+                    429,
+                )
                 await refused(scope, receive, send)
             else:
                 await self.app(scope, receive, send)

@@ -38,8 +38,13 @@ from node.tools.windows import turn_argument
 from node.windows.turn import META_KEY
 
 __all__ = [
-    "CALLER_KEY", "INTERNAL_ERROR", "SERVER_NAME", "bearer_token", "build_server", "tool_result",
-]  # fmt: skip
+    "CALLER_KEY",
+    "INTERNAL_ERROR",
+    "SERVER_NAME",
+    "bearer_token",
+    "build_server",
+    "tool_result",
+]
 
 SERVER_NAME = "memlane"
 CALLER_KEY = "memlane.caller"  # the ASGI scope key under which the bearer gate leaves the caller

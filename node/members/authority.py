@@ -83,8 +83,9 @@ class MeshAuthority:
         """Author ``member.add`` for ``key`` (also how a grant is changed or renewed)."""
         if cert_expires is None:
             cert_expires = self.store.wall() + DEFAULT_CERT_LIFETIME_MS
-        payload = grant_payload(key, workspaces, cert_expires, label, max_logs=max_logs,
-                                holds=holds)  # fmt: skip
+        payload = grant_payload(
+            key, workspaces, cert_expires, label, max_logs=max_logs, holds=holds
+        )
         await self._grant(key, payload)
         await self._release(key)
         return self._member(key)
@@ -98,10 +99,15 @@ class MeshAuthority:
         member = self.membership.find(name)
         if member.revoked is not None or member.added_at is None:
             raise UnknownMember(f"node {member.node_id} is revoked: its grant cannot change")
-        payload = grant_payload(member.key, member.workspaces, member.cert_expires, member.label,
-                                member.certificate,
-                                max_logs=member.max_logs if max_logs is None else max_logs,
-                                holds=member.holds if holds is None else holds)  # fmt: skip
+        payload = grant_payload(
+            member.key,
+            member.workspaces,
+            member.cert_expires,
+            member.label,
+            member.certificate,
+            max_logs=member.max_logs if max_logs is None else max_logs,
+            holds=member.holds if holds is None else holds,
+        )
         await self._grant(member.key, payload)
         return self._member(member.key)
 
@@ -145,8 +151,15 @@ class MeshAuthority:
             self.keys()[1], self.mesh, key, issued=self.store.wall(), expires=expires
         )
         pem = certs.pem(certificate).decode()
-        payload = grant_payload(key, member.workspaces, expires, member.label, pem,
-                                max_logs=member.max_logs, holds=member.holds)  # fmt: skip
+        payload = grant_payload(
+            key,
+            member.workspaces,
+            expires,
+            member.label,
+            pem,
+            max_logs=member.max_logs,
+            holds=member.holds,
+        )
         await self._grant(key, payload)
 
     async def _grant(self, key: bytes, payload: dict[str, Any]) -> None:
@@ -193,8 +206,9 @@ class MeshAuthority:
         if expires <= now:
             raise MeshError("an invite must be valid for some time")
         signing, _ = self.keys()
-        return invites.issue(signing, self.mesh, random_bytes(16), workspaces, expires, label,
-                             holds)  # fmt: skip
+        return invites.issue(
+            signing, self.mesh, random_bytes(16), workspaces, expires, label, holds
+        )
 
     async def redeem(
         self, text: str, joiner: bytes, *, cert_lifetime_ms: int = DEFAULT_CERT_LIFETIME_MS
@@ -210,9 +224,14 @@ class MeshAuthority:
             used = await self.store.has_state(txn, used_key)
             self._refuse_revoked(joiner)
             redeemed = invites.redeem(
-                text, joiner, now, authority=private, mesh=self.mesh, used=used,
+                text,
+                joiner,
+                now,
+                authority=private,
+                mesh=self.mesh,
+                used=used,
                 cert_lifetime_ms=cert_lifetime_ms,
-            )  # fmt: skip
+            )
             self.store.put_state(txn, used_key, joiner)
             done.append(redeemed)
             return encode_payload("member.add", redeemed.payload), redeemed.payload

@@ -80,11 +80,13 @@ def _at(ms: int) -> datetime.datetime:
 
 
 def _authority_name(mesh: bytes) -> x509.Name:
-    return x509.Name([
-        x509.NameAttribute(NameOID.ORGANIZATION_NAME, _ORGANISATION),
-        x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, mesh.hex()),
-        x509.NameAttribute(NameOID.COMMON_NAME, "mesh authority"),
-    ])  # fmt: skip
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, _ORGANISATION),
+            x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, mesh.hex()),
+            x509.NameAttribute(NameOID.COMMON_NAME, "mesh authority"),
+        ]
+    )
 
 
 def authority_certificate(authority: Ed25519PrivateKey, mesh: bytes) -> x509.Certificate:
@@ -118,11 +120,13 @@ def node_certificate(
     not_before = issued - NOT_BEFORE_SLACK_MS
     if expires <= not_before:
         raise MeshError("a certificate must expire after it is issued")
-    subject = x509.Name([
-        x509.NameAttribute(NameOID.ORGANIZATION_NAME, _ORGANISATION),
-        x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, mesh.hex()),
-        x509.NameAttribute(NameOID.COMMON_NAME, node_id(node_key)),
-    ])  # fmt: skip
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, _ORGANISATION),
+            x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, mesh.hex()),
+            x509.NameAttribute(NameOID.COMMON_NAME, node_id(node_key)),
+        ]
+    )
     usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
     return (
         x509.CertificateBuilder()
@@ -146,10 +150,16 @@ def node_certificate(
 
 def _usage(*, cert_sign: bool) -> x509.KeyUsage:
     return x509.KeyUsage(
-        digital_signature=not cert_sign, content_commitment=False, key_encipherment=False,
-        data_encipherment=False, key_agreement=False, key_cert_sign=cert_sign,
-        crl_sign=cert_sign, encipher_only=False, decipher_only=False,
-    )  # fmt: skip
+        digital_signature=not cert_sign,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=cert_sign,
+        crl_sign=cert_sign,
+        encipher_only=False,
+        decipher_only=False,
+    )
 
 
 def pem(certificate: x509.Certificate) -> bytes:

@@ -59,8 +59,15 @@ class Invite:
     holds: tuple[str, ...] | None = None  # None: all
 
     def _fields(self) -> list[Any]:
-        fields = [_VERSION, self.mesh, self.authority, self.invite_id, list(self.workspaces),
-                  self.expires, self.label]  # fmt: skip
+        fields = [
+            _VERSION,
+            self.mesh,
+            self.authority,
+            self.invite_id,
+            list(self.workspaces),
+            self.expires,
+            self.label,
+        ]
         return fields if self.holds is None else [*fields, list(self.holds)]
 
 
@@ -86,8 +93,15 @@ def issue(
     # The grant it promises must be valid.
     promised = grant_payload(bytes(32), workspaces, expires, label, holds=holds)
     held = promised.get("holds")
-    invite = Invite(mesh, authority.public, invite_id, tuple(workspaces), expires, label,
-                    None if held is None else tuple(held))  # fmt: skip
+    invite = Invite(
+        mesh,
+        authority.public,
+        invite_id,
+        tuple(workspaces),
+        expires,
+        label,
+        None if held is None else tuple(held),
+    )
     body = encode_canonical(invite._fields())
     sig = authority.sign(_DOMAIN + body)
     return PREFIX + base64.urlsafe_b64encode(body + sig).rstrip(b"=").decode()
@@ -121,14 +135,25 @@ def _fields(body: bytes) -> Invite:
     _, mesh, authority, invite_id, workspaces, expires, label, *rest = value
     holds = rest[0] if rest else None
     ok = (
-        _is_bytes(mesh, 16) and _is_bytes(authority, 32) and _is_bytes(invite_id, 16)
-        and _is_names(workspaces) and (holds is None or _is_names(holds))
-        and type(expires) is int and (label is None or isinstance(label, str))
-    )  # fmt: skip
+        _is_bytes(mesh, 16)
+        and _is_bytes(authority, 32)
+        and _is_bytes(invite_id, 16)
+        and _is_names(workspaces)
+        and (holds is None or _is_names(holds))
+        and type(expires) is int
+        and (label is None or isinstance(label, str))
+    )
     if not ok:
         raise InviteError("not a memlane invite")
-    return Invite(mesh, authority, invite_id, tuple(workspaces), expires, label,
-                  None if holds is None else tuple(holds))  # fmt: skip
+    return Invite(
+        mesh,
+        authority,
+        invite_id,
+        tuple(workspaces),
+        expires,
+        label,
+        None if holds is None else tuple(holds),
+    )
 
 
 def _is_names(value: Any) -> bool:

@@ -124,8 +124,11 @@ def grant_payload(
 ) -> dict[str, Any]:
     """A valid ``member.add`` payload, or ``MeshError`` naming what is wrong; ``max_logs``
     only when it is not the mesh's default, ``holds`` only when it is not all (``*``)."""
-    payload: dict[str, Any] = {"node": key, "workspaces": list(workspaces),
-                               "cert_expires": cert_expires}  # fmt: skip
+    payload: dict[str, Any] = {
+        "node": key,
+        "workspaces": list(workspaces),
+        "cert_expires": cert_expires,
+    }
     if label is not None:
         payload["label"] = label
     if certificate is not None:
@@ -148,10 +151,19 @@ def _as_set(names: tuple[str, ...]) -> frozenset[str] | None:
 def _granted(key: bytes, entry: _Entry) -> Member:
     workspaces = tuple(entry.payload["workspaces"])
     holds = tuple(entry.payload.get("holds", (ALL_WORKSPACES,)))
-    return Member(key, workspaces, entry.payload["cert_expires"], entry.payload.get("label"),
-                  entry.wall, None, entry.payload.get("certificate"),
-                  entry.payload.get("max_logs", DEFAULT_MAX_LOGS), _as_set(workspaces),
-                  holds, _as_set(holds))  # fmt: skip
+    return Member(
+        key,
+        workspaces,
+        entry.payload["cert_expires"],
+        entry.payload.get("label"),
+        entry.wall,
+        None,
+        entry.payload.get("certificate"),
+        entry.payload.get("max_logs", DEFAULT_MAX_LOGS),
+        _as_set(workspaces),
+        holds,
+        _as_set(holds),
+    )
 
 
 def _revoked(key: bytes, old: Member | None, entry: _Entry) -> Member:
@@ -264,8 +276,7 @@ class Membership:
         for log_id, raw, data in await select_member_entries(scalar):
             h = decode_header(raw)
             payload = decode_payload(h.kind, data)
-            self._entries[(log_id, h.seq)] = _entry(h.hlc, h.epoch, h.seq, log_id, h.kind,
-                                                    payload)  # fmt: skip
+            self._entries[(log_id, h.seq)] = _entry(h.hlc, h.epoch, h.seq, log_id, h.kind, payload)
         self._refold(mark=False)
 
     async def prepare(self, txn: Txn, payloads: Sequence[tuple[str, dict[str, Any]]]) -> None:

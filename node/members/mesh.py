@@ -97,8 +97,14 @@ class MeshMembers:
         """Author ``member.add`` for ``key`` with the authority key (this node must hold it);
         ``cert_expires`` defaults to 90 days from now, ``max_logs`` to the mesh's 64,
         ``holds`` to all (docs/partial.md)."""
-        return await self._authority.add(key, workspaces=workspaces, cert_expires=cert_expires,
-                                         label=label, max_logs=max_logs, holds=holds)  # fmt: skip
+        return await self._authority.add(
+            key,
+            workspaces=workspaces,
+            cert_expires=cert_expires,
+            label=label,
+            max_logs=max_logs,
+            holds=holds,
+        )
 
     async def regrant(
         self, node: str, *, max_logs: int | None = None, holds: Sequence[str] | None = None
@@ -129,8 +135,13 @@ class MeshMembers:
         """A signed, single-use invite to this mesh (``memlane mesh invite``), valid for
         ``lifetime_ms`` from now, or until ``expires`` (ms) when given; ``holds``: the
         workspaces whose payloads the joiner holds (None: all)."""
-        return self._authority.invite(workspaces=workspaces, lifetime_ms=lifetime_ms,
-                                      label=label, expires=expires, holds=holds)  # fmt: skip
+        return self._authority.invite(
+            workspaces=workspaces,
+            lifetime_ms=lifetime_ms,
+            label=label,
+            expires=expires,
+            holds=holds,
+        )
 
     async def redeem_invite(
         self, invite: str, joiner_key: bytes, *, cert_lifetime_ms: int = DEFAULT_CERT_LIFETIME_MS

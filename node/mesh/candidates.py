@@ -107,13 +107,19 @@ class Candidates:
         for dialled in self.dialled.values():
             if self._linked(dialled.peer):
                 dialled.since, dialled.strikes = now, 0
-        stale = sorted((d for d in self.dialled.values() if now - d.since >= self.evict_after),
-                       key=lambda d: d.since)[: len(self.waiting)]  # fmt: skip
+        stale = sorted(
+            (d for d in self.dialled.values() if now - d.since >= self.evict_after),
+            key=lambda d: d.since,
+        )[: len(self.waiting)]
         for dialled in stale:
             self._drop(dialled.seen.name)
             REFUSALS.count("discovery_evicted")
-            _log.info("evicting a discovered node that did not link", name=dialled.seen.name,
-                      address=dialled.address, strikes=dialled.strikes + 1)  # fmt: skip
+            _log.info(
+                "evicting a discovered node that did not link",
+                name=dialled.seen.name,
+                address=dialled.address,
+                strikes=dialled.strikes + 1,
+            )
         self._fill()
         for dialled in stale:  # behind the nodes that took their places
             self._queue(dialled.seen, dialled.strikes + 1)
@@ -126,8 +132,11 @@ class Candidates:
         if len(self.waiting) >= self.max_waiting:
             worst = max(self.waiting.values(), key=lambda w: w.strikes)  # the oldest of them
             if worst.strikes <= strikes:
-                _log.warning("discovered nodes at their limit", limit=self.max_waiting,
-                             ignored=_address(seen))  # fmt: skip
+                _log.warning(
+                    "discovered nodes at their limit",
+                    limit=self.max_waiting,
+                    ignored=_address(seen),
+                )
                 return
             del self.waiting[worst.seen.name]
         self.waiting[seen.name] = _Waiting(seen, strikes)
@@ -136,7 +145,8 @@ class Candidates:
         while len(self.dialled) < self.max_peers and self.waiting:
             best = min(self.waiting.values(), key=lambda w: w.strikes)  # the oldest of them
             del self.waiting[best.seen.name]
-            _log.info("dialling a discovered node", name=best.seen.name,
-                      address=_address(best.seen))  # fmt: skip
+            _log.info(
+                "dialling a discovered node", name=best.seen.name, address=_address(best.seen)
+            )
             peer = self._dial(best.seen)
             self.dialled[best.seen.name] = Dialled(best.seen, peer, self._clock(), best.strikes)

@@ -71,8 +71,9 @@ def advertised_addresses(host: str, interfaces: Sequence[str]) -> list[str]:
         return [host]
     if interfaces:
         return [a for a in interfaces if ipaddress.ip_address(a).version == 4]
-    found = sorted({ip.ip for adapter in ifaddr.get_adapters() for ip in adapter.ips
-                    if isinstance(ip.ip, str)})  # fmt: skip
+    found = sorted(
+        {ip.ip for adapter in ifaddr.get_adapters() for ip in adapter.ips if isinstance(ip.ip, str)}
+    )
     return [a for a in found if not ipaddress.ip_address(a).is_loopback] or found
 
 
@@ -104,14 +105,17 @@ class Discovery:
         if host is not None and port is not None:
             addresses = advertised_addresses(host, self.interfaces)
             info = AsyncServiceInfo(
-                SERVICE_TYPE, self.name, port=port,
+                SERVICE_TYPE,
+                self.name,
+                port=port,
                 addresses=[socket.inet_aton(a) for a in addresses],
                 properties={"v": "1", "mesh": self.mesh.hex(), "node": self.key.hex()},
-            )  # fmt: skip
+            )
             await self._zc.async_register_service(info, allow_name_change=True)
             _log.info("advertising on zeroconf", name=self.name, addresses=addresses, port=port)
-        self._browser = AsyncServiceBrowser(self._zc.zeroconf, SERVICE_TYPE,
-                                            handlers=[self._changed])  # fmt: skip
+        self._browser = AsyncServiceBrowser(
+            self._zc.zeroconf, SERVICE_TYPE, handlers=[self._changed]
+        )
 
     async def close(self) -> None:
         """Stop browsing and withdraw the advertisement (a goodbye on the network)."""
@@ -141,8 +145,9 @@ class Discovery:
         info = AsyncServiceInfo(SERVICE_TYPE, name)
         if not await info.async_request(zeroconf, _RESOLVE_MS):
             return
-        seen = sighting(name, info.properties, info.parsed_addresses(IPVersion.V4Only),
-                        info.port or 0)  # fmt: skip
+        seen = sighting(
+            name, info.properties, info.parsed_addresses(IPVersion.V4Only), info.port or 0
+        )
         if seen is None:
             _log.info("ignoring a service that is not a memlane node's", name=name)
             return

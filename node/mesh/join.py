@@ -172,8 +172,13 @@ class JoinService:
             _log.warning("a join was refused", reason=str(exc))
             return encode_refused(JoinRefused(str(exc)))
         entries = await node.membership.authority_entries()
-        answer = JoinAnswer(node.info.mesh, node.membership.authority_key or b"", tuple(entries),
-                            self._ca, certs.pem(redeemed.certificate))  # fmt: skip
+        answer = JoinAnswer(
+            node.info.mesh,
+            node.membership.authority_key or b"",
+            tuple(entries),
+            self._ca,
+            certs.pem(redeemed.certificate),
+        )
         _log.info("a node joined", node=redeemed.payload.get("node", b"").hex())
         try:
             return encode_answer(answer)

@@ -257,8 +257,9 @@ class Link:
         except DuplicateLink as exc:
             raise LinkRefused(str(exc)) from exc
         self.source = f"peer:{node_id(key)}"
-        self._fetch = Fetch(self.host.replica, key, self.session.features,
-                            retry=self.host.options.payload_retry)  # fmt: skip
+        self._fetch = Fetch(
+            self.host.replica, key, self.session.features, retry=self.host.options.payload_retry
+        )
         self.host.fetches[self._fetch] = self._wake
         hello = self.session.peer
         await self.host.replica.note_features(key, hello.features if hello else ())
@@ -389,9 +390,11 @@ class Link:
         most = self.host.options.frontier_part
         parts = frontier.parts(most)
         if len(parts) > 1 and FRONTIER_PARTS not in self.session.features:
-            raise LinkFailed(f"this node holds {len(frontier.tips)} logs, more than one frontier "
-                             f"message lists ({most}), and the peer does not offer "
-                             f"{FRONTIER_PARTS!r} (protocol 1.1)")  # fmt: skip
+            raise LinkFailed(
+                f"this node holds {len(frontier.tips)} logs, more than one frontier "
+                f"message lists ({most}), and the peer does not offer "
+                f"{FRONTIER_PARTS!r} (protocol 1.1)"
+            )
         for part in parts:
             await self._write(self.session.send(part))
 

@@ -71,9 +71,13 @@ class Outbox:
         """The next entries, as many as ``entries`` and ``nbytes`` allow."""
         while self._ranges and len(self._buffer) < entries and self._cost < nbytes:
             out = self._ranges[0]
-            rows = await replica.span(out.log_id, gt=out.next - 1, lte=out.last,
-                                      limit=entries - len(self._buffer),
-                                      max_bytes=nbytes - self._cost)  # fmt: skip
+            rows = await replica.span(
+                out.log_id,
+                gt=out.next - 1,
+                lte=out.last,
+                limit=entries - len(self._buffer),
+                max_bytes=nbytes - self._cost,
+            )
             if not rows:
                 if nbytes - self._cost < LARGEST_ENTRY:
                     break  # the next entry may not fit: wait for credit

@@ -49,8 +49,13 @@ class PeerState(Enum):
 _OPEN = (PeerState.CONNECTING, PeerState.SYNCING, PeerState.LIVE)
 # Which record speaks for a node: an open link first, then a dialled peer (it will be dialled
 # again), then a closed connection.
-_RANK = {PeerState.LIVE: 4, PeerState.SYNCING: 3, PeerState.CONNECTING: 2,
-         PeerState.BACKOFF: 1, PeerState.CLOSED: 0}  # fmt: skip
+_RANK = {
+    PeerState.LIVE: 4,
+    PeerState.SYNCING: 3,
+    PeerState.CONNECTING: 2,
+    PeerState.BACKOFF: 1,
+    PeerState.CLOSED: 0,
+}
 
 
 @dataclass(slots=True, eq=False)
@@ -117,13 +122,19 @@ class PeerNode:
         errors = [p for p in records if p.last_error is not None]
         newest = max(errors, key=lambda p: p.error_at) if errors else None
         return cls(
-            key=lead.key, address=lead.address, outbound=lead.outbound, state=lead.state,
-            connected_at=lead.connected_at, lag_in=lead.lag_in, lag_out=lead.lag_out,
+            key=lead.key,
+            address=lead.address,
+            outbound=lead.outbound,
+            state=lead.state,
+            connected_at=lead.connected_at,
+            lag_in=lead.lag_in,
+            lag_out=lead.lag_out,
             connections=sum(p.connections for p in records),
-            received=sum(p.received for p in records), sent=sum(p.sent for p in records),
+            received=sum(p.received for p in records),
+            sent=sum(p.sent for p in records),
             rounds=sum(p.rounds for p in records),
             last_error=None if newest is None else newest.last_error,
-        )  # fmt: skip
+        )
 
 
 class PeerTable:
@@ -157,8 +168,10 @@ class PeerTable:
                 groups.setdefault(peer.key, []).append(peer)
             elif peer.outbound:
                 groups[peer] = [peer]
-        return [PeerNode.of(records, self._by_key.get(key) if isinstance(key, bytes) else None)
-                for key, records in groups.items()]  # fmt: skip
+        return [
+            PeerNode.of(records, self._by_key.get(key) if isinstance(key, bytes) else None)
+            for key, records in groups.items()
+        ]
 
     def linked(self, key: bytes, *, besides: Peer | None = None) -> bool:
         """Whether an open connection to node ``key`` runs (other than ``besides``'s)."""
@@ -196,8 +209,11 @@ class PeerTable:
             if other.close is not None:
                 other.close("replaced by a connection to the same node")
         if not peer.outbound:  # one record per node that connects here
-            for old in [p for p in self._peers if p.key == key and p is not peer
-                        and not p.outbound and p.state not in _OPEN]:  # fmt: skip
+            for old in [
+                p
+                for p in self._peers
+                if p.key == key and p is not peer and not p.outbound and p.state not in _OPEN
+            ]:
                 self._merge(peer, old)
         peer.key = key
         self._by_key[key] = peer

@@ -135,8 +135,10 @@ def tls_contexts(node: Node) -> tuple[ssl.SSLContext, ssl.SSLContext, x509.Certi
     """(server, client) contexts presenting this node's certificate, and the certificate."""
     ca, certificate = certificates(node)
     key = certs.private_key(node.path / NODE_KEY_FILE)
-    server, client = (certs.server_context(ca, certificate, key),
-                      certs.client_context(ca, certificate, key))  # fmt: skip
+    server, client = (
+        certs.server_context(ca, certificate, key),
+        certs.client_context(ca, certificate, key),
+    )
     return server, client, certificate
 
 
@@ -145,14 +147,21 @@ def tls_contexts(node: Node) -> tuple[ssl.SSLContext, ssl.SSLContext, x509.Certi
 
 def _peer_row(peer: PeerNode, *, closed: bool = False) -> dict[str, Any]:
     return {
-        "node_id": peer.node_id, "address": peer.address, "direction": peer.direction,
+        "node_id": peer.node_id,
+        "address": peer.address,
+        "direction": peer.direction,
         "state": "closed" if closed else peer.state.value,
-        "connected_at": None if closed or peer.connected_at is None
+        "connected_at": None
+        if closed or peer.connected_at is None
         else int(peer.connected_at * 1000),
-        "connections": peer.connections, "lag_in": peer.lag_in, "lag_out": peer.lag_out,
-        "received": peer.received, "sent": peer.sent, "rounds": peer.rounds,
+        "connections": peer.connections,
+        "lag_in": peer.lag_in,
+        "lag_out": peer.lag_out,
+        "received": peer.received,
+        "sent": peer.sent,
+        "rounds": peer.rounds,
         "last_error": peer.last_error,
-    }  # fmt: skip
+    }
 
 
 def peer_rows(table: PeerTable, *, closed: bool = False) -> list[dict[str, Any]]:
@@ -193,8 +202,9 @@ class SyncService:
 
     def __init__(self, node: Node, *, options: SyncOptions | None = None) -> None:
         self.node = node
-        self.sync = Sync(node.replica(), key=node.key.public, options=options,
-                         peer_key=self._peer_key)  # fmt: skip
+        self.sync = Sync(
+            node.replica(), key=node.key.public, options=options, peer_key=self._peer_key
+        )
         self.address: tuple[str, int] | None = None
         self._watch: asyncio.Task[None] | None = None
         self._written: _Snapshot | None = None
@@ -247,18 +257,25 @@ class SyncService:
 
     async def _discover(self, settings: DiscoverySettings) -> None:
         self.candidates = Candidates(
-            max_peers=settings.max_peers, max_waiting=settings.max_waiting,
-            evict_after=settings.evict_after, hang_up=self.sync.hang_up,
+            max_peers=settings.max_peers,
+            max_waiting=settings.max_waiting,
+            evict_after=settings.evict_after,
+            hang_up=self.sync.hang_up,
             dial=lambda seen: self.sync.dial(seen.host, seen.port, ssl=self._client),
             linked=lambda peer: peer.key is not None and self.sync.peers.linked(peer.key),
-        )  # fmt: skip
-        self.discovery = Discovery(mesh=self.node.info.mesh, key=self.node.key.public,
-                                   interfaces=settings.interfaces, found=self.sighted,
-                                   lost=self.vanished)  # fmt: skip
+        )
+        self.discovery = Discovery(
+            mesh=self.node.info.mesh,
+            key=self.node.key.public,
+            interfaces=settings.interfaces,
+            found=self.sighted,
+            lost=self.vanished,
+        )
         host, port = self.address if self.address is not None else (None, None)
         await self.discovery.start(host, port)
-        self._rotation = asyncio.create_task(self._rotate(self.candidates),
-                                             name="memlane-discovery-rotation")  # fmt: skip
+        self._rotation = asyncio.create_task(
+            self._rotate(self.candidates), name="memlane-discovery-rotation"
+        )
 
     @property
     def discovered(self) -> dict[str, Dialled]:
@@ -365,7 +382,14 @@ class SyncService:
 
     async def _save(self, snapshot: _Snapshot) -> None:
         at = self.node.wall()
-        data = json.dumps({"serving": snapshot.serving, "at": at, "listen": snapshot.listen,
-                           "peers": snapshot.peers}, sort_keys=True).encode()  # fmt: skip
+        data = json.dumps(
+            {
+                "serving": snapshot.serving,
+                "at": at,
+                "listen": snapshot.listen,
+                "peers": snapshot.peers,
+            },
+            sort_keys=True,
+        ).encode()
         await self.node.membership.save_peers(data)
         self._written, self._written_at = snapshot, time.monotonic()

@@ -162,10 +162,12 @@ class Sync:
         """Keep a connection to ``host``:``port``, reconnecting after every failure."""
         peer = self.peers.dialled(f"{host}:{port}")
         self._hung_up[peer] = asyncio.Event()
-        opener = functools.partial(asyncio.open_connection, host, port, ssl=ssl,
-                                   server_hostname=server_hostname)  # fmt: skip
-        task = asyncio.create_task(self._dial(peer, opener),
-                                   name=f"memlane-sync-dial-{host}:{port}")  # fmt: skip
+        opener = functools.partial(
+            asyncio.open_connection, host, port, ssl=ssl, server_hostname=server_hostname
+        )
+        task = asyncio.create_task(
+            self._dial(peer, opener), name=f"memlane-sync-dial-{host}:{port}"
+        )
         self._dialers.add(task)
         task.add_done_callback(self._dialers.discard)
         return peer
@@ -256,8 +258,9 @@ class Sync:
                 await self._refuse(writer, None)
                 return None
         session = Session(mesh=self.mesh, node=self.key, features=self.options.features)
-        link = Link(reader, writer, host=self.host, peer=peer, session=session,
-                    expected_key=expected)  # fmt: skip
+        link = Link(
+            reader, writer, host=self.host, peer=peer, session=session, expected_key=expected
+        )
         self._links.add(link)
         try:
             return await link.run()

@@ -81,8 +81,13 @@ def make_embedder(config: SearchConfig) -> Embedder:
     if config.embedder == "endpoint":
         if config.url is None or config.model is None:
             raise ConfigError('search.url and search.model are required for "endpoint"')
-        return EndpointEmbedder(config.url, config.model, key_file=config.key_file,
-                                timeout=config.timeout_ms / 1000, batch=config.batch)  # fmt: skip
+        return EndpointEmbedder(
+            config.url,
+            config.model,
+            key_file=config.key_file,
+            timeout=config.timeout_ms / 1000,
+            batch=config.batch,
+        )
     return NoEmbedder()
 
 
@@ -155,8 +160,9 @@ def _load_wordllama() -> Any:
         # <package>/tokenizer/ (a folder the wheel lacks), then in <cache_dir>/tokenizers/,
         # where the wheel has it.  disable_download turns a missing file into an error
         # instead of a fetch from a model hub.
-        return wordllama.WordLlama.load(config=_WORDLLAMA_CONFIG, dim=_WORDLLAMA_DIM,
-                                        cache_dir=package, disable_download=True)  # fmt: skip
+        return wordllama.WordLlama.load(
+            config=_WORDLLAMA_CONFIG, dim=_WORDLLAMA_DIM, cache_dir=package, disable_download=True
+        )
     except (OSError, ValueError) as exc:
         raise EmbedderUnavailable(
             f"wordllama's {_WORDLLAMA_CONFIG}_{_WORDLLAMA_DIM} files are not usable in "
@@ -223,8 +229,10 @@ class EndpointEmbedder:
     async def embed(self, texts: Sequence[str]) -> Vectors:
         batch = _texts(texts)
         sent = _nonblank(batch)
-        parts = [await self._request([batch[i] for i in sent[k : k + self._batch]])
-                 for k in range(0, len(sent), self._batch)]  # fmt: skip
+        parts = [
+            await self._request([batch[i] for i in sent[k : k + self._batch]])
+            for k in range(0, len(sent), self._batch)
+        ]
         rows = np.zeros((len(batch), self.dim or 0), dtype=np.float32)
         if parts:
             rows[sent] = np.concatenate(parts)
@@ -236,25 +244,31 @@ class EndpointEmbedder:
     async def _request(self, texts: list[str]) -> Vectors:
         body = json.dumps({"model": self._name, "input": texts}).encode()
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
-        answer = await http1.post(self._url, body, headers, within=self._timeout,
-                                  max_body=self._max)  # fmt: skip
+        answer = await http1.post(
+            self._url, body, headers, within=self._timeout, max_body=self._max
+        )
         self._check_status(answer)
         vectors = await asyncio.to_thread(_vectors, answer.body, len(texts), self._where)
         if self.dim is not None and vectors.shape[1] != self.dim:
-            raise EmbedderUnavailable(f"{self._where} answered {vectors.shape[1]}-d vectors "
-                                      f"where it had answered {self.dim}-d ones")  # fmt: skip
+            raise EmbedderUnavailable(
+                f"{self._where} answered {vectors.shape[1]}-d vectors "
+                f"where it had answered {self.dim}-d ones"
+            )
         self.dim = vectors.shape[1]
         return vectors
 
     def _check_status(self, answer: http1.Answer) -> None:
         if answer.status in (401, 403):
             hint = "check search.key_file" if self._key else "it wants a key: set search.key_file"
-            raise EmbedderUnavailable(f"{self._where} refused the request "
-                                      f"(HTTP {answer.status}): {hint}")  # fmt: skip
+            raise EmbedderUnavailable(
+                f"{self._where} refused the request (HTTP {answer.status}): {hint}"
+            )
         if answer.status != 200:
             said = _said(answer.body)
-            raise EmbedderUnavailable(f"{self._where} answered HTTP {answer.status} "
-                                      f"{answer.reason}{f': {said}' if said else ''}")  # fmt: skip
+            raise EmbedderUnavailable(
+                f"{self._where} answered HTTP {answer.status} "
+                f"{answer.reason}{f': {said}' if said else ''}"
+            )
 
 
 def _vectors(body: bytes, count: int, where: str) -> Vectors:
@@ -280,8 +294,9 @@ def _matrix(rows: list[Any], where: str) -> npt.NDArray[np.float64]:
     except ValueError:  # rows of different lengths
         matrix = np.array([])
     if matrix.ndim != 2 or matrix.shape[1] == 0 or matrix.dtype.kind not in "fi":
-        raise EmbedderUnavailable(f"{where} answered embeddings that are not lists of "
-                                  "numbers of one length")  # fmt: skip
+        raise EmbedderUnavailable(
+            f"{where} answered embeddings that are not lists of numbers of one length"
+        )
     if not np.isfinite(matrix).all():
         raise EmbedderUnavailable(f"{where} answered embeddings that are not finite")
     return matrix.astype(np.float64)
@@ -306,8 +321,9 @@ def _read_key(path: Path) -> str:
     except UnicodeDecodeError:
         raise ConfigError(f"search.key_file: {path} is not text") from None
     if not key or not all("!" <= c <= "~" for c in key):  # it goes into a header line
-        raise ConfigError(f"search.key_file: {path} must hold one key of printable ASCII "
-                          "without spaces")  # fmt: skip
+        raise ConfigError(
+            f"search.key_file: {path} must hold one key of printable ASCII without spaces"
+        )
     return key
 
 
@@ -318,5 +334,8 @@ def _warn_if_plain(url: SplitResult, where: str) -> None:
     except ValueError:
         loopback = False
     if url.scheme == "http" and not loopback:
-        log.warning("embedder_plain_http", endpoint=where,
-                    hint="SR titles, texts and tags travel unencrypted: use https")  # fmt: skip
+        log.warning(
+            "embedder_plain_http",
+            endpoint=where,
+            hint="SR titles, texts and tags travel unencrypted: use https",
+        )

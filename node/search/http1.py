@@ -71,10 +71,15 @@ async def _exchange(url: SplitResult, request: bytes, max_body: int) -> Answer:
 
 def _request(url: SplitResult, body: bytes, headers: Mapping[str, str]) -> bytes:
     path = url.path.rstrip("/") + "/v1/embeddings"
-    lines = [f"POST {path} HTTP/1.1", f"Host: {_host_port(url)}",
-             "Content-Type: application/json", "Accept: application/json",
-             f"Content-Length: {len(body)}", "Connection: close",
-             *(f"{name}: {value}" for name, value in headers.items())]  # fmt: skip
+    lines = [
+        f"POST {path} HTTP/1.1",
+        f"Host: {_host_port(url)}",
+        "Content-Type: application/json",
+        "Accept: application/json",
+        f"Content-Length: {len(body)}",
+        "Connection: close",
+        *(f"{name}: {value}" for name, value in headers.items()),
+    ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 

@@ -141,11 +141,14 @@ class VectorIndex:
     async def status(self) -> IndexStatus:
         reader = self.store.reader
         assert reader is not None
-        vectors, queued = (await reader.fetchall(
-            "SELECT (SELECT count(*) FROM sr_vectors), (SELECT count(*) FROM sr_embed_queue)"
-        ))[0]  # fmt: skip
-        return IndexStatus(self.embedder.model, self.stored, int(vectors), int(queued),
-                           self.last_error)  # fmt: skip
+        vectors, queued = (
+            await reader.fetchall(
+                "SELECT (SELECT count(*) FROM sr_vectors), (SELECT count(*) FROM sr_embed_queue)"
+            )
+        )[0]
+        return IndexStatus(
+            self.embedder.model, self.stored, int(vectors), int(queued), self.last_error
+        )
 
     def wake(self) -> None:
         """Look at the queue now (SRs were written or received here)."""
@@ -203,9 +206,8 @@ class VectorIndex:
         for start in range(0, len(sr_ids), 500):
             chunk = sr_ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            found.update((s, bytes(d)) for s, d in await reader.fetchall(
-                f"SELECT sr_id, digest FROM sr_vectors WHERE sr_id IN ({marks})", chunk  # noqa: S608
-            ))  # fmt: skip
+            sql = f"SELECT sr_id, digest FROM sr_vectors WHERE sr_id IN ({marks})"  # noqa: S608
+            found.update((s, bytes(d)) for s, d in await reader.fetchall(sql, chunk))
         return found
 
     async def _store(
@@ -221,14 +223,17 @@ class VectorIndex:
                 vec = made.get(sr_id)
                 if vec is None:
                     txn.add("UPDATE sr_vectors SET doc = ? WHERE sr_id = ?", (doc, sr_id))
-                    kept = await txn.fetchone("SELECT vec FROM sr_vectors WHERE sr_id = ?",
-                                              (sr_id,))  # fmt: skip
+                    kept = await txn.fetchone(
+                        "SELECT vec FROM sr_vectors WHERE sr_id = ?", (sr_id,)
+                    )
                     assert kept is not None, "a known digest has its vector"
                     vec = np.frombuffer(kept[0], dtype=np.int8)
                 else:
-                    txn.add("INSERT OR REPLACE INTO sr_vectors (sr_id, doc, digest, vec) "
-                            "VALUES (?, ?, ?, ?)", (sr_id, doc, _digest(texts[sr_id]),
-                                                    vec.tobytes()))  # fmt: skip
+                    txn.add(
+                        "INSERT OR REPLACE INTO sr_vectors (sr_id, doc, digest, vec) "
+                        "VALUES (?, ?, ?, ?)",
+                        (sr_id, doc, _digest(texts[sr_id]), vec.tobytes()),
+                    )
                 taken.append((sr_id, doc, vec))
             elif sr_id is not None and now is not None:
                 continue  # written again meanwhile: embedded next time

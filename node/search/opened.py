@@ -32,8 +32,13 @@ async def open_index(
     from node.search.embedders import make_embedder  # numpy loads only where one is kept
     from node.search.index import VectorIndex
 
-    index = VectorIndex(store, make_embedder(search), batch=search.batch,
-                        weight=search.fusion_weight, timeout=search.timeout_ms / 1000)  # fmt: skip
+    index = VectorIndex(
+        store,
+        make_embedder(search),
+        batch=search.batch,
+        weight=search.fusion_weight,
+        timeout=search.timeout_ms / 1000,
+    )
     try:
         await index.open(work=embed)
         yield index

@@ -52,9 +52,15 @@ def _url(listener: socket.socket, tls: Tls | None, path: str) -> str:
 
 @asynccontextmanager
 async def asgi_server(
-    app: ASGIApp, listener: socket.socket, limits: ServeLimits, *, port: str,
-    tls: Tls | None = None, path: str = "/", lifespan: Literal["on", "off"] = "off",
-) -> AsyncIterator[Endpoint]:  # fmt: skip
+    app: ASGIApp,
+    listener: socket.socket,
+    limits: ServeLimits,
+    *,
+    port: str,
+    tls: Tls | None = None,
+    path: str = "/",
+    lifespan: Literal["on", "off"] = "off",
+) -> AsyncIterator[Endpoint]:
     """Serve ``app`` on ``listener`` (bound and listening) until the block ends, its
     connections bounded by ``limits`` and counted as ``port``'s; ``path`` ends the URL it
     answers at.  A certificate or key that cannot be loaded raises before anything is served
@@ -64,10 +70,18 @@ async def asgi_server(
     if tls is not None:
         options = {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
     config = uvicorn.Config(
-        app, lifespan=lifespan, ws="none", log_config=None, log_level="warning",
-        access_log=False, proxy_headers=False, server_header=False,
-        timeout_graceful_shutdown=_GRACE_SECONDS, backlog=_BACKLOG, **options,
-    )  # fmt: skip
+        app,
+        lifespan=lifespan,
+        ws="none",
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=_GRACE_SECONDS,
+        backlog=_BACKLOG,
+        **options,
+    )
     try:
         config.load()
     except OSError as exc:  # ssl.SSLError is one; nothing else here touches files

@@ -34,10 +34,14 @@ __all__ = ["BoundedH11", "bounded_protocol"]
 _BUSY_TEXT = "too many connections: try again later"
 # What one connection too many is answered in plain HTTP, per port: MCP's clients read JSON-RPC.
 _BUSY_BODIES = {
-    "mcp": ("application/json", json.dumps({"jsonrpc": "2.0", "id": None, "error": {
-        "code": -32600, "message": _BUSY_TEXT}}).encode()),
+    "mcp": (
+        "application/json",
+        json.dumps(
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": _BUSY_TEXT}}
+        ).encode(),
+    ),
     "web": ("text/plain; charset=utf-8", _BUSY_TEXT.encode()),
-}  # fmt: skip
+}
 
 
 def _busy(port: str) -> bytes:
@@ -81,9 +85,12 @@ class BoundedH11(H11Protocol):
         assert self.tls is not None
         try:
             secured = await self.loop.start_tls(
-                transport, self, self.tls, server_side=True,
+                transport,
+                self,
+                self.tls,
+                server_side=True,
                 ssl_handshake_timeout=self.header_timeout,
-            )  # fmt: skip
+            )
         except ConnectionAbortedError:  # asyncio's word for a handshake out of time
             REFUSALS.count(f"{self.port}_header_timeout")
             secured = None
@@ -152,7 +159,14 @@ def bounded_protocol(
     """uvicorn's HTTP/1.1 protocol for one server, the ``port`` named in its counters and
     answers (``mcp`` or ``web``): ``limits``' connection count and header timeout, and TLS with
     ``tls`` when given (uvicorn is then given none)."""
-    return type("BoundedH11", (BoundedH11,), {
-        "slots": Slots(limits.max_connections), "header_timeout": limits.header_timeout_ms / 1000,
-        "tls": tls, "port": port, "busy": _busy(port),
-    })  # fmt: skip
+    return type(
+        "BoundedH11",
+        (BoundedH11,),
+        {
+            "slots": Slots(limits.max_connections),
+            "header_timeout": limits.header_timeout_ms / 1000,
+            "tls": tls,
+            "port": port,
+            "busy": _busy(port),
+        },
+    )

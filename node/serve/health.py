@@ -97,8 +97,7 @@ class HealthEndpoint:
                 head = await reader.readuntil(b"\r\n\r\n")
             method, path = _request_line(head)
             status, kind, body = await self.answer(method, path)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
-                ValueError):  # fmt: skip
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
             status, kind, body, method = HTTPStatus.BAD_REQUEST, "text/plain", b"bad request\n", ""
         except NodeError as exc:
             status, kind, body = HTTPStatus.SERVICE_UNAVAILABLE, "text/plain", f"{exc}\n".encode()
@@ -126,8 +125,9 @@ async def health_server(endpoint: HealthEndpoint, listen: Listen) -> AsyncIterat
     """Serve ``endpoint`` on ``listen`` until the block ends; yields the base URL."""
     await endpoint.metrics.start()
     try:
-        server = await asyncio.start_server(endpoint.handle, listen.host, listen.port,
-                                            limit=_HEAD_LIMIT)  # fmt: skip
+        server = await asyncio.start_server(
+            endpoint.handle, listen.host, listen.port, limit=_HEAD_LIMIT
+        )
     except OSError as exc:
         raise OSError(
             f"cannot listen for health on {listen.host}:{listen.port}: {exc.strerror}"

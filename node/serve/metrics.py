@@ -122,8 +122,9 @@ class Metrics:
             if peer.node_id is None:
                 continue
             who = ("peer", peer.node_id)
-            yield Sample("memlane_peer_connected", int(peer.connected),
-                         (who, ("connection", peer.direction)))  # fmt: skip
+            yield Sample(
+                "memlane_peer_connected", int(peer.connected), (who, ("connection", peer.direction))
+            )
             yield Sample("memlane_peer_lag_entries", peer.lag_in, (who, ("direction", "in")))
             yield Sample("memlane_peer_lag_entries", peer.lag_out, (who, ("direction", "out")))
             yield Sample("memlane_peer_received_entries_total", peer.received, (who,))

@@ -51,8 +51,9 @@ class _Attaching(_Waiting):
         log takes nothing more, and a log its writer opens past its bound is rejected or
         displaces the writer's last-ranked one."""
         if head.forked_at == DROPPED:
-            return self._refuse(new, "its log was dropped: its writer opened more logs than "
-                                     "its member.add allows")  # fmt: skip
+            return self._refuse(
+                new, "its log was dropped: its writer opened more logs than its member.add allows"
+            )
         admission = self.store.membership
         if head.seq or admission is None or not new:
             return new
@@ -105,8 +106,9 @@ class _Attaching(_Waiting):
         # allowed skew waits until its time comes).
         wall = self.store.wall()
         within = self.store.clock.update(hlc, wall)
-        pos = await self.store.append_attached(self.txn, head, entry, cand.payload, cand.place,
-                                               erased is not None)  # fmt: skip
+        pos = await self.store.append_attached(
+            self.txn, head, entry, cand.payload, cand.place, erased is not None
+        )
         if erased is not None:
             erasures.dropped(self.txn, pos, erased)
         self.report.stored += 1

@@ -144,8 +144,15 @@ class Erasures:
         txn.add(_SCRUB_DUE, ())
         self.erased.set()
         await self._drop_pending(txn)
-        audit(txn, AuditEvent.SR_ERASED, at, workspace=workspace, subject=sr_id,
-              principal=item.payload["principal"], entry_pos=item.pos)  # fmt: skip
+        audit(
+            txn,
+            AuditEvent.SR_ERASED,
+            at,
+            workspace=workspace,
+            subject=sr_id,
+            principal=item.payload["principal"],
+            entry_pos=item.pos,
+        )
 
     async def _drop_pending(self, txn: Txn) -> None:
         """Take the payloads about an erased SR out of the pending area (bounded)."""

@@ -66,8 +66,9 @@ class LogTable:
         ):
             self.heads[(bytes(w), bytes(e))] = LogHead(log_id, seq, head_id, forked, seq)
         self.next_log_id = max((h.log_id for h in self.heads.values()), default=0) + 1
-        self.writer_logs = Counter(w for (w, _), h in self.heads.items()
-                                   if h.seq and h.forked_at != DROPPED)  # fmt: skip
+        self.writer_logs = Counter(
+            w for (w, _), h in self.heads.items() if h.seq and h.forked_at != DROPPED
+        )
         self.next_pos = await _scalar(conn, "SELECT coalesce(max(pos), 0) FROM headers") + 1
         rows = await conn.execute_fetchall(_PENDING_LOGS)
         self.pending_logs = {(bytes(w), bytes(e)) for w, e in rows}

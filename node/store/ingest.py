@@ -81,8 +81,12 @@ class Ingest(_Attaching):
                 self._reject(cand.reason, cand.entry_id)
             else:
                 by_log.setdefault(cand.entry.header.log, {})[cand.entry.id] = cand
-        payloads = [(c.entry.header.kind, c.payload) for cands in by_log.values()
-                    for c in cands.values() if c.payload is not None]  # fmt: skip
+        payloads = [
+            (c.entry.header.kind, c.payload)
+            for cands in by_log.values()
+            for c in cands.values()
+            if c.payload is not None
+        ]
         for view in self.store.views:
             await view.prepare(self.txn, payloads)
         authority = self.store.membership.authority if self.store.membership else None

@@ -41,8 +41,10 @@ class Crowded:
 
     @property
     def reason(self) -> str:
-        return (f"its writer already holds {self.most} logs, the most its member.add allows, "
-                "all opened before this one")  # fmt: skip
+        return (
+            f"its writer already holds {self.most} logs, the most its member.add allows, "
+            "all opened before this one"
+        )
 
 
 async def make_room(txn: Txn, logs: LogTable, first: Header, most: int) -> Crowded | LogHead | None:

@@ -76,8 +76,10 @@ def holds_place(held: frozenset[str] | None, place: str | None) -> bool:
 
 def not_held(workspace: str | None) -> str:
     """The refusal of a token or a write for a workspace this node's grant does not hold."""
-    return (f"this node does not hold workspace {workspace!r}: its mesh grant holds other "
-            "workspaces (memlane mesh members)")  # fmt: skip
+    return (
+        f"this node does not hold workspace {workspace!r}: its mesh grant holds other "
+        "workspaces (memlane mesh members)"
+    )
 
 
 async def unplaced(fetchall: Fetch, add: Callable[[str, Sequence[Any]], None]) -> int:

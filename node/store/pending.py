@@ -77,8 +77,10 @@ class PendingTally:
     async def recount(self, fetch: Fetch) -> None:
         rows = await fetch(_TALLY, ())
         self.by_source = {str(s): _Held(int(n), int(b)) for s, n, b in rows}
-        self.total = _Held(sum(h.entries for h in self.by_source.values()),
-                           sum(h.bytes for h in self.by_source.values()))  # fmt: skip
+        self.total = _Held(
+            sum(h.entries for h in self.by_source.values()),
+            sum(h.bytes for h in self.by_source.values()),
+        )
         self.stale = False
 
     async def refusal(self, fetch: Fetch, bounds: Bounds, source: str, size: int) -> str | None:

@@ -86,13 +86,21 @@ class _Sealing(_StateAudit):
             head = self.logs.head((key.public, epoch))
             head.seq += 1
             authored = Authored(self.logs.take_pos(), self.now())
-            sealer = _sealer(key, mesh, epoch, head, kind, (data, place), authored,
-                             head.seq)  # fmt: skip
+            sealer = _sealer(key, mesh, epoch, head, kind, (data, place), authored, head.seq)
             txn.defer(sealer, _LOG_UPSERT, _HEADER_INSERT, _PAYLOAD_INSERT)
             txn.defer_once(("head", head.log_id), _head_writer(head, key.public, epoch))
             fresh = kind == "sr.put" and bool(payload.get("create"))
-            item = Applied(authored.pos, head.log_id, key.public, epoch, head.seq, authored.hlc,
-                           kind, payload, fresh)  # fmt: skip
+            item = Applied(
+                authored.pos,
+                head.log_id,
+                key.public,
+                epoch,
+                head.seq,
+                authored.hlc,
+                kind,
+                payload,
+                fresh,
+            )
             await self._applied(txn, item, authored.hlc.wall)
             if after is not None:
                 after(txn, authored)
@@ -178,11 +186,25 @@ def _sealer(
     data, place = content
 
     def run(add: Callable[[str, Sequence[Any]], None]) -> None:
-        entry = seal(key, mesh=mesh, epoch=epoch, seq=seq, prev=head.id, hlc=hlc, kind=kind,
-                     payload=data)  # fmt: skip
+        entry = seal(
+            key, mesh=mesh, epoch=epoch, seq=seq, prev=head.id, hlc=hlc, kind=kind, payload=data
+        )
         head.id, head.id_seq = entry.id, seq
-        add(_HEADER_INSERT, (pos, entry.id, head.log_id, seq, hlc.wall, hlc.counter, kind,
-                             int(not head.hides(seq)), entry.raw, place))  # fmt: skip
+        add(
+            _HEADER_INSERT,
+            (
+                pos,
+                entry.id,
+                head.log_id,
+                seq,
+                hlc.wall,
+                hlc.counter,
+                kind,
+                int(not head.hides(seq)),
+                entry.raw,
+                place,
+            ),
+        )
         add(_PAYLOAD_INSERT, (pos, data))
         authored._entry = entry
 

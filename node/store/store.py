@@ -110,8 +110,9 @@ class Store(_Receiving):
         self._scrubber = asyncio.create_task(self._scrub_when_erased(), name="memlane-scrub")
         if await self.reader.state(WITHHOLD_DUE) is not None:  # the same, for a withhold
             self.narrowed.set()
-        self._withholder = asyncio.create_task(self._withhold_when_narrowed(),
-                                               name="memlane-withhold")  # fmt: skip
+        self._withholder = asyncio.create_task(
+            self._withhold_when_narrowed(), name="memlane-withhold"
+        )
 
     async def close(self) -> None:
         if self._withholder is not None:
@@ -288,8 +289,16 @@ class Store(_Receiving):
         while rows := await txn.fetchall(_REPLAY, (after,)):
             for pos, log_id, raw, data in rows:
                 h = decode_header(bytes(raw))
-                item = Applied(pos, log_id, h.writer, h.epoch, h.seq, h.hlc, h.kind,
-                               decode_payload(h.kind, bytes(data)))  # fmt: skip
+                item = Applied(
+                    pos,
+                    log_id,
+                    h.writer,
+                    h.epoch,
+                    h.seq,
+                    h.hlc,
+                    h.kind,
+                    decode_payload(h.kind, bytes(data)),
+                )
                 await self._apply(txn, item)
             after, applied = rows[-1][0], applied + len(rows)
             if progress is not None:

@@ -36,8 +36,9 @@ class _Waiting(_Receive):
             if row is not None:
                 cand.from_pending = True
                 if row[3] is None and cand.entry.payload is not None:  # it waits more whole
-                    self.txn.add(_PENDING_FILL, (cand.entry.payload, _size(cand.entry),
-                                                 cand.entry.id))  # fmt: skip
+                    self.txn.add(
+                        _PENDING_FILL, (cand.entry.payload, _size(cand.entry), cand.entry.id)
+                    )
                     waiting[cand.entry.id] = (*row[:3], cand.entry.payload, cand.place)
                     self.store.logs.pending_tally.stale = True
         skip = {c.entry.id for c in received}

@@ -15,9 +15,17 @@ from protocol.kinds import encode_payload
 from protocol.timefmt import TimeFormatError, parse_time
 
 __all__ = [
-    "check_names", "check_unicode", "encode", "flag", "integer", "invalid", "one_of",
-    "optional_time", "present", "text",
-]  # fmt: skip
+    "check_names",
+    "check_unicode",
+    "encode",
+    "flag",
+    "integer",
+    "invalid",
+    "one_of",
+    "optional_time",
+    "present",
+    "text",
+]
 
 
 def invalid(name: str, why: str) -> Refusal:

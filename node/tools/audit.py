@@ -94,11 +94,17 @@ async def _readable(
         [i for i in ids if i not in srs],
     )
     return (
-        {i for i, (workspace, owner, private) in srs.items()
-         if may_read_sr(caller, workspace, owner, bool(private))},
-        {i for i, (vault, who, _) in episodes.items()
-         if vault == caller.workspace and (who == caller.principal or caller.is_admin)},
-    )  # fmt: skip
+        {
+            i
+            for i, (workspace, owner, private) in srs.items()
+            if may_read_sr(caller, workspace, owner, bool(private))
+        },
+        {
+            i
+            for i, (vault, who, _) in episodes.items()
+            if vault == caller.workspace and (who == caller.principal or caller.is_admin)
+        },
+    )
 
 
 async def _brought(reader: Reader, caller: Caller, row: AuditRow) -> dict[str, int] | None:

@@ -37,8 +37,15 @@ async def call_windows(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]
     page = integer(args, "page", 1, 100_000, 1)
     size = integer(args, "page_size", 1, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE)
     rows = await select_call_windows(
-        reader, caller, moment, tool=args.get("tool"), turn=args.get("turn"),
-        call_id=args.get("tool_call_id"), latest=latest, limit=size + 1, offset=(page - 1) * size,
-    )  # fmt: skip
+        reader,
+        caller,
+        moment,
+        tool=args.get("tool"),
+        turn=args.get("turn"),
+        call_id=args.get("tool_call_id"),
+        latest=latest,
+        limit=size + 1,
+        offset=(page - 1) * size,
+    )
     found = [json.loads(r) for r in rows]
     return {"rows": found[:size], "page": page, "page_size": size, "has_more": len(found) > size}

@@ -133,8 +133,7 @@ def _tool(
     hints: Hints,
     handler: Handler,
 ) -> ToolSpec:
-    return ToolSpec(name, title, description, schema, hints, handler,
-                    output_schema=OUTPUTS[name])  # fmt: skip
+    return ToolSpec(name, title, description, schema, hints, handler, output_schema=OUTPUTS[name])
 
 
 CATALOG: tuple[ToolSpec, ...] = (

@@ -44,11 +44,18 @@ async def changes(store: Store, caller: Caller, spec: TimelineSpec) -> dict[str,
 
 
 def _render(c: Change) -> dict[str, Any]:
-    out: dict[str, Any] = {"sr_id": c.sr_id, "change": c.change,
-                           "changed_at": format_instant(c.changed_at)}  # fmt: skip
+    out: dict[str, Any] = {
+        "sr_id": c.sr_id,
+        "change": c.change,
+        "changed_at": format_instant(c.changed_at),
+    }
     if c.change == "updated":
         out |= {"hidden_change": True} if c.hidden_change else {"fields": list(c.fields)}
-    return out | {"lane": c.lane, "lane_uuid": c.lane_uuid,
-                  "has_correction": c.has_correction,
-                  "has_adjustment": c.has_adjustment,
-                  "caller": c.caller, "node_id": c.node_id}  # fmt: skip
+    return out | {
+        "lane": c.lane,
+        "lane_uuid": c.lane_uuid,
+        "has_correction": c.has_correction,
+        "has_adjustment": c.has_adjustment,
+        "caller": c.caller,
+        "node_id": c.node_id,
+    }

@@ -23,8 +23,20 @@ __all__ = ["CONCISE", "FORMATS", "work_episode_chain", "work_episodes"]
 FORMATS = ("concise", "detailed")
 _VERBOSITY = {"full": "detailed", "terse": "concise"}  # the specification lists full, terse
 # Concise keeps these, and of them drops the empty ones (null, "" or []) but the first four.
-CONCISE = ("id", "ts", "status", "eligibility", "episode_type", "tool", "task_result",
-           "verdict_at", "error_code", "summary", "tags", "prev_id")  # fmt: skip
+CONCISE = (
+    "id",
+    "ts",
+    "status",
+    "eligibility",
+    "episode_type",
+    "tool",
+    "task_result",
+    "verdict_at",
+    "error_code",
+    "summary",
+    "tags",
+    "prev_id",
+)
 _ALWAYS = frozenset(CONCISE[:4])
 _SHARED = frozenset({"any_caller", "response_format", "verbosity"})
 _CHAIN = _SHARED | {"id", "k"}
@@ -48,8 +60,7 @@ def response_format(args: Mapping[str, Any], default: str) -> str:
 def render(episode: dict[str, Any], form: str) -> dict[str, Any]:
     if form == "detailed":
         return episode
-    return {k: episode[k] for k in CONCISE
-            if k in _ALWAYS or episode[k] not in (None, "", [])}  # fmt: skip
+    return {k: episode[k] for k in CONCISE if k in _ALWAYS or episode[k] not in (None, "", [])}
 
 
 async def _scope(store: Store, caller: Caller, any_caller: bool) -> Scope:
@@ -82,8 +93,7 @@ async def work_episode_chain(
     assert store.reader is not None
     found = await walk(store.reader, scope, start, k)
     if found is None:
-        return {"available": False, "message": unavailable(start), "chain": [],
-                "truncated": False}  # fmt: skip
+        return {"available": False, "message": unavailable(start), "chain": [], "truncated": False}
     chain, truncated = found
     return {"available": True, "chain": [render(e, form) for e in chain], "truncated": truncated}
 
@@ -107,8 +117,13 @@ async def work_episodes(
     """The caller's episodes, newest first, one page at a time."""
     store = ctx.store
     check_names("work_episodes", args, _LIST)
-    filters = Filters(optional_time(args, "since"), optional_time(args, "until"),
-                      text(args, "status", 64), text(args, "tool", 128), _tags(args))  # fmt: skip
+    filters = Filters(
+        optional_time(args, "since"),
+        optional_time(args, "until"),
+        text(args, "status", 64),
+        text(args, "tool", 128),
+        _tags(args),
+    )
     if None not in (filters.since, filters.until) and filters.since >= filters.until:  # type: ignore[operator]
         raise Refusal("invalid until: must be after since")
     number = integer(args, "page", 1, MAX_PAGE, 1)
@@ -118,5 +133,9 @@ async def work_episodes(
     scope = await _scope(store, caller, any_caller)
     assert store.reader is not None
     episodes, more = await page(store.reader, scope, filters, number, size)
-    return {"episodes": [render(e, form) for e in episodes], "page": number,
-            "page_size": size, "has_more": more}  # fmt: skip
+    return {
+        "episodes": [render(e, form) for e in episodes],
+        "page": number,
+        "page_size": size,
+        "has_more": more,
+    }

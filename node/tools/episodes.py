@@ -24,9 +24,17 @@ __all__ = ["record_episode", "work_forget", "work_record", "work_result"]
 
 _LATER = frozenset({"task_result", "verdict_at", "status", "eligibility", "trust"})
 _RECORD = _LATER | {
-    "session_id", "channel", "episode_type", "tool", "error_code", "duration_ms", "result_size",
-    "summary", "tags", "expires_at",
-}  # fmt: skip
+    "session_id",
+    "channel",
+    "episode_type",
+    "tool",
+    "error_code",
+    "duration_ms",
+    "result_size",
+    "summary",
+    "tags",
+    "expires_at",
+}
 _DEFAULTS: dict[str, Any] = {
     "channel": "api",
     "episode_type": "task",
@@ -128,8 +136,15 @@ async def work_forget(ctx: ToolContext, caller: Caller, args: Mapping[str, Any])
         return encode("episode.forget", payload), payload
 
     def after(txn: Txn, authored: Authored) -> None:
-        audit(txn, AuditEvent.EPISODE_FORGOTTEN, authored.hlc.wall, workspace=caller.workspace,
-              subject=episode_id, principal=caller.principal, entry_pos=authored.pos)  # fmt: skip
+        audit(
+            txn,
+            AuditEvent.EPISODE_FORGOTTEN,
+            authored.hlc.wall,
+            workspace=caller.workspace,
+            subject=episode_id,
+            principal=caller.principal,
+            entry_pos=authored.pos,
+        )
 
     await ctx.author.write("episode.forget", build, after)
     return {"id": episode_id, "forgotten": True}

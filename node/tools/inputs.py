@@ -285,8 +285,9 @@ _E_ADJUST = _object({"sr_id": _SR_ID, **_meta(_ADJUST)}, "sr_id")
 _SR_ONLY = _object({"sr_id": _SR_ID}, "sr_id")
 _E_ERASE = _object(
     {"sr_id": _SR_ID, "reason": _field("sr.erase", "reason", "why; it travels to every node")},
-    "sr_id", "reason",
-)  # fmt: skip
+    "sr_id",
+    "reason",
+)
 
 # -- call_windows (docs/time-windows.md §Reading rows) -----------------------------------------
 

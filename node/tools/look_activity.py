@@ -40,8 +40,13 @@ async def look_activity(
     width = _WIDTH[by]
     counts = await select_activity(ctx.reader(), caller, gte=start, lt=end, width=width, now=now)
     slots = [{"at": format_instant(start + i * width), "count": n} for i, n in enumerate(counts)]
-    return {"by": by, "start": format_instant(start), "end": format_instant(end),
-            "total": sum(counts), "slots": slots}  # fmt: skip
+    return {
+        "by": by,
+        "start": format_instant(start),
+        "end": format_instant(end),
+        "total": sum(counts),
+        "slots": slots,
+    }
 
 
 def _window(args: Mapping[str, Any], by: str, now: int) -> tuple[int, int]:

@@ -38,5 +38,7 @@ async def look_changed_values(
     caller.require("read:workspace")
     ids = sorted(set(sr_ids))
     found = await changed_values(ctx.reader(), caller, ids, since, as_of)
-    return {"srs": {i: {f: list(v) for f, v in fields.items()} for i, fields in found.items()},
-            "titles": await titles_at(ctx.reader(), caller, ids, as_of)}  # fmt: skip
+    return {
+        "srs": {i: {f: list(v) for f, v in fields.items()} for i, fields in found.items()},
+        "titles": await titles_at(ctx.reader(), caller, ids, as_of),
+    }

@@ -33,5 +33,9 @@ async def look_sr_history(
     found = await select_history(ctx.reader(), caller, sr_id, ctx.now_ms())
     if found is None:
         raise Refusal(f"unknown sr_id: {sr_id}")
-    return {"sr_id": sr_id, "current": found.current, "versions": found.versions,
-            "earlier": found.earlier}  # fmt: skip
+    return {
+        "sr_id": sr_id,
+        "current": found.current,
+        "versions": found.versions,
+        "earlier": found.earlier,
+    }

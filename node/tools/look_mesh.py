@@ -52,20 +52,26 @@ async def look_mesh(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -
 def _log(row: LogRow, own: bytes, authority: bytes | None) -> dict[str, Any]:
     role = "this node" if row.writer == own else "authority" if row.writer == authority else None
     return {
-        "writer": node_id(row.writer), "role": role, "epoch": row.epoch.hex(),
-        "head_seq": row.head_seq, "head_id": row.head_id.hex() if row.head_id else None,
+        "writer": node_id(row.writer),
+        "role": role,
+        "epoch": row.epoch.hex(),
+        "head_seq": row.head_seq,
+        "head_id": row.head_id.hex() if row.head_id else None,
         "forked_at": row.forked_at,
-    }  # fmt: skip
+    }
 
 
 def _member(member: Member, own: bytes) -> dict[str, Any]:
     cut = member.revoked
     return {
-        "node_id": member.node_id, "label": member.label, "workspaces": list(member.workspaces),
-        "max_logs": member.max_logs, "this_node": member.key == own,
+        "node_id": member.node_id,
+        "label": member.label,
+        "workspaces": list(member.workspaces),
+        "max_logs": member.max_logs,
+        "this_node": member.key == own,
         "cert_expires": format_instant(member.cert_expires) if member.added_at else None,
         "revoked": None if cut is None else format_instant(cut.at),
-    }  # fmt: skip
+    }
 
 
 async def _peers(ctx: ToolContext) -> dict[str, Any]:
@@ -73,11 +79,23 @@ async def _peers(ctx: ToolContext) -> dict[str, Any]:
     raw = await ctx.reader().state(PEERS_STATE)
     saved: dict[str, Any] = json.loads(raw) if raw is not None else {}
     at = saved.get("at")
-    peers = [{**p, "connected_at": None if p.get("connected_at") is None
-              else format_instant(p["connected_at"])} for p in saved.get("peers", [])]  # fmt: skip
-    return {"sync": {"serving": saved.get("serving", False), "listen": saved.get("listen"),
-                     "at": None if at is None else format_instant(at)},
-            "peers": peers}  # fmt: skip
+    peers = [
+        {
+            **p,
+            "connected_at": None
+            if p.get("connected_at") is None
+            else format_instant(p["connected_at"]),
+        }
+        for p in saved.get("peers", [])
+    ]
+    return {
+        "sync": {
+            "serving": saved.get("serving", False),
+            "listen": saved.get("listen"),
+            "at": None if at is None else format_instant(at),
+        },
+        "peers": peers,
+    }
 
 
 async def _latest_audit(ctx: ToolContext, caller: Caller, n: int) -> list[dict[str, Any]]:

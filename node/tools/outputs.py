@@ -80,8 +80,9 @@ def _of(t: object) -> Json:
 
 
 def _record(schema: Schema) -> Json:
-    properties = {f.name: _nullable(_of(f.type)) if f.nullable else _of(f.type)
-                  for f in schema.fields}  # fmt: skip
+    properties = {
+        f.name: _nullable(_of(f.type)) if f.nullable else _of(f.type) for f in schema.fields
+    }
     return _object(properties, *schema.required)
 
 
@@ -129,10 +130,21 @@ _SR = _object(
         "score": _described(_NUMBER, "find: relevance over what the caller can read"),
         "rank": _described(_INTEGER, "find: its place in the ranking, 1 = most relevant"),
     },
-    "sr_id", "title", "text", "lane", "lane_uuid", "content_time", "ingest_time",
-    "created_time", "tags", "conversational", "has_correction", "has_adjustment", "caller",
+    "sr_id",
+    "title",
+    "text",
+    "lane",
+    "lane_uuid",
+    "content_time",
+    "ingest_time",
+    "created_time",
+    "tags",
+    "conversational",
+    "has_correction",
+    "has_adjustment",
+    "caller",
     "node_id",
-)  # fmt: skip
+)
 _PAGED = ("page", "page_size", "has_more")
 _PAGING: Mapping[str, Json] = {"page": _INTEGER, "page_size": _INTEGER, "has_more": _BOOLEAN}
 _READING = _object(
@@ -145,8 +157,10 @@ _READING = _object(
         "semantic_error": _STRING,
         "semantic_pending": _INTEGER,
     },
-    "action", "results", *_PAGED,
-)  # fmt: skip
+    "action",
+    "results",
+    *_PAGED,
+)
 _CHANGE = _object(
     {
         "sr_id": _STRING,
@@ -161,9 +175,16 @@ _CHANGE = _object(
         "caller": _STRING,
         "node_id": _STRING,
     },
-    "sr_id", "change", "changed_at", "lane", "lane_uuid", "has_correction", "has_adjustment",
-    "caller", "node_id",
-)  # fmt: skip
+    "sr_id",
+    "change",
+    "changed_at",
+    "lane",
+    "lane_uuid",
+    "has_correction",
+    "has_adjustment",
+    "caller",
+    "node_id",
+)
 _CHANGES = _object(
     {
         "action": {"type": "string", "const": "changes"},
@@ -172,8 +193,12 @@ _CHANGES = _object(
         "changes": _array(_CHANGE),
         **_PAGING,
     },
-    "action", "since", "as_of", "changes", *_PAGED,
-)  # fmt: skip
+    "action",
+    "since",
+    "as_of",
+    "changes",
+    *_PAGED,
+)
 
 # -- e_audit --------------------------------------------------------------------------------------
 
@@ -186,12 +211,18 @@ _EVENT = _object(
         "entry_id": _nullable(_STRING),
         "detail": {"type": "object"},
     },
-    "seq", "event", "at", "subject", "entry_id",
-)  # fmt: skip
+    "seq",
+    "event",
+    "at",
+    "subject",
+    "entry_id",
+)
 _AUDIT = _object(
     {"feed_id": _STRING, "events": _array(_EVENT), "covered_seq": _INTEGER},
-    "feed_id", "events", "covered_seq",
-)  # fmt: skip
+    "feed_id",
+    "events",
+    "covered_seq",
+)
 
 # -- episodes -------------------------------------------------------------------------------------
 
@@ -219,19 +250,27 @@ _EPISODE = _described(
             "blocked": _BOOLEAN,
             "prev_id": _nullable(_STRING),
         },
-        "id", "ts", "status", "eligibility",
+        "id",
+        "ts",
+        "status",
+        "eligibility",
     ),
     f"an episode, {' or '.join(FORMATS)}: concise leaves out what is empty",
-)  # fmt: skip
+)
 _CHAIN = _object(
     {"available": _BOOLEAN, "message": _STRING, "chain": _array(_EPISODE), "truncated": _BOOLEAN},
-    "available", "chain", "truncated",
-)  # fmt: skip
+    "available",
+    "chain",
+    "truncated",
+)
 _EPISODES = _object({"episodes": _array(_EPISODE), **_PAGING}, "episodes", *_PAGED)
 _RECORDED = _object(
     {"id": _STRING, "prev_id": _nullable(_STRING), "ts": _INTEGER, "ingest_time": _STRING},
-    "id", "prev_id", "ts", "ingest_time",
-)  # fmt: skip
+    "id",
+    "prev_id",
+    "ts",
+    "ingest_time",
+)
 _AMENDED = _object(
     {"id": _STRING, "entry_id": _STRING, "amended": _array(_STRING)}, "id", "entry_id", "amended"
 )
@@ -241,33 +280,47 @@ _FORGOTTEN = _object({"id": _STRING, "forgotten": _TRUE}, "id", "forgotten")
 
 _WRITTEN = _object(
     {"sr_id": _STRING, "entry_id": _STRING, "ingest_time": _STRING, "created": _BOOLEAN},
-    "sr_id", "entry_id", "ingest_time", "created",
-)  # fmt: skip
+    "sr_id",
+    "entry_id",
+    "ingest_time",
+    "created",
+)
 _DELETED = _object(
     {"sr_id": _STRING, "deleted": _BOOLEAN, "changed": _BOOLEAN}, "sr_id", "deleted", "changed"
 )
 _ERASED = _object(
-    {"sr_id": _STRING, "erased": _BOOLEAN, "entries": _INTEGER, "entry_id": _STRING,
-     "ingest_time": _STRING},
-    "sr_id", "erased", "entries", "entry_id", "ingest_time",
-)  # fmt: skip
+    {
+        "sr_id": _STRING,
+        "erased": _BOOLEAN,
+        "entries": _INTEGER,
+        "entry_id": _STRING,
+        "ingest_time": _STRING,
+    },
+    "sr_id",
+    "erased",
+    "entries",
+    "entry_id",
+    "ingest_time",
+)
 _ROWS = _object({"rows": _array(CALL_WINDOW), **_PAGING}, "rows", *_PAGED)
 
 # -- by tool --------------------------------------------------------------------------------------
 
-OUTPUTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
-    "e_timeline": refusable(_READING, _CHANGES),
-    "e_audit": refusable(_AUDIT),
-    "work_episode_chain": refusable(_CHAIN),
-    "work_episodes": refusable(_EPISODES),
-    "work_record": refusable(_RECORDED),
-    "work_result": refusable(_AMENDED),
-    "work_forget": refusable(_FORGOTTEN),
-    "e_write": refusable(_WRITTEN),
-    "e_correct": refusable(_WRITTEN),
-    "e_adjust": refusable(_WRITTEN),
-    "e_delete": refusable(_DELETED),
-    "e_undelete": refusable(_DELETED),
-    "e_erase": refusable(_ERASED),
-    "call_windows": refusable(_ROWS),
-})  # fmt: skip
+OUTPUTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        "e_timeline": refusable(_READING, _CHANGES),
+        "e_audit": refusable(_AUDIT),
+        "work_episode_chain": refusable(_CHAIN),
+        "work_episodes": refusable(_EPISODES),
+        "work_record": refusable(_RECORDED),
+        "work_result": refusable(_AMENDED),
+        "work_forget": refusable(_FORGOTTEN),
+        "e_write": refusable(_WRITTEN),
+        "e_correct": refusable(_WRITTEN),
+        "e_adjust": refusable(_WRITTEN),
+        "e_delete": refusable(_DELETED),
+        "e_undelete": refusable(_DELETED),
+        "e_erase": refusable(_ERASED),
+        "call_windows": refusable(_ROWS),
+    }
+)

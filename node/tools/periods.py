@@ -38,9 +38,15 @@ _CHANGES = {
     "kind": "bounds",
     "actions": ["changes"],
     "from": {"argument": "since", "as": "iso", "edge": "exclusive", "step": "ms", "dates": True},
-    "to": {"argument": "as_of", "as": "iso", "edge": "inclusive", "step": "ms", "dates": True,
-           "default": "now"},
-}  # fmt: skip
+    "to": {
+        "argument": "as_of",
+        "as": "iso",
+        "edge": "inclusive",
+        "step": "ms",
+        "dates": True,
+        "default": "now",
+    },
+}
 
 
 def timeline_declaration(retention_ms: int | None = None) -> dict[str, Any]:

@@ -87,8 +87,15 @@ def _result(sr_id: str, entry: Entry, created: bool) -> dict[str, Any]:
 
 def _audit_written(caller: Caller, sr_id: str) -> Any:
     def after(txn: Txn, authored: Authored) -> None:
-        audit(txn, AuditEvent.SR_WRITTEN, authored.hlc.wall, workspace=caller.workspace,
-              subject=sr_id, principal=caller.principal, entry_pos=authored.pos)  # fmt: skip
+        audit(
+            txn,
+            AuditEvent.SR_WRITTEN,
+            authored.hlc.wall,
+            workspace=caller.workspace,
+            subject=sr_id,
+            principal=caller.principal,
+            entry_pos=authored.pos,
+        )
 
     return after
 
@@ -196,8 +203,14 @@ async def _set_deleted(
         hlc = store.now()
         mark_deleted(txn, str(sr_id), deleted, hlc, caller.principal)
         event = AuditEvent.SR_DELETED if deleted else AuditEvent.SR_UNDELETED
-        audit(txn, event, hlc.wall, workspace=caller.workspace, subject=str(sr_id),
-              principal=caller.principal)  # fmt: skip
+        audit(
+            txn,
+            event,
+            hlc.wall,
+            workspace=caller.workspace,
+            subject=str(sr_id),
+            principal=caller.principal,
+        )
         return True
 
     changed: bool = await store.run(op)
@@ -234,5 +247,10 @@ async def e_erase(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) -> 
 
     authored = await ctx.author.write("sr.erase", build)
     entry = authored.entry
-    return {"sr_id": sr_id, "erased": True, "entries": len(named), "entry_id": entry.id.hex(),
-            "ingest_time": format_instant(entry.header.hlc.wall)}  # fmt: skip
+    return {
+        "sr_id": sr_id,
+        "erased": True,
+        "entries": len(named),
+        "entry_id": entry.id.hex(),
+        "ingest_time": format_instant(entry.header.hlc.wall),
+    }

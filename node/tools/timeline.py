@@ -56,8 +56,15 @@ async def e_timeline(ctx: ToolContext, caller: Caller, args: Mapping[str, Any]) 
     async def check(values: Mapping[str, Any], now: int) -> object:
         return await checked_spec(store, caller, values, profiles, zone, now)
 
-    return await ctx.windows.call(caller, "e_timeline", sent, args.get("turn"), run=run_at,
-                                  check=check, trim_field=window_field)  # fmt: skip
+    return await ctx.windows.call(
+        caller,
+        "e_timeline",
+        sent,
+        args.get("turn"),
+        run=run_at,
+        check=check,
+        trim_field=window_field,
+    )
 
 
 async def run(
@@ -77,8 +84,16 @@ async def run(
     await store.catch_up_views()
     reader = store.reader
     assert reader is not None
-    q = tl.Query(caller, spec.order_by, spec.start_ms, spec.end_ms, spec.conversational_only,
-                 spec.lanes, spec.page, spec.page_size)  # fmt: skip
+    q = tl.Query(
+        caller,
+        spec.order_by,
+        spec.start_ms,
+        spec.end_ms,
+        spec.conversational_only,
+        spec.lanes,
+        spec.page,
+        spec.page_size,
+    )
     answer: dict[str, Any] = {"action": spec.action}
     if spec.action == "find":
         found = query_terms(spec.query or "")
@@ -97,8 +112,7 @@ async def run(
     else:
         page = await tl.select_page(reader, q)
         docs, more = page.docs, page.has_more
-    answer |= {"results": docs, "page": spec.page,
-               "page_size": spec.page_size, "has_more": more}  # fmt: skip
+    answer |= {"results": docs, "page": spec.page, "page_size": spec.page_size, "has_more": more}
     return answer
 
 
@@ -150,8 +164,10 @@ async def _semantic(
     except (EmbedderError, TimeoutError) as exc:
         vectors.fallbacks += 1
         log.warning("semantic_fallback", error=str(exc) or "timeout", waited_s=wait)
-        return Semantic(None, vectors.weight, vectors.queued), {"semantic_used": False,
-                                                "semantic_error": _why(exc, wait)}  # fmt: skip
+        return Semantic(None, vectors.weight, vectors.queued), {
+            "semantic_used": False,
+            "semantic_error": _why(exc, wait),
+        }
     return Semantic(vectors.nearest(query), vectors.weight, vectors.queued), {"semantic_used": True}
 
 

@@ -42,9 +42,21 @@ __all__ = [
 ACTIONS = ("list", "find", "intersect", "traverse", "changes")
 ORDERS = ("ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_time_asc")
 ARGUMENTS = (
-    "action", "query", "match", "sr_id", "start_date", "end_date", "order_by", "shed_idf_noise",
-    "page", "page_size", "is_conversational_only", "as_of", "since", "agent_profile",
-)  # fmt: skip
+    "action",
+    "query",
+    "match",
+    "sr_id",
+    "start_date",
+    "end_date",
+    "order_by",
+    "shed_idf_noise",
+    "page",
+    "page_size",
+    "is_conversational_only",
+    "as_of",
+    "since",
+    "agent_profile",
+)
 DEFAULTS: dict[str, Any] = {
     "order_by": "ingest_time_desc",
     "shed_idf_noise": True,
@@ -102,10 +114,11 @@ class TimelineSpec:
 def _sent(args: Mapping[str, Any]) -> dict[str, Any]:
     """The arguments actually sent: not None, and not equal to their documented default."""
     return {
-        k: v for k, v in args.items()
-        if v is not None and not (k in DEFAULTS and type(v) is type(DEFAULTS[k])
-                                  and v == DEFAULTS[k])
-    }  # fmt: skip
+        k: v
+        for k, v in args.items()
+        if v is not None
+        and not (k in DEFAULTS and type(v) is type(DEFAULTS[k]) and v == DEFAULTS[k])
+    }
 
 
 def parse_spec(
@@ -145,8 +158,14 @@ def _changes(sent: dict[str, Any]) -> TimelineSpec:
     page_size = _page_size(sent, None)
     if since is None:
         raise Refusal("'since' is required for changes action")
-    return TimelineSpec("changes", since_ms=since, as_of_ms=as_of, page=page,
-                        page_size=page_size, sent=frozenset(sent))  # fmt: skip
+    return TimelineSpec(
+        "changes",
+        since_ms=since,
+        as_of_ms=as_of,
+        page=page,
+        page_size=page_size,
+        sent=frozenset(sent),
+    )
 
 
 def _reading(

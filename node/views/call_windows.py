@@ -57,8 +57,20 @@ class CallWindowView:
         row = p["row"]
         text = json.dumps(row, separators=(",", ":"), ensure_ascii=False)
         ord_ = order_key(item.hlc, item.writer, item.epoch, item.seq)
-        txn.add(_INSERT, (item.pos, ord_, item.hlc.wall, p["workspace"], p["principal"],
-                          row["toolName"], row["turn"], row["toolCallId"], text))  # fmt: skip
+        txn.add(
+            _INSERT,
+            (
+                item.pos,
+                ord_,
+                item.hlc.wall,
+                p["workspace"],
+                p["principal"],
+                row["toolName"],
+                row["turn"],
+                row["toolCallId"],
+                text,
+            ),
+        )
 
     async def hide(self, txn: Txn, hidden: Hidden) -> None:
         txn.add(_HIDE, hidden.args)
@@ -108,8 +120,7 @@ async def select_call_windows(
 ) -> list[str]:
     """The rows (JSON text) the caller may read whose time has come by ``moment``, in fold
     order; ``latest``: only each call's latest row."""
-    where, params = _filters(caller, moment, (("tool", tool), ("turn", turn),
-                                              ("call_id", call_id)))  # fmt: skip
+    where, params = _filters(caller, moment, (("tool", tool), ("turn", turn), ("call_id", call_id)))
     if latest:
         where = _latest_only(where)
     rows = await reader.fetchall(

@@ -34,8 +34,10 @@ def _key(ms: int) -> bytes:
     return (ms + 1).to_bytes(8, "big")
 
 
-_VERSION_COLS = "v{n}.present, v{n}.workspace, v{n}.owner, v{n}.private, v{n}.full_digest, " \
-    "v{n}.public_digest, v{n}.links_digest"  # fmt: skip
+_VERSION_COLS = (
+    "v{n}.present, v{n}.workspace, v{n}.owner, v{n}.private, v{n}.full_digest, "
+    "v{n}.public_digest, v{n}.links_digest"
+)
 _DELETED_AT = (
     "(SELECT d.deleted FROM deletions d WHERE d.sr_id = t.sr_id AND d.hlc_wall <= {m} "
     "ORDER BY d.hlc_wall DESC, d.hlc_counter DESC, d.pos DESC LIMIT 1)"
@@ -171,8 +173,9 @@ class _Walk:
 
     async def _step(self, limit: int) -> None:
         if self._deletions is None:
-            rows = await self._reader.fetchall(_DELETIONS, {"since": self._since,
-                                                            "as_of": self._as_of})  # fmt: skip
+            rows = await self._reader.fetchall(
+                _DELETIONS, {"since": self._since, "as_of": self._as_of}
+            )
             self._deletions = sorted(((w, sr_id) for w, sr_id in rows), reverse=True)
         args = {"since": self._since, "below": self._below, "limit": limit}
         rows = await self._reader.fetchall(_WALK, args)
@@ -243,8 +246,11 @@ async def describe(
     gives them), with the fields the caller can see changed.  Their states at both moments
     are read at once, then the states of their links' targets at once."""
     states = await _states(reader, [sr_id for _, sr_id, _ in found], since, as_of)
-    compared = [(sr_id, states[sr_id]) for _, sr_id, change in found
-                if change not in ("new", "deleted", "undeleted")]  # fmt: skip
+    compared = [
+        (sr_id, states[sr_id])
+        for _, sr_id, change in found
+        if change not in ("new", "deleted", "undeleted")
+    ]
     targets = {t for _, (a, b) in compared for s in (a, b) if s is not None for t in s.links}
     linked = await _states(reader, sorted(targets), since, as_of)
     out = []
@@ -270,19 +276,24 @@ def _shown_at_as_of(state: SrState) -> dict[str, Any]:
     """What every change reports of its SR at as_of.  The flags are fields of the state the caller
     reads (in the public projection ``changes`` compares), so they show nothing of rows the
     caller cannot read."""
-    return {"lane": state.lane, "lane_uuid": state.effective_lane_uuid,
-            "has_correction": state.has_correction,
-            "has_adjustment": state.has_adjustment,
-            "caller": state.owner, "node_id": state.node_id}  # fmt: skip
+    return {
+        "lane": state.lane,
+        "lane_uuid": state.effective_lane_uuid,
+        "has_correction": state.has_correction,
+        "has_adjustment": state.has_adjustment,
+        "caller": state.owner,
+        "node_id": state.node_id,
+    }
 
 
 async def _states(reader: Reader, sr_ids: list[str], since: int, as_of: int) -> _Both:
     """Each SR's state at ``since`` and at ``as_of`` (None where it has no version yet)."""
     if not sr_ids:
         return {}
-    rows = await reader.fetchall(_BOTH_STATES, {"since_key": _key(since),
-                                                "as_of_key": _key(as_of),
-                                                "ids": json.dumps(sr_ids)})  # fmt: skip
+    rows = await reader.fetchall(
+        _BOTH_STATES,
+        {"since_key": _key(since), "as_of_key": _key(as_of), "ids": json.dumps(sr_ids)},
+    )
     return {r[0]: (_decoded(r[1]), _decoded(r[2])) for r in rows}
 
 

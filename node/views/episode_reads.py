@@ -32,10 +32,27 @@ __all__ = ["COLUMNS", "Filters", "Scope", "page", "select_episode_readers", "wal
 # The chain fields, in the order of the tool's specification (docs/tools/work_episode_chain.md
 # §Each episode (detailed); ``tags`` is JSON text, ``blocked`` an integer).
 COLUMNS = (
-    "id", "ts", "vault", "session_id", "caller", "channel", "episode_type", "task_result",
-    "verdict_at", "tool", "status", "error_code", "duration_ms", "result_size", "summary",
-    "tags", "trust", "eligibility", "blocked", "prev_id",
-)  # fmt: skip
+    "id",
+    "ts",
+    "vault",
+    "session_id",
+    "caller",
+    "channel",
+    "episode_type",
+    "task_result",
+    "verdict_at",
+    "tool",
+    "status",
+    "error_code",
+    "duration_ms",
+    "result_size",
+    "summary",
+    "tags",
+    "trust",
+    "eligibility",
+    "blocked",
+    "prev_id",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +64,11 @@ class Scope:
     moment: int
 
     def args(self) -> dict[str, Any]:
-        return {"vault": self.caller.workspace, "principal": self.caller.principal,
-                "moment": self.moment}  # fmt: skip
+        return {
+            "vault": self.caller.workspace,
+            "principal": self.caller.principal,
+            "moment": self.moment,
+        }
 
     def passes(self, e: str) -> str:
         """SQL: the episode row ``e`` passes (written out per case, so the planner sees

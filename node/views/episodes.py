@@ -89,12 +89,24 @@ def _later(payload: dict[str, Any]) -> str:
 def _record_row(item: Applied) -> tuple[Any, ...]:
     p = item.payload
     return (
-        p["id"], order_key(item.hlc, item.writer, item.epoch, item.seq), item.pos, item.hlc.wall,
-        p["vault"], p.get("session_id"), p["caller"], p["channel"], p["episode_type"],
-        p.get("tool"), p.get("error_code"), p.get("duration_ms"), p.get("result_size"),
-        p.get("summary"), json.dumps(p.get("tags", []), separators=(",", ":")),
-        p.get("prev_id"), p.get("expires_at"),
-    )  # fmt: skip
+        p["id"],
+        order_key(item.hlc, item.writer, item.epoch, item.seq),
+        item.pos,
+        item.hlc.wall,
+        p["vault"],
+        p.get("session_id"),
+        p["caller"],
+        p["channel"],
+        p["episode_type"],
+        p.get("tool"),
+        p.get("error_code"),
+        p.get("duration_ms"),
+        p.get("result_size"),
+        p.get("summary"),
+        json.dumps(p.get("tags", []), separators=(",", ":")),
+        p.get("prev_id"),
+        p.get("expires_at"),
+    )
 
 
 class EpisodeView:

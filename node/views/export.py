@@ -65,9 +65,11 @@ async def select_srs(
     if not rows:
         return [], None
     links = await _linked(reader, rule, params, [r[1] for r in rows])
-    out = [_doc(shown) | {"visibility": "private" if private else "workspace",
-                          "links": links.get(sr_id, [])}
-           for _, sr_id, private, shown in rows]  # fmt: skip
+    out = [
+        _doc(shown)
+        | {"visibility": "private" if private else "workspace", "links": links.get(sr_id, [])}
+        for _, sr_id, private, shown in rows
+    ]
     return out, (rows[-1][0], rows[-1][1])
 
 

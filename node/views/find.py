@@ -74,8 +74,10 @@ def _find(fetch: Fetch, q: Query, wanted: list[str], semantic: Semantic | None) 
         near = _vector_leg(fetch, q, semantic.nearest, semantic.queued)
         ranked = _fused(fetch, scored, near, need, semantic.weight)
     first = (q.page - 1) * q.page_size
-    chosen = {doc: (first + i + 1, score)
-              for i, (score, _, doc) in enumerate(ranked[first : first + q.page_size])}  # fmt: skip
+    chosen = {
+        doc: (first + i + 1, score)
+        for i, (score, _, doc) in enumerate(ranked[first : first + q.page_size])
+    }
     pending = None if semantic is None else _pending(fetch, q, semantic.queued)
     if not chosen:
         return Page([], False, pending)
@@ -86,8 +88,10 @@ def _find(fetch: Fetch, q: Query, wanted: list[str], semantic: Semantic | None) 
         list(chosen),
     )
     rows.sort(key=lambda r: (-1 if r[2] is None else r[2], r[3]), reverse=way == "desc")
-    found = [_doc(shown) | {"score": _shown_score(chosen[doc][1]), "rank": chosen[doc][0]}
-             for shown, doc, _, _ in rows]  # fmt: skip
+    found = [
+        _doc(shown) | {"score": _shown_score(chosen[doc][1]), "rank": chosen[doc][0]}
+        for shown, doc, _, _ in rows
+    ]
     return Page(found, len(ranked) > first + q.page_size, pending)
 
 
@@ -159,10 +163,9 @@ def _ranked(fetch: Fetch, scored: list[Scored], wanted: int) -> list[Ranked]:
     names: dict[int, str] = {}
     for start in range(0, len(scored), 500):
         chunk = [doc for _, doc in scored[start : start + 500]]
-        names.update(fetch(
-            f"SELECT doc, sr_id FROM srs NOT INDEXED WHERE doc IN ({','.join('?' * len(chunk))})",  # noqa: S608
-            chunk,
-        ))  # fmt: skip
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT doc, sr_id FROM srs NOT INDEXED WHERE doc IN ({marks})"  # noqa: S608
+        names.update(fetch(sql, chunk))
     return sorted((score, names[doc], doc) for score, doc in scored)[:wanted]
 
 
@@ -208,12 +211,14 @@ def _passing(
     out: set[tuple[int, str]] = set()
     for start in range(0, len(found), 500):
         docs = [n.doc for n in found[start : start + 500]]
-        out.update(fetch(
-            "SELECT srs.doc, s.sr_id FROM sr_docs srs JOIN srs s ON s.doc = srs.doc "  # noqa: S608
-            f"WHERE srs.doc IN ({','.join('?' * len(docs))}) AND {passes} "
-            f"AND srs.doc NOT IN ({queued})",
-            (*docs, *params, *narrow_args),
-        ))  # fmt: skip
+        out.update(
+            fetch(
+                "SELECT srs.doc, s.sr_id FROM sr_docs srs JOIN srs s ON s.doc = srs.doc "  # noqa: S608
+                f"WHERE srs.doc IN ({','.join('?' * len(docs))}) AND {passes} "
+                f"AND srs.doc NOT IN ({queued})",
+                (*docs, *params, *narrow_args),
+            )
+        )
     return out
 
 

@@ -30,17 +30,33 @@ import msgpack
 from protocol.clock import Hlc
 
 __all__ = [
-    "COMPARED", "FoldItem", "SrState", "digests", "fold_all", "fold_entry", "lane_uuid_of",
+    "COMPARED",
+    "FoldItem",
+    "SrState",
+    "digests",
+    "fold_all",
+    "fold_entry",
+    "lane_uuid_of",
     "order_key",
-]  # fmt: skip
+]
 
 # The state ``changes`` compares (docs/tools/e_timeline.md §changes, *What is compared*):
 # every field but ingest_time, created_time and node_id (who wrote the newest entry is not a
 # change of the SR).
 COMPARED = (
-    "title", "text", "links", "conversational", "private_fields", "tags", "content_time",
-    "lane", "lane_uuid", "visibility", "has_correction", "has_adjustment",
-)  # fmt: skip
+    "title",
+    "text",
+    "links",
+    "conversational",
+    "private_fields",
+    "tags",
+    "content_time",
+    "lane",
+    "lane_uuid",
+    "visibility",
+    "has_correction",
+    "has_adjustment",
+)
 
 _LANE_NAMESPACE = uuid.UUID("6d656d6c-616e-6500-8000-6c616e655f6e")
 _CONTENT = ("title", "text", "links", "conversational", "private_fields")
@@ -61,9 +77,12 @@ def lane_uuid_of(workspace: str, lane: str) -> str:
 def order_key(hlc: Hlc, writer: bytes, epoch: bytes, seq: int) -> bytes:
     """The fold's total order as bytes that sort the same way."""
     return (
-        hlc.wall.to_bytes(8, "big") + hlc.counter.to_bytes(4, "big") + writer + epoch
+        hlc.wall.to_bytes(8, "big")
+        + hlc.counter.to_bytes(4, "big")
+        + writer
+        + epoch
         + seq.to_bytes(8, "big")
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +142,12 @@ class SrState:
         """The fields ``changes`` compares, ``lane_uuid`` as readers see it, keys in
         canonical order."""
         doc = {name: getattr(self, name) for name in _COMPARED_ORDER}
-        doc.update(links=list(self.links), tags=list(self.tags),
-                   private_fields=_sorted_map(self.private_fields),
-                   lane_uuid=self.effective_lane_uuid)  # fmt: skip
+        doc.update(
+            links=list(self.links),
+            tags=list(self.tags),
+            private_fields=_sorted_map(self.private_fields),
+            lane_uuid=self.effective_lane_uuid,
+        )
         return doc
 
     def canonical(self) -> bytes:
@@ -187,8 +209,12 @@ def fold_entry(
     if kind == "sr.put" and payload.get("create") and not state.exists:
         names = (*_PUT_LATER, "content_time", "lane", "lane_uuid", "visibility")
         changes = _taken(payload, names)
-        changes |= {"exists": True, "workspace": payload["workspace"],
-                    "owner": payload["principal"], "created_time": wall}  # fmt: skip
+        changes |= {
+            "exists": True,
+            "workspace": payload["workspace"],
+            "owner": payload["principal"],
+            "created_time": wall,
+        }
     elif kind == "sr.put":
         changes = _taken(payload, _PUT_LATER)
     elif kind in _SETS:
@@ -221,19 +247,25 @@ def digests(state: SrState) -> tuple[bytes, bytes, bytes]:
     # before ``private_fields``, it, after — and joined under a map header for ``full`` (11
     # keys) and ``public`` (10), so the text is packed once.  A test holds both to
     # encode_canonical of the whole map.
-    before = _pack({
-        "content_time": state.content_time,
-        "conversational": state.conversational,
-        "has_adjustment": state.has_adjustment,
-        "has_correction": state.has_correction,
-        "lane": state.lane,
-        "lane_uuid": state.effective_lane_uuid,
-    })[1:]  # fmt: skip
+    before = _pack(
+        {
+            "content_time": state.content_time,
+            "conversational": state.conversational,
+            "has_adjustment": state.has_adjustment,
+            "has_correction": state.has_correction,
+            "lane": state.lane,
+            "lane_uuid": state.effective_lane_uuid,
+        }
+    )[1:]
     private = _pack({"private_fields": _sorted_map(state.private_fields)})[1:]
-    after = _pack({
-        "tags": state.tags, "text": state.text, "title": state.title,
-        "visibility": state.visibility,
-    })[1:]  # fmt: skip
+    after = _pack(
+        {
+            "tags": state.tags,
+            "text": state.text,
+            "title": state.title,
+            "visibility": state.visibility,
+        }
+    )[1:]
     full = hashlib.sha256(b"\x8b" + before + private + after).digest()
     public = hashlib.sha256(b"\x8a" + before + after).digest()
     links = hashlib.sha256(_pack(state.links)).digest() if state.links else _NO_LINKS

@@ -30,13 +30,61 @@ assert _CUT != SEARCH_TOKENIZER, "the index stems: its unstemmed twin drops only
 # half of any conversation and outweighs the words that say what it asks (measured on LoCoMo:
 # first-page recall 0.664 with them, 0.704 without; docs/benchmarks.md §quality).  The index
 # keeps them, so intersect's phrases still hold.
-STOP_WORDS = frozenset((
-    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "in", "is", "it",
-    "its", "of", "on", "that", "the", "to", "was", "were", "will", "with",
-    "did", "do", "does", "how", "what", "when", "where", "which", "who", "whom", "why",
-    "he", "her", "him", "his", "i", "me", "my", "our", "she", "their", "them", "they", "us",
-    "we", "you", "your",
-))  # fmt: skip
+STOP_WORDS = frozenset(
+    (
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "that",
+        "the",
+        "to",
+        "was",
+        "were",
+        "will",
+        "with",
+        "did",
+        "do",
+        "does",
+        "how",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "he",
+        "her",
+        "him",
+        "his",
+        "i",
+        "me",
+        "my",
+        "our",
+        "she",
+        "their",
+        "them",
+        "they",
+        "us",
+        "we",
+        "you",
+        "your",
+    )
+)
 
 
 @dataclass(frozen=True, slots=True)

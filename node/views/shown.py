@@ -55,7 +55,8 @@ def shown(state: SrState) -> dict[str, Any]:
         "lane_uuid": state.effective_lane_uuid,
         "content_time": instant(state.content_time),
         "ingest_time": ingest,
-        "created_time": ingest if state.created_time == state.ingest_time
+        "created_time": ingest
+        if state.created_time == state.ingest_time
         else instant(state.created_time),
         "tags": list(state.tags),
         "conversational": state.conversational,
@@ -63,7 +64,7 @@ def shown(state: SrState) -> dict[str, Any]:
         "has_adjustment": state.has_adjustment,
         "caller": state.owner,
         "node_id": state.node_id,
-    }  # fmt: skip
+    }
 
 
 def shown_blob(state: SrState) -> bytes:

@@ -60,8 +60,10 @@ class History:
 async def select_history(reader: Reader, caller: Caller, sr_id: str, now: int) -> History | None:
     """The SR's history for ``caller``; None unless it may read the SR at this moment."""
     rule, params = readable_srs(caller)
-    blob = await reader.scalar(f"SELECT shown FROM srs WHERE sr_id = ? AND {rule}",  # noqa: S608
-                               (sr_id, *params))  # fmt: skip
+    blob = await reader.scalar(
+        f"SELECT shown FROM srs WHERE sr_id = ? AND {rule}",  # noqa: S608
+        (sr_id, *params),
+    )
     if blob is None:
         return None
     rows = await _select_readable(reader, caller, sr_id, now)
@@ -82,8 +84,9 @@ async def select_history(reader: Reader, caller: Caller, sr_id: str, now: int) -
 async def _select_readable(reader: Reader, caller: Caller, sr_id: str, now: int) -> list[Any]:
     """The newest ``MAX_VERSIONS + 1`` versions ``caller`` may read, newest first."""
     rule, params = readable_scopes(caller)
-    return await reader.fetchall(_VERSIONS.format(rule=rule),
-                                 (sr_id, now, *params, MAX_VERSIONS + 1))  # fmt: skip
+    return await reader.fetchall(
+        _VERSIONS.format(rule=rule), (sr_id, now, *params, MAX_VERSIONS + 1)
+    )
 
 
 def _state(blob: Any) -> SrState:
@@ -124,13 +127,19 @@ def _version(wall: int, origin: Origin | None, read: _Read, before: _Read | None
     principal = None
     if origin is not None and origin.payload is not None:
         principal = decode_payload(origin.kind, origin.payload).get("principal")
-    changed = [] if before is None else [
-        f for f in COMPARED if f in read.seen and before.seen.get(f) != read.seen[f]
-    ]  # fmt: skip
+    changed = (
+        []
+        if before is None
+        else [f for f in COMPARED if f in read.seen and before.seen.get(f) != read.seen[f]]
+    )
     unseen = before is not None and (before.full, before.links) != (read.full, read.links)
     return {
-        "at": instant(wall), "kind": _KINDS.get(kind or "", kind), "by": principal,
+        "at": instant(wall),
+        "kind": _KINDS.get(kind or "", kind),
+        "by": principal,
         "node_id": node_id(writer) if writer is not None else None,
-        "first": before is None, "fields": changed,
-        "hidden_change": unseen and not changed, "state": read.seen,
-    }  # fmt: skip
+        "first": before is None,
+        "fields": changed,
+        "hidden_change": unseen and not changed,
+        "state": read.seen,
+    }

@@ -62,8 +62,14 @@ async def has_readable(reader: Reader, caller: Caller, sr_id: str) -> bool:
 async def select_linked(reader: Reader, q: Query, anchor: str) -> Page:
     """One page of the SRs linked from ``anchor`` or linking to it (depth 1) that the caller
     can read."""
-    return await select_page(reader, q, extra=["srs.sr_id != ?"], extra_args=[anchor],
-                             source=_LINKED, source_args=[anchor] * 2)  # fmt: skip
+    return await select_page(
+        reader,
+        q,
+        extra=["srs.sr_id != ?"],
+        extra_args=[anchor],
+        source=_LINKED,
+        source_args=[anchor] * 2,
+    )
 
 
 async def select_sr_readers(reader: Reader, sr_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:

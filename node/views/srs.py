@@ -168,8 +168,14 @@ class SrView:
     )
     restore: tuple[str, ...] = (_DELETIONS_REAPPLY,)
     countable: tuple[str, ...] = (
-        "deletions", "sr_versions", "srs", "sr_tags", "sr_links", "sr_due", "sr_fts",
-    )  # fmt: skip
+        "deletions",
+        "sr_versions",
+        "srs",
+        "sr_tags",
+        "sr_links",
+        "sr_due",
+        "sr_fts",
+    )
     # An erased SR's terms stay in the index's older segments until a merge reaches them.
     scrub: tuple[str, ...] = ("INSERT INTO sr_fts (sr_fts) VALUES ('optimize')",)
 
@@ -298,12 +304,21 @@ class SrView:
         """Fold every version of the SR again (an entry landed before others, or a create
         arrived after entries it precedes, or a log was hidden)."""
         rows = await txn.fetchall(_LOGGED, (sr_id,))
-        entries = [(bytes(o), pos, wall, kind, decode_payload(kind, bytes(data)),
-                    _writer_id(bytes(writer)))
-                   for o, pos, wall, kind, data, writer in rows]  # fmt: skip
+        entries = [
+            (
+                bytes(o),
+                pos,
+                wall,
+                kind,
+                decode_payload(kind, bytes(data)),
+                _writer_id(bytes(writer)),
+            )
+            for o, pos, wall, kind, data, writer in rows
+        ]
         if item is not None:
-            entries.append((ord_, item.pos, item.hlc.wall, item.kind, item.payload,
-                            _writer_id(item.writer)))  # fmt: skip
+            entries.append(
+                (ord_, item.pos, item.hlc.wall, item.kind, item.payload, _writer_id(item.writer))
+            )
             entries.sort(key=lambda e: e[0])
         states = fold_all(sr_id, [(k, w, p, n) for _, _, w, k, p, n in entries])
         for (o, pos, wall, _, _, _), state in zip(entries, states, strict=True):
@@ -343,14 +358,27 @@ class SrView:
             txn.put(_LINKS_OUT, sr_id, (sr_id,))
         else:  # each still runs before the statement that puts back
             txn.reserve(_FTS_OUT, _TAGS_OUT, _LINKS_OUT)
-        txn.put(_CURRENT, sr_id, (
-            sr_id, int(live), state.workspace or "", state.owner or "",
-            int(state.visibility == "private"), state.lane, int(state.conversational),
-            state.title, state.text, tags_text, state.ingest_time,
-            state.content_time if state.content_time is not None else state.created_time,
-            state.created_time, shown_blob(state) if live else b"",
-            token_count(state.title) + token_count(state.text) + len(tags),
-        ))  # fmt: skip
+        txn.put(
+            _CURRENT,
+            sr_id,
+            (
+                sr_id,
+                int(live),
+                state.workspace or "",
+                state.owner or "",
+                int(state.visibility == "private"),
+                state.lane,
+                int(state.conversational),
+                state.title,
+                state.text,
+                tags_text,
+                state.ingest_time,
+                state.content_time if state.content_time is not None else state.created_time,
+                state.created_time,
+                shown_blob(state) if live else b"",
+                token_count(state.title) + token_count(state.text) + len(tags),
+            ),
+        )
         txn.put(_FTS_IN, sr_id, (sr_id, state.title, state.text, tags_text) if live else None)
         txn.put(_TAGS_IN, sr_id, (sr_id, json.dumps(tags)) if tags else None)
         links = list(state.links) if live else []
@@ -374,8 +402,20 @@ class SrView:
 
 def _version_row(sr_id: str, ord_: bytes, pos: int, wall: int, state: SrState) -> tuple[Any, ...]:
     full, public, links = digests(state)
-    return (sr_id, ord_, pos, wall, state_blob(state), int(state.exists), state.workspace or "",
-            state.owner or "", int(state.visibility == "private"), full, public, links)  # fmt: skip
+    return (
+        sr_id,
+        ord_,
+        pos,
+        wall,
+        state_blob(state),
+        int(state.exists),
+        state.workspace or "",
+        state.owner or "",
+        int(state.visibility == "private"),
+        full,
+        public,
+        links,
+    )
 
 
 def _creates(item: Applied) -> bool:

@@ -29,10 +29,18 @@ async def activity(node: Node, caller: Caller, query: Mapping[str, str]) -> HTML
         shown = await node.look("activity", caller, **sent)
     except Refusal as exc:
         status = status_of(exc)
-        return render("activity.html", status, caller=caller, sent=sent, problem=str(exc),
-                     shown=None, chart=None)  # fmt: skip
-    return render("activity.html", caller=caller, sent=sent, problem=None, shown=shown,
-                 chart=_chart(shown))  # fmt: skip
+        return render(
+            "activity.html",
+            status,
+            caller=caller,
+            sent=sent,
+            problem=str(exc),
+            shown=None,
+            chart=None,
+        )
+    return render(
+        "activity.html", caller=caller, sent=sent, problem=None, shown=shown, chart=_chart(shown)
+    )
 
 
 def _chart(shown: dict[str, Any]) -> Any:

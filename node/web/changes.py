@@ -61,12 +61,21 @@ async def changes(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLR
         answer = await node.call("e_timeline", caller, page_size=PAGE_SIZE, **sent)
     except Refusal as exc:
         status = status_of(exc)
-        return render("changes.html", status, **shown, sent=sent, problem=str(exc),
-                     changes=[], more=False)  # fmt: skip
+        return render(
+            "changes.html", status, **shown, sent=sent, problem=str(exc), changes=[], more=False
+        )
     window = {"since": answer["since"], "as_of": answer["as_of"], "page": answer["page"]}
     titles, diffs = await _diffs(node, caller, answer)
-    return render("changes.html", **shown, sent=window, problem=None, diffs=diffs, titles=titles,
-                 changes=answer["changes"], more=answer["has_more"])  # fmt: skip
+    return render(
+        "changes.html",
+        **shown,
+        sent=window,
+        problem=None,
+        diffs=diffs,
+        titles=titles,
+        changes=answer["changes"],
+        more=answer["has_more"],
+    )
 
 
 async def _diffs(
@@ -76,8 +85,15 @@ async def _diffs(
     value at since, at as_of), as text."""
     if not answer["changes"]:
         return {}, {}
-    found = await node.look("changed_values", caller, since=answer["since"], as_of=answer["as_of"],
-                            sr_ids=[c["sr_id"] for c in answer["changes"]])  # fmt: skip
-    diffs = {sr_id: [(f, value_text(a), value_text(b)) for f, (a, b) in fields.items()]
-             for sr_id, fields in found["srs"].items()}  # fmt: skip
+    found = await node.look(
+        "changed_values",
+        caller,
+        since=answer["since"],
+        as_of=answer["as_of"],
+        sr_ids=[c["sr_id"] for c in answer["changes"]],
+    )
+    diffs = {
+        sr_id: [(f, value_text(a), value_text(b)) for f, (a, b) in fields.items()]
+        for sr_id, fields in found["srs"].items()
+    }
     return found["titles"], diffs

@@ -60,8 +60,15 @@ def _y(count: int, top: int) -> float:
 
 def _bar(i: int, bar: Bar, step: float, top: int, unit: str) -> Markup:
     y = _y(bar.count, top)
-    return _RECT.format(x=_LEFT + i * step + step * 0.1, y=y, w=step * 0.8, h=_BASE - y,
-                        tip=bar.tip, count=bar.count, unit=unit)  # fmt: skip
+    return _RECT.format(
+        x=_LEFT + i * step + step * 0.1,
+        y=y,
+        w=step * 0.8,
+        h=_BASE - y,
+        tip=bar.tip,
+        count=bar.count,
+        unit=unit,
+    )
 
 
 def _count_axis(top: int) -> list[Markup]:

@@ -31,19 +31,23 @@ _FILTERS = ("status", "tool")
 def _timed(episode: dict[str, Any]) -> dict[str, Any]:
     """``episode`` with its ``ts`` and ``verdict_at`` (ms) spelled as UTC instants."""
     verdict = episode.get("verdict_at")
-    return episode | {"at": format_instant(episode["ts"]),
-                      "verdict": None if verdict is None else format_instant(verdict)}  # fmt: skip
+    return episode | {
+        "at": format_instant(episode["ts"]),
+        "verdict": None if verdict is None else format_instant(verdict),
+    }
 
 
 async def _chain(node: Node, caller: Caller, episode_id: str) -> dict[str, Any]:
-    answer = await node.call("work_episode_chain", caller, id=episode_id, k=CHAIN_K,
-                             response_format="detailed")  # fmt: skip
+    answer = await node.call(
+        "work_episode_chain", caller, id=episode_id, k=CHAIN_K, response_format="detailed"
+    )
     return answer | {"chain": [_timed(e) for e in answer["chain"]]}
 
 
 async def _listed(node: Node, caller: Caller, sent: dict[str, Any]) -> dict[str, Any]:
-    answer = await node.call("work_episodes", caller, page_size=PAGE_SIZE,
-                             response_format="detailed", **sent)  # fmt: skip
+    answer = await node.call(
+        "work_episodes", caller, page_size=PAGE_SIZE, response_format="detailed", **sent
+    )
     return answer | {"episodes": [_timed(e) for e in answer["episodes"]]}
 
 

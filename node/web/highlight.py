@@ -20,8 +20,12 @@ def highlighted(text: str, query: str) -> Markup:
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(words))) + r")\b", re.I)
     out, at = [], 0
     for m in pattern.finditer(text):
-        out += [escape(text[at : m.start()]), Markup("<mark>"), escape(m.group(0)),
-                Markup("</mark>")]  # fmt: skip
+        out += [
+            escape(text[at : m.start()]),
+            Markup("<mark>"),
+            escape(m.group(0)),
+            Markup("</mark>"),
+        ]
         at = m.end()
     out.append(escape(text[at:]))
     return Markup("").join(out)

@@ -17,9 +17,15 @@ from node.node import Node
 from node.web.highlight import highlighted
 
 __all__ = [
-    "PAGE_SIZE", "page_number", "render", "search", "sign_in", "status_of", "timeline",
+    "PAGE_SIZE",
+    "page_number",
+    "render",
+    "search",
+    "sign_in",
+    "status_of",
+    "timeline",
     "value_text",
-]  # fmt: skip
+]
 
 PAGE_SIZE = 50
 _ENV = Environment(loader=PackageLoader("node.web"), autoescape=select_autoescape(default=True))
@@ -72,8 +78,13 @@ async def _answered(
         answer = await node.call("e_timeline", caller, page_size=PAGE_SIZE, **sent)
     except Refusal as exc:
         return render(template, status_of(exc), **shown, problem=str(exc), results=[], more=False)
-    return render(template, **shown, problem=None, results=answer["results"],
-                 more=answer.get("has_more", False))  # fmt: skip
+    return render(
+        template,
+        **shown,
+        problem=None,
+        results=answer["results"],
+        more=answer.get("has_more", False),
+    )
 
 
 async def timeline(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLResponse:
@@ -84,9 +95,13 @@ async def timeline(node: Node, caller: Caller, query: Mapping[str, str]) -> HTML
     if query.get("is_conversational_only"):
         sent["is_conversational_only"] = True
     lanes = {name: profile.lanes for name, profile in node.config.profiles.items()}
-    return await _answered("timeline.html", node, caller,
-                           {"action": "list", **sent, "page": page_number(query)},
-                           profiles=lanes)  # fmt: skip
+    return await _answered(
+        "timeline.html",
+        node,
+        caller,
+        {"action": "list", **sent, "page": page_number(query)},
+        profiles=lanes,
+    )
 
 
 async def search(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLResponse:

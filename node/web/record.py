@@ -25,16 +25,23 @@ async def record(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLRe
     shown: dict[str, Any] = {"caller": caller, "sr_id": sr_id}
     try:
         history = await node.look("sr_history", caller, sr_id=sr_id)
-        linked = await node.call("e_timeline", caller, action="traverse", sr_id=sr_id,
-                                 page_size=PAGE_SIZE)  # fmt: skip
+        linked = await node.call(
+            "e_timeline", caller, action="traverse", sr_id=sr_id, page_size=PAGE_SIZE
+        )
     except Refusal as exc:
         unknown = str(exc) == f"unknown sr_id: {sr_id}"  # or hidden: the same
         status = 404 if unknown else status_of(exc)
         return render("record.html", status, **shown, problem=str(exc))
     versions = history["versions"]
     out = set(versions[-1]["state"]["links"]) if versions else set()
-    return render("record.html", **shown, problem=None, current=history["current"],
-                  versions=versions[::-1], earlier=history["earlier"],
-                  links_out=[r for r in linked["results"] if r["sr_id"] in out],
-                  links_in=[r for r in linked["results"] if r["sr_id"] not in out],
-                  more_links=linked.get("has_more", False))  # fmt: skip
+    return render(
+        "record.html",
+        **shown,
+        problem=None,
+        current=history["current"],
+        versions=versions[::-1],
+        earlier=history["earlier"],
+        links_out=[r for r in linked["results"] if r["sr_id"] in out],
+        links_in=[r for r in linked["results"] if r["sr_id"] not in out],
+        more_links=linked.get("has_more", False),
+    )

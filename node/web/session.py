@@ -51,8 +51,7 @@ async def token_of_form(request: Request) -> str | None:
 
 
 def keep(response: Response, token: str, *, secure: bool) -> None:
-    response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=secure,
-                        path="/")  # fmt: skip
+    response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=secure, path="/")
 
 
 def forget(response: Response) -> None:

@@ -18,8 +18,13 @@ from node.windows.zones import date_of, midnights, read_wall, wall_of
 from protocol.timefmt import format_instant
 
 __all__ = [
-    "Conversion", "Ctx", "convert_exact", "convert_for_tool", "convert_widened", "write_bound",
-]  # fmt: skip
+    "Conversion",
+    "Ctx",
+    "convert_exact",
+    "convert_for_tool",
+    "convert_widened",
+    "write_bound",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +90,9 @@ def _epoch_s(ms: int, upper: bool, moves: bool) -> int:
     return ms // 1000 - (1 if moves else 0)
 
 
-def write_bound(bound: Bound, ms: int, offset: int, zone: ZoneInfo | None, *,
-                upper: bool) -> tuple[Any, bool] | None:  # fmt: skip
+def write_bound(
+    bound: Bound, ms: int, offset: int, zone: ZoneInfo | None, *, upper: bool
+) -> tuple[Any, bool] | None:
     """One end's value (and whether it moved), or None when it cannot be written exactly."""
     moves = bound.edge == ("inclusive" if upper else "exclusive")
     enc = bound.encoding

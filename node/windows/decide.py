@@ -97,10 +97,18 @@ def _open_reading(call: Call) -> CallWindowRow:
 
 def _filled(call: Call, w: Window, conv: Conversion) -> Decision:
     trimmed = conv.sent is not None and call.facts.filters_to_asked
-    row = _row(call, "filled", form=conv.form, asked=w.span, person=_person(w),
-               rounded=conv.rounded, sent=conv.sent, extra=() if trimmed else conv.extra,
-               trimmed_by_tool=trimmed,
-               partly_beyond_retention=conv.partly_beyond_retention)  # fmt: skip
+    row = _row(
+        call,
+        "filled",
+        form=conv.form,
+        asked=w.span,
+        person=_person(w),
+        rounded=conv.rounded,
+        sent=conv.sent,
+        extra=() if trimmed else conv.extra,
+        trimmed_by_tool=trimmed,
+        partly_beyond_retention=conv.partly_beyond_retention,
+    )
     return Decision(row, conv.values, w.span if trimmed else None)
 
 
@@ -165,9 +173,10 @@ def _named(call: Call, asked: TimeSpan) -> tuple[Window, bool] | None:
     names = {a for f in call.forms for a in (*f.arguments(), f.zone_argument) if a}
     quotes = [_norm(q) for k, q in call.turn.quotes.items() if k in names and _norm(q)]
     named = [
-        w for w in call.turn.windows
+        w
+        for w in call.turn.windows
         if _norm(w.quote) and any(q in _norm(w.quote) or _norm(w.quote) in q for q in quotes)
-    ]  # fmt: skip
+    ]
     if not named:
         return None
     for w in named:
@@ -183,8 +192,9 @@ def _judged(call: Call, row: CallWindowRow) -> Decision:
     facts = form_facts(call.forms[row.form], call.facts)
     problem = fact_problem(row.asked, facts, call.turn.now)
     if problem is not None:
-        refused = _row(call, "refused", refused=problem, form=row.form, asked=row.asked,
-                       person=row.person)  # fmt: skip
+        refused = _row(
+            call, "refused", refused=problem, form=row.form, asked=row.asked, person=row.person
+        )
         return Decision(refused)
     partly = partly_beyond_retention(row.asked, facts, call.turn.now)
     return Decision(replace(row, partly_beyond_retention=partly))

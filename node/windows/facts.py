@@ -9,9 +9,14 @@ from node.windows.spans import TimeSpan
 __all__ = ["REFUSALS", "fact_problem", "partly_beyond_retention"]
 
 REFUSALS = (
-    "time-future", "time-past", "beyond-retention", "over-max-range", "multi-day", "dst-gap",
+    "time-future",
+    "time-past",
+    "beyond-retention",
+    "over-max-range",
+    "multi-day",
+    "dst-gap",
     "no-form-holds",
-)  # fmt: skip
+)
 
 
 def fact_problem(span: TimeSpan, facts: Facts, now: int) -> str | None:

@@ -213,8 +213,14 @@ class _Checker:
         dates = raw.get("dates", False)
         if type(dates) is not bool or (dates and encoding != "iso"):
             raise self.fail(f"{end}.dates is true or false, and only for as: iso")
-        return Bound(self.argument(raw.get("argument"), encoding), encoding, edge,
-                     self.default(raw.get("default"), end), ms_step, dates)  # fmt: skip
+        return Bound(
+            self.argument(raw.get("argument"), encoding),
+            encoding,
+            edge,
+            self.default(raw.get("default"), end),
+            ms_step,
+            dates,
+        )
 
     def default(self, value: Any, end: str) -> str | None:
         if value is None or value == "now":
@@ -257,9 +263,14 @@ def _joined(c: _Checker, raw: Mapping[str, Any]) -> Form:
     if raw.get("joiner") not in ("..", "/"):
         raise c.fail('joiner must be ".." or "/"')
     edge = c.edge(raw.get("edge", "inclusive"), "edge")
-    return Form("joined", c.argument(raw.get("argument"), "joined"),
-                Bound(None, encoding), Bound(None, encoding, edge), joiner=str(raw["joiner"]),
-                zone_argument=c.zone(raw.get("zone")))  # fmt: skip
+    return Form(
+        "joined",
+        c.argument(raw.get("argument"), "joined"),
+        Bound(None, encoding),
+        Bound(None, encoding, edge),
+        joiner=str(raw["joiner"]),
+        zone_argument=c.zone(raw.get("zone")),
+    )
 
 
 def _object(c: _Checker, raw: Mapping[str, Any]) -> Form:
@@ -274,9 +285,14 @@ def _object(c: _Checker, raw: Mapping[str, Any]) -> Form:
     argument = raw.get("argument")
     if not isinstance(argument, str) or argument not in c.properties:
         raise c.fail(f"argument {argument!r} is not in the tool's input schema")
-    return Form("object", argument, Bound(None, encoding), Bound(None, encoding, edge),
-                keys=(str(names[0]), str(names[1])),
-                zone_argument=c.zone(raw.get("zone")))  # fmt: skip
+    return Form(
+        "object",
+        argument,
+        Bound(None, encoding),
+        Bound(None, encoding, edge),
+        keys=(str(names[0]), str(names[1])),
+        zone_argument=c.zone(raw.get("zone")),
+    )
 
 
 def _day(c: _Checker, raw: Mapping[str, Any]) -> Form:
@@ -297,8 +313,12 @@ def _lookback(c: _Checker, raw: Mapping[str, Any]) -> Form:
 
 
 _BUILD = {
-    "bounds": _bounds, "joined": _joined, "object": _object, "day": _day, "lookback": _lookback,
-}  # fmt: skip
+    "bounds": _bounds,
+    "joined": _joined,
+    "object": _object,
+    "day": _day,
+    "lookback": _lookback,
+}
 
 
 def _sugar(spelling: Any, argument: Any, zone_argument: Any) -> dict[str, Any]:
@@ -306,8 +326,13 @@ def _sugar(spelling: Any, argument: Any, zone_argument: Any) -> dict[str, Any]:
         raise ValueError(spelling)
     if spelling in ("lookback", "signed-lookback"):
         return {"kind": "lookback", "argument": argument, "signed": spelling != "lookback"}
-    form = {"kind": "joined", "argument": argument, "joiner": "..", "edge": "inclusive",
-            "as": "iso" if spelling == "iso-range" else "wall"}  # fmt: skip
+    form = {
+        "kind": "joined",
+        "argument": argument,
+        "joiner": "..",
+        "edge": "inclusive",
+        "as": "iso" if spelling == "iso-range" else "wall",
+    }
     if spelling == "wall-range":
         form["zone"] = {"argument": zone_argument}
     return form
@@ -335,18 +360,28 @@ def _facts(c: _Checker, raw: Any) -> Facts:
         raise c.fail(f"facts.direction must be one of {', '.join(_DIRECTIONS)}")
     if type(raw.get("filtersToAsked", False)) is not bool:
         raise c.fail("facts.filtersToAsked must be true or false")
-    spans = {k: c.duration(raw[k], f"facts.{k}") if k in raw else None
-             for k in ("retention", "maxRange", "granularity")}  # fmt: skip
-    return Facts(raw.get("direction"), spans["retention"], spans["maxRange"],
-                 spans["granularity"], raw.get("filtersToAsked", False))  # fmt: skip
+    spans = {
+        k: c.duration(raw[k], f"facts.{k}") if k in raw else None
+        for k in ("retention", "maxRange", "granularity")
+    }
+    return Facts(
+        raw.get("direction"),
+        spans["retention"],
+        spans["maxRange"],
+        spans["granularity"],
+        raw.get("filtersToAsked", False),
+    )
 
 
 def declare(tool: str, schema: Mapping[str, Any], decl: Mapping[str, Any]) -> Period:
     """Check a declaration against the tool's input schema; ``DeclarationError`` if any
     rule is broken."""
     c = _Checker(tool, schema)
-    raw = c.keys(decl, {"forms", "facts", "argument", "spelling", "accepts", "zoneArgument"},
-                 "the declaration")  # fmt: skip
+    raw = c.keys(
+        decl,
+        {"forms", "facts", "argument", "spelling", "accepts", "zoneArgument"},
+        "the declaration",
+    )
     forms = []
     for i, item in enumerate(_expand(c, raw)):
         c.where = f"form {i}"

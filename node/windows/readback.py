@@ -21,9 +21,14 @@ from node.windows.zones import midnights, read_wall, zone_named
 from protocol.timefmt import TimeFormatError, parse_date, parse_instant
 
 __all__ = [
-    "form_zone", "is_missing", "parse_day", "parse_wall", "read_back", "read_bound",
+    "form_zone",
+    "is_missing",
+    "parse_day",
+    "parse_wall",
+    "read_back",
+    "read_bound",
     "wall_gap_argument",
-]  # fmt: skip
+]
 
 _WALL = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?\Z", re.ASCII
@@ -57,8 +62,15 @@ def parse_wall(text: Any) -> tuple[datetime, int] | None:
         return None
     frac = m[7] or ""
     try:
-        wall = datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6] or 0),
-                        int((frac + "000")[:3]) * 1000)  # fmt: skip
+        wall = datetime(
+            int(m[1]),
+            int(m[2]),
+            int(m[3]),
+            int(m[4]),
+            int(m[5]),
+            int(m[6] or 0),
+            int((frac + "000")[:3]) * 1000,
+        )
     except ValueError:
         return None
     return wall, 1 if frac else 1000 if m[6] else 60_000
@@ -128,8 +140,9 @@ def _day_bounds(day: date, zone: ZoneInfo) -> tuple[int, int] | None:
     return None if start is None or end is None else (start, end - start)
 
 
-def read_bound(bound: Bound, value: Any, zone: ZoneInfo | None, *, upper: bool,
-               in_text: bool = False) -> int | None:  # fmt: skip
+def read_bound(
+    bound: Bound, value: Any, zone: ZoneInfo | None, *, upper: bool, in_text: bool = False
+) -> int | None:
     """The instant one end reads as: ``from`` inclusive (or after an exclusive from), ``to``
     per its edge."""
     try:
@@ -222,8 +235,10 @@ def _read_back(
     assert form.lower is not None
     assert form.upper is not None
     in_text = form.kind == "joined"
-    return _span(read_bound(form.lower, halves[0], zone, upper=False, in_text=in_text),
-                 read_bound(form.upper, halves[1], zone, upper=True, in_text=in_text))  # fmt: skip
+    return _span(
+        read_bound(form.lower, halves[0], zone, upper=False, in_text=in_text),
+        read_bound(form.upper, halves[1], zone, upper=True, in_text=in_text),
+    )
 
 
 def _in_gap(bound: Bound, value: Any, zone: ZoneInfo) -> bool:

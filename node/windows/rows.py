@@ -56,9 +56,13 @@ class CallWindowRow:
 
     def wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "kind": "call-window", "turn": self.turn, "iteration": self.iteration,
-            "toolCallId": self.tool_call_id, "toolName": self.tool_name, "how": self.how,
-        }  # fmt: skip
+            "kind": "call-window",
+            "turn": self.turn,
+            "iteration": self.iteration,
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name,
+            "how": self.how,
+        }
         optional = {
             "form": self.form,
             "asked": self.asked.wire() if self.asked else None,
@@ -86,11 +90,21 @@ def from_wire(raw: Mapping[str, Any]) -> CallWindowRow:
     spans = {k: parse_span(raw[k], k) if k in raw else None for k in ("asked", "sent")}
     extra = tuple(parse_span(s, "extra") for s in raw.get("differs", {}).get("extra", ()))
     return CallWindowRow(
-        raw["turn"], raw["iteration"], raw["toolCallId"], raw["toolName"], raw["how"],
-        form=raw.get("form"), asked=spans["asked"],
-        person=_person(raw["person"]) if "person" in raw else None, by=raw.get("by"),
-        rounded=bool(raw.get("rounded")), sent=spans["sent"], extra=extra,
+        raw["turn"],
+        raw["iteration"],
+        raw["toolCallId"],
+        raw["toolName"],
+        raw["how"],
+        form=raw.get("form"),
+        asked=spans["asked"],
+        person=_person(raw["person"]) if "person" in raw else None,
+        by=raw.get("by"),
+        rounded=bool(raw.get("rounded")),
+        sent=spans["sent"],
+        extra=extra,
         trimmed_by_tool=bool(raw.get("trimmedByTool")),
         partly_beyond_retention=bool(raw.get("partlyBeyondRetention")),
-        why=raw.get("why"), refused=raw.get("refused"), argument=raw.get("argument"),
-    )  # fmt: skip
+        why=raw.get("why"),
+        refused=raw.get("refused"),
+        argument=raw.get("argument"),
+    )

@@ -132,8 +132,15 @@ def _window(raw: Any, i: int, now: tuple[int, int], zone: ZoneInfo) -> Window:
     if answer not in (None, "confirmed", "edited"):
         raise WindowError(f"{what}.answer must be confirmed or edited")
     wzone = _zone(raw["zone"], f"{what}.zone") if "zone" in raw else zone
-    return Window(source, span, wzone, mention, _text(raw.get("quote"), f"{what}.quote", MAX_QUOTE),
-                  lookback, answer)  # fmt: skip
+    return Window(
+        source,
+        span,
+        wzone,
+        mention,
+        _text(raw.get("quote"), f"{what}.quote", MAX_QUOTE),
+        lookback,
+        answer,
+    )
 
 
 def _open(value: Any) -> tuple[tuple[TimeSpan, ...], ...]:
@@ -188,5 +195,15 @@ def parse_turn(raw: Any, *, clock: int, zone: str = "UTC") -> Turn:
     mentions = _count(raw, "mentions", least)
     if mentions < least:
         raise WindowError(f"mentions must be at least {least} (the windows and open mentions)")
-    return Turn(_count(raw, "turn"), _count(raw, "iteration", 0), call_id, now[0], now[1], tz,
-                windows, open_, mentions, _quotes(raw.get("quotes")))  # fmt: skip
+    return Turn(
+        _count(raw, "turn"),
+        _count(raw, "iteration", 0),
+        call_id,
+        now[0],
+        now[1],
+        tz,
+        windows,
+        open_,
+        mentions,
+        _quotes(raw.get("quotes")),
+    )

@@ -32,8 +32,12 @@ CHANGES = replace(changes.QUICK, large=4_000, small=1_000, name="changes-smoke")
 # The timeline benchmark's store a fifth of ``--quick``'s: 4,000 SRs.
 TIMELINE = replace(timeline.QUICK, srs=4_000, name="timeline-4k")
 # The MCP benchmark's store a quarter of ``--quick``'s (500 SRs), each side 0.3 s a round.
-MCP = replace(mcp.QUICK, store=replace(mcp.QUICK.store, large=500, small=500, name="mcp-smoke"),
-              seconds=0.3, name="mcp-smoke")  # fmt: skip
+MCP = replace(
+    mcp.QUICK,
+    store=replace(mcp.QUICK.store, large=500, small=500, name="mcp-smoke"),
+    seconds=0.3,
+    name="mcp-smoke",
+)
 # The semantic benchmark's store a quarter of ``--quick``'s: 500 SRs.
 SEMANTIC = replace(semantic.QUICK, srs=500, name="semantic-500")
 # The ingest benchmark at half of ``--quick``'s writes, calls and entries.

@@ -78,11 +78,17 @@ def _import_main(node_dir: str, bundle: str, chunk: int) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
         async with Node.open(node_dir) as node:
             started = time.monotonic()
-            report = await bundles.import_bundle(node.store, node.info.mesh, Path(bundle),
-                                                 chunk=chunk)  # fmt: skip
+            report = await bundles.import_bundle(
+                node.store, node.info.mesh, Path(bundle), chunk=chunk
+            )
             ended = time.monotonic()
-        return {"seconds": ended - started, "started": started, "ended": ended,
-                "new": report.new, "peak": peak_rss_mib()}  # fmt: skip
+        return {
+            "seconds": ended - started,
+            "started": started,
+            "ended": ended,
+            "new": report.new,
+            "peak": peak_rss_mib(),
+        }
 
     configure_logging()
     return asyncio.run(go())
@@ -145,9 +151,11 @@ def _quantile(values: list[float], q: float) -> float:
 def _measure(workdir: Path, sizes: sync.Sizes) -> Checked:
     cached, meta, built = sync.stores(sizes)
     quick = SMOKE if sizes == sync.QUICK else ""
-    title = (f"bundle_serving — Python {platform.python_version()}, SQLite "
-             f"{sqlite3.sqlite_version}, {os.cpu_count()} CPUs, synchronous=FULL, "
-             f"WAL{quick}")  # fmt: skip
+    title = (
+        f"bundle_serving — Python {platform.python_version()}, SQLite "
+        f"{sqlite3.sqlite_version}, {os.cpu_count()} CPUs, synchronous=FULL, "
+        f"WAL{quick}"
+    )
     bundle = workdir / "all.bundle"
     progress(f"bundle_serving: exporting {meta['entries']:,} entries")
     in_child(_export_main, _copy(cached, "sender", workdir / "sender"), str(bundle))
@@ -190,13 +198,22 @@ def _report(
     alone_s: float,
 ) -> Checked:
     result = Result(title, ratios=list(RATIOS))
-    notes = {ALONE: f"{bundles.IMPORT_CHUNK:,} entries a transaction; own process",
-             ONE_TXN: "one chunk of the whole bundle; own process",
-             BESIDE: f"a writer process: an SR every {INTERVAL_S * 1000:.0f} ms",
-             ONE_BESIDE: "the same writer"}  # fmt: skip
-    result.rows += [Row(label, runs[label]["new"], (runs[label]["seconds"],),
-                        rss_mib=runs[label]["peak"], note=notes[label])
-                    for label in ROWS]  # fmt: skip
+    notes = {
+        ALONE: f"{bundles.IMPORT_CHUNK:,} entries a transaction; own process",
+        ONE_TXN: "one chunk of the whole bundle; own process",
+        BESIDE: f"a writer process: an SR every {INTERVAL_S * 1000:.0f} ms",
+        ONE_BESIDE: "the same writer",
+    }
+    result.rows += [
+        Row(
+            label,
+            runs[label]["new"],
+            (runs[label]["seconds"],),
+            rss_mib=runs[label]["peak"],
+            note=notes[label],
+        )
+        for label in ROWS
+    ]
     quiet = [s for t, s, r in timed[BESIDE] if t < runs[BESIDE]["started"] and not r]
     waits, refused = _during(runs[BESIDE], timed[BESIDE])
     one_waits, one_refused = _during(runs[ONE_BESIDE], timed[ONE_BESIDE])
@@ -207,13 +224,17 @@ def _report(
         (P50, _ms(waits, 0.5), *info),
         (P99, _ms(waits, 0.99), f"< {P99_LIMIT_S * 1000:,.0f} ms", verdict(p99 < P99_LIMIT_S)),
         (MAX, _ms(waits, None), *info),
-        (WRITES, f"{len(waits):,} ({refused:,})", "(0 refused)",
-         verdict(refused == 0 and bool(waits))),
+        (
+            WRITES,
+            f"{len(waits):,} ({refused:,})",
+            "(0 refused)",
+            verdict(refused == 0 and bool(waits)),
+        ),
         (ONE_P50, _ms(one_waits, 0.5), *info),
         (ONE_P99, _ms(one_waits, 0.99), *info),
         (ONE_MAX, _ms(one_waits, None), *info),
         (ONE_WRITES, f"{len(one_waits):,} ({one_refused:,})", *info),
-    ]  # fmt: skip
+    ]
     how = "made by this run" if built else "reused from the cache"
     writes = [w for label in (BESIDE, ONE_BESIDE) for w in timed[label]]
     result.notes += [

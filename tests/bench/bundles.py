@@ -119,9 +119,14 @@ def _export_main(node_dir: str, out: str) -> dict[str, Any]:
             with sizes, Stopwatch() as sw:
                 report = await node.export_bundle(out)
         sizes.samples[-1] = (report.bytes, sizes.samples[-1][1])
-        return {"seconds": sw.seconds, "entries": report.entries, "bytes": report.bytes,
-                "quarter": sizes.at(0.25), "end": sizes.samples[-1][1],
-                "peak": _peak_mib()}  # fmt: skip
+        return {
+            "seconds": sw.seconds,
+            "entries": report.entries,
+            "bytes": report.bytes,
+            "quarter": sizes.at(0.25),
+            "end": sizes.samples[-1][1],
+            "peak": _peak_mib(),
+        }
 
     configure_logging()
     return asyncio.run(go())
@@ -139,9 +144,15 @@ def _import_main(node_dir: str, bundle: str) -> dict[str, Any]:
             with _Sampler(lambda: seen["import"]) as sizes, Stopwatch() as sw:
                 report = await node.import_bundle(bundle, progress=progress_of)
             feed, shown = await _feed(node)
-        return {"seconds": sw.seconds, "new": report.new, "quarter": sizes.at(0.25),
-                "end": sizes.samples[-1][1], "peak": _peak_mib(), "feed": feed,
-                "shown": shown}  # fmt: skip
+        return {
+            "seconds": sw.seconds,
+            "new": report.new,
+            "quarter": sizes.at(0.25),
+            "end": sizes.samples[-1][1],
+            "peak": _peak_mib(),
+            "feed": feed,
+            "shown": shown,
+        }
 
     configure_logging()
     return asyncio.run(go())
@@ -193,8 +204,10 @@ def _copy(cached: Path, name: str, work: Path) -> str:
 def _measure(workdir: Path, sizes: sync.Sizes) -> Checked:
     cached, meta, built = sync.stores(sizes)
     quick = SMOKE if sizes == sync.QUICK else ""
-    title = (f"bundles — Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
-             f"{os.cpu_count()} CPUs, synchronous=FULL, WAL{quick}")  # fmt: skip
+    title = (
+        f"bundles — Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"{os.cpu_count()} CPUs, synchronous=FULL, WAL{quick}"
+    )
     bundle = workdir / "all.bundle"
     progress(f"bundles: exporting {meta['entries']:,} entries")
     exported = in_child(_export_main, _copy(cached, "sender", workdir / "sender"), str(bundle))
@@ -220,24 +233,51 @@ def _report(
     n = received["entries"]
     result = Result(title, ratios=list(RATIOS))
     result.rows += [
-        Row(EXPORT, exported["entries"], (exported["seconds"],), rss_mib=exported["peak"],
-            note=f"{exported['bytes'] / exported['entries']:,.0f} bytes/entry; own process"),
-        Row(IMPORT, n, (imported["seconds"],), rss_mib=imported["peak"],
-            note=f"{IMPORT_CHUNK:,} entries a transaction; own process"),
-        Row(RECEIVE, n, (received["seconds"],), rss_mib=received["peak"],
-            note=f"{_BATCH:,} entries/receive; all in memory"),
-    ]  # fmt: skip
+        Row(
+            EXPORT,
+            exported["entries"],
+            (exported["seconds"],),
+            rss_mib=exported["peak"],
+            note=f"{exported['bytes'] / exported['entries']:,.0f} bytes/entry; own process",
+        ),
+        Row(
+            IMPORT,
+            n,
+            (imported["seconds"],),
+            rss_mib=imported["peak"],
+            note=f"{IMPORT_CHUNK:,} entries a transaction; own process",
+        ),
+        Row(
+            RECEIVE,
+            n,
+            (received["seconds"],),
+            rss_mib=received["peak"],
+            note=f"{_BATCH:,} entries/receive; all in memory",
+        ),
+    ]
     growth = f"≤ {RSS_GROWTH_LIMIT:g}×"
     checks = [
         (BYTES_PER_ENTRY, f"{exported['bytes'] / exported['entries']:,.0f}", "(info)", "(info)"),
         (IMPORTED, f"{imported['new']:,}", f"= {n:,}", verdict(imported["new"] == n)),
-        (FEED, f"{imported['feed']:.2f} s", f"≤ {FEED_LIMIT_S:g} s",
-         verdict(imported["shown"] == n and imported["feed"] <= FEED_LIMIT_S)),
-        (IMPORT_RSS, f"{imported['end']:,.0f} / {imported['quarter']:,.0f} MiB", growth,
-         verdict(imported["end"] <= imported["quarter"] * RSS_GROWTH_LIMIT)),
-        (EXPORT_RSS, f"{exported['end']:,.0f} / {exported['quarter']:,.0f} MiB", growth,
-         verdict(exported["end"] <= exported["quarter"] * RSS_GROWTH_LIMIT)),
-    ]  # fmt: skip
+        (
+            FEED,
+            f"{imported['feed']:.2f} s",
+            f"≤ {FEED_LIMIT_S:g} s",
+            verdict(imported["shown"] == n and imported["feed"] <= FEED_LIMIT_S),
+        ),
+        (
+            IMPORT_RSS,
+            f"{imported['end']:,.0f} / {imported['quarter']:,.0f} MiB",
+            growth,
+            verdict(imported["end"] <= imported["quarter"] * RSS_GROWTH_LIMIT),
+        ),
+        (
+            EXPORT_RSS,
+            f"{exported['end']:,.0f} / {exported['quarter']:,.0f} MiB",
+            growth,
+            verdict(exported["end"] <= exported["quarter"] * RSS_GROWTH_LIMIT),
+        ),
+    ]
     how = "made by this run" if built else "reused from the cache"
     result.notes += [
         f"stores: the sync benchmark's, {how} ({meta['entries']:,} entries of 20 writers)",

@@ -59,7 +59,7 @@ from tests.bench.common import (
     receive_batch,
     table,
     tail,
-)  # fmt: skip
+)
 from tests.bench.timeline import DAY_MS, READER, WORKSPACE, Corpus
 
 __all__ = ["FULL", "QUICK", "Report", "Sizes", "brute_force", "labels", "run"]
@@ -87,9 +87,18 @@ class Sizes:
 
 
 FULL = Sizes()
-QUICK = Sizes(large=20_000, small=5_000, changed=500, pages=(1, 2, 5, 9), first_runs=5,
-              page_runs=3, brute_runs=1, warmup=1, reuse_timeline=False,
-              name="changes-quick")  # fmt: skip
+QUICK = Sizes(
+    large=20_000,
+    small=5_000,
+    changed=500,
+    pages=(1, 2, 5, 9),
+    first_runs=5,
+    page_runs=3,
+    brute_runs=1,
+    warmup=1,
+    reuse_timeline=False,
+    name="changes-quick",
+)
 
 # The window: one day, after every corpus entry (the corpus ends 2025-05-31).
 SINCE_MS = parse_instant("2025-07-01T00:00:00Z").ms
@@ -170,9 +179,12 @@ def changes(corpus: Corpus, count: int) -> list[tuple[str, int, dict[str, Any]]]
 
 
 async def _receive_all(
-    node: Node, entries: Iterator[tuple[int, int, str, int, dict[str, Any]]], total: int,
-    batch_size: int, what: str,
-) -> tuple[float, float]:  # fmt: skip
+    node: Node,
+    entries: Iterator[tuple[int, int, str, int, dict[str, Any]]],
+    total: int,
+    batch_size: int,
+    what: str,
+) -> tuple[float, float]:
     """Seal and receive (key index, seq, kind, wall, payload) entries; -1 is the editor.  The
     seconds spent sealing and receiving."""
     mesh = node.info.mesh
@@ -184,8 +196,16 @@ async def _receive_all(
     for n, (w, seq, kind, wall, payload) in enumerate(entries, 1):
         t0 = time.perf_counter()
         key, epoch = (_EDITOR_KEY, _EDITOR_EPOCH) if w < 0 else (_writer_key(w), bytes([w + 1]) * 8)
-        entry = seal(key, mesh=mesh, epoch=epoch, seq=seq, prev=prevs.get(w), hlc=Hlc(wall, 0),
-                     kind=kind, payload=encode_payload(kind, payload))  # fmt: skip
+        entry = seal(
+            key,
+            mesh=mesh,
+            epoch=epoch,
+            seq=seq,
+            prev=prevs.get(w),
+            hlc=Hlc(wall, 0),
+            kind=kind,
+            payload=encode_payload(kind, payload),
+        )
         prevs[w] = entry.id
         batch.append((entry.raw, entry.payload))
         seal_s += time.perf_counter() - t0
@@ -194,8 +214,10 @@ async def _receive_all(
             stored += len(batch)
             batch = []
             if stored % 50_000 == 0 or stored == total:
-                progress(f"changes: {what}: {stored:,} of {total:,} entries in "
-                         f"{time.perf_counter() - started:,.0f} s")  # fmt: skip
+                progress(
+                    f"changes: {what}: {stored:,} of {total:,} entries in "
+                    f"{time.perf_counter() - started:,.0f} s"
+                )
     if stored != total:
         raise RuntimeError(f"{what}: stored {stored} of {total}")
     return seal_s, receive_s
@@ -222,8 +244,13 @@ async def _build_small(path: Path, sizes: Sizes, stride: int) -> dict[str, Any]:
         started = time.perf_counter()
         seal_s, receive_s = await _receive_all(node, entries(), n, sizes.batch, "corpus")
         build_s = time.perf_counter() - started
-    return {"srs": n, "token": issued.token, "build_s": build_s, "seal_s": seal_s,
-            "receive_s": receive_s}  # fmt: skip
+    return {
+        "srs": n,
+        "token": issued.token,
+        "build_s": build_s,
+        "seal_s": seal_s,
+        "receive_s": receive_s,
+    }
 
 
 async def _apply_changes(path: Path, sizes: Sizes) -> dict[str, Any]:
@@ -253,8 +280,10 @@ def _prepare_in_child(path: str, sizes: Sizes, stride: int, fresh: bool) -> dict
 def cache_key(sizes: Sizes, srs: int) -> str:
     schema = hashlib.sha256("".join(timeline.MIGRATIONS).encode()).hexdigest()[:16]
     base = "timeline-copy" if _reuses(sizes, srs) else "built"
-    return (f"{BUILD_VERSION}/schema-{timeline.SCHEMA_VERSION}-{schema}/{base}/corpus-"
-            f"{sizes.large}/srs-{srs}/changed-{sizes.changed}/window-{SINCE_MS}")  # fmt: skip
+    return (
+        f"{BUILD_VERSION}/schema-{timeline.SCHEMA_VERSION}-{schema}/{base}/corpus-"
+        f"{sizes.large}/srs-{srs}/changed-{sizes.changed}/window-{SINCE_MS}"
+    )
 
 
 def _reuses(sizes: Sizes, srs: int) -> bool:
@@ -300,15 +329,21 @@ def store(sizes: Sizes, srs: int) -> tuple[Path, dict[str, Any], bool]:
             progress(f"changes: copying {src} to {fresh}")
             with Stopwatch() as sw:
                 _copy_node(src, fresh)
-            meta |= {"srs": tmeta["srs"], "token": tmeta["token"], "copied_from": str(src),
-                     "copy_s": sw.seconds, "build_s": tmeta["build_s"],
-                     "receive_s": tmeta["receive_s"]}  # fmt: skip
+            meta |= {
+                "srs": tmeta["srs"],
+                "token": tmeta["token"],
+                "copied_from": str(src),
+                "copy_s": sw.seconds,
+                "build_s": tmeta["build_s"],
+                "receive_s": tmeta["receive_s"],
+            }
         else:
             progress(f"changes: building a store of {srs:,} SRs in {root} (cached)")
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(1, mp_context=context) as pool:
-            made = pool.submit(_prepare_in_child, str(fresh), sizes, sizes.large // srs,
-                               not _reuses(sizes, srs)).result()  # fmt: skip
+            made = pool.submit(
+                _prepare_in_child, str(fresh), sizes, sizes.large // srs, not _reuses(sizes, srs)
+            ).result()
         meta |= made | {"prepare_s": time.perf_counter() - started}
         fresh.rename(root / "node")
         meta_file.write_text(json.dumps(meta))
@@ -326,8 +361,10 @@ _DEL = (
     "(SELECT d.deleted FROM deletions d WHERE d.sr_id = s.sr_id AND d.hlc_wall <= :{m} "
     "ORDER BY d.hlc_wall DESC, d.hlc_counter DESC, d.pos DESC LIMIT 1)"
 )
-_COLS = "{v}.present, {v}.workspace, {v}.owner, {v}.private, {v}.full_digest, " \
-    "{v}.public_digest, {v}.links_digest"  # fmt: skip
+_COLS = (
+    "{v}.present, {v}.workspace, {v}.owner, {v}.private, {v}.full_digest, "
+    "{v}.public_digest, {v}.links_digest"
+)
 # Every SR of the store, with its version at each moment, its deletion flag at each moment
 # and its newest entry or deletion in the window (NULL when it has none).
 _EVERY_SR = f"""
@@ -389,9 +426,18 @@ def brute_force(conn: sqlite3.Connection, caller: Caller, since: int, as_of: int
 
 
 def _judge(
-    conn: sqlite3.Connection, caller: Caller, sr_id: str, d1: bool, d2: bool, seen_a: bool,
-    seen_b: bool, a: Sequence[Any], b: Sequence[Any], flipped: set[str], args: dict[str, Any],
-) -> tuple[str | None, bool]:  # fmt: skip
+    conn: sqlite3.Connection,
+    caller: Caller,
+    sr_id: str,
+    d1: bool,
+    d2: bool,
+    seen_a: bool,
+    seen_b: bool,
+    a: Sequence[Any],
+    b: Sequence[Any],
+    flipped: set[str],
+    args: dict[str, Any],
+) -> tuple[str | None, bool]:
     """The table of docs/tools/e_timeline.md §changes for one SR: (change or None, whether only
     unseen fields changed)."""
     if not seen_b:
@@ -506,11 +552,21 @@ def _ms(value: float) -> str:
 
 
 def render(report: Report) -> str:
-    rows = [[r.label, _ms(r.median_ms), _ms(r.p90_ms), str(len(r.seconds)),
-             f"{r.rss_mib:,.0f} MiB", r.note] for r in report.rows]  # fmt: skip
+    rows = [
+        [
+            r.label,
+            _ms(r.median_ms),
+            _ms(r.p90_ms),
+            str(len(r.seconds)),
+            f"{r.rss_mib:,.0f} MiB",
+            r.note,
+        ]
+        for r in report.rows
+    ]
     out = [report.title, ""]
-    out += table(["measurement", "median ms", "p90 ms", "runs", "peak RSS", "note"], rows,
-                  right={1, 2, 3, 4})  # fmt: skip
+    out += table(
+        ["measurement", "median ms", "p90 ms", "runs", "peak RSS", "note"], rows, right={1, 2, 3, 4}
+    )
     return "\n".join(out + tail(report.checks, report.notes))
 
 
@@ -526,9 +582,13 @@ class _Opened:
 
 async def _page(s: _Opened, page: int) -> dict[str, Any]:
     return await s.node.e_timeline(
-        s.caller, action="changes", since=format_instant(SINCE_MS),
-        as_of=format_instant(AS_OF_MS), page=page, page_size=PAGE_SIZE,
-    )  # fmt: skip
+        s.caller,
+        action="changes",
+        since=format_instant(SINCE_MS),
+        as_of=format_instant(AS_OF_MS),
+        page=page,
+        page_size=PAGE_SIZE,
+    )
 
 
 async def _measure(opened: list[_Opened], sizes: Sizes) -> dict[tuple[str, int], Timed]:
@@ -551,7 +611,8 @@ async def _measure(opened: list[_Opened], sizes: Sizes) -> dict[tuple[str, int],
             t = timed[s.name, page]
             t.rss_mib = peak_rss_mib()
             t.note = f"{len(answer['changes'])} changes" + (
-                ", has_more" if answer["has_more"] else "")  # fmt: skip
+                ", has_more" if answer["has_more"] else ""
+            )
     return timed
 
 
@@ -581,11 +642,15 @@ def _compare(s: _Opened, found: list[Found]) -> list[str]:
         want = found[start : start + PAGE_SIZE]
         got = _of_answer(answer)
         if got != want:
-            first = next((i for i, (x, y) in enumerate(zip(got, want, strict=False)) if x != y),
-                         min(len(got), len(want)))  # fmt: skip
-            wrong.append(f"page {page} at {s.name}: {len(got)} changes vs {len(want)}, first "
-                         f"difference at {first}: {got[first:first + 1]} vs "
-                         f"{want[first:first + 1]}")  # fmt: skip
+            first = next(
+                (i for i, (x, y) in enumerate(zip(got, want, strict=False)) if x != y),
+                min(len(got), len(want)),
+            )
+            wrong.append(
+                f"page {page} at {s.name}: {len(got)} changes vs {len(want)}, first "
+                f"difference at {first}: {got[first : first + 1]} vs "
+                f"{want[first : first + 1]}"
+            )
         if answer["has_more"] != (len(found) > start + PAGE_SIZE):
             wrong.append(f"page {page} at {s.name}: has_more {answer['has_more']}")
     return wrong
@@ -615,27 +680,52 @@ async def _run(sizes: Sizes, report: Report) -> None:
 
     for s in opened:
         ms = timed[s.name, 1].median_ms
-        report.checks.append(Check(f"first page at {s.name}", f"{ms:.1f} ms",
-                                   f"≤ {FIRST_PAGE_LIMIT_MS:g} ms",
-                                   "PASS" if ms <= FIRST_PAGE_LIMIT_MS else "FAIL"))  # fmt: skip
-    report.checks.append(ratio(f"first page {large.name} / {small.name}",
-                               timed[large.name, 1].median_ms / timed[small.name, 1].median_ms,
-                               SAME_COST_LIMIT))  # fmt: skip
+        report.checks.append(
+            Check(
+                f"first page at {s.name}",
+                f"{ms:.1f} ms",
+                f"≤ {FIRST_PAGE_LIMIT_MS:g} ms",
+                "PASS" if ms <= FIRST_PAGE_LIMIT_MS else "FAIL",
+            )
+        )
+    report.checks.append(
+        ratio(
+            f"first page {large.name} / {small.name}",
+            timed[large.name, 1].median_ms / timed[small.name, 1].median_ms,
+            SAME_COST_LIMIT,
+        )
+    )
     for s in opened:
         first = timed[s.name, 1].median_ms
         for p in sizes.pages[1:]:
-            report.checks.append(ratio(f"page {p} / first page at {s.name}",
-                                       timed[s.name, p].median_ms / first, p))  # fmt: skip
+            report.checks.append(
+                ratio(f"page {p} / first page at {s.name}", timed[s.name, p].median_ms / first, p)
+            )
     for s, (t, _) in zip(opened, brute, strict=True):
-        report.checks.append(ratio(f"brute force / first page at {s.name}",
-                                   t.median_ms / timed[s.name, 1].median_ms, None))  # fmt: skip
-    report.checks.append(ratio(f"brute force {large.name} / {small.name}",
-                               brute[1][0].median_ms / brute[0][0].median_ms, None))  # fmt: skip
+        report.checks.append(
+            ratio(
+                f"brute force / first page at {s.name}",
+                t.median_ms / timed[s.name, 1].median_ms,
+                None,
+            )
+        )
+    report.checks.append(
+        ratio(
+            f"brute force {large.name} / {small.name}",
+            brute[1][0].median_ms / brute[0][0].median_ms,
+            None,
+        )
+    )
     wrong = [w for s, (_, found) in zip(opened, brute, strict=True) for w in _compare(s, found)]
     same = sum(len(s.answers) for s in opened)
-    report.checks.append(Check("pages equal the brute force's",
-                               f"{same - len(wrong)} of {same}", "all",
-                               "FAIL" if wrong else "PASS"))  # fmt: skip
+    report.checks.append(
+        Check(
+            "pages equal the brute force's",
+            f"{same - len(wrong)} of {same}",
+            "all",
+            "FAIL" if wrong else "PASS",
+        )
+    )
     report.notes += [f"MISMATCH {w}" for w in wrong]
     if [f.sr_id for f in brute[0][1]] != [f.sr_id for f in brute[1][1]]:
         report.notes.append("the two stores' brute-force answers differ (they should not)")
@@ -647,9 +737,11 @@ async def _run(sizes: Sizes, report: Report) -> None:
                 f"{meta['build_s']:,.0f} s), copied in {meta['copy_s']:,.0f} s"
             )
         else:
-            origin = (f"{meta['srs']:,} SRs received in batches of {sizes.batch:,} in "
-                      f"{meta['build_s']:,.0f} s ({meta['srs'] / meta['receive_s']:,.0f} "
-                      "entries/s in node.receive)")  # fmt: skip
+            origin = (
+                f"{meta['srs']:,} SRs received in batches of {sizes.batch:,} in "
+                f"{meta['build_s']:,.0f} s ({meta['srs'] / meta['receive_s']:,.0f} "
+                "entries/s in node.receive)"
+            )
         report.notes.append(
             f"{s.name} store {how} ({path.parent}): {origin}; then {meta['changes']:,} changes "
             f"received in {meta['changes_s']:,.1f} s"

@@ -281,11 +281,20 @@ def _latency_tables(result: Result) -> list[str]:
     ]
     base = result.baseline
     out = table(
-        ["query", "median ms", "p90 ms", f"{base} median ms", f"{base} p90 ms", "ratio", "runs",
-         "peak RSS", "note"],
+        [
+            "query",
+            "median ms",
+            "p90 ms",
+            f"{base} median ms",
+            f"{base} p90 ms",
+            "ratio",
+            "runs",
+            "peak RSS",
+            "note",
+        ],
         timed,
         right={1, 2, 3, 4, 5, 6, 7},
-    )  # fmt: skip
+    )
     if result.bounds:
         by_label = {q.label: q for q in result.latencies}
         checks = [

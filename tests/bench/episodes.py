@@ -76,9 +76,20 @@ class Sizes:
 
 
 FULL = Sizes()
-QUICK = Sizes(callers=20, per_caller=60, per_writer=4, batch=500, k_long=30, k_short=10,
-              walks=20, warmup=2, budget_s=5.0, min_walks=5, forget_share=0.05,
-              name="episodes-1k2")  # fmt: skip
+QUICK = Sizes(
+    callers=20,
+    per_caller=60,
+    per_writer=4,
+    batch=500,
+    k_long=30,
+    k_short=10,
+    walks=20,
+    warmup=2,
+    budget_s=5.0,
+    min_walks=5,
+    forget_share=0.05,
+    name="episodes-1k2",
+)
 
 VAULT = "team"
 AMEND_SHARE = 0.05  # records whose outcome an amendment gives later
@@ -97,9 +108,10 @@ TOOLS = tuple(
     for noun in ("docs", "code", "tickets", "calendar", "mail")
 )
 TAGS = tuple(
-    f"{a}-{b}" for a in ("deploy", "billing", "infra", "support", "research", "ops")
+    f"{a}-{b}"
+    for a in ("deploy", "billing", "infra", "support", "research", "ops")
     for b in ("eu", "us", "prod", "stage", "urgent", "weekly")
-)  # fmt: skip
+)
 _PROSE = (
     "checked the release notes against the open tickets and flagged two regressions in the "
     "export path summarised the customer thread drafted a reply scheduled a follow up call "
@@ -220,12 +232,17 @@ def corpus(sizes: Sizes) -> Iterator[Event]:
             yield Event(wall, c, "episode.record", payload)
             prev[c] = episode_id
             for old in forgets.pop((c, j), ()):
-                yield Event(wall + 1, c, "episode.forget",
-                            {"id": old, "vault": VAULT, "caller": who})  # fmt: skip
+                yield Event(
+                    wall + 1, c, "episode.forget", {"id": old, "vault": VAULT, "caller": who}
+                )
             if rng.random() < AMEND_SHARE:
-                amend[c] = {"id": episode_id, "vault": VAULT, "caller": who,
-                            "status": rng.choice(("succeeded", "succeeded", "failed")),
-                            "task_result": round(rng.random(), 3)}  # fmt: skip
+                amend[c] = {
+                    "id": episode_id,
+                    "vault": VAULT,
+                    "caller": who,
+                    "status": rng.choice(("succeeded", "succeeded", "failed")),
+                    "task_result": round(rng.random(), 3),
+                }
             if j < last and rng.random() < sizes.forget_share:
                 later = min(j + 1 + rng.randrange(50), sizes.per_caller - 1)
                 forgets.setdefault((c, later), []).append(episode_id)
@@ -261,8 +278,16 @@ def _produce(queue: Any, mesh: bytes, sizes: Sizes) -> None:
         w = event.caller // sizes.per_writer
         seqs[w] += 1
         data = encode_payload(event.kind, event.payload)
-        entry = seal(keys[w], mesh=mesh, epoch=epochs[w], seq=seqs[w], prev=prevs[w],
-                     hlc=Hlc(event.wall, 0), kind=event.kind, payload=data)  # fmt: skip
+        entry = seal(
+            keys[w],
+            mesh=mesh,
+            epoch=epochs[w],
+            seq=seqs[w],
+            prev=prevs[w],
+            hlc=Hlc(event.wall, 0),
+            kind=event.kind,
+            payload=data,
+        )
         prevs[w] = entry.id
         batch.append((entry.raw, entry.payload))
         kinds[event.kind] = kinds.get(event.kind, 0) + 1
@@ -462,8 +487,9 @@ async def _measure(path: Path, meta: dict[str, Any], sizes: Sizes, result: Resul
     return compared
 
 
-def _compare(answer: dict[str, Any], found: tuple[list[Any], bool] | None, start: str,
-             k: int) -> None:  # fmt: skip
+def _compare(
+    answer: dict[str, Any], found: tuple[list[Any], bool] | None, start: str, k: int
+) -> None:
     """memlane's chain must be the hop-by-hop chain: the same ids in the same order, both cut
     short at ``k`` with more behind."""
     if found is None or not answer["available"]:

@@ -66,11 +66,16 @@ class Report:
     notes: list[str]
 
     def __str__(self) -> str:
-        rows = [[label, f"{side.seconds:,.2f}",
-                 f"{side.wal_peak / 1e6:,.1f}" if side.wal_peak else "",
-                 f"{len(side.writes_ms):,}" if side.writes_ms else "",
-                 f"{max(side.writes_ms):,.0f}" if side.writes_ms else ""]
-                for label, side in self.sides.items()]  # fmt: skip
+        rows = [
+            [
+                label,
+                f"{side.seconds:,.2f}",
+                f"{side.wal_peak / 1e6:,.1f}" if side.wal_peak else "",
+                f"{len(side.writes_ms):,}" if side.writes_ms else "",
+                f"{max(side.writes_ms):,.0f}" if side.writes_ms else "",
+            ]
+            for label, side in self.sides.items()
+        ]
         header = ["measurement", "seconds", "WAL peak MB", "writes meanwhile", "longest ms"]
         out = [self.title, "", *table(header, rows, right={1, 2, 3, 4})]
         return "\n".join([*out, *tail(self.checks, self.notes)])
@@ -92,8 +97,9 @@ async def _ours(data: Path, sr_id: str, owner: str, text: str) -> tuple[Side, Si
     erase, scrub = Side(), Side()
     wal = data / f"{DB_FILE}-wal"
     async with Node.open(data, embed=False) as node:
-        issued = await node.create_token(owner, timeline.WORKSPACE,
-                                         ("read:workspace", "write:workspace"))  # fmt: skip
+        issued = await node.create_token(
+            owner, timeline.WORKSPACE, ("read:workspace", "write:workspace")
+        )
         caller = await node.authenticate(issued.token)
         done = asyncio.Event()
 

@@ -76,10 +76,16 @@ def _plain_export_main(node_dir: str, out: str) -> dict[str, Any]:
         async with Node.open(node_dir) as node:
             who = await _admin(node)
             with _Sampler(lambda: done["n"]) as rss, Stopwatch() as sw:
-                report = await node.export(who, out, "jsonl",
-                                           progress=lambda _, n, __: done.update(n=n))  # fmt: skip
-        return {"seconds": sw.seconds, "srs": report.srs, "quarter": rss.at(0.25),
-                "end": rss.samples[-1][1], "peak": _peak_mib()}  # fmt: skip
+                report = await node.export(
+                    who, out, "jsonl", progress=lambda _, n, __: done.update(n=n)
+                )
+        return {
+            "seconds": sw.seconds,
+            "srs": report.srs,
+            "quarter": rss.at(0.25),
+            "end": rss.samples[-1][1],
+            "peak": _peak_mib(),
+        }
 
     configure_logging()
     return asyncio.run(go()) | {"bytes": os.path.getsize(out)}
@@ -93,9 +99,14 @@ def _plain_import_main(node_dir: str, path: str) -> dict[str, Any]:
             who = await _admin(node)
             with _Sampler(lambda: done["n"]) as rss, Stopwatch() as sw:
                 report = await node.import_file(who, path, "memlane", progress=told)
-        return {"seconds": sw.seconds, "written": report.written, "skipped": report.skipped,
-                "quarter": rss.at(0.25), "end": rss.samples[-1][1],
-                "peak": _peak_mib()}  # fmt: skip
+        return {
+            "seconds": sw.seconds,
+            "written": report.written,
+            "skipped": report.skipped,
+            "quarter": rss.at(0.25),
+            "end": rss.samples[-1][1],
+            "peak": _peak_mib(),
+        }
 
     configure_logging()
     return asyncio.run(go())
@@ -104,8 +115,10 @@ def _plain_import_main(node_dir: str, path: str) -> dict[str, Any]:
 def _measure(workdir: Path, sizes: sync.Sizes) -> Checked:
     cached, meta, built = sync.stores(sizes)
     quick = SMOKE if sizes == sync.QUICK else ""
-    title = (f"exchange — Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
-             f"{os.cpu_count()} CPUs, synchronous=FULL, WAL{quick}")  # fmt: skip
+    title = (
+        f"exchange — Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"{os.cpu_count()} CPUs, synchronous=FULL, WAL{quick}"
+    )
     bundle, plain = workdir / "all.bundle", workdir / "all.jsonl"
     steps: dict[str, dict[str, Any]] = {}
     for name, fn, store, out in (
@@ -130,24 +143,56 @@ def _report(
     bex, bim = steps["bundle export"], steps["bundle import"]
     result = Result(title, ratios=list(RATIOS))
     result.rows += [
-        Row(EXPORT, ex["srs"], (ex["seconds"],), rss_mib=ex["peak"],
-            note=f"{ex['bytes'] / max(ex['srs'], 1):,.0f} bytes/SR; own process"),
-        Row(BUNDLE_EXPORT, bex["entries"], (bex["seconds"],), rss_mib=bex["peak"],
-            note="every entry; own process"),
-        Row(IMPORT, im["written"], (im["seconds"],), rss_mib=im["peak"],
-            note="an entry signed here per SR; own process"),
-        Row(BUNDLE_IMPORT, bim["new"], (bim["seconds"],), rss_mib=bim["peak"],
-            note="verify, then apply; own process"),
-    ]  # fmt: skip
+        Row(
+            EXPORT,
+            ex["srs"],
+            (ex["seconds"],),
+            rss_mib=ex["peak"],
+            note=f"{ex['bytes'] / max(ex['srs'], 1):,.0f} bytes/SR; own process",
+        ),
+        Row(
+            BUNDLE_EXPORT,
+            bex["entries"],
+            (bex["seconds"],),
+            rss_mib=bex["peak"],
+            note="every entry; own process",
+        ),
+        Row(
+            IMPORT,
+            im["written"],
+            (im["seconds"],),
+            rss_mib=im["peak"],
+            note="an entry signed here per SR; own process",
+        ),
+        Row(
+            BUNDLE_IMPORT,
+            bim["new"],
+            (bim["seconds"],),
+            rss_mib=bim["peak"],
+            note="verify, then apply; own process",
+        ),
+    ]
     growth = f"≤ {RSS_GROWTH_LIMIT:g}×"
     checks = [
-        (IMPORTED, f"{im['written']:,}", f"= {ex['srs']:,}",
-         verdict(im["written"] == ex["srs"] and im["skipped"] == 0)),
-        (EXPORT_RSS, f"{ex['end']:,.0f} / {ex['quarter']:,.0f} MiB", growth,
-         verdict(ex["end"] <= ex["quarter"] * RSS_GROWTH_LIMIT)),
-        (IMPORT_RSS, f"{im['end']:,.0f} / {im['quarter']:,.0f} MiB", growth,
-         verdict(im["end"] <= im["quarter"] * RSS_GROWTH_LIMIT)),
-    ]  # fmt: skip
+        (
+            IMPORTED,
+            f"{im['written']:,}",
+            f"= {ex['srs']:,}",
+            verdict(im["written"] == ex["srs"] and im["skipped"] == 0),
+        ),
+        (
+            EXPORT_RSS,
+            f"{ex['end']:,.0f} / {ex['quarter']:,.0f} MiB",
+            growth,
+            verdict(ex["end"] <= ex["quarter"] * RSS_GROWTH_LIMIT),
+        ),
+        (
+            IMPORT_RSS,
+            f"{im['end']:,.0f} / {im['quarter']:,.0f} MiB",
+            growth,
+            verdict(im["end"] <= im["quarter"] * RSS_GROWTH_LIMIT),
+        ),
+    ]
     how = "made by this run" if built else "reused from the cache"
     result.notes += [
         f"stores: the sync benchmark's, {how} ({meta['entries']:,} entries of 20 writers); "

@@ -73,8 +73,14 @@ from tests.node.test_serve_discovery import Advertiser, closed_port
 __all__ = ["ATTACKS", "FULL", "QUICK", "Sizes", "run"]
 
 FRAMES, SYNC_TCP, MCP, JOIN, PENDING, LOGS, ARCHIVES = ATTACKS = (
-    "1 frames", "2 sync connections", "3 MCP", "4 join and discovery", "5 pending", "6 logs",
-    "7 archives")  # fmt: skip
+    "1 frames",
+    "2 sync connections",
+    "3 MCP",
+    "4 join and discovery",
+    "5 pending",
+    "6 logs",
+    "7 archives",
+)
 PROCESS = "serve process"  # rows 1-4's process, at the end
 DESCRIPTORS = 1_024  # the serve process's RLIMIT_NOFILE
 RSS_BOUND_MIB = 64
@@ -132,8 +138,11 @@ class Report:
 
     def __str__(self) -> str:
         rows = [[ln.attack, ln.measure, ln.value, ln.bound, ln.verdict] for ln in self.lines]
-        out = [self.title, "", *table(["attack", "measure", "value", "bound", "verdict"], rows,
-                                      right={2})]  # fmt: skip
+        out = [
+            self.title,
+            "",
+            *table(["attack", "measure", "value", "bound", "verdict"], rows, right={2}),
+        ]
         out += ["", f"peak RSS of the run: {peak_rss_mib():,.0f} MiB"]
         return "\n".join(out + [f"note: {n}" for n in self.notes])
 
@@ -158,11 +167,23 @@ class Served:
         stderr = data.with_name(data.name + ".stderr")
         with stderr.open("w") as err:
             proc = subprocess.Popen(
-                [str(MEMLANE), "serve", "--data", str(data), "--json", "--mcp-http",
-                 "127.0.0.1:0", "--health-listen", "127.0.0.1:0", *args],
-                stdout=subprocess.PIPE, stderr=err, text=True,
+                [
+                    str(MEMLANE),
+                    "serve",
+                    "--data",
+                    str(data),
+                    "--json",
+                    "--mcp-http",
+                    "127.0.0.1:0",
+                    "--health-listen",
+                    "127.0.0.1:0",
+                    *args,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
                 preexec_fn=_limit_descriptors if limited else None,
-            )  # fmt: skip
+            )
         line = read_line(proc.stdout, TIMEOUT)
         if not line:
             proc.kill()
@@ -211,9 +232,19 @@ def _status(request: urllib.request.Request | str, timeout: float = 5.0) -> int 
 
 
 def _initialize(url: str, token: str, timeout: float = 5.0) -> int | None:
-    return _status(urllib.request.Request(url, json.dumps(INITIALIZE).encode(), method="POST",
-                   headers={**ACCEPT, "Content-Type": "application/json",
-                            "Authorization": f"Bearer {token}"}), timeout)  # fmt: skip
+    return _status(
+        urllib.request.Request(
+            url,
+            json.dumps(INITIALIZE).encode(),
+            method="POST",
+            headers={
+                **ACCEPT,
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {token}",
+            },
+        ),
+        timeout,
+    )
 
 
 class Probe:
@@ -282,11 +313,21 @@ class Probe:
             self.slowest < HEALTH_BOUND_S,
             attack,
         )
-        report.add("/healthz not answered 200", f"{self.failed} of {self.asked}", "0",
-                   self.failed == 0, attack)  # fmt: skip
+        report.add(
+            "/healthz not answered 200",
+            f"{self.failed} of {self.asked}",
+            "0",
+            self.failed == 0,
+            attack,
+        )
         if fds:
-            report.add("descriptors held (most seen)", f"{self.max_fds:,}",
-                       f"< {DESCRIPTORS:,}", self.max_fds < DESCRIPTORS, attack)  # fmt: skip
+            report.add(
+                "descriptors held (most seen)",
+                f"{self.max_fds:,}",
+                f"< {DESCRIPTORS:,}",
+                self.max_fds < DESCRIPTORS,
+                attack,
+            )
 
 
 def _connections(address: tuple[str, int], n: int, head: bytes = b"") -> list[socket.socket]:
@@ -367,8 +408,7 @@ def _frames(served: Served, site: dict[str, Any], sizes: Sizes, report: Report) 
     with Probe(served) as probe:
         answers = asyncio.run(_send_bombs(address, site["members"]))
     refused = sum(bool(codes) for codes in answers)
-    report.add(f"frames refused with an error, of {n}", f"{refused}", f"{n}", refused == n,
-               FRAMES)  # fmt: skip
+    report.add(f"frames refused with an error, of {n}", f"{refused}", f"{n}", refused == n, FRAMES)
     # A link holds at most one frame unread (docs/protocol.md §9): the frames themselves, and
     # the slack every other row is allowed.
     held = n * MAX_FRAME_BYTES / (1 << 20) + RSS_BOUND_MIB
@@ -378,14 +418,24 @@ def _frames(served: Served, site: dict[str, Any], sizes: Sizes, report: Report) 
     # the collector held off); the C allocator keeps freed pages for the next burst, which the
     # row after shows reusing them rather than taking more.
     kept = (served.status_kib("VmRSS") - probe.base_kib) / 1024
-    report.add("RSS kept 2 s after (VmRSS − before)", f"{kept:,.1f} MiB",
-               f"≤ {held:,.0f} MiB (the burst's own)", kept <= held, FRAMES)  # fmt: skip
+    report.add(
+        "RSS kept 2 s after (VmRSS − before)",
+        f"{kept:,.1f} MiB",
+        f"≤ {held:,.0f} MiB (the burst's own)",
+        kept <= held,
+        FRAMES,
+    )
     progress(f"hostile: {n} frames at once again")
     with Probe(served) as again:
         asyncio.run(_send_bombs(address, site["members"]))
     more = (again.peak_kib - probe.peak_kib) / 1024  # kept memory reused, or more taken
-    report.add("a second burst: peak VmRSS beyond the first's", f"{more:,.1f} MiB",
-               f"≤ {RSS_BOUND_MIB} MiB", more <= RSS_BOUND_MIB, FRAMES)  # fmt: skip
+    report.add(
+        "a second burst: peak VmRSS beyond the first's",
+        f"{more:,.1f} MiB",
+        f"≤ {RSS_BOUND_MIB} MiB",
+        more <= RSS_BOUND_MIB,
+        FRAMES,
+    )
     hwm = served.status_kib("VmHWM") / 1024
     report.add("serve VmHWM after", f"{hwm:,.0f} MiB", "", None, FRAMES)
 
@@ -438,16 +488,22 @@ def _sessions(served: Served, site: dict[str, Any], sizes: Sizes, report: Report
     address = served.address("mcp_http")
     with Probe(served) as probe:
         with ThreadPoolExecutor(2) as pool:
-            parts = list(pool.map(lambda k: _open_sessions(address, site["reader"], k),
-                                  [n // 2, n - n // 2]))  # fmt: skip
+            parts = list(
+                pool.map(lambda k: _open_sessions(address, site["reader"], k), [n // 2, n - n // 2])
+            )
         other = _initialize(served.url("mcp_http"), site["writer"])
     opened = sum(p.get(200, 0) for p in parts)
     refused = sum(p.get(429, 0) for p in parts)
     report.add(f"sessions opened by the token, of {n:,}", f"{opened}", "16", opened == 16, MCP)
     report.add("refused 429", f"{refused:,}", f"{n - 16:,}", refused == n - 16, MCP)
     report.add("another token's initialize", str(other), "200", other == 200, MCP)
-    report.add("RSS growth, sessions", f"{probe.growth_mib:,.1f} MiB", f"≤ {RSS_BOUND_MIB} MiB",
-               probe.growth_mib <= RSS_BOUND_MIB, MCP)  # fmt: skip
+    report.add(
+        "RSS growth, sessions",
+        f"{probe.growth_mib:,.1f} MiB",
+        f"≤ {RSS_BOUND_MIB} MiB",
+        probe.growth_mib <= RSS_BOUND_MIB,
+        MCP,
+    )
 
 
 def _slow(served: Served, site: dict[str, Any], sizes: Sizes, report: Report) -> None:
@@ -464,21 +520,38 @@ def _slow(served: Served, site: dict[str, Any], sizes: Sizes, report: Report) ->
             time.sleep(0.25)
         _close(slow)
     figure = "never" if answered is None else f"{answered:.1f} s"
-    report.add("a real client answered 200 after", figure, "≤ 13 s (header_timeout 10 s)",
-               answered is not None and answered <= 13, MCP)  # fmt: skip
-    report.add("descriptors held, slow connections", f"{probe.max_fds:,}", f"< {DESCRIPTORS:,}",
-               probe.max_fds < DESCRIPTORS, MCP)  # fmt: skip
-    report.add("RSS growth, slow connections", f"{probe.growth_mib:,.1f} MiB",
-               f"≤ {RSS_BOUND_MIB} MiB", probe.growth_mib <= RSS_BOUND_MIB, MCP)  # fmt: skip
+    report.add(
+        "a real client answered 200 after",
+        figure,
+        "≤ 13 s (header_timeout 10 s)",
+        answered is not None and answered <= 13,
+        MCP,
+    )
+    report.add(
+        "descriptors held, slow connections",
+        f"{probe.max_fds:,}",
+        f"< {DESCRIPTORS:,}",
+        probe.max_fds < DESCRIPTORS,
+        MCP,
+    )
+    report.add(
+        "RSS growth, slow connections",
+        f"{probe.growth_mib:,.1f} MiB",
+        f"≤ {RSS_BOUND_MIB} MiB",
+        probe.growth_mib <= RSS_BOUND_MIB,
+        MCP,
+    )
 
 
 def _post_body(address: tuple[str, int], token: str, body: bytes) -> tuple[int | None, float]:
     """POST ``body`` on a socket of its own, sent from a thread while the answer is read (the
     node answers a body beyond its limit before reading it all, and closes): the status and
     the seconds to it."""
-    head = (f"POST /mcp HTTP/1.1\r\nHost: {address[0]}\r\nAuthorization: Bearer {token}\r\n"
-            f"Content-Type: application/json\r\nAccept: {ACCEPT['Accept']}\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode()  # fmt: skip
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: {address[0]}\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nAccept: {ACCEPT['Accept']}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
     started = time.perf_counter()
     with socket.create_connection(address, timeout=60) as conn:
         sender = threading.Thread(target=_send_quietly, args=(conn, head + body), daemon=True)
@@ -505,17 +578,35 @@ def _bodies(served: Served, site: dict[str, Any], sizes: Sizes, report: Report) 
     body = b"[" + b",".join([b"[]"] * ((4 << 20) // 3)) + b"]"  # 1.4 M empty arrays, 4 MiB
     progress(f"hostile: {n} bodies of {len(body) / (1 << 20):.1f} MiB of [] at once")
     with Probe(served) as probe, ThreadPoolExecutor(n) as pool:
-        answers = list(pool.map(lambda _: _post_body(served.address("mcp_http"), site["probe"],
-                                                     body), range(n)))  # fmt: skip
+        answers = list(
+            pool.map(
+                lambda _: _post_body(served.address("mcp_http"), site["probe"], body), range(n)
+            )
+        )
     statuses = sorted({s for s, _ in answers}, key=str)
     slowest = max(t for _, t in answers)
-    report.add(f"{n} bodies answered", ", ".join(map(str, statuses)), "413 or 400",
-               set(statuses) <= {413, 400}, MCP)  # fmt: skip
+    report.add(
+        f"{n} bodies answered",
+        ", ".join(map(str, statuses)),
+        "413 or 400",
+        set(statuses) <= {413, 400},
+        MCP,
+    )
     report.add("slowest answer", f"{slowest:.2f} s", "< 2 s", slowest < 2, MCP)
-    report.add("RSS growth, bodies", f"{probe.growth_mib:,.1f} MiB", f"≤ {RSS_BOUND_MIB} MiB",
-               probe.growth_mib <= RSS_BOUND_MIB, MCP)  # fmt: skip
-    report.add("longest /healthz answer, bodies", f"{probe.slowest:.3f} s",
-               f"< {HEALTH_BOUND_S:g} s", probe.slowest < HEALTH_BOUND_S, MCP)  # fmt: skip
+    report.add(
+        "RSS growth, bodies",
+        f"{probe.growth_mib:,.1f} MiB",
+        f"≤ {RSS_BOUND_MIB} MiB",
+        probe.growth_mib <= RSS_BOUND_MIB,
+        MCP,
+    )
+    report.add(
+        "longest /healthz answer, bodies",
+        f"{probe.slowest:.3f} s",
+        f"< {HEALTH_BOUND_S:g} s",
+        probe.slowest < HEALTH_BOUND_S,
+        MCP,
+    )
 
 
 # -- 4. the join port and discovery -------------------------------------------------------------
@@ -532,8 +623,17 @@ def _join(served: Served, root: Path, sizes: Sizes, report: Report) -> None:
     while time.monotonic() - opened < 30 and joined is None:
         tries += 1
         target = root / f"joined-{tries}"
-        done = memlane("init", "--data", str(target), "--join", invite, "--authority",
-                       f"{host}:{port}", "--json", check=False)  # fmt: skip
+        done = memlane(
+            "init",
+            "--data",
+            str(target),
+            "--join",
+            invite,
+            "--authority",
+            f"{host}:{port}",
+            "--json",
+            check=False,
+        )
         if done.returncode == 0:
             joined = time.monotonic() - opened
         else:
@@ -562,11 +662,16 @@ def _discovery(one: Served, root: Path, sizes: Sizes, report: Report) -> None:
     advertiser = Advertiser()
     two = Served.start(root / "two", "--sync-listen", "127.0.0.1:0", "--discovery", "on")
     try:
-        advertiser.advertise([(f"squatter-{i}", mesh, os.urandom(32), p)
-                              for i, p in enumerate(ports)])  # fmt: skip
+        advertiser.advertise(
+            [(f"squatter-{i}", mesh, os.urandom(32), p) for i, p in enumerate(ports)]
+        )
         squatted = {f"127.0.0.1:{p}" for p in ports}
-        _wait(30, lambda: sum(r["address"] in squatted for r in peers(root / "two")["peers"])
-              >= min(n, 16))  # fmt: skip
+        _wait(
+            30,
+            lambda: (
+                sum(r["address"] in squatted for r in peers(root / "two")["peers"]) >= min(n, 16)
+            ),
+        )
         advertised = time.monotonic()
         sync_port = one.address("sync")[1]
         advertiser.advertise([(f"memlane-{one_id}", mesh, key, sync_port)])
@@ -658,9 +763,13 @@ async def _pending(root: Path, n: int) -> dict[str, Any]:
                 honest.close()
                 server.close()
         junk_ids = {e.id for e in junk}
-        return {"flood": flood, "junk held": len(waiting & junk_ids), "held": held,
-                "released": {e1.id, e2.id} <= stored,
-                "junk stored": len(stored & junk_ids)}  # fmt: skip
+        return {
+            "flood": flood,
+            "junk held": len(waiting & junk_ids),
+            "held": held,
+            "released": {e1.id, e2.id} <= stored,
+            "junk stored": len(stored & junk_ids),
+        }
 
 
 def _pending_flood(root: Path, sizes: Sizes, report: Report) -> None:
@@ -668,8 +777,13 @@ def _pending_flood(root: Path, sizes: Sizes, report: Report) -> None:
     progress(f"hostile: a member pushes {n:,} junk entries into the pending area")
     found = asyncio.run(_pending(root, n))
     share = min(n, 1_000)
-    report.add(f"junk pushed ({n:,} entries)", f"{found['flood']:.2f} s", "< 3 s (the attack)",
-               None, PENDING)  # fmt: skip
+    report.add(
+        f"junk pushed ({n:,} entries)",
+        f"{found['flood']:.2f} s",
+        "< 3 s (the attack)",
+        None,
+        PENDING,
+    )
     report.add(
         "junk held in the pending area",
         f"{found['junk held']:,}",
@@ -677,8 +791,7 @@ def _pending_flood(root: Path, sizes: Sizes, report: Report) -> None:
         found["junk held"] <= share,
         PENDING,
     )
-    report.add("junk stored", f"{found['junk stored']:,}", "0", found["junk stored"] == 0,
-               PENDING)  # fmt: skip
+    report.add("junk stored", f"{found['junk stored']:,}", "0", found["junk stored"] == 0, PENDING)
     ok = found["held"] and found["released"]
     said = f"held {_yes(found['held'])}, released {_yes(found['released'])}"
     report.add("honest peer's gap-waiting entry", said, "held, released", ok, PENDING)
@@ -696,8 +809,10 @@ _BASE = 1_790_000_000_000
 
 def _one_entry_logs(mesh: bytes, n: int) -> list[Entry]:
     """``n`` logs of one writer, one entry each, opened 10 ms apart."""
-    return [ForeignWriter(mesh, seed=_LOG_SEED, epoch=(i + 1).to_bytes(8), wall=_BASE + 10 * i)
-            .next() for i in range(n)]  # fmt: skip
+    return [
+        ForeignWriter(mesh, seed=_LOG_SEED, epoch=(i + 1).to_bytes(8), wall=_BASE + 10 * i).next()
+        for i in range(n)
+    ]
 
 
 async def _default_max_logs(root: Path, n: int) -> tuple[int, int]:
@@ -732,8 +847,11 @@ async def _granted(dirs: dict[str, Path], n: int) -> dict[str, Any]:
         finally:
             await two.close()
             await one.close()
-        return {"seconds": seconds, "logs": (await _writer_logs(a), await _writer_logs(b)),
-                "same": await frontier_digest(a) == await frontier_digest(b)}  # fmt: skip
+        return {
+            "seconds": seconds,
+            "logs": (await _writer_logs(a), await _writer_logs(b)),
+            "same": await frontier_digest(a) == await frontier_digest(b),
+        }
 
 
 def _logs(root: Path, sizes: Sizes, report: Report) -> None:
@@ -749,12 +867,21 @@ def _logs(root: Path, sizes: Sizes, report: Report) -> None:
     )
     progress(f"hostile: two nodes converging over TLS, max_logs {n:,} granted")
     found = asyncio.run(_granted(certified_mesh(root / "logs", ["a", "b"]), n))
-    report.add(f"two nodes converged over TLS ({n:,} logs)", f"{found['seconds']:.1f} s",
-               "≤ 60 s", found["seconds"] <= 60, LOGS)  # fmt: skip
+    report.add(
+        f"two nodes converged over TLS ({n:,} logs)",
+        f"{found['seconds']:.1f} s",
+        "≤ 60 s",
+        found["seconds"] <= 60,
+        LOGS,
+    )
     held = found["logs"]
-    report.add("frontier digests match; the writer's logs on each", f"{found['same']}, "
-               f"{held[0]:,} / {held[1]:,}", f"True, {n:,} / {n:,}",
-               found["same"] and held == (n, n), LOGS)  # fmt: skip
+    report.add(
+        "frontier digests match; the writer's logs on each",
+        f"{found['same']}, {held[0]:,} / {held[1]:,}",
+        f"True, {n:,} / {n:,}",
+        found["same"] and held == (n, n),
+        LOGS,
+    )
 
 
 # -- 7. crafted archives ------------------------------------------------------------------------
@@ -785,8 +912,13 @@ def _archives(root: Path, report: Report) -> None:
     progress("hostile: crafted archives")
     for name, (seconds, said, empty) in asyncio.run(_crafted(root / "archives")).items():
         refused = said != "restored"
-        report.add(f"{name}: refused in", f"{seconds:.3f} s", "< 1 s, refused",
-                   refused and seconds < 1, ARCHIVES)  # fmt: skip
+        report.add(
+            f"{name}: refused in",
+            f"{seconds:.3f} s",
+            "< 1 s, refused",
+            refused and seconds < 1,
+            ARCHIVES,
+        )
         report.add(f"{name}: nothing written", str(empty), "True", empty, ARCHIVES)
         report.notes.append(f"{name}: {said}")
 
@@ -812,8 +944,7 @@ def _site(root: Path, sizes: Sizes) -> dict[str, Any]:
     dirs = certified_mesh(root, ["one", "two", *members])
     site: dict[str, Any] = dict(dirs)
     site["members"] = [dirs[name] for name in members]
-    site["writer"] = asyncio.run(issue(dirs["one"], "alice", ["read:workspace",
-                                                              "write:workspace"]))  # fmt: skip
+    site["writer"] = asyncio.run(issue(dirs["one"], "alice", ["read:workspace", "write:workspace"]))
     site["reader"] = asyncio.run(issue(dirs["one"], "bob", ["read:workspace"]))
     site["probe"] = asyncio.run(issue(dirs["one"], "carol", ["read:workspace"]))  # a client
     return site
@@ -821,8 +952,16 @@ def _site(root: Path, sizes: Sizes) -> dict[str, Any]:
 
 def _served_attacks(root: Path, sizes: Sizes, report: Report) -> None:
     site = _site(root, sizes)
-    one = Served.start(site["one"], "--sync-listen", "127.0.0.1:0", "--join-listen",
-                       "127.0.0.1:0", "--discovery", "off", limited=True)  # fmt: skip
+    one = Served.start(
+        site["one"],
+        "--sync-listen",
+        "127.0.0.1:0",
+        "--join-listen",
+        "127.0.0.1:0",
+        "--discovery",
+        "off",
+        limited=True,
+    )
     try:
         _frames(one, site, sizes, report)
         _sync_connections(one, site, sizes, report)
@@ -831,8 +970,13 @@ def _served_attacks(root: Path, sizes: Sizes, report: Report) -> None:
         _bodies(one, site, sizes, report)
         _join(one, root, sizes, report)
         _discovery(one, root, sizes, report)
-        report.add("serve stderr: tracebacks", str(one.stderr.read_text().count("Traceback")),
-                   "0", "Traceback" not in one.stderr.read_text(), PROCESS)  # fmt: skip
+        report.add(
+            "serve stderr: tracebacks",
+            str(one.stderr.read_text().count("Traceback")),
+            "0",
+            "Traceback" not in one.stderr.read_text(),
+            PROCESS,
+        )
     finally:
         code = one.stop()
     report.add("serve exit on SIGTERM", str(code), "0", code == 0, PROCESS)
@@ -841,8 +985,9 @@ def _served_attacks(root: Path, sizes: Sizes, report: Report) -> None:
 def run(*, quick: bool, workdir: Path) -> Report:
     sizes = QUICK if quick else FULL
     configure_logging("WARNING")  # the in-process nodes' lines on stderr, only what matters
-    report = Report(f"hostile input — issue 19's attacks, {os.cpu_count()} CPUs"
-                    f"{SMOKE if quick else ''}")  # fmt: skip
+    report = Report(
+        f"hostile input — issue 19's attacks, {os.cpu_count()} CPUs{SMOKE if quick else ''}"
+    )
     started = time.perf_counter()
     with _descriptors(4 * max(sizes.sync_connections, sizes.slow_connections)):
         _served_attacks(workdir / "served", sizes, report)

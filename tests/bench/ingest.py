@@ -259,20 +259,49 @@ class RawLog:
             )
             payloads.append((self.seq, data))
             state = msgpack.packb(self._state(sr_id, principal, fields), use_bin_type=True)
-            order = (self.wall.to_bytes(8, "big") + self.counter.to_bytes(4, "big")
-                     + self.public + self.epoch + self.seq.to_bytes(8, "big"))  # fmt: skip
+            order = (
+                self.wall.to_bytes(8, "big")
+                + self.counter.to_bytes(4, "big")
+                + self.public
+                + self.epoch
+                + self.seq.to_bytes(8, "big")
+            )
             full, public = self._digests(fields)
-            versions.append((sr_id, order, self.seq, self.wall, state, WORKSPACE, principal,
-                             full, public, _NO_LINKS))  # fmt: skip
+            versions.append(
+                (
+                    sr_id,
+                    order,
+                    self.seq,
+                    self.wall,
+                    state,
+                    WORKSPACE,
+                    principal,
+                    full,
+                    public,
+                    _NO_LINKS,
+                )
+            )
             tags_text, wall = " ".join(fields["tags"]), self.wall
             self.slot = self.slot + 1 if wall == self.slot_wall else 0
             self.slot_wall = wall
             words = token_count(fields["title"]) + token_count(fields["text"])
             doc = wall * DOC_SLOTS + self.slot
-            srs.append((doc, sr_id, WORKSPACE, principal,
-                        fields["title"], fields["text"], tags_text, wall, wall, wall,
-                        self._shown(sr_id, principal, fields),
-                        words + len(fields["tags"])))  # fmt: skip
+            srs.append(
+                (
+                    doc,
+                    sr_id,
+                    WORKSPACE,
+                    principal,
+                    fields["title"],
+                    fields["text"],
+                    tags_text,
+                    wall,
+                    wall,
+                    wall,
+                    self._shown(sr_id, principal, fields),
+                    words + len(fields["tags"]),
+                )
+            )
             fts.append((doc, fields["title"], fields["text"], tags_text))
             tags += [(tag, sr_id) for tag in fields["tags"]]
             audits.append(("sr_written", self.wall, WORKSPACE, sr_id, principal, entry_id, None))
@@ -292,11 +321,18 @@ class RawLog:
     def _digests(self, fields: dict[str, Any]) -> tuple[bytes, bytes]:
         """The digests of what ``changes`` compares (node.views.fold.digests), by hand."""
         compared = {
-            "content_time": None, "conversational": False, "has_adjustment": False,
-            "has_correction": False, "lane": "default", "lane_uuid": self._lane_uuid,
-            "private_fields": {}, "tags": fields["tags"], "text": fields["text"],
-            "title": fields["title"], "visibility": "workspace",
-        }  # fmt: skip
+            "content_time": None,
+            "conversational": False,
+            "has_adjustment": False,
+            "has_correction": False,
+            "lane": "default",
+            "lane_uuid": self._lane_uuid,
+            "private_fields": {},
+            "tags": fields["tags"],
+            "text": fields["text"],
+            "title": fields["title"],
+            "visibility": "workspace",
+        }
         full = hashlib.sha256(msgpack.packb(compared, use_bin_type=True)).digest()
         del compared["private_fields"]
         return full, hashlib.sha256(msgpack.packb(compared, use_bin_type=True)).digest()
@@ -304,24 +340,49 @@ class RawLog:
     def _shown(self, sr_id: str, principal: str, fields: dict[str, Any]) -> bytes:
         """The SR as e_timeline shows it, as the SR view stores it (node.views.shown)."""
         at = format_instant(self.wall)
-        return msgpack.packb({
-            "sr_id": sr_id, "title": fields["title"], "text": fields["text"], "lane": "default",
-            "lane_uuid": self._lane_uuid, "content_time": None, "ingest_time": at,
-            "created_time": at, "tags": fields["tags"], "conversational": False,
-            "has_correction": False, "has_adjustment": False, "caller": principal,
-            "node_id": node_id(self.public),
-        }, use_bin_type=True)  # fmt: skip
+        return msgpack.packb(
+            {
+                "sr_id": sr_id,
+                "title": fields["title"],
+                "text": fields["text"],
+                "lane": "default",
+                "lane_uuid": self._lane_uuid,
+                "content_time": None,
+                "ingest_time": at,
+                "created_time": at,
+                "tags": fields["tags"],
+                "conversational": False,
+                "has_correction": False,
+                "has_adjustment": False,
+                "caller": principal,
+                "node_id": node_id(self.public),
+            },
+            use_bin_type=True,
+        )
 
     def _state(self, sr_id: str, principal: str, fields: dict[str, Any]) -> dict[str, Any]:
         """The SR's state after its creation, as the SR view stores it (sorted keys)."""
         return {
-            "content_time": None, "conversational": False, "created_time": self.wall,
-            "exists": True, "has_adjustment": False, "has_correction": False,
-            "ingest_time": self.wall, "lane": "default", "lane_uuid": None, "links": [],
-            "node_id": node_id(self.public), "owner": principal, "private_fields": {},
-            "sr_id": sr_id, "tags": fields["tags"], "text": fields["text"],
-            "title": fields["title"], "visibility": "workspace", "workspace": WORKSPACE,
-        }  # fmt: skip
+            "content_time": None,
+            "conversational": False,
+            "created_time": self.wall,
+            "exists": True,
+            "has_adjustment": False,
+            "has_correction": False,
+            "ingest_time": self.wall,
+            "lane": "default",
+            "lane_uuid": None,
+            "links": [],
+            "node_id": node_id(self.public),
+            "owner": principal,
+            "private_fields": {},
+            "sr_id": sr_id,
+            "tags": fields["tags"],
+            "text": fields["text"],
+            "title": fields["title"],
+            "visibility": "workspace",
+            "workspace": WORKSPACE,
+        }
 
 
 def raw_limit(workdir: Path, entries: int, per_txn: int) -> float:

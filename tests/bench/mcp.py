@@ -75,8 +75,11 @@ FLOORS = {NOOP: "no-op tool", SAME: "the same answer"}
 FLOOR_MODES = ("auto", "minimal")  # the eras the floor is measured in
 TOKEN_ENV = "MEMLANE_BENCH_MCP_TOKEN"  # the clients' token: never on a command line
 # The client's mode → how the table names it.
-MODES = {"auto": "per-request era", "legacy": "handshake era",
-         "minimal": "per-request era, minimal clients"}  # fmt: skip
+MODES = {
+    "auto": "per-request era",
+    "legacy": "handshake era",
+    "minimal": "per-request era, minimal clients",
+}
 _PER_REQUEST = "2026-07-28"  # the protocol version the minimal clients speak
 _READY_TIMEOUT_S = 120.0  # the clients' start-up: imports, connections, warm-up
 _LINE_LIMIT = 1 << 24  # a round's report is one JSON line of every latency
@@ -96,10 +99,17 @@ class Sizes:
 
 
 FULL = Sizes(changes.FULL)
-QUICK = Sizes(changes.Sizes(large=2_000, small=2_000, changed=100, batch=1_000,
-                            reuse_timeline=False, name="mcp-quick"),
-              clients=2, processes=1, rounds=1, seconds=1.0, warmup=3,
-              name="mcp-quick")  # fmt: skip
+QUICK = Sizes(
+    changes.Sizes(
+        large=2_000, small=2_000, changed=100, batch=1_000, reuse_timeline=False, name="mcp-quick"
+    ),
+    clients=2,
+    processes=1,
+    rounds=1,
+    seconds=1.0,
+    warmup=3,
+    name="mcp-quick",
+)
 
 
 def in_process_label(sizes: Sizes) -> str:
@@ -132,10 +142,16 @@ SAME_ANSWERS = "HTTP answers equal in-process"
 def labels(sizes: Sizes) -> dict[str, list[str]]:
     """The labels the table prints, by part (the smoke test looks for each)."""
     floors = [(m, t) for t in FLOORS for m in _floor_modes(sizes)]
-    rows = [in_process_label(sizes), *(http_label(sizes, m) for m in sizes.modes),
-            *(floor_label(sizes, m, t) for m, t in floors)]  # fmt: skip
-    checks = [*(floor_ratio_label(m, t) for m, t in floors),
-              *(ratio_label(m) for m in sizes.modes), SAME_ANSWERS]  # fmt: skip
+    rows = [
+        in_process_label(sizes),
+        *(http_label(sizes, m) for m in sizes.modes),
+        *(floor_label(sizes, m, t) for m, t in floors),
+    ]
+    checks = [
+        *(floor_ratio_label(m, t) for m, t in floors),
+        *(ratio_label(m) for m in sizes.modes),
+        SAME_ANSWERS,
+    ]
     return {"rows": rows, "checks": checks}
 
 
@@ -196,12 +212,25 @@ def _num(value: float) -> str:
 
 
 def render(report: Report) -> str:
-    rows = [[s.label, _num(s.rate), f"{s.total:,}", _num(sum(s.windows)), _num(s.ms(0.5)),
-             _num(s.ms(0.99)), f"{s.rss_mib:,.0f} MiB", s.note]
-            for s in report.sides]  # fmt: skip
+    rows = [
+        [
+            s.label,
+            _num(s.rate),
+            f"{s.total:,}",
+            _num(sum(s.windows)),
+            _num(s.ms(0.5)),
+            _num(s.ms(0.99)),
+            f"{s.rss_mib:,.0f} MiB",
+            s.note,
+        ]
+        for s in report.sides
+    ]
     out = [report.title, ""]
-    out += table(["measurement", "calls/s", "calls", "seconds", "p50 ms", "p99 ms", "peak RSS",
-                  "note"], rows, right={1, 2, 3, 4, 5, 6})  # fmt: skip
+    out += table(
+        ["measurement", "calls/s", "calls", "seconds", "p50 ms", "p99 ms", "peak RSS", "note"],
+        rows,
+        right={1, 2, 3, 4, 5, 6},
+    )
     return "\n".join(out + tail(report.checks, report.notes))
 
 
@@ -270,12 +299,20 @@ class _MinimalClient:
         assert self.reader is not None
         assert self.writer is not None
         self.next_id += 1
-        meta = {"io.modelcontextprotocol/protocolVersion": _PER_REQUEST,
-                "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-                "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
-        body = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
-                           "params": {"name": name, "arguments": arguments, "_meta": meta}},
-                          separators=(",", ":")).encode()  # fmt: skip
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": _PER_REQUEST,
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": self.next_id,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": arguments, "_meta": meta},
+            },
+            separators=(",", ":"),
+        ).encode()
         self.writer.write(
             f"POST {self.path} HTTP/1.1\r\nHost: {self.host}\r\n"
             f"Authorization: Bearer {self.token}\r\n"
@@ -289,8 +326,11 @@ class _MinimalClient:
             raise RuntimeError(f"HTTP answered {head.splitlines()[0]}")
         length = int(head.split("content-length:", 1)[1].split("\r\n", 1)[0])
         result = json.loads(await self.reader.readexactly(length))["result"]
-        return _Result(result["isError"], [_Block(b["text"]) for b in result["content"]],
-                       result.get("structuredContent"))  # fmt: skip
+        return _Result(
+            result["isError"],
+            [_Block(b["text"]) for b in result["content"]],
+            result.get("structuredContent"),
+        )
 
 
 @contextlib.asynccontextmanager
@@ -328,8 +368,9 @@ async def _client_main(url: str, clients: int, mode: str, warmup: int, tool: str
     token = os.environ[TOKEN_ENV]
     arguments = _arguments(tool)
     async with contextlib.AsyncExitStack() as stack:
-        sessions = [await stack.enter_async_context(_session(url, token, mode))
-                    for _ in range(clients)]  # fmt: skip
+        sessions = [
+            await stack.enter_async_context(_session(url, token, mode)) for _ in range(clients)
+        ]
         firsts = [_answer(await c.call_tool(tool, arguments)) for c in sessions]
 
         async def warm(client: Any) -> None:
@@ -346,9 +387,13 @@ async def _client_main(url: str, clients: int, mode: str, warmup: int, tool: str
             await asyncio.sleep(max(0.0, start - time.monotonic()))
             cpu = time.process_time()
             done = await asyncio.gather(*(_loop(c, end, tool) for c in sessions))
-            _emit({"latencies": [round(x, 7) for lat, _ in done for x in lat],
-                   "last": max(last for _, last in done),
-                   "cpu_s": time.process_time() - cpu})  # fmt: skip
+            _emit(
+                {
+                    "latencies": [round(x, 7) for lat, _ in done for x in lat],
+                    "last": max(last for _, last in done),
+                    "cpu_s": time.process_time() - cpu,
+                }
+            )
 
 
 async def _loop(client: Any, end: float, tool: str) -> tuple[list[float], float]:
@@ -378,13 +423,29 @@ class _Clients:
         env = {**os.environ, TOKEN_ENV: token}
         procs = []
         for n in _share(sizes):
-            procs.append(await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "tests.bench.mcp", "client", "--url", url,
-                "--clients", str(n), "--mode", mode, "--warmup", str(sizes.warmup),
-                "--tool", tool,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
-                cwd=_ROOT, limit=_LINE_LIMIT,
-            ))  # fmt: skip
+            procs.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "tests.bench.mcp",
+                    "client",
+                    "--url",
+                    url,
+                    "--clients",
+                    str(n),
+                    "--mode",
+                    mode,
+                    "--warmup",
+                    str(sizes.warmup),
+                    "--tool",
+                    tool,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    env=env,
+                    cwd=_ROOT,
+                    limit=_LINE_LIMIT,
+                )
+            )
         return cls(mode, procs)
 
     async def read(self) -> list[dict[str, Any]]:
@@ -425,8 +486,9 @@ class _Clients:
 _LEAD_S = 0.05  # "go" is sent this long before the window opens
 
 
-async def _in_process_round(node: Node, caller: Caller, clients: int, seconds: float,
-                            side: Side) -> None:  # fmt: skip
+async def _in_process_round(
+    node: Node, caller: Caller, clients: int, seconds: float, side: Side
+) -> None:
     async def loop(end: float) -> tuple[list[float], float]:
         latencies: list[float] = []
         while time.monotonic() < end:
@@ -477,17 +539,20 @@ def _floor_app(host: str, same: dict[str, Any]) -> Any:
     from mcp.server import Server
 
     def result(answer: dict[str, Any]) -> types.CallToolResult:
-        return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer))],
-                                    structured_content=answer)  # fmt: skip
+        return types.CallToolResult(
+            content=[types.TextContent(text=json.dumps(answer))], structured_content=answer
+        )
 
     results = {NOOP: result({}), SAME: result(same)}
     spec = by_name(TOOL)
     assert spec is not None
     schemas = {NOOP: {"type": "object"}, SAME: dict(spec.output_schema)}
-    listing = types.ListToolsResult(tools=[
-        types.Tool(name=name, input_schema={"type": "object"}, output_schema=schemas[name])
-        for name in results
-    ])  # fmt: skip
+    listing = types.ListToolsResult(
+        tools=[
+            types.Tool(name=name, input_schema={"type": "object"}, output_schema=schemas[name])
+            for name in results
+        ]
+    )
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return listing
@@ -496,8 +561,7 @@ def _floor_app(host: str, same: dict[str, Any]) -> Any:
         return results[params.name]
 
     server = Server("floor", on_list_tools=list_tools, on_call_tool=call_tool)
-    return server.streamable_http_app(streamable_http_path="/mcp", host=host,
-                                      json_response=True)  # fmt: skip
+    return server.streamable_http_app(streamable_http_path="/mcp", host=host, json_response=True)
 
 
 class _InLoop(uvicorn.Server):
@@ -513,8 +577,13 @@ async def _floor_server(same: dict[str, Any]) -> AsyncIterator[str]:
     """The floor server on 127.0.0.1 (port 0), uvicorn's defaults; its URL."""
     with Listen("127.0.0.1", 0).bind() as listener:
         host, port = listener.getsockname()[:2]
-        config = uvicorn.Config(_floor_app(host, same), lifespan="on", log_config=None,
-                                log_level="warning", access_log=False)  # fmt: skip
+        config = uvicorn.Config(
+            _floor_app(host, same),
+            lifespan="on",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+        )
         server = _InLoop(config)
         serving = asyncio.create_task(server.serve(sockets=[listener]))
         try:
@@ -541,8 +610,9 @@ async def _measure(sizes: Sizes, report: Report) -> None:
             await node.e_timeline(caller, **ARGUMENTS)
         local = Side(in_process_label(sizes))
         sides = {(TOOL, m): Side(http_label(sizes, m)) for m in sizes.modes}
-        sides |= {(t, m): Side(floor_label(sizes, m, t)) for t in FLOORS
-                  for m in _floor_modes(sizes)}  # fmt: skip
+        sides |= {
+            (t, m): Side(floor_label(sizes, m, t)) for t in FLOORS for m in _floor_modes(sizes)
+        }
         with Listen("127.0.0.1", 0).bind() as listener:
             async with (
                 http_server(node, listener) as endpoint,
@@ -554,18 +624,23 @@ async def _measure(sizes: Sizes, report: Report) -> None:
                     url = endpoint.url if tool == TOOL else floor_url
                     eras[tool, mode] = await _Clients.start(url, token, sizes, mode, tool)
                     stack.push_async_callback(eras[tool, mode].stop)
-                progress(f"mcp: {sizes.clients} clients per era starting, serving "
-                         f"{endpoint.url} and the floor {floor_url}")  # fmt: skip
+                progress(
+                    f"mcp: {sizes.clients} clients per era starting, serving "
+                    f"{endpoint.url} and the floor {floor_url}"
+                )
                 async with asyncio.timeout(_READY_TIMEOUT_S):
                     ready = {era: await c.read() for era, c in eras.items()}
                 for i in range(sizes.rounds):
                     order: list[Era | None] = [None, *eras]
                     for what in order if i % 2 == 0 else order[::-1]:
-                        progress(f"mcp: round {i + 1} of {sizes.rounds}: "
-                                 f"{'in-process' if what is None else _era(what)}")  # fmt: skip
+                        progress(
+                            f"mcp: round {i + 1} of {sizes.rounds}: "
+                            f"{'in-process' if what is None else _era(what)}"
+                        )
                         if what is None:
-                            await _in_process_round(node, caller, sizes.clients, sizes.seconds,
-                                                    local)  # fmt: skip
+                            await _in_process_round(
+                                node, caller, sizes.clients, sizes.seconds, local
+                            )
                         else:
                             await _http_round(eras[what], sizes.seconds, sides[what])
     report.sides += [local, *sides.values()]
@@ -573,8 +648,11 @@ async def _measure(sizes: Sizes, report: Report) -> None:
     answers = {era: [a for msg in msgs for a in msg["answers"]] for era, msgs in ready.items()}
     ours = [a for (tool, _), got in answers.items() if tool == TOOL for a in got]
     same = sum(a == expected for a in ours)
-    report.checks.append(Check(SAME_ANSWERS, f"{same} of {len(ours)}", "all",
-                               "PASS" if same == len(ours) else "FAIL"))  # fmt: skip
+    report.checks.append(
+        Check(
+            SAME_ANSWERS, f"{same} of {len(ours)}", "all", "PASS" if same == len(ours) else "FAIL"
+        )
+    )
     if same != len(ours):
         report.notes.append("MISMATCH: an HTTP answer differs from the in-process answer")
     wanted = {NOOP: {}, SAME: expected}
@@ -598,22 +676,31 @@ def _ratios(report: Report, local: Side, sides: dict[Era, Side]) -> None:
         target, verdict = "(info)", "(info)"
         if (tool, mode) == TARGET_ERA:
             target, verdict = f"≥ {TARGET:g}", "PASS" if value >= TARGET else "FAIL"
-        report.checks.append(Check(floor_ratio_label(mode, tool), f"{value:.3f}", target,
-                                   verdict))  # fmt: skip
+        report.checks.append(Check(floor_ratio_label(mode, tool), f"{value:.3f}", target, verdict))
     for (tool, mode), side in sides.items():
         if tool == TOOL:
             value = side.rate / local.rate
             report.checks.append(Check(ratio_label(mode), f"{value:.3f}", "(info)", "(info)"))
 
 
-def _notes(sizes: Sizes, report: Report, local: Side, sides: dict[Era, Side],
-           ready: dict[Era, list[dict[str, Any]]], expected: dict[str, Any],
-           path: Path, meta: dict[str, Any], built: bool) -> None:  # fmt: skip
+def _notes(
+    sizes: Sizes,
+    report: Report,
+    local: Side,
+    sides: dict[Era, Side],
+    ready: dict[Era, list[dict[str, Any]]],
+    expected: dict[str, Any],
+    path: Path,
+    meta: dict[str, Any],
+    built: bool,
+) -> None:
     local.note = f"{local.cpu_s / local.total * 1000:.2f} ms CPU a call"
     for era, side in sides.items():
         protocol = ready[era][0]["protocol"]
-        side.note = (f"{protocol}; CPU a call: server {side.cpu_s / side.total * 1000:.2f} ms, "
-                     f"clients {side.client_cpu_s / side.total * 1000:.2f} ms")  # fmt: skip
+        side.note = (
+            f"{protocol}; CPU a call: server {side.cpu_s / side.total * 1000:.2f} ms, "
+            f"clients {side.client_cpu_s / side.total * 1000:.2f} ms"
+        )
     for side in report.sides:
         spread = ", ".join(_num(r) for r in side.rates)
         report.notes.append(f"{side.label}: calls/s by round {spread}")

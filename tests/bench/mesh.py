@@ -54,9 +54,16 @@ class Plan:
     seeds: tuple[int, ...]
 
     def size(self, mode: str) -> Size:
-        return Size(nodes=self.nodes, writes=self.writes, faults=self.faults, span=self.span,
-                    holds=grants(self.nodes, WORKSPACES), workspaces=WORKSPACES,
-                    topology="sparse", full=mode == "full")  # fmt: skip
+        return Size(
+            nodes=self.nodes,
+            writes=self.writes,
+            faults=self.faults,
+            span=self.span,
+            holds=grants(self.nodes, WORKSPACES),
+            workspaces=WORKSPACES,
+            topology="sparse",
+            full=mode == "full",
+        )
 
 
 FULL = Plan(nodes=100, writes=200, faults=30, span=60.0, seeds=(0, 1, 2))
@@ -150,10 +157,14 @@ class Report:
     def run_table(self) -> list[str]:
         header = ["run", "nodes", "edges", *(name for name, _ in COLUMNS)]
         rows = [
-            [r.label, f"{r.nodes}", f"{r.edges}",
-             *(["FAIL"] * len(COLUMNS) if r.failure else (cell(r) for _, cell in COLUMNS))]
+            [
+                r.label,
+                f"{r.nodes}",
+                f"{r.edges}",
+                *(["FAIL"] * len(COLUMNS) if r.failure else (cell(r) for _, cell in COLUMNS)),
+            ]
             for r in self.runs
-        ]  # fmt: skip
+        ]
         return table(header, rows, right=set(range(1, len(header))))
 
     def ratio_table(self) -> list[str]:

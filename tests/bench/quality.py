@@ -65,9 +65,8 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 CONFIGS: tuple[tuple[str, str], ...] = (
     ("memlane (default)", ""),
     ("memlane (wordllama)", '[search]\nembedder = "wordllama"\n'),
-    ("memlane (wordllama, weight 0.5)",
-     '[search]\nembedder = "wordllama"\nfusion_weight = 0.5\n'),
-)  # fmt: skip
+    ("memlane (wordllama, weight 0.5)", '[search]\nembedder = "wordllama"\nfusion_weight = 0.5\n'),
+)
 DEFAULT = CONFIGS[0][0]
 RAW = (("raw FTS5 unicode61", "unicode61"), ("raw FTS5 porter", "porter unicode61"))
 PORTER = RAW[1][0]
@@ -84,13 +83,61 @@ EMBED_TIMEOUT = 900.0  # seconds a conversation's SRs may take to be embedded be
 # forms of do, the question words and the personal pronouns.  With this list and the text of
 # ``turn_text`` the raw rows come within 0.01 of the split README's reference figures; NLTK's
 # 179 words score about 0.01 lower, no list at all 0.03–0.05 lower (docs/benchmarks.md).
-STOP_WORDS = frozenset((
-    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "in", "is", "it",
-    "its", "of", "on", "that", "the", "to", "was", "were", "will", "with",  # the commonest
-    "did", "do", "does", "how", "what", "when", "where", "which", "who", "whom", "why",
-    "he", "her", "him", "his", "i", "me", "my", "our", "she", "their", "them", "they", "us",
-    "we", "you", "your",
-))  # fmt: skip
+STOP_WORDS = frozenset(
+    (
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "that",
+        "the",
+        "to",
+        "was",
+        "were",
+        "will",
+        "with",  # the commonest
+        "did",
+        "do",
+        "does",
+        "how",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "he",
+        "her",
+        "him",
+        "his",
+        "i",
+        "me",
+        "my",
+        "our",
+        "she",
+        "their",
+        "them",
+        "they",
+        "us",
+        "we",
+        "you",
+        "your",
+    )
+)
 _WORD = re.compile(r"[^\W_]+")  # a word as FTS5's unicode61 cuts it: letters and digits
 _SESSION = re.compile(r"session_(\d+)")
 _DIA_ID = re.compile(r"D:?(\d+):(\d+)")  # "D:11:26" is D11:26 misspelled (one question)
@@ -248,12 +295,17 @@ def _raw(label: str, tokenizer: str, conversations: Sequence[Conversation]) -> R
     try:
         for n, conv in enumerate(conversations):
             db.execute(f"CREATE VIRTUAL TABLE turns{n} USING fts5 (text, tokenize='{tokenizer}')")
-            db.executemany(f"INSERT INTO turns{n} (rowid, text) VALUES (?, ?)",
-                           [(i, t.text) for i, t in enumerate(conv.turns)])  # fmt: skip
+            db.executemany(
+                f"INSERT INTO turns{n} (rowid, text) VALUES (?, ?)",
+                [(i, t.text) for i, t in enumerate(conv.turns)],
+            )
             for q in conv.questions:
                 match = raw_query(q.text)
-                rows = db.execute(f"SELECT rowid FROM turns{n} WHERE turns{n} MATCH ? "
-                                  f"ORDER BY bm25(turns{n}) LIMIT {DEPTH}", (match,))  # fmt: skip
+                rows = db.execute(
+                    f"SELECT rowid FROM turns{n} WHERE turns{n} MATCH ? "
+                    f"ORDER BY bm25(turns{n}) LIMIT {DEPTH}",
+                    (match,),
+                )
                 ranked = [conv.turns[i].dia_id for (i,) in rows] if match else []
                 out.asked.append((q.category, _figures(q.evidence, ranked, None)))
     finally:
@@ -288,8 +340,9 @@ async def _write(node: Node, caller: Caller, conv: Conversation, seen: Seen) -> 
     sr_ids = {}
     t0 = time.perf_counter()
     for turn in conv.turns:
-        written = await node.e_write(caller, text=turn.text, conversational=True,
-                                     content_time=turn.content_time)  # fmt: skip
+        written = await node.e_write(
+            caller, text=turn.text, conversational=True, content_time=turn.content_time
+        )
         sr_ids[written["sr_id"]] = turn.dia_id
     seen.write_s += time.perf_counter() - t0
     seen.written += len(conv.turns)
@@ -341,8 +394,9 @@ async def _conversation_node(
     await Node.init(path)
     (path / CONFIG_FILE).write_text(config)
     async with Node.open(path) as node:
-        issued = await node.create_token("reader", f"locomo-{conv.name}",
-                                         ("read:workspace", "write:workspace"))  # fmt: skip
+        issued = await node.create_token(
+            "reader", f"locomo-{conv.name}", ("read:workspace", "write:workspace")
+        )
         caller = await node.authenticate(issued.token)
         sr_ids = await _write(node, caller, conv, seen)
         if node.vectors is not None:  # every turn embedded before the first question
@@ -353,8 +407,7 @@ async def _conversation_node(
             seen.embed_s += time.perf_counter() - t0
         for q in conv.questions:
             ranked, first = await _ask(node, caller, q.text, seen)
-            figures = _figures(q.evidence, [sr_ids[s] for s in ranked],
-                               [sr_ids[s] for s in first])  # fmt: skip
+            figures = _figures(q.evidence, [sr_ids[s] for s in ranked], [sr_ids[s] for s in first])
             out.asked.append((q.category, figures))
 
 
@@ -363,8 +416,10 @@ async def _memlane(
 ) -> tuple[Retrieved, Seen]:
     out, seen = Retrieved(label), Seen()
     for n, conv in enumerate(conversations):
-        progress(f"quality: {label}: conversation {conv.name}, {len(conv.turns)} turns, "
-                 f"{len(conv.questions)} questions")  # fmt: skip
+        progress(
+            f"quality: {label}: conversation {conv.name}, {len(conv.turns)} turns, "
+            f"{len(conv.questions)} questions"
+        )
         try:
             await _conversation_node(workdir / f"{_slug(label)}-{n}", config, conv, out, seen)
         except NodeError as exc:  # a configuration this node refuses is a row, not a crash
@@ -391,8 +446,10 @@ class Missing:
     exit_status: int = 1
 
     def __str__(self) -> str:
-        return (f"quality: no LoCoMo conversations (*.json) in {self.directory}; point "
-                "--locomo DIR or MEMLANE_LOCOMO at the split")  # fmt: skip
+        return (
+            f"quality: no LoCoMo conversations (*.json) in {self.directory}; point "
+            "--locomo DIR or MEMLANE_LOCOMO at the split"
+        )
 
 
 @dataclass(slots=True)
@@ -426,23 +483,29 @@ def _cell(value: float) -> str:
 def labels() -> dict[str, list[str]]:
     """The rows and checks the table prints (the smoke test looks for each)."""
     rows = [name for name, _ in CONFIGS] + [label for label, _ in RAW]
-    checks = [f"{DEFAULT} page-1 recall ≥ {PORTER} R@20 − {TOLERANCE:g}",
-              f"{DEFAULT} page-1 hit ≥ {PORTER} H@20 − {TOLERANCE:g}"]  # fmt: skip
+    checks = [
+        f"{DEFAULT} page-1 recall ≥ {PORTER} R@20 − {TOLERANCE:g}",
+        f"{DEFAULT} page-1 hit ≥ {PORTER} H@20 − {TOLERANCE:g}",
+    ]
     return {"rows": rows, "checks": checks + [c for n, _ in CONFIGS[1:] for c in _against(n)]}
 
 
 def _against(name: str) -> tuple[str, str]:
     """The checks of a configuration beside the default."""
-    return (f"{name} page-1 recall > {DEFAULT}'s",
-            f"{name} page-1 recall, worst category − {DEFAULT}'s")  # fmt: skip
+    return (
+        f"{name} page-1 recall > {DEFAULT}'s",
+        f"{name} page-1 recall, worst category − {DEFAULT}'s",
+    )
 
 
 def _checks(rows: dict[str, Retrieved]) -> list[Check]:
     names = labels()["checks"]
     default, porter = rows[DEFAULT], rows[PORTER]
     out = []
-    for name, mine, theirs in ((names[0], "page-1 recall", "R@20"),
-                               (names[1], "page-1 hit", "H@20")):  # fmt: skip
+    for name, mine, theirs in (
+        (names[0], "page-1 recall", "R@20"),
+        (names[1], "page-1 hit", "H@20"),
+    ):
         value, target = default.mean(mine), porter.mean(theirs) - TOLERANCE
         out.append(Check(name, f"{value:.3f}", f"≥ {target:.3f}", verdict(value >= target)))
     return out + [c for name, _ in CONFIGS[1:] for c in _beside(rows[name], default)]
@@ -452,13 +515,16 @@ def _beside(other: Retrieved, default: Retrieved) -> list[Check]:
     """Another configuration must find more overall and lose nowhere much."""
     beats, worst = _against(other.label)
     if not other.asked:
-        return [Check(beats, "not available", "", "(info)"),
-                Check(worst, "not available", "", "(info)")]  # fmt: skip
+        return [
+            Check(beats, "not available", "", "(info)"),
+            Check(worst, "not available", "", "(info)"),
+        ]
     value, base = other.mean("page-1 recall"), default.mean("page-1 recall")
-    gap = min(other.mean("page-1 recall", c) - default.mean("page-1 recall", c)
-              for c in CATEGORIES)  # fmt: skip
-    return [Check(beats, f"{value:.3f}", f"> {base:.3f}", verdict(value > base)),
-            Check(worst, f"{gap:+.3f}", f"≥ {-SLACK:g}", verdict(gap >= -SLACK))]  # fmt: skip
+    gap = min(other.mean("page-1 recall", c) - default.mean("page-1 recall", c) for c in CATEGORIES)
+    return [
+        Check(beats, f"{value:.3f}", f"> {base:.3f}", verdict(value > base)),
+        Check(worst, f"{gap:+.3f}", f"≥ {-SLACK:g}", verdict(gap >= -SLACK)),
+    ]
 
 
 def _seen_notes(label: str, seen: Seen, questions: int) -> list[str]:
@@ -473,8 +539,7 @@ def _seen_notes(label: str, seen: Seen, questions: int) -> list[str]:
         f"questions (most often {common or 'none'})",
     ]
     if seen.empty:
-        out.append(f"{label}: {len(seen.empty)} questions answered nothing, e.g. "
-                   f"{seen.empty[0]!r}")  # fmt: skip
+        out.append(f"{label}: {len(seen.empty)} questions answered nothing, e.g. {seen.empty[0]!r}")
     if seen.model:
         out.append(
             f"{label}: {seen.model}: every SR embedded before the questions (the worker "

@@ -106,8 +106,10 @@ def model_tag() -> str:
 
 def cache_key(sizes: Sizes) -> str:
     schema = hashlib.sha256("".join(MIGRATIONS).encode()).hexdigest()[:16]
-    return (f"{BUILD_VERSION}/schema-{SCHEMA_VERSION}-{schema}/{model_tag()}/srs-{sizes.srs}/"
-            f"batch-{sizes.batch}")  # fmt: skip
+    return (
+        f"{BUILD_VERSION}/schema-{SCHEMA_VERSION}-{schema}/{model_tag()}/srs-{sizes.srs}/"
+        f"batch-{sizes.batch}"
+    )
 
 
 # -- the corpus ----------------------------------------------------------------------------
@@ -131,10 +133,32 @@ Kenji Lars Laura Leila Leon Lina Luca Luis Magnus Maya Mei Miguel Mila Nadia Nao
 Noah Olga Omar Oscar Paolo Pavel Priya Quinn Rafael Ravi Rosa Ruth Sakura Samir Sara Sven Tara
 Theo Tomas Umar Valentina Vera Victor Wei Xavier Ximena Yara Yusuf Zara Zoe Zygmunt
 """)
-_TEAMS = ("platform", "billing", "search", "mobile", "data", "security", "infrastructure",
-          "payments", "design", "support", "analytics", "release", "growth", "identity",
-          "storage", "networking", "compliance", "frontend", "reliability", "ml", "docs",
-          "partner", "checkout", "observability")  # fmt: skip
+_TEAMS = (
+    "platform",
+    "billing",
+    "search",
+    "mobile",
+    "data",
+    "security",
+    "infrastructure",
+    "payments",
+    "design",
+    "support",
+    "analytics",
+    "release",
+    "growth",
+    "identity",
+    "storage",
+    "networking",
+    "compliance",
+    "frontend",
+    "reliability",
+    "ml",
+    "docs",
+    "partner",
+    "checkout",
+    "observability",
+)
 _SYSTEMS = _listed(
     """
 database, cache, job queue, scheduler, API gateway, load balancer, build server, dashboard,
@@ -175,40 +199,115 @@ quota breach, billing mismatch, rounding error, timezone bug, locale bug
 """,
     ",",
 )
-_VERBS = (("migrated", "migrate"), ("patched", "patch"), ("rolled back", "roll back"),
-          ("upgraded", "upgrade"), ("reviewed", "review"), ("benchmarked", "benchmark"),
-          ("restarted", "restart"), ("deployed", "deploy"), ("refactored", "refactor"),
-          ("documented", "document"), ("tested", "test"), ("profiled", "profile"),
-          ("replaced", "replace"), ("configured", "configure"), ("scaled", "scale"),
-          ("audited", "audit"), ("split", "split"), ("archived", "archive"),
-          ("rewrote", "rewrite"), ("throttled", "throttle"), ("sharded", "shard"),
-          ("cleaned up", "clean up"), ("pinned", "pin"), ("rotated", "rotate"),
-          ("monitored", "monitor"), ("rebuilt", "rebuild"), ("tuned", "tune"),
-          ("disabled", "disable"), ("re-enabled", "re-enable"), ("moved", "move"),
-          ("load-tested", "load-test"), ("simplified", "simplify"),
-          ("decommissioned", "decommission"), ("containerised", "containerise"))  # fmt: skip
-_WHEN = ("on Monday", "on Tuesday", "on Wednesday", "on Thursday", "on Friday", "yesterday",
-         "last week", "this morning", "before the release", "after the outage",
-         "during the sprint review", "over the weekend", "late last night",
-         "ahead of the audit", "at the end of the quarter", "two days ago",
-         "during the incident call", "right after lunch", "before the holidays",
-         "in the maintenance window", "earlier today", "at the planning meeting",
-         "after the customer call", "during the game day", "in January", "in March",
-         "in June", "in September", "in November")  # fmt: skip
-_WHERE = ("production", "staging", "the Frankfurt region", "the Virginia region",
-          "the test lab", "the Tokyo region", "every region", "the canary hosts",
-          "the Oregon region", "the Sydney region", "the São Paulo region", "the Dublin region",
-          "the Singapore region", "the on-premise rack", "the developer sandbox",
-          "the disaster-recovery site", "the EU tenant", "the US tenant",
-          "the shared cluster", "the beta fleet")  # fmt: skip
-_METRICS = (("p99 latency", "ms"), ("error rate", "percent"), ("memory use", "MB"),
-            ("queue depth", "jobs"), ("build time", "minutes"), ("cost", "dollars a day"),
-            ("disk use", "GB"), ("request rate", "requests per second"),
-            ("cache hit ratio", "percent"), ("CPU load", "percent"),
-            ("cold start time", "seconds"), ("replication lag", "seconds"),
-            ("signup conversion", "percent"), ("churn", "accounts a week"),
-            ("page weight", "KB"), ("test duration", "minutes"),
-            ("open tickets", "tickets"), ("deploy frequency", "deploys a day"))  # fmt: skip
+_VERBS = (
+    ("migrated", "migrate"),
+    ("patched", "patch"),
+    ("rolled back", "roll back"),
+    ("upgraded", "upgrade"),
+    ("reviewed", "review"),
+    ("benchmarked", "benchmark"),
+    ("restarted", "restart"),
+    ("deployed", "deploy"),
+    ("refactored", "refactor"),
+    ("documented", "document"),
+    ("tested", "test"),
+    ("profiled", "profile"),
+    ("replaced", "replace"),
+    ("configured", "configure"),
+    ("scaled", "scale"),
+    ("audited", "audit"),
+    ("split", "split"),
+    ("archived", "archive"),
+    ("rewrote", "rewrite"),
+    ("throttled", "throttle"),
+    ("sharded", "shard"),
+    ("cleaned up", "clean up"),
+    ("pinned", "pin"),
+    ("rotated", "rotate"),
+    ("monitored", "monitor"),
+    ("rebuilt", "rebuild"),
+    ("tuned", "tune"),
+    ("disabled", "disable"),
+    ("re-enabled", "re-enable"),
+    ("moved", "move"),
+    ("load-tested", "load-test"),
+    ("simplified", "simplify"),
+    ("decommissioned", "decommission"),
+    ("containerised", "containerise"),
+)
+_WHEN = (
+    "on Monday",
+    "on Tuesday",
+    "on Wednesday",
+    "on Thursday",
+    "on Friday",
+    "yesterday",
+    "last week",
+    "this morning",
+    "before the release",
+    "after the outage",
+    "during the sprint review",
+    "over the weekend",
+    "late last night",
+    "ahead of the audit",
+    "at the end of the quarter",
+    "two days ago",
+    "during the incident call",
+    "right after lunch",
+    "before the holidays",
+    "in the maintenance window",
+    "earlier today",
+    "at the planning meeting",
+    "after the customer call",
+    "during the game day",
+    "in January",
+    "in March",
+    "in June",
+    "in September",
+    "in November",
+)
+_WHERE = (
+    "production",
+    "staging",
+    "the Frankfurt region",
+    "the Virginia region",
+    "the test lab",
+    "the Tokyo region",
+    "every region",
+    "the canary hosts",
+    "the Oregon region",
+    "the Sydney region",
+    "the São Paulo region",
+    "the Dublin region",
+    "the Singapore region",
+    "the on-premise rack",
+    "the developer sandbox",
+    "the disaster-recovery site",
+    "the EU tenant",
+    "the US tenant",
+    "the shared cluster",
+    "the beta fleet",
+)
+_METRICS = (
+    ("p99 latency", "ms"),
+    ("error rate", "percent"),
+    ("memory use", "MB"),
+    ("queue depth", "jobs"),
+    ("build time", "minutes"),
+    ("cost", "dollars a day"),
+    ("disk use", "GB"),
+    ("request rate", "requests per second"),
+    ("cache hit ratio", "percent"),
+    ("CPU load", "percent"),
+    ("cold start time", "seconds"),
+    ("replication lag", "seconds"),
+    ("signup conversion", "percent"),
+    ("churn", "accounts a week"),
+    ("page weight", "KB"),
+    ("test duration", "minutes"),
+    ("open tickets", "tickets"),
+    ("deploy frequency", "deploys a day"),
+)
 _TOPICS = _listed(
     """
 data retention, on-call rotation, pricing tiers, accessibility, GDPR requests,
@@ -246,10 +345,21 @@ dolomite feldspar gypsum jade kyanite lapis mica obsidian pyrite rutile schist t
 albatross bittern curlew dunlin egret finch grebe hoopoe ibis jackdaw kite lapwing merlin
 nightjar osprey plover quail rook siskin tern veery warbler
 """)
-_ADVERBS = ("gradually", "in smaller batches", "behind a feature flag", "region by region",
-            "with a dry run first", "in one maintenance window", "one tenant at a time",
-            "with a rollback plan", "during off-peak hours", "after a design review",
-            "with two reviewers", "without downtime", "in a sandbox first")  # fmt: skip
+_ADVERBS = (
+    "gradually",
+    "in smaller batches",
+    "behind a feature flag",
+    "region by region",
+    "with a dry run first",
+    "in one maintenance window",
+    "one tenant at a time",
+    "with a rollback plan",
+    "during off-peak hours",
+    "after a design review",
+    "with two reviewers",
+    "without downtime",
+    "in a sandbox first",
+)
 _TICKETS = ("INC", "OPS", "SEC", "BILL", "PLAT", "DATA", "MOB", "SUP")
 
 _TEMPLATES = (
@@ -295,17 +405,28 @@ def _sentence(rng: random.Random) -> str:
     metric, unit = rng.choice(_METRICS)
     n = rng.randint(2, 900)
     slots = {
-        "person": rng.choice(_PEOPLE), "person2": rng.choice(_PEOPLE),
-        "team": rng.choice(_TEAMS), "system": _pick(rng, _SYSTEMS, 0.6),
-        "system2": _pick(rng, _SYSTEMS, 0.6), "problem": _pick(rng, _PROBLEMS, 0.6),
-        "did": did, "do": do, "when": rng.choice(_WHEN), "where": rng.choice(_WHERE),
-        "metric": metric, "unit": unit, "n": n, "m": max(1, n + rng.randint(-n + 1, n)),
-        "topic": rng.choice(_TOPICS), "topic2": rng.choice(_TOPICS),
-        "company": rng.choice(_COMPANIES), "codename": _pick(rng, _CODENAMES, 1.0),
+        "person": rng.choice(_PEOPLE),
+        "person2": rng.choice(_PEOPLE),
+        "team": rng.choice(_TEAMS),
+        "system": _pick(rng, _SYSTEMS, 0.6),
+        "system2": _pick(rng, _SYSTEMS, 0.6),
+        "problem": _pick(rng, _PROBLEMS, 0.6),
+        "did": did,
+        "do": do,
+        "when": rng.choice(_WHEN),
+        "where": rng.choice(_WHERE),
+        "metric": metric,
+        "unit": unit,
+        "n": n,
+        "m": max(1, n + rng.randint(-n + 1, n)),
+        "topic": rng.choice(_TOPICS),
+        "topic2": rng.choice(_TOPICS),
+        "company": rng.choice(_COMPANIES),
+        "codename": _pick(rng, _CODENAMES, 1.0),
         "adverb": rng.choice(_ADVERBS),
         "ticket": f"{rng.choice(_TICKETS)}-{rng.randint(100, 9999)}",
         "version": f"{rng.randint(1, 9)}.{rng.randint(0, 40)}.{rng.randint(0, 20)}",
-    }  # fmt: skip
+    }
     return rng.choice(_TEMPLATES).format(**slots)
 
 
@@ -380,9 +501,16 @@ async def _receive(path: Path, sizes: Sizes) -> dict[str, Any]:
             word_df.update(set(_WORD.findall(f"{payload['title']} {payload['text']}".lower())))
             w = i % WRITERS
             seqs[w] += 1
-            entry = seal(keys[w], mesh=info.mesh, epoch=epochs[w], seq=seqs[w], prev=prevs[w],
-                         hlc=Hlc(wall, 0), kind=_KIND,
-                         payload=encode_payload(_KIND, payload))  # fmt: skip
+            entry = seal(
+                keys[w],
+                mesh=info.mesh,
+                epoch=epochs[w],
+                seq=seqs[w],
+                prev=prevs[w],
+                hlc=Hlc(wall, 0),
+                kind=_KIND,
+                payload=encode_payload(_KIND, payload),
+            )
             prevs[w] = entry.id
             batch.append((entry.raw, entry.payload))
             if len(batch) == sizes.batch or i == corpus.n - 1:
@@ -410,8 +538,12 @@ async def _embed(path: Path) -> dict[str, Any]:
         status = await index.status()
     if status.queued or status.vectors != queued:
         raise RuntimeError(f"embedded {status.vectors} of {queued}, {status.queued} left queued")
-    return {"embed_s": sw.seconds, "vectors": status.vectors, "embed_batch": index.batch,
-            "model": status.model}  # fmt: skip
+    return {
+        "embed_s": sw.seconds,
+        "vectors": status.vectors,
+        "embed_batch": index.batch,
+        "model": status.model,
+    }
 
 
 async def _build(path: Path, sizes: Sizes) -> dict[str, Any]:
@@ -419,9 +551,12 @@ async def _build(path: Path, sizes: Sizes) -> dict[str, Any]:
     meta = await _receive(path, sizes)
     received = time.perf_counter() - started
     meta |= await _embed(path)
-    return meta | {"srs": sizes.srs, "receive_build_s": received,
-                   "build_s": time.perf_counter() - started,
-                   "build_rss_mib": peak_rss_mib()}  # fmt: skip
+    return meta | {
+        "srs": sizes.srs,
+        "receive_build_s": received,
+        "build_s": time.perf_counter() - started,
+        "build_rss_mib": peak_rss_mib(),
+    }
 
 
 def _build_in_child(directory: str, sizes: Sizes) -> dict[str, Any]:
@@ -431,9 +566,9 @@ def _build_in_child(directory: str, sizes: Sizes) -> dict[str, Any]:
 def build(sizes: Sizes) -> tuple[Path, dict[str, Any], bool]:
     """The cached store for ``sizes``: its node directory, its metadata, whether it was
     built now."""
-    root, meta, built = cached(sizes.name, cache_key(sizes),
-                               f"embedded store of {sizes.srs:,} SRs", _build_in_child,
-                               sizes)  # fmt: skip
+    root, meta, built = cached(
+        sizes.name, cache_key(sizes), f"embedded store of {sizes.srs:,} SRs", _build_in_child, sizes
+    )
     return root / "node", meta, built
 
 
@@ -548,9 +683,14 @@ async def _measure(path: Path, meta: dict[str, Any], sizes: Sizes, result: Resul
                 return len(answer["results"])
 
             seconds, base, got, base_got = await _timed(semantic, bm25, sizes)
-            df = raw.execute("SELECT count(*) FROM sr_fts WHERE sr_fts MATCH ?",
-                             (" OR ".join(f'"{w}"' for w in _WORD.findall(q.text.lower())
-                                          if w not in STOP_WORDS),)).fetchone()[0]  # fmt: skip
+            df = raw.execute(
+                "SELECT count(*) FROM sr_fts WHERE sr_fts MATCH ?",
+                (
+                    " OR ".join(
+                        f'"{w}"' for w in _WORD.findall(q.text.lower()) if w not in STOP_WORDS
+                    ),
+                ),
+            ).fetchone()[0]
             note = f"{q.text!r}: {got} results (BM25 {base_got}); {df:,} SRs hold a term"
             result.latencies.append(Latency(q.label, tuple(seconds), tuple(base), note=note))
             embed_ms, near_ms = await _parts(node, q.text, sizes.runs)

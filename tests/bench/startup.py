@@ -48,8 +48,9 @@ def _node(data: Path) -> str:
     async def make() -> str:
         await Node.init(data)
         async with Node.open(data, embed=False) as node:
-            issued = await node.create_token("bench", "bench", ("read:workspace",
-                                                                "write:workspace"))  # fmt: skip
+            issued = await node.create_token(
+                "bench", "bench", ("read:workspace", "write:workspace")
+            )
             writer = await node.authenticate(issued.token)
             for i in range(20):
                 await node.e_write(writer, title=f"note {i}", text="what the bench lists")
@@ -77,8 +78,10 @@ def run(*, quick: bool, workdir: Path) -> Result:
         base.append(_run(baseline, env))
         for name in COMMANDS:
             seconds[name].append(_run(argv[name], env))
-    title = (f"startup — Python {platform.python_version()}, {os.cpu_count()} CPUs"
-             f"{SMOKE if quick else ''}")  # fmt: skip
+    title = (
+        f"startup — Python {platform.python_version()}, {os.cpu_count()} CPUs"
+        f"{SMOKE if quick else ''}"
+    )
     result = Result(title, baseline="python -c pass")
     result.latencies = [Latency(name, tuple(seconds[name]), tuple(base)) for name in COMMANDS]
     result.bounds = [Bound(name, "median", LIMIT_MS) for name in BOUNDED]

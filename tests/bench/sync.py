@@ -161,8 +161,10 @@ def _rss_mib() -> float:
 
 def cache_key(sizes: Sizes) -> str:
     schema = hashlib.sha256("".join(MIGRATIONS).encode()).hexdigest()[:16]
-    return (f"{BUILD_VERSION}/schema-{SCHEMA_VERSION}-{schema}/entries-{sizes.entries}/"
-            f"writers-{sizes.writers}/batch-{sizes.build_batch}")  # fmt: skip
+    return (
+        f"{BUILD_VERSION}/schema-{SCHEMA_VERSION}-{schema}/entries-{sizes.entries}/"
+        f"writers-{sizes.writers}/batch-{sizes.build_batch}"
+    )
 
 
 async def _build(root: Path, sizes: Sizes) -> dict[str, Any]:
@@ -311,17 +313,20 @@ async def _sender(path: Path, receiver_key: bytes, conn: Connection) -> None:
         context = _context(node, ca, certs.pem(node.membership.node_certificate()), server=True)
         entries = sum(log.head_seq for log in await _logs(node))
         samples: list[tuple[int, float]] = []
-        async with Sync(node.replica(), key=node.key.public, options=OPTIONS,
-                        peer_key=_peer_key(node)) as sync:  # fmt: skip
+        async with Sync(
+            node.replica(), key=node.key.public, options=OPTIONS, peer_key=_peer_key(node)
+        ) as sync:
             host, port = await sync.listen(ssl=context)
-            conn.send({
-                "address": (host, port),
-                "digest": await frontier_digest(node),
-                "ca": ca,
-                "receiver_cert": certs.pem(node.membership.node_certificate(receiver_key)),
-                "entries": entries,
-                "rss_start": _rss_mib(),
-            })  # fmt: skip
+            conn.send(
+                {
+                    "address": (host, port),
+                    "digest": await frontier_digest(node),
+                    "ca": ca,
+                    "receiver_cert": certs.pem(node.membership.node_certificate(receiver_key)),
+                    "entries": entries,
+                    "rss_start": _rss_mib(),
+                }
+            )
 
             async def sample() -> None:
                 while True:
@@ -333,8 +338,9 @@ async def _sender(path: Path, receiver_key: bytes, conn: Connection) -> None:
             sampler.cancel()
             sent = sum(p.sent for p in sync.peers)
             connections = sum(p.connections for p in sync.peers)
-        conn.send({"sent": sent, "connections": connections, "samples": samples,
-                   "peak_rss": _peak_mib()})  # fmt: skip
+        conn.send(
+            {"sent": sent, "connections": connections, "samples": samples, "peak_rss": _peak_mib()}
+        )
 
 
 async def _logs(node: Node) -> list[Any]:
@@ -354,8 +360,9 @@ async def _receiver(path: Path, info: dict[str, Any], conn: Connection) -> None:
         held = {log.log_id: log.head_seq for log in await _logs(node)}
         lacking = info["lacking"]
         samples: list[tuple[int, float]] = []
-        async with Sync(node.replica(), key=node.key.public, options=OPTIONS,
-                        peer_key=_peer_key(node)) as sync:  # fmt: skip
+        async with Sync(
+            node.replica(), key=node.key.public, options=OPTIONS, peer_key=_peer_key(node)
+        ) as sync:
             rss_start = _rss_mib()
 
             async def caught_up() -> bool:
@@ -371,9 +378,18 @@ async def _receiver(path: Path, info: dict[str, Any], conn: Connection) -> None:
             received, connections = peer.received, peer.connections
             state = peer.state
         after = sum(log.head_seq for log in await _logs(node)) - sum(held.values())
-    conn.send({"seconds": sw.seconds, "received": received, "connections": connections,
-               "stored": after, "live": state is PeerState.LIVE, "samples": samples,
-               "rss_start": rss_start, "peak_rss": _peak_mib()})  # fmt: skip
+    conn.send(
+        {
+            "seconds": sw.seconds,
+            "received": received,
+            "connections": connections,
+            "stored": after,
+            "live": state is PeerState.LIVE,
+            "samples": samples,
+            "rss_start": rss_start,
+            "peak_rss": _peak_mib(),
+        }
+    )
 
 
 @dataclass(slots=True)
@@ -399,8 +415,9 @@ async def _sync_once(cached: Path, work: Path, cut_at: int | None) -> _SyncRun:
     context = multiprocessing.get_context("spawn")
     s_parent, s_child = context.Pipe()
     r_parent, r_child = context.Pipe()
-    sender = context.Process(target=_sender_main,
-                             args=(str(work / "sender"), receiver_key, s_child))  # fmt: skip
+    sender = context.Process(
+        target=_sender_main, args=(str(work / "sender"), receiver_key, s_child)
+    )
     sender.start()
     relay: _Relay | None = None
     try:
@@ -410,9 +427,8 @@ async def _sync_once(cached: Path, work: Path, cut_at: int | None) -> _SyncRun:
         lacking = info["entries"] - _held(work / "receiver")
         receiver = context.Process(
             target=_receiver_main,
-            args=(str(work / "receiver"), info | {"address": address, "lacking": lacking},
-                  r_child),
-        )  # fmt: skip
+            args=(str(work / "receiver"), info | {"address": address, "lacking": lacking}, r_child),
+        )
         receiver.start()
         got = await asyncio.to_thread(r_parent.recv)
         await asyncio.to_thread(receiver.join)
@@ -426,9 +442,19 @@ async def _sync_once(cached: Path, work: Path, cut_at: int | None) -> _SyncRun:
             sender.kill()
     if not got["live"] or got["stored"] != lacking:
         raise RuntimeError(f"the receiver stored {got['stored']} of {lacking} entries")
-    return _SyncRun(got["seconds"], lacking, got["stored"], got["received"], sent["sent"],
-                    got["connections"], relay.up, relay.down, relay.cuts, got,
-                    sent | {"rss_start": info["rss_start"]})  # fmt: skip
+    return _SyncRun(
+        got["seconds"],
+        lacking,
+        got["stored"],
+        got["received"],
+        sent["sent"],
+        got["connections"],
+        relay.up,
+        relay.down,
+        relay.cuts,
+        got,
+        sent | {"rss_start": info["rss_start"]},
+    )
 
 
 def _held(node_dir: Path) -> int:
@@ -495,8 +521,9 @@ def _arrived(db: sqlite3.Connection) -> tuple[int, Received]:
     (before,) = db.execute("SELECT coalesce(max(pos), 0) FROM old.headers").fetchone()
     entries = db.execute(
         "SELECT h.raw, p.data FROM headers h LEFT JOIN payloads p USING (pos) "
-        "WHERE h.pos > ? ORDER BY h.pos", (before,)
-    ).fetchall()  # fmt: skip
+        "WHERE h.pos > ? ORDER BY h.pos",
+        (before,),
+    ).fetchall()
     return before, entries
 
 
@@ -516,10 +543,13 @@ def _changed(db: sqlite3.Connection, name: str, sql: str) -> _Table:
             f"SELECT {listed} FROM main.{name} EXCEPT SELECT {listed} FROM old.{name} ORDER BY 1"
         ).fetchall()
     else:
-        rows = [r[1:] for r in db.execute(
-            f"SELECT rowid, {listed} FROM main.{name} EXCEPT "
-            f"SELECT rowid, {listed} FROM old.{name} ORDER BY 1"
-        )]  # fmt: skip
+        rows = [
+            r[1:]
+            for r in db.execute(
+                f"SELECT rowid, {listed} FROM main.{name} EXCEPT "
+                f"SELECT rowid, {listed} FROM old.{name} ORDER BY 1"
+            )
+        ]
     return _Table(name, cols, rows)
 
 
@@ -573,9 +603,14 @@ def _raw_pipeline(
     bounds = [(n * i // batches, n * (i + 1) // batches) for i in range(batches)]
     # The logs first (headers reference them), then each table's rows batch by batch.
     ordered = sorted(tables, key=lambda t: t.name != "logs")
-    writes = [(f"INSERT OR REPLACE INTO {t.name} ({', '.join(t.columns)}) "
-               f"VALUES ({', '.join('?' * len(t.columns))})", _by_batch(t, bounds))
-              for t in ordered]  # fmt: skip
+    writes = [
+        (
+            f"INSERT OR REPLACE INTO {t.name} ({', '.join(t.columns)}) "
+            f"VALUES ({', '.join('?' * len(t.columns))})",
+            _by_batch(t, bounds),
+        )
+        for t in ordered
+    ]
     with Stopwatch() as sw:
         for i, (lo, hi) in enumerate(bounds):
             runs: dict[Any, list[Entry]] = {}
@@ -650,8 +685,7 @@ def _same_counts(a: Path, b: Path, tables: Sequence[_Table]) -> bool:
     counts = []
     for path in (a, b):
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            counts.append([db.execute(f"SELECT count(*) FROM {t.name}").fetchone()
-                           for t in tables])  # fmt: skip
+            counts.append([db.execute(f"SELECT count(*) FROM {t.name}").fetchone() for t in tables])
     return counts[0] == counts[1]
 
 
@@ -669,10 +703,14 @@ async def _round_bytes(work: Path, sizes: Sizes) -> tuple[float, int, int]:
     start = _wall() - _DAY_MS
     writers = [_writer(b"", 1000 + w, start) for w in range(sizes.round_writers)]
     dirs = await make_mesh(work, ["A", "B"], _wall, writers)
-    entries = [(e.raw, e.payload) for w, wr in enumerate(writers)
-               for e in [_next(wr, w) for _ in range(sizes.round_entries)]]  # fmt: skip
-    often = SyncOptions(link=LinkOptions(round_interval=0.05, min_round_interval=0.01),
-                        poll_interval=0.01)  # fmt: skip
+    entries = [
+        (e.raw, e.payload)
+        for w, wr in enumerate(writers)
+        for e in [_next(wr, w) for _ in range(sizes.round_entries)]
+    ]
+    often = SyncOptions(
+        link=LinkOptions(round_interval=0.05, min_round_interval=0.01), poll_interval=0.01
+    )
     answer = SyncOptions(link=LinkOptions(min_round_interval=0.01), poll_interval=0.01)
     async with Node.open(dirs["A"]) as a, Node.open(dirs["B"]) as b:
         await a.receive(entries, source="bench")
@@ -681,11 +719,9 @@ async def _round_bytes(work: Path, sizes: Sizes) -> tuple[float, int, int]:
         b_cert = certs.pem(a.membership.node_certificate(b.key.public))
         client = _context(b, ca, b_cert, server=False)
         async with (
-            Sync(a.replica(), key=a.key.public, options=answer,
-                 peer_key=_peer_key(a)) as sa,
-            Sync(b.replica(), key=b.key.public, options=often,
-                 peer_key=_peer_key(b)) as sb,
-        ):  # fmt: skip
+            Sync(a.replica(), key=a.key.public, options=answer, peer_key=_peer_key(a)) as sa,
+            Sync(b.replica(), key=b.key.public, options=often, peer_key=_peer_key(b)) as sb,
+        ):
             relay = _Relay(await sa.listen(ssl=server))
             peer = sb.dial(*await relay.start(), ssl=client)
 
@@ -743,13 +779,18 @@ async def _measure(workdir: Path, sizes: Sizes) -> Checked:
     n = clean.lacking
     batch = f"{MAX_BATCH_ENTRIES:,} entries/txn"
     result.rows += [
-        Row(SYNC, n, (clean.seconds,), note=f"receiver's peak RSS; {sizes.writers} writers",
-            rss_mib=clean.receiver["peak_rss"]),
+        Row(
+            SYNC,
+            n,
+            (clean.seconds,),
+            note=f"receiver's peak RSS; {sizes.writers} writers",
+            rss_mib=clean.receiver["peak_rss"],
+        ),
         Row(RAW, n, (raw_s,), note=batch),
         Row(PER_ENTRY, n, (per_s,), note=batch),
         Row(RECEIVE, n, (alone_s,), note=f"{MAX_BATCH_ENTRIES:,} entries/receive, as served"),
         Row(RECEIVE_PROCESS, n, (process_s,), note="the same, statement_process = true"),
-    ]  # fmt: skip
+    ]
     wire = clean.up + clean.down
     resent = cut.sent - cut.lacking
     quarter = n // 4
@@ -759,11 +800,19 @@ async def _measure(workdir: Path, sizes: Sizes) -> Checked:
         (BYTES_PER_ENTRY, f"{wire / n:,.0f}", "(info)", "(info)"),
         (ROUND_BYTES, f"{per_round:,.0f}", "≤ 1,024", verdict(per_round <= 1024)),
         (RESENT, f"{resent:,}", f"≤ {MAX_BATCH_ENTRIES:,}", verdict(resent <= MAX_BATCH_ENTRIES)),
-        (RECEIVER_RSS, f"{r_end:,.0f} / {r_q:,.0f} MiB", f"≤ {RSS_GROWTH_LIMIT:g}×",
-         verdict(r_end <= r_q * RSS_GROWTH_LIMIT)),
-        (SENDER_RSS, f"{s_end:,.0f} / {s_q:,.0f} MiB", f"≤ {RSS_GROWTH_LIMIT:g}×",
-         verdict(s_end <= s_q * RSS_GROWTH_LIMIT)),
-    ]  # fmt: skip
+        (
+            RECEIVER_RSS,
+            f"{r_end:,.0f} / {r_q:,.0f} MiB",
+            f"≤ {RSS_GROWTH_LIMIT:g}×",
+            verdict(r_end <= r_q * RSS_GROWTH_LIMIT),
+        ),
+        (
+            SENDER_RSS,
+            f"{s_end:,.0f} / {s_q:,.0f} MiB",
+            f"≤ {RSS_GROWTH_LIMIT:g}×",
+            verdict(s_end <= s_q * RSS_GROWTH_LIMIT),
+        ),
+    ]
     how = "made by this run" if built else "reused from the cache"
     result.notes += [
         f"sender store {how} ({meta['entries']:,} entries of {sizes.writers} writers, "

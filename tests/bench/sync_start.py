@@ -91,13 +91,29 @@ def _launch(work: Path, zeroconf: bool) -> list[subprocess.Popen[str]]:
         mode = ["--discovery", "on"] if zeroconf else ["--discovery", "off"]
         for earlier in [] if zeroconf else sync[:i]:
             mode += ["--peer", f"127.0.0.1:{earlier}"]
-        procs.append(subprocess.Popen(
-            [sys.executable, "-c", "import sys; from node.cli import main; sys.exit(main())",
-             "serve", "--data", str(work / name), "--json", "--mcp-http", "127.0.0.1:0",
-             "--sync-listen", f"127.0.0.1:{sync[i]}", "--health-listen",
-             f"127.0.0.1:{health[i]}", *mode],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        ))  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from node.cli import main; sys.exit(main())",
+                    "serve",
+                    "--data",
+                    str(work / name),
+                    "--json",
+                    "--mcp-http",
+                    "127.0.0.1:0",
+                    "--sync-listen",
+                    f"127.0.0.1:{sync[i]}",
+                    "--health-listen",
+                    f"127.0.0.1:{health[i]}",
+                    *mode,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+        )
     for proc in procs:
         assert proc.stdout is not None
         json.loads(proc.stdout.readline())  # listening
@@ -136,24 +152,32 @@ def _health_base(proc: subprocess.Popen[str]) -> str:
 
 def run(*, quick: bool, workdir: Path) -> Result:
     sizes = QUICK if quick else FULL
-    cache, meta, _ = cached(sizes.name, str(sizes.per_node), "three certified stores",
-                            _build, sizes)  # fmt: skip
+    cache, meta, _ = cached(
+        sizes.name, str(sizes.per_node), "three certified stores", _build, sizes
+    )
     total = int(meta["total"])
     timings: dict[bool, list[float]] = {True: [], False: []}
     for i in range(sizes.repeats):
         for zeroconf in (True, False):
             seconds = _once(cache, workdir / "sync-start", total, zeroconf)
             timings[zeroconf].append(seconds)
-            progress(f"sync start {i + 1}/{sizes.repeats} "
-                     f"{'zeroconf' if zeroconf else 'static'}: {seconds:.2f} s")  # fmt: skip
-    rows = [Row(label, total, tuple(timings[z]), note=_note(timings[z]))
-            for label, z in ((ZEROCONF, True), (STATIC, False))]  # fmt: skip
+            progress(
+                f"sync start {i + 1}/{sizes.repeats} "
+                f"{'zeroconf' if zeroconf else 'static'}: {seconds:.2f} s"
+            )
+    rows = [
+        Row(label, total, tuple(timings[z]), note=_note(timings[z]))
+        for label, z in ((ZEROCONF, True), (STATIC, False))
+    ]
     return Result(
         f"sync from a cold start: three nodes, {sizes.per_node:,} entries each of their own",
-        rows, list(RATIOS),
-        [f"each node ends holding {total:,} entries; the rate is those over the time from "
-         "launch to the last node holding them all (median of the runs)"],
-    )  # fmt: skip
+        rows,
+        list(RATIOS),
+        [
+            f"each node ends holding {total:,} entries; the rate is those over the time from "
+            "launch to the last node holding them all (median of the runs)"
+        ],
+    )
 
 
 def _note(seconds: list[float]) -> str:

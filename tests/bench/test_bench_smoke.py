@@ -28,8 +28,15 @@ from tests.bench.ingest import RawLog
 
 ROOT = Path(__file__).resolve().parents[2]
 AUTHORED_TABLES = (
-    "logs", "headers", "payloads", "sr_versions", "srs", "sr_tags", "sr_fts", "audit",
-)  # fmt: skip
+    "logs",
+    "headers",
+    "payloads",
+    "sr_versions",
+    "srs",
+    "sr_tags",
+    "sr_fts",
+    "audit",
+)
 
 
 def test_quick_run_prints_every_row_and_ratio(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ def test_quick_run_prints_every_row_ratio_and_check(tmp_path: Path) -> None:
     for label in bundle_serving.CHECKS:
         check = re.compile(rf"{re.escape(label)}\s+\S.*\s(PASS|FAIL|\(info\))$")
         assert any(check.match(line) for line in lines), f"no check {label!r} in\n{done.stdout}"
-    assert re.search(r"^writes during the import \(refused\)\s+[\d,]+ \(0\)", done.stdout,
-                     re.MULTILINE), done.stdout  # fmt: skip
+    assert re.search(
+        r"^writes during the import \(refused\)\s+[\d,]+ \(0\)", done.stdout, re.MULTILINE
+    ), done.stdout
     assert not list(work.iterdir()), "the run left files behind"

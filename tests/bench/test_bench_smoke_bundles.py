@@ -29,8 +29,9 @@ def test_quick_run_prints_every_row_ratio_and_check(tmp_path: Path) -> None:
     for label in bundles.CHECKS:
         check = re.compile(rf"{re.escape(label)}\s+\S.*\s(PASS|FAIL|\(info\))$")
         assert any(check.match(line) for line in lines), f"no check {label!r} in\n{done.stdout}"
-    stored = re.search(r"^entries the import stored\s+([\d,]+)\s+= ([\d,]+)\s+PASS$", done.stdout,
-                       re.MULTILINE)  # fmt: skip
+    stored = re.search(
+        r"^entries the import stored\s+([\d,]+)\s+= ([\d,]+)\s+PASS$", done.stdout, re.MULTILINE
+    )
     assert stored is not None, done.stdout
     assert re.search(r"^peak RSS of the run: [\d,]+ MiB$", done.stdout, re.MULTILINE)
     assert not list(work.iterdir()), "the run left files behind"

@@ -32,8 +32,9 @@ def test_quick_run_prints_every_row_and_check(tmp_path: Path) -> None:
         check = re.compile(rf"{re.escape(label)}\s+\S.*\s(PASS|FAIL|\(info\))$")
         assert any(check.match(line) for line in lines), f"no check {label!r} in\n{done.stdout}"
     # Correctness, not speed: every page memlane answered equals the brute force's slice.
-    assert re.search(r"^pages equal the brute force's\s+(\d+) of \1\s+all\s+PASS$", done.stdout,
-                     re.MULTILINE), done.stdout  # fmt: skip
+    assert re.search(
+        r"^pages equal the brute force's\s+(\d+) of \1\s+all\s+PASS$", done.stdout, re.MULTILINE
+    ), done.stdout
     assert "MISMATCH" not in done.stdout
     assert f"stores of {CHANGES.small:,} and {CHANGES.large:,} SRs" in lines[0], lines[0]
     assert re.search(r"^peak RSS of the run: [\d,]+ MiB$", done.stdout, re.MULTILINE)

@@ -20,8 +20,9 @@ _NUM = r"[\d,]+(\.\d+)?"
 def test_quick_run_prints_every_row_and_check(tmp_path: Path) -> None:
     store = replace(TIMELINE, srs=1_000, name="timeline-1k")  # a quarter of the timeline's
     constants = {"tests.bench.erase.QUICK": replace(erase.QUICK, store=store)}
-    done = run_smoke("erase", "--dir", str(tmp_path / "work"), constants=constants,
-                     cache=tmp_path / "cache")  # fmt: skip
+    done = run_smoke(
+        "erase", "--dir", str(tmp_path / "work"), constants=constants, cache=tmp_path / "cache"
+    )
     assert done.returncode == 0, done.stderr
     for label in erase.ROWS:
         row = rf"^{re.escape(label)}\s+{_NUM}"  # its seconds (the WAL only where sampled)

@@ -29,8 +29,9 @@ def test_quick_run_prints_every_row_ratio_and_check(tmp_path: Path) -> None:
     for label in exchange.CHECKS:
         check = re.compile(rf"{re.escape(label)}\s+\S.*\s(PASS|FAIL)$")
         assert any(check.match(line) for line in lines), f"no check {label!r} in\n{done.stdout}"
-    wrote = re.search(r"^SRs the import wrote\s+([\d,]+)\s+= ([\d,]+)\s+PASS$", done.stdout,
-                      re.MULTILINE)  # fmt: skip
+    wrote = re.search(
+        r"^SRs the import wrote\s+([\d,]+)\s+= ([\d,]+)\s+PASS$", done.stdout, re.MULTILINE
+    )
     assert wrote is not None, done.stdout
     assert wrote.group(1) == wrote.group(2) != "0"
     assert not list(work.iterdir()), "the run left files behind"

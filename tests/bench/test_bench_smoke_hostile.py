@@ -20,8 +20,9 @@ def test_quick_run_prints_every_attack_with_its_bounds_and_verdicts(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     assert SMOKE in done.stdout.splitlines()[0]
     for attack in (*hostile.ATTACKS, hostile.PROCESS):
-        lines = re.findall(rf"^{re.escape(attack)}\s.*\s(PASS|FAIL|\(info\))$", done.stdout,
-                           re.MULTILINE)  # fmt: skip
+        lines = re.findall(
+            rf"^{re.escape(attack)}\s.*\s(PASS|FAIL|\(info\))$", done.stdout, re.MULTILINE
+        )
         assert "PASS" in lines or "FAIL" in lines, f"no bounded row for {attack!r}:\n{done.stdout}"
     assert re.search(r"^serve process\s+serve exit on SIGTERM\s+0\s", done.stdout, re.MULTILINE)
     assert "Traceback" not in done.stderr

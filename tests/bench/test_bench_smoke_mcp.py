@@ -38,13 +38,15 @@ def test_quick_run_prints_every_row_the_ratios_and_the_check(tmp_path: Path) -> 
         assert any(check.match(line) for line in lines), f"no ratio {label!r} in\n{done.stdout}"
     # Correctness, not speed: every HTTP client's first answer equals the in-process answer.
     answers = sizes.clients * len(sizes.modes)
-    assert re.search(rf"^{mcp.SAME_ANSWERS}\s+{answers} of {answers}\s+all\s+PASS$",
-                     done.stdout, re.MULTILINE), done.stdout  # fmt: skip
+    assert re.search(
+        rf"^{mcp.SAME_ANSWERS}\s+{answers} of {answers}\s+all\s+PASS$", done.stdout, re.MULTILINE
+    ), done.stdout
     assert "MISMATCH" not in done.stdout
     for mode in sizes.modes:  # each era's clients spoke their protocol
         label = re.escape(mcp.http_label(sizes, mode))
-        assert re.search(rf"^{label}\s.*\s20\d\d-\d\d-\d\d; CPU a call: server", done.stdout,
-                         re.MULTILINE), done.stdout  # fmt: skip
+        assert re.search(
+            rf"^{label}\s.*\s20\d\d-\d\d-\d\d; CPU a call: server", done.stdout, re.MULTILINE
+        ), done.stdout
     assert re.search(r"^peak RSS of the run: [\d,]+ MiB$", done.stdout, re.MULTILINE)
     assert re.search(r"^note: store made by this run", done.stdout, re.MULTILINE)
     assert not list(work.iterdir()), "the run left files behind"

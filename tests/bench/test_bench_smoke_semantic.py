@@ -34,12 +34,23 @@ def test_quick_run_prints_every_query_and_bound(tmp_path: Path) -> None:
         line_re = re.compile(rf"{re.escape(bound.label)}\s+\d+\.\d+\s+≤ 2×\s+(PASS|FAIL)$")
         assert any(line_re.match(line) for line in lines), f"no bound {bound.label!r}"
     n = f"{SEMANTIC.srs:,}"
-    assert re.search(rf"^note: store built by this run .*: {n} SRs received in [\d,]+ s, "
-                     r"embedded in [\d,.]+ s", done.stdout, re.MULTILINE)  # fmt: skip
-    assert re.search(rf"^note: index: wordllama:\S+, {n} vectors stored, 0 queued; {n} held",
-                     done.stdout, re.MULTILINE), done.stdout  # fmt: skip
-    assert re.search(r"^note: vector leg answers: [\d,]+, of which 0 fell back to BM25 "
-                     r"\(semantic_used false\) and 0 had", done.stdout, re.MULTILINE)  # fmt: skip
+    assert re.search(
+        rf"^note: store built by this run .*: {n} SRs received in [\d,]+ s, "
+        r"embedded in [\d,.]+ s",
+        done.stdout,
+        re.MULTILINE,
+    )
+    assert re.search(
+        rf"^note: index: wordllama:\S+, {n} vectors stored, 0 queued; {n} held",
+        done.stdout,
+        re.MULTILINE,
+    ), done.stdout
+    assert re.search(
+        r"^note: vector leg answers: [\d,]+, of which 0 fell back to BM25 "
+        r"\(semantic_used false\) and 0 had",
+        done.stdout,
+        re.MULTILINE,
+    )
     assert re.search(r"^peak RSS of the run: [\d,]+ MiB$", done.stdout, re.MULTILINE)
     assert not list(work.iterdir()), "the run left files behind"
     assert (cache / SEMANTIC.name / "meta.json").exists(), "the store was not cached"

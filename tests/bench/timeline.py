@@ -85,8 +85,9 @@ class Sizes:
 
 
 FULL = Sizes()
-QUICK = Sizes(srs=20_000, batch=2_000, runs=5, warmup=1, budget_s=5.0, min_runs=3,
-              name="timeline-20k")  # fmt: skip
+QUICK = Sizes(
+    srs=20_000, batch=2_000, runs=5, warmup=1, budget_s=5.0, min_runs=3, name="timeline-20k"
+)
 
 WORKSPACE = "team"
 READER = "user07"  # the reading caller: read:workspace, not admin
@@ -147,8 +148,12 @@ class Corpus:
     @classmethod
     def make(cls, n: int) -> Corpus:
         rng = random.Random(_SEED)
-        return cls(n, _words(rng, VOCABULARY, closed=False), _words(rng, TAG_SET, closed=True),
-                   [f"user{i:02d}" for i in range(OWNERS)])  # fmt: skip
+        return cls(
+            n,
+            _words(rng, VOCABULARY, closed=False),
+            _words(rng, TAG_SET, closed=True),
+            [f"user{i:02d}" for i in range(OWNERS)],
+        )
 
     def wall(self, i: int) -> int:
         """SR ``i``'s ingest time (its entry's clock): spread evenly, non-decreasing."""
@@ -187,10 +192,11 @@ class Corpus:
                 "create": True,
                 "title": " ".join(drawn[:title_n]),
                 "text": " ".join(drawn[title_n : title_n + cut]),
-                "tags": list(dict.fromkeys(rng.choices(tags, cum_weights=cum_tags,
-                                                       k=rng.randint(1, 4)))),
+                "tags": list(
+                    dict.fromkeys(rng.choices(tags, cum_weights=cum_tags, k=rng.randint(1, 4)))
+                ),
                 "content_time": max(0, wall - rng.randrange(30 * DAY_MS)),
-            }  # fmt: skip
+            }
             links: list[int] = []
             if i and rng.random() < LINK_SHARE:
                 links = [rng.randrange(i) for _ in range(rng.randint(1, 3))]
@@ -245,8 +251,16 @@ async def _build(path: Path, sizes: Sizes) -> dict[str, Any]:
             w = i % WRITERS
             seqs[w] += 1
             data = encode_payload(_KIND, payload)
-            entry = seal(keys[w], mesh=info.mesh, epoch=epochs[w], seq=seqs[w], prev=prevs[w],
-                         hlc=Hlc(wall, 0), kind=_KIND, payload=data)  # fmt: skip
+            entry = seal(
+                keys[w],
+                mesh=info.mesh,
+                epoch=epochs[w],
+                seq=seqs[w],
+                prev=prevs[w],
+                hlc=Hlc(wall, 0),
+                kind=_KIND,
+                payload=data,
+            )
             prevs[w] = entry.id
             batch.append((entry.raw, entry.payload))
             seal_s += time.perf_counter() - t0
@@ -283,8 +297,9 @@ def _build_in_child(directory: str, sizes: Sizes) -> dict[str, Any]:
 def build(sizes: Sizes) -> tuple[Path, dict[str, Any], bool]:
     """The cached store for ``sizes``: its node directory, its metadata, whether it was
     built now."""
-    root, meta, built = cached(sizes.name, cache_key(sizes), f"store of {sizes.srs:,} SRs",
-                               _build_in_child, sizes)  # fmt: skip
+    root, meta, built = cached(
+        sizes.name, cache_key(sizes), f"store of {sizes.srs:,} SRs", _build_in_child, sizes
+    )
     return root / "node", meta, built
 
 
@@ -341,25 +356,48 @@ def _queries(corpus: Corpus, meta: dict[str, Any]) -> list[Query]:
 
     return [
         Query(LIST, {"action": "list", "page_size": 50}, _RAW_LIST, (WORKSPACE,), ""),
-        Query(WINDOW,
-              {"action": "list", "page_size": 50, "start_date": format_instant(day),
-               "end_date": format_instant(day + DAY_MS)},
-              _RAW_WINDOW, (WORKSPACE, day, day + DAY_MS), f"{share(in_day)} in the day"),
-        Query(FIND_COMMON,
-              {"action": "find", "query": common, "shed_idf_noise": False, "page_size": 50},
-              _RAW_FIND, (f'"{common}"',), f"{common!r} in {share(word_df[common])}"),
-        Query(FIND_RARE,
-              {"action": "find", "query": rare, "shed_idf_noise": False, "page_size": 50},
-              _RAW_FIND, (f'"{rare}"',), f"{rare!r} in {share(word_df[rare])}"),
-        Query(INTERSECT,
-              {"action": "intersect", "match": top_tags, "shed_idf_noise": False,
-               "page_size": 50},
-              _RAW_INTERSECT, (WORKSPACE, *top_tags),
-              f"{top_tags[0]!r} in {share(tag_df[top_tags[0]])}, {top_tags[1]!r} in "
-              f"{share(tag_df[top_tags[1]])}, both {share(both)}"),
-        Query(TRAVERSE, {"action": "traverse", "sr_id": anchor, "page_size": 50},
-              _RAW_TRAVERSE, (anchor, anchor), ""),
-    ]  # fmt: skip
+        Query(
+            WINDOW,
+            {
+                "action": "list",
+                "page_size": 50,
+                "start_date": format_instant(day),
+                "end_date": format_instant(day + DAY_MS),
+            },
+            _RAW_WINDOW,
+            (WORKSPACE, day, day + DAY_MS),
+            f"{share(in_day)} in the day",
+        ),
+        Query(
+            FIND_COMMON,
+            {"action": "find", "query": common, "shed_idf_noise": False, "page_size": 50},
+            _RAW_FIND,
+            (f'"{common}"',),
+            f"{common!r} in {share(word_df[common])}",
+        ),
+        Query(
+            FIND_RARE,
+            {"action": "find", "query": rare, "shed_idf_noise": False, "page_size": 50},
+            _RAW_FIND,
+            (f'"{rare}"',),
+            f"{rare!r} in {share(word_df[rare])}",
+        ),
+        Query(
+            INTERSECT,
+            {"action": "intersect", "match": top_tags, "shed_idf_noise": False, "page_size": 50},
+            _RAW_INTERSECT,
+            (WORKSPACE, *top_tags),
+            f"{top_tags[0]!r} in {share(tag_df[top_tags[0]])}, {top_tags[1]!r} in "
+            f"{share(tag_df[top_tags[1]])}, both {share(both)}",
+        ),
+        Query(
+            TRAVERSE,
+            {"action": "traverse", "sr_id": anchor, "page_size": 50},
+            _RAW_TRAVERSE,
+            (anchor, anchor),
+            "",
+        ),
+    ]
 
 
 def _count_between(corpus: Corpus, lo: int, hi: int) -> int:

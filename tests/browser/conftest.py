@@ -50,8 +50,13 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
 WAIT = 10.0  # seconds a page has to show what a test waits for
-_ARGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--window-size=1280,900")  # fmt: skip
+_ARGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--window-size=1280,900",
+)
 T = TypeVar("T")
 Shot = Callable[[str], Path]
 

@@ -35,9 +35,11 @@ SECOND = 1000
 HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
 # A page whose inline script and inline style show whether they ran: the title it ends with,
 # and the paragraph's colour.
-INLINE = (b"<!doctype html><html><head><title>inert</title></head><body>"
-          b"<p id=styled style='color: rgb(255, 0, 0)'>styled</p>"
-          b"<script>document.title='ran'</script></body></html>")  # fmt: skip
+INLINE = (
+    b"<!doctype html><html><head><title>inert</title></head><body>"
+    b"<p id=styled style='color: rgb(255, 0, 0)'>styled</p>"
+    b"<script>document.title='ran'</script></body></html>"
+)
 RED = "rgba(255, 0, 0, 1)"
 
 
@@ -136,8 +138,9 @@ async def _inline(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": INLINE})
 
 
-@pytest.mark.parametrize(("guarded", "title", "red"), [(False, "ran", True),
-                                                        (True, "inert", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("guarded", "title", "red"), [(False, "ran", True), (True, "inert", False)]
+)
 def test_the_policy_stops_inline_script_and_style(
     page: WebDriver, loop: Loop, shot: Shot, guarded: bool, title: str, red: bool
 ) -> None:
@@ -267,8 +270,10 @@ def test_the_mesh_page_of_two_syncing_nodes(
     dirs = certified_mesh(tmp_path, ["one", "two"])
     now = Wall(int(time.time() * 1000))  # (the certificates are valid from now)
     services: list[SyncService] = []
-    with Site(loop, dirs["one"], wall=now, made=True) as one, \
-         Site(loop, dirs["two"], wall=now, made=True) as two:  # fmt: skip
+    with (
+        Site(loop, dirs["one"], wall=now, made=True) as one,
+        Site(loop, dirs["two"], wall=now, made=True) as two,
+    ):
         try:
             loop.run(_syncing(one.node, two.node, services))
             heads = [loop.run(_own_head(n)) for n in (one.node, two.node)]
@@ -310,8 +315,9 @@ def test_a_record_and_its_history_opened_from_the_timeline(
 
     async def correcting(node: Node) -> None:
         site.wall.now += 60 * SECOND
-        await node.e_correct(await caller(node, principal="bob"), sr_id=plan,
-                             text="ship on monday", reason="moved")  # fmt: skip
+        await node.e_correct(
+            await caller(node, principal="bob"), sr_id=plan, text="ship on monday", reason="moved"
+        )
 
     site.run(correcting)
     node_id = site.node.info.node_id
@@ -324,8 +330,10 @@ def test_a_record_and_its_history_opened_from_the_timeline(
     assert _titles(page) == ["the plan"]
     assert page.find_element(By.CSS_SELECTOR, "article.record .text").text == "ship on monday"
     corrected = format_instant(site.wall.now)
-    assert _versions(page) == [f"corrected at {corrected} by bob on {node_id}",
-                               f"written at {written} by alice on {node_id}"]  # fmt: skip
+    assert _versions(page) == [
+        f"corrected at {corrected} by bob on {node_id}",
+        f"written at {written} by alice on {node_id}",
+    ]
     assert page.find_element(By.CSS_SELECTOR, "ol.versions td.after").text == "ship on monday"
     page.find_element(By.LINK_TEXT, "the retro").click()
     _arrived(page, site.url(f"/record?sr_id={retro}"))

@@ -42,8 +42,12 @@ async def _memory(node: Node, site: Site) -> tuple[str, int]:
         ids.append(written["sr_id"])
     site.wall.now = start + 31 * HOUR
     await node.e_write(who["carol"], sr_id=ids[5], links=[ids[0], ids[3]])
-    await node.e_correct(who["bob"], sr_id=ids[0], text="Ops asked for Tuesday 15:00 UTC.",
-                         reason="the time was wrong")  # fmt: skip
+    await node.e_correct(
+        who["bob"],
+        sr_id=ids[0],
+        text="Ops asked for Tuesday 15:00 UTC.",
+        reason="the time was wrong",
+    )
     for summary, tool in (("indexed the runbooks", "search"), ("drafted release notes", "write")):
         site.wall.now += HOUR // 4
         await node.work_record(who["alice"], summary=summary, tool=tool)
@@ -72,7 +76,7 @@ def tour(out: Path) -> None:
                 ("/activity?by=hour", "activity"),
                 ("/episodes", "episodes"),
             ):
-                _visit(page, site, path, out, name)  # fmt: skip
+                _visit(page, site, path, out, name)
             page.get(site.url("/search?query=deploy+window"))
             page.find_element(By.PARTIAL_LINK_TEXT, "Deploy window").click()
             (out / "web-record.png").write_bytes(whole_page(page))

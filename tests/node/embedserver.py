@@ -30,8 +30,9 @@ def reference_model() -> Any:
 
     root.handlers[:], root.level = handlers, level
     package = Path(wordllama.__file__).parent
-    return wordllama.WordLlama.load(config="l2_supercat", dim=256, cache_dir=package,
-                                    disable_download=True)  # fmt: skip
+    return wordllama.WordLlama.load(
+        config="l2_supercat", dim=256, cache_dir=package, disable_download=True
+    )
 
 
 class EmbedServer:
@@ -74,9 +75,14 @@ class EmbedServer:
         if self.raw is not None:
             return self.status, self.raw
         vectors = self.model.embed(request["input"], norm=True)
-        answer = {"object": "list", "model": request["model"],
-                  "data": [{"object": "embedding", "index": i, "embedding": v.tolist()}
-                           for i, v in reversed(list(enumerate(vectors)))]}  # fmt: skip
+        answer = {
+            "object": "list",
+            "model": request["model"],
+            "data": [
+                {"object": "embedding", "index": i, "embedding": v.tolist()}
+                for i, v in reversed(list(enumerate(vectors)))
+            ],
+        }
         shown = self.tamper(answer) if self.tamper else answer
         return self.status, json.dumps(shown).encode()
 

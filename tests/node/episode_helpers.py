@@ -17,12 +17,23 @@ def eid(n: int) -> str:
 
 
 def record(
-    episode_id: str, *, caller: str = "alice", vault: str = "team", prev: str | None = None,
+    episode_id: str,
+    *,
+    caller: str = "alice",
+    vault: str = "team",
+    prev: str | None = None,
     **fields: Any,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """An ``episode.record`` payload as another node authors it."""
-    return {"id": episode_id, "vault": vault, "caller": caller, "channel": "api",
-            "episode_type": "task", "tags": [], "prev_id": prev} | fields  # fmt: skip
+    return {
+        "id": episode_id,
+        "vault": vault,
+        "caller": caller,
+        "channel": "api",
+        "episode_type": "task",
+        "tags": [],
+        "prev_id": prev,
+    } | fields
 
 
 def about(
@@ -34,8 +45,12 @@ def about(
 
 def unavailable(episode_id: str) -> dict[str, Any]:
     """work_episode_chain's answer for a start the caller cannot see."""
-    return {"available": False, "message": f"no episode {episode_id} is available to this caller",
-            "chain": [], "truncated": False}  # fmt: skip
+    return {
+        "available": False,
+        "message": f"no episode {episode_id} is available to this caller",
+        "chain": [],
+        "truncated": False,
+    }
 
 
 async def receive(node: Node, entries: list[Any], source: str = "peer") -> None:

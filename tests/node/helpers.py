@@ -106,8 +106,11 @@ async def counts(node: Node) -> dict[str, int]:
 async def held_entries(node: Node) -> list[tuple[LogRow, StoredEntry]]:
     """Every stored entry with its log, log by log in seq order (the reader's selects)."""
     reader = node.reader()
-    return [(log, e) for log in await reader.select_logs()
-            async for e in reader.iter_entries(log.log_id)]  # fmt: skip
+    return [
+        (log, e)
+        for log in await reader.select_logs()
+        async for e in reader.iter_entries(log.log_id)
+    ]
 
 
 async def digest(node: Node) -> str:

@@ -24,8 +24,9 @@ def offline_or_skip() -> None:
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         reason = "unshare or ip (util-linux, iproute2) is not installed"
     else:
-        tried = subprocess.run(["unshare", "-n", "true"], capture_output=True, text=True,
-                               timeout=30, check=False)  # fmt: skip
+        tried = subprocess.run(
+            ["unshare", "-n", "true"], capture_output=True, text=True, timeout=30, check=False
+        )
         if tried.returncode != 0:
             reason = f"unshare -n is not permitted here: {tried.stderr.strip()}"
     if reason is not None:
@@ -37,6 +38,11 @@ def offline_or_skip() -> None:
 
 def run_offline(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """``python args…`` in a namespace of its own with loopback alone."""
-    return subprocess.run(["unshare", "-n", "sh", "-c", _UP, sys.executable, *args],
-                          capture_output=True, text=True, timeout=timeout, check=False,
-                          cwd=cwd)  # fmt: skip
+    return subprocess.run(
+        ["unshare", "-n", "sh", "-c", _UP, sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=cwd,
+    )

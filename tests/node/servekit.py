@@ -24,8 +24,9 @@ CONVERGE = 20.0  # seconds for an SR or a connection to show up on the other nod
 
 
 def memlane(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(MEMLANE), *args], capture_output=True, text=True,
-                          timeout=TIMEOUT, check=False)  # fmt: skip
+    done = subprocess.run(
+        [str(MEMLANE), *args], capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
     if check:
         assert done.returncode == 0, done.stderr
     return done
@@ -55,8 +56,7 @@ def certified_mesh(root: Path, names: Sequence[str]) -> dict[str, Path]:
             mesh = authority.membership
             for name, key in keys.items():
                 (dirs[name] / CA_FILE).write_bytes(certs.pem(mesh.authority_certificate()))
-                (dirs[name] / NODE_CERT_FILE).write_bytes(
-                    certs.pem(mesh.node_certificate(key)))  # fmt: skip
+                (dirs[name] / NODE_CERT_FILE).write_bytes(certs.pem(mesh.node_certificate(key)))
         return dirs
 
     return asyncio.run(run())
@@ -85,9 +85,11 @@ def setup(root: Path) -> dict[str, Any]:
 
 def serve(data: Path, *args: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
     proc = subprocess.Popen(
-        [str(MEMLANE), "serve", "--data", str(data), "--json", "--mcp-http", "127.0.0.1:0",
-         *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [str(MEMLANE), "serve", "--data", str(data), "--json", "--mcp-http", "127.0.0.1:0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = read_line(proc.stdout, TIMEOUT)
     if not line:
         proc.kill()

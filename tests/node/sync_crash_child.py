@@ -97,8 +97,7 @@ async def main(data: Path, host: str, port: int, seed: int, own: int, finish: bo
     async with Node.open(data) as node:
         say("ready")
         await write_own(node, seed, own)
-        async with Sync(node.replica(), key=node.key.public,
-                        options=OPTIONS) as sync:  # fmt: skip
+        async with Sync(node.replica(), key=node.key.public, options=OPTIONS) as sync:
             acknowledging(sync)
             sync.dial(host, port)
             await sync.peers.wait_for(lambda table: any(p.state is PeerState.LIVE for p in table))

@@ -52,8 +52,9 @@ async def make_mesh(
     seeds = {name: random_bytes(32) for name in names[1:]}
     async with Node.open(first, wall=wall) as node:
         for name, seed in seeds.items():
-            await node.membership.admit_member(SigningKey(seed).public, cert_expires=FAR_FUTURE_MS,
-                                               holds=(holds or {}).get(name))  # fmt: skip
+            await node.membership.admit_member(
+                SigningKey(seed).public, cert_expires=FAR_FUTURE_MS, holds=(holds or {}).get(name)
+            )
         await admit(node, *writers)
     dirs = {names[0]: first}
     for name, seed in seeds.items():

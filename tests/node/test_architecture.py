@@ -108,9 +108,12 @@ def _owns(owner: str, module: str) -> bool:
 
 
 def test_every_table_is_named_in_sql_only_by_its_owner():
-    found = {(module, table) for module, tree in _modules("node")
-             for table in _sql_tables(tree)
-             if table in OWNER and not _owns(OWNER[table], module)}  # fmt: skip
+    found = {
+        (module, table)
+        for module, tree in _modules("node")
+        for table in _sql_tables(tree)
+        if table in OWNER and not _owns(OWNER[table], module)
+    }
     assert found - FROZEN == set(), "a table named outside its owner"
     assert FROZEN - found == set(), "no longer named: take it off FROZEN"
 

@@ -71,8 +71,9 @@ async def test_a_restored_node_starts_a_new_epoch_and_catches_up_without_a_fork(
         old_epoch, old_feed, old_audit = a.info.epoch, a.info.feed_id, await audit_rows(a)
     assert archived.tokens == 1
 
-    restored = await Node.restore_archive(tmp_path / "a.archive", tmp_path / "A2", SECRET,
-                                          wall=wall)  # fmt: skip
+    restored = await Node.restore_archive(
+        tmp_path / "a.archive", tmp_path / "A2", SECRET, wall=wall
+    )
     async with Node.open(tmp_path / "A2", wall=wall) as a2, Node.open(dirs["B"], wall=wall) as b:
         assert a2.info.epoch != old_epoch
         assert a2.info.epoch.hex() == restored.epoch
@@ -84,15 +85,18 @@ async def test_a_restored_node_starts_a_new_epoch_and_catches_up_without_a_fork(
         await write(a2, await caller(a2), "after the restore")
         (first,) = [e for e in await a2.entries() if e.header.epoch == a2.info.epoch]
         assert first.header.seq == 1
-        old_head = max((e for e in await a2.entries() if e.header.epoch == old_epoch),
-                       key=lambda e: e.header.seq)  # fmt: skip
+        old_head = max(
+            (e for e in await a2.entries() if e.header.epoch == old_epoch),
+            key=lambda e: e.header.seq,
+        )
         assert first.header.prev == old_head.id  # linked to the last head it held
         authority = a2.membership.authority_key
         old_heads = {e.header.epoch: e for e in await a2.entries() if e.header.writer == authority}
         await admit(a2, b"\x0c" * 32)  # the authority's log, too, goes on in a new epoch
         held_now = await a2.entries()
-        (added,) = [e for e in held_now if e.header.writer == authority
-                    and e.header.epoch not in old_heads]  # fmt: skip
+        (added,) = [
+            e for e in held_now if e.header.writer == authority and e.header.epoch not in old_heads
+        ]
         assert added.header.seq == 1
         assert added.header.prev in {e.id for e in old_heads.values()}
 
@@ -114,8 +118,9 @@ async def test_restored_tokens_are_revoked_unless_kept(tmp_path: Path, wall: Wal
         issued = await a.create_token("alice", "team", ("read:workspace",))
         await a.create_archive(tmp_path / "a.archive", SECRET)
     await Node.restore_archive(tmp_path / "a.archive", tmp_path / "revoked", SECRET, wall=wall)
-    report = await Node.restore_archive(tmp_path / "a.archive", tmp_path / "kept", SECRET,
-                                        keep_tokens=True, wall=wall)  # fmt: skip
+    report = await Node.restore_archive(
+        tmp_path / "a.archive", tmp_path / "kept", SECRET, keep_tokens=True, wall=wall
+    )
     assert (report.tokens, report.tokens_revoked) == (1, 0)
     async with Node.open(tmp_path / "revoked", wall=wall) as revoked:
         with pytest.raises(Unauthenticated):
@@ -171,17 +176,33 @@ async def test_an_altered_archive_restores_nothing(tmp_path: Path, wall: Wall) -
         assert f is not None
         manifest = json.load(f)
     cases = {
-        "db": (rewritten(archive, tmp_path / "db.archive", {"memlane.db": b"not a database"}),
-               "does not match its checksum"),
-        "manifest": (rewritten(archive, tmp_path / "m.archive",
-                               {"manifest.json": json.dumps(manifest | {"created": 1}).encode()}),
-                     "passphrase does not open this archive"),
-        "kdf": (rewritten(archive, tmp_path / "k.archive", {"manifest.json": json.dumps(
-            manifest | {"kdf": manifest["kdf"] | {"log_n": 40}}).encode()}),
-                "key derivation is not one memlane makes"),
+        "db": (
+            rewritten(archive, tmp_path / "db.archive", {"memlane.db": b"not a database"}),
+            "does not match its checksum",
+        ),
+        "manifest": (
+            rewritten(
+                archive,
+                tmp_path / "m.archive",
+                {"manifest.json": json.dumps(manifest | {"created": 1}).encode()},
+            ),
+            "passphrase does not open this archive",
+        ),
+        "kdf": (
+            rewritten(
+                archive,
+                tmp_path / "k.archive",
+                {
+                    "manifest.json": json.dumps(
+                        manifest | {"kdf": manifest["kdf"] | {"log_n": 40}}
+                    ).encode()
+                },
+            ),
+            "key derivation is not one memlane makes",
+        ),
         "truncated": (tmp_path / "t.archive", "not a readable memlane archive"),
         "garbage": (tmp_path / "g.archive", "not a readable memlane archive"),
-    }  # fmt: skip
+    }
     (tmp_path / "t.archive").write_bytes(archive.read_bytes()[:-100])
     (tmp_path / "g.archive").write_bytes(b"hello")
     for name, (path, match) in cases.items():
@@ -280,8 +301,9 @@ async def test_a_manifest_asking_for_a_costly_key_derivation_is_refused_at_once(
 ) -> None:
     archive = await an_archive(tmp_path, wall)
     manifest = manifest_of(archive)
-    crafted = with_manifest(archive, tmp_path / "c.archive",
-                            json.dumps(manifest | {"kdf": manifest["kdf"] | cost}))  # fmt: skip
+    crafted = with_manifest(
+        archive, tmp_path / "c.archive", json.dumps(manifest | {"kdf": manifest["kdf"] | cost})
+    )
     await refused_at_once(crafted, tmp_path / "B", wall, "key derivation is not one memlane makes")
 
 
@@ -290,22 +312,27 @@ async def test_an_archive_is_written_only_with_a_key_derivation_restore_accepts(
 ) -> None:
     await Node.init(tmp_path / "A", wall=wall)
     with pytest.raises(ArchiveError, match="key derivation is not one memlane makes"):
-        await create_archive(tmp_path / "A", tmp_path / "a.archive", SECRET, now=wall(),
-                             kdf=Kdf(log_n=18))  # fmt: skip
+        await create_archive(
+            tmp_path / "A", tmp_path / "a.archive", SECRET, now=wall(), kdf=Kdf(log_n=18)
+        )
     assert names(tmp_path) == ["A"]
 
 
 MANIFESTS = {
     "deep": (lambda m: deeper(m, 30_000), "manifest is nested more than 8 levels deep"),
     "deep and large": (lambda m: deeper(m, 200_000), "manifest is larger than 65,536 bytes"),
-    "nine levels": (lambda m: json.dumps(m | {"x": json.loads(nested(9))}),
-                    "manifest is nested more than 8 levels deep"),
+    "nine levels": (
+        lambda m: json.dumps(m | {"x": json.loads(nested(9))}),
+        "manifest is nested more than 8 levels deep",
+    ),
     "large": (lambda m: json.dumps(m | {"x": "y" * (1 << 16)}), "manifest is larger than 65,536"),
     "not utf-8": (lambda m: json.dumps(m) + "\udcff", "manifest is not JSON"),
-    "listing": (lambda m: json.dumps(m | {"files": {"memlane.db": [1]}}),
-                "manifest is malformed: a file without its checksum"),
+    "listing": (
+        lambda m: json.dumps(m | {"files": {"memlane.db": [1]}}),
+        "manifest is malformed: a file without its checksum",
+    ),
     "kdf": (lambda m: json.dumps(m | {"kdf": [1]}), "key derivation is not one memlane makes"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", MANIFESTS.values(), ids=MANIFESTS.keys())
@@ -315,15 +342,19 @@ async def test_a_manifest_larger_deeper_or_otherwise_shaped_than_memlane_writes_
     archive = await an_archive(tmp_path, wall)
     crafted, match = case
     text: str = crafted(manifest_of(archive))
-    out = rewritten(archive, tmp_path / "c.archive",
-                    {"manifest.json": text.encode(errors="surrogateescape")})  # fmt: skip
+    out = rewritten(
+        archive, tmp_path / "c.archive", {"manifest.json": text.encode(errors="surrogateescape")}
+    )
     await refused_at_once(out, tmp_path / "B", wall, match)
 
 
-@pytest.mark.parametrize(("depth", "match"), [
-    (30_000, "the archive's manifest is nested more than 8 levels deep"),
-    (200_000, "the archive's manifest is larger than 65,536 bytes"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("depth", "match"),
+    [
+        (30_000, "the archive's manifest is nested more than 8 levels deep"),
+        (200_000, "the archive's manifest is larger than 65,536 bytes"),
+    ],
+)
 async def test_the_command_refuses_a_deeply_nested_manifest_without_a_traceback(
     tmp_path: Path, wall: Wall, depth: int, match: str
 ) -> None:
@@ -332,10 +363,21 @@ async def test_the_command_refuses_a_deeply_nested_manifest_without_a_traceback(
     (tmp_path / "pass").write_bytes(SECRET + b"\n")
     done = await asyncio.to_thread(
         subprocess.run,
-        [str(MEMLANE), "archive", "restore", str(crafted), "--data", str(tmp_path / "B"),
-         "--passphrase-file", str(tmp_path / "pass")],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [
+            str(MEMLANE),
+            "archive",
+            "restore",
+            str(crafted),
+            "--data",
+            str(tmp_path / "B"),
+            "--passphrase-file",
+            str(tmp_path / "pass"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert (done.returncode, done.stdout) == (1, ""), done.stderr
     assert "Traceback" not in done.stderr
     assert match in done.stderr
@@ -354,11 +396,17 @@ SECRETS = {
     "a list": msgpack.packb([1, 2]),
     "a short key": msgpack.packb({"authority_key": None, "node_key": b"key", "tokens": []}),
     "no tokens": msgpack.packb({"authority_key": None, "node_key": b"k" * 32, "tokens": 1}),
-    "a short row": msgpack.packb({"authority_key": None, "node_key": b"k" * 32,
-                                  "tokens": [[b"h", "id"]]}),
-    "a row of maps": msgpack.packb({"authority_key": None, "node_key": b"k" * 32,
-                                    "tokens": [[b"h", "i", "p", "w", "s", 1, None, {}]]}),
-}  # fmt: skip
+    "a short row": msgpack.packb(
+        {"authority_key": None, "node_key": b"k" * 32, "tokens": [[b"h", "id"]]}
+    ),
+    "a row of maps": msgpack.packb(
+        {
+            "authority_key": None,
+            "node_key": b"k" * 32,
+            "tokens": [[b"h", "i", "p", "w", "s", 1, None, {}]],
+        }
+    ),
+}
 
 
 @pytest.mark.parametrize("plain", SECRETS.values(), ids=SECRETS.keys())
@@ -420,16 +468,28 @@ def zeros_listed(size: int) -> dict[str, Any]:
 
 BOMBS = {
     # a header ahead of the manifest that tar readers load whole into memory
-    "a long name": ([(long_name(BOMB), bytes(BOMB))], {}, None,
-                    "inflates to more than its manifest lists"),
+    "a long name": (
+        [(long_name(BOMB), bytes(BOMB))],
+        {},
+        None,
+        "inflates to more than its manifest lists",
+    ),
     # a store of zeros, listed as such: more than may be written, refused before a byte is
-    "a listed store": ([], {"memlane.db": bytes(BOMB)}, zeros_listed(BOMB),
-                       "files take 33,554,432 bytes, more than the 4,194,304 that may be written"),
+    "a listed store": (
+        [],
+        {"memlane.db": bytes(BOMB)},
+        zeros_listed(BOMB),
+        "files take 33,554,432 bytes, more than the 4,194,304 that may be written",
+    ),
     # a store larger than its listing: refused from its tar header
     "an unlisted size": ([], {"memlane.db": bytes(BOMB)}, None, "does not match its checksum"),
-    "a negative size": ([], {}, {"ca.crt": {"sha256": "00", "size": -1}},
-                        "manifest is malformed: a file without its checksum"),
-}  # fmt: skip
+    "a negative size": (
+        [],
+        {},
+        {"ca.crt": {"sha256": "00", "size": -1}},
+        "manifest is malformed: a file without its checksum",
+    ),
+}
 
 
 @pytest.mark.parametrize("bomb", BOMBS.values(), ids=BOMBS.keys())

@@ -87,8 +87,9 @@ async def history(node: Node, wall: Wall, make_caller: CallerFactory) -> dict[st
     await admit(node, foreign)
     h["synced"] = "00000000-0000-7000-8000-000000000001"
     wall.now += 1000
-    synced = foreign.next("sr.put", sr_payload(h["synced"], title="from a peer"),
-                          hlc=Hlc(wall.now - 500, 0))  # fmt: skip
+    synced = foreign.next(
+        "sr.put", sr_payload(h["synced"], title="from a peer"), hlc=Hlc(wall.now - 500, 0)
+    )
     h["synced_entry"] = synced.id.hex()
     assert (await node.receive([synced], source="peer-a")).stored == 1
     stranger = ForeignWriter(b"\x99" * 16)  # another mesh: rejected
@@ -129,12 +130,16 @@ async def test_events_in_seq_order_with_their_fields(
         (w["sr_id"], w["entry_id"], format_instant(t)) for w, t in written
     ]
     assert (events[3]["subject"], events[3]["entry_id"]) == (
-        written[0][0]["sr_id"], corrected["entry_id"],
-    )  # fmt: skip
+        written[0][0]["sr_id"],
+        corrected["entry_id"],
+    )
     assert events[4] == {
-        "seq": events[4]["seq"], "event": "sr_deleted", "at": format_instant(deleted_at),
-        "subject": written[1][0]["sr_id"], "entry_id": None,
-    }  # fmt: skip
+        "seq": events[4]["seq"],
+        "event": "sr_deleted",
+        "at": format_instant(deleted_at),
+        "subject": written[1][0]["sr_id"],
+        "entry_id": None,
+    }
     assert answer["covered_seq"] == events[-1]["seq"]
 
     # since_seq: strictly after; limit: the first L.
@@ -154,8 +159,10 @@ async def test_events_about_what_the_caller_cannot_read_are_left_out(
     node: Node, history: dict[str, Any]
 ) -> None:
     h = history
-    subjects = {name: [e["subject"] for e in await every_event(node, h[name])]
-                for name in ("alice", "bob", "root", "olga")}  # fmt: skip
+    subjects = {
+        name: [e["subject"] for e in await every_event(node, h[name])]
+        for name in ("alice", "bob", "root", "olga")
+    }
     team_public = [h["a1"], h["a2"], h["a1"], h["a1"], h["b_public"]]
     assert subjects["alice"] == [
         h["a1"],
@@ -181,9 +188,16 @@ async def test_events_about_what_the_caller_cannot_read_are_left_out(
     assert h["o1"] not in subjects["alice"] + subjects["bob"] + subjects["root"]
     # The workspace's admin reads everything of the workspace, and the node's own events.
     assert [s for s in subjects["root"] if s is not None] == [
-        h["a1"], h["b_private"], h["a2"], h["a1"], h["a1"], h["b_public"], h["episode"],
-        h["synced"], h["a3"],
-    ]  # fmt: skip
+        h["a1"],
+        h["b_private"],
+        h["a2"],
+        h["a1"],
+        h["a1"],
+        h["b_public"],
+        h["episode"],
+        h["synced"],
+        h["a3"],
+    ]
     assert subjects["olga"].count(h["o1"]) == 1
     assert not set(team_public) & set(subjects["olga"])
     # The synced entry's event names the entry.
@@ -197,19 +211,30 @@ async def test_node_events_only_for_admins(node: Node, history: dict[str, Any]) 
     for name in ("alice", "bob"):
         events = await every_event(node, h[name])
         assert all(e["subject"] is not None for e in events)
-        assert {e["event"] for e in events} <= {"sr_written", "sr_synced", "sr_deleted",
-                                                 "sr_undeleted", "episode_forgotten"}  # fmt: skip
+        assert {e["event"] for e in events} <= {
+            "sr_written",
+            "sr_synced",
+            "sr_deleted",
+            "sr_undeleted",
+            "episode_forgotten",
+        }
     for name in ("root", "olga"):
         node_events = [e for e in await every_event(node, h[name]) if e["subject"] is None]
         # Two bad entries in one interval: one rate-limited event that counts both.
         assert [e["event"] for e in node_events] == ["entry_rejected"]
-        assert node_events[0]["detail"] == {"source": "peer-b", "count": 1,
-                                            "reason": "entry belongs to another mesh"}  # fmt: skip
+        assert node_events[0]["detail"] == {
+            "source": "peer-b",
+            "count": 1,
+            "reason": "entry belongs to another mesh",
+        }
     # An entry from beyond the allowed clock skew: a clock_skew event, for admins only.
     foreign = ForeignWriter(node.info.mesh, seed=b"\x05" * 32)
     await admit(node, foreign)
-    far = foreign.next("sr.put", sr_payload("00000000-0000-7000-8000-000000000009", title="f"),
-                       hlc=Hlc(node.wall() + 3_600_000, 0))  # fmt: skip
+    far = foreign.next(
+        "sr.put",
+        sr_payload("00000000-0000-7000-8000-000000000009", title="f"),
+        hlc=Hlc(node.wall() + 3_600_000, 0),
+    )
     await node.receive([far], source="peer-c")
     assert "clock_skew" not in {e["event"] for e in await every_event(node, h["alice"])}
     skew = [e for e in await every_event(node, h["root"]) if e["event"] == "clock_skew"]
@@ -277,7 +302,7 @@ async def test_a_consumer_picks_up_where_it_left_off(
         ({"cursor": 3}, "e_audit does not take cursor"),
         ({"since": "2026-01-01", "offset": 1}, "e_audit does not take offset, since"),
     ],
-)  # fmt: skip
+)
 async def test_invalid_calls_are_refused_and_store_nothing(
     node: Node, history: dict[str, Any], args: dict[str, Any], text: str
 ) -> None:
@@ -291,8 +316,9 @@ async def test_invalid_calls_are_refused_and_store_nothing(
 @pytest.mark.asyncio
 async def test_defaults_and_scope(node: Node, history: dict[str, Any], make_caller: Any) -> None:
     alice = history["alice"]
-    assert await node.e_audit(alice) == await node.e_audit(alice, action="list", since_seq=0,
-                                                          limit=100)  # fmt: skip
+    assert await node.e_audit(alice) == await node.e_audit(
+        alice, action="list", since_seq=0, limit=100
+    )
     writer = await make_caller("wendy", "team", ("write:workspace",))
     before = await stored(node)
     with pytest.raises(Forbidden):

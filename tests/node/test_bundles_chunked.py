@@ -50,8 +50,7 @@ async def mesh_and_bundle(
             header = BundleHeader(a.info.mesh, a.key.public, cut, Frontier())
             bundle = BundleWriter(a.key, header)
             out = tmp_path / ("many.bundle" if cut == 1 else f"many-{cut}.bundle")
-            out.write_bytes(bundle.start() + b"".join(map(bundle.entry, entries))
-                            + bundle.finish())  # fmt: skip
+            out.write_bytes(bundle.start() + b"".join(map(bundle.entry, entries)) + bundle.finish())
     return dirs, tmp_path / "many.bundle"
 
 
@@ -108,8 +107,9 @@ async def test_an_import_killed_between_chunks_is_finished_by_the_next(
         assert (await b.verify()).ok
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        assert conn.execute("SELECT count(*) FROM state WHERE key LIKE 'bundle_import:%'"
-                            ).fetchone() == (0,)  # fmt: skip
+        assert conn.execute(
+            "SELECT count(*) FROM state WHERE key LIKE 'bundle_import:%'"
+        ).fetchone() == (0,)
 
 
 async def test_a_file_changed_after_its_first_chunks_keeps_them_and_is_finished_later(
@@ -131,8 +131,9 @@ async def test_a_file_changed_after_its_first_chunks_keeps_them_and_is_finished_
             match="changed while it was being imported "
             r"\(its digest differs\); its first 2,500 entries were stored",
         ):
-            await bundles.import_bundle(b.store, b.info.mesh, path, chunk=500,
-                                        progress=swap_once_verified)  # fmt: skip
+            await bundles.import_bundle(
+                b.store, b.info.mesh, path, chunk=500, progress=swap_once_verified
+            )
         assert await events(b, "bundle_imported") == []
         assert len(await held(b)) == before + 2_500  # the first five chunks, kept
         path.write_bytes(kept)
@@ -147,10 +148,12 @@ async def test_two_imports_of_one_bundle_at_once_leave_one_to_finish_it(
     dirs, path = await mesh_and_bundle(tmp_path, wall)
     async with Node.open(dirs["B"], wall=wall) as b, Node.open(dirs["B"], wall=wall) as c:
         outcomes = await asyncio.gather(
-            *(bundles.import_bundle(n.store, n.info.mesh, path, chunk=100, pause=0.01)
-              for n in (b, c)),
+            *(
+                bundles.import_bundle(n.store, n.info.mesh, path, chunk=100, pause=0.01)
+                for n in (b, c)
+            ),
             return_exceptions=True,
-        )  # fmt: skip
+        )
         (stopped,) = [o for o in outcomes if isinstance(o, BaseException)]
         (finished,) = [o for o in outcomes if isinstance(o, bundles.ImportReport)]
         assert isinstance(stopped, bundles.BundleError), stopped
@@ -169,8 +172,11 @@ def _headers(db: Path) -> int:
 def _kill_mid_import(data: Path, bundle: Path, db: Path, *, stored: int) -> int:
     """Start an import of ``bundle`` in a child, kill it once ``stored`` headers are
     committed; the count seen just before the kill."""
-    child = subprocess.Popen([sys.executable, str(CHILD), str(data), str(bundle), "50"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, str(CHILD), str(data), str(bundle), "50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert child.stdout is not None
         line = child.stdout.readline()

@@ -32,17 +32,41 @@ async def test_bundles_and_archives_from_the_command_line(tmp_path: Path, wall: 
 
     ok(run("bundle", "frontier", tmp_path / "b.frontier", "--data", b_dir))
     since = ("--since-frontier", tmp_path / "b.frontier")
-    out = ok(run("bundle", "export", tmp_path / "a.bundle", *since, "--workspace", "team",
-                 "--data", a_dir, "--json"))  # fmt: skip
+    out = ok(
+        run(
+            "bundle",
+            "export",
+            tmp_path / "a.bundle",
+            *since,
+            "--workspace",
+            "team",
+            "--data",
+            a_dir,
+            "--json",
+        )
+    )
     exported = json.loads(out)
     assert exported["entries"] == 2
-    first = json.loads(ok(run("bundle", "import", tmp_path / "a.bundle", "--data", b_dir,
-                              "--json")))  # fmt: skip
+    first = json.loads(
+        ok(run("bundle", "import", tmp_path / "a.bundle", "--data", b_dir, "--json"))
+    )
     assert (first["new"], first["bundle"]) == (2, exported["bundle_id"])
     again = ok(run("bundle", "import", tmp_path / "a.bundle", "--data", b_dir))
     assert "0 new, 2 already present, 0 payloads filled, 0 pending, 0 rejected" in again
-    token = ok(run("token", "create", "--data", b_dir, "--principal", "bob", "--workspace",
-                   "team", "--scope", "read:workspace")).strip()  # fmt: skip
+    token = ok(
+        run(
+            "token",
+            "create",
+            "--data",
+            b_dir,
+            "--principal",
+            "bob",
+            "--workspace",
+            "team",
+            "--scope",
+            "read:workspace",
+        )
+    ).strip()
     feed = ok(run("audit", "--data", b_dir, "--token", token)).splitlines()
     assert feed[0].split() == ["SEQ", "EVENT", "AT", "SUBJECT"]
     assert feed[1].split()[1] == "bundle_imported"  # the second brought bob nothing
@@ -55,16 +79,43 @@ async def test_bundles_and_archives_from_the_command_line(tmp_path: Path, wall: 
     assert "Traceback" not in refused.stderr
 
     (tmp_path / "pass").write_text("a long passphrase\n")
-    ok(run("archive", "create", tmp_path / "a.archive", "--passphrase-file", tmp_path / "pass",
-           "--data", a_dir))  # fmt: skip
+    ok(
+        run(
+            "archive",
+            "create",
+            tmp_path / "a.archive",
+            "--passphrase-file",
+            tmp_path / "pass",
+            "--data",
+            a_dir,
+        )
+    )
     (tmp_path / "wrong").write_text("another\n")
-    wrong = run("archive", "restore", tmp_path / "a.archive", "--data", tmp_path / "A2",
-                "--passphrase-file", tmp_path / "wrong")  # fmt: skip
+    wrong = run(
+        "archive",
+        "restore",
+        tmp_path / "a.archive",
+        "--data",
+        tmp_path / "A2",
+        "--passphrase-file",
+        tmp_path / "wrong",
+    )
     assert wrong.returncode == 1
     assert "the passphrase does not open this archive" in wrong.stderr
-    restored = json.loads(ok(run("archive", "restore", tmp_path / "a.archive", "--data",
-                                 tmp_path / "A2", "--passphrase-file", tmp_path / "pass",
-                                 "--json")))  # fmt: skip
+    restored = json.loads(
+        ok(
+            run(
+                "archive",
+                "restore",
+                tmp_path / "a.archive",
+                "--data",
+                tmp_path / "A2",
+                "--passphrase-file",
+                tmp_path / "pass",
+                "--json",
+            )
+        )
+    )
     assert restored["tokens_revoked"] == restored["tokens"] == 1
 
     async with Node.open(tmp_path / "A2", wall=wall) as a2, Node.open(b_dir, wall=wall) as b:
@@ -79,8 +130,9 @@ def on_terminal(argv: list[str]) -> tuple[int, str]:
     main, terminal = pty.openpty()
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
     try:
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=terminal, env=env,
-                              timeout=60, check=False)  # fmt: skip
+        done = subprocess.run(
+            argv, stdout=subprocess.PIPE, stderr=terminal, env=env, timeout=60, check=False
+        )
         return done.returncode, os.read(main, 1 << 16).decode()
     finally:
         os.close(main)
@@ -105,11 +157,31 @@ async def test_long_work_shows_progress_on_a_terminal_only(tmp_path: Path, wall:
         (["bundle", "export", str(tmp_path / "t.bundle"), "--data", a_dir], ["export"]),
         (["bundle", "import", str(tmp_path / "t.bundle"), "--data", b_dir], ["verify", "import"]),
         (["views", "rebuild", "--data", b_dir], ["rebuild"]),
-        (["archive", "create", str(tmp_path / "t.archive"), "--data", a_dir,
-          "--passphrase-file", secret], ["snapshot", "write"]),
-        (["archive", "restore", str(tmp_path / "t.archive"), "--data", str(tmp_path / "T2"),
-          "--passphrase-file", secret], ["unpack"]),
-    ]  # fmt: skip
+        (
+            [
+                "archive",
+                "create",
+                str(tmp_path / "t.archive"),
+                "--data",
+                a_dir,
+                "--passphrase-file",
+                secret,
+            ],
+            ["snapshot", "write"],
+        ),
+        (
+            [
+                "archive",
+                "restore",
+                str(tmp_path / "t.archive"),
+                "--data",
+                str(tmp_path / "T2"),
+                "--passphrase-file",
+                secret,
+            ],
+            ["unpack"],
+        ),
+    ]
     for argv, phases in commands:
         code, shown = on_terminal([str(MEMLANE), *argv])
         assert code == 0, shown
@@ -120,7 +192,14 @@ async def test_long_work_shows_progress_on_a_terminal_only(tmp_path: Path, wall:
         run("bundle", "export", tmp_path / "p.bundle", "--data", a_dir),
         run("bundle", "import", tmp_path / "p.bundle", "--data", b_dir),
         run("views", "rebuild", "--data", b_dir),
-        run("archive", "create", tmp_path / "p.archive", "--data", a_dir,
-            "--passphrase-file", secret),
-    ]  # fmt: skip
+        run(
+            "archive",
+            "create",
+            tmp_path / "p.archive",
+            "--data",
+            a_dir,
+            "--passphrase-file",
+            secret,
+        ),
+    ]
     assert [(p.returncode, p.stderr) for p in piped] == [(0, "")] * len(piped)

@@ -123,8 +123,9 @@ async def test_an_sr_made_private_later_takes_its_import_out_of_a_readers_feed(
         bob = await who(b, "bob", "team", READ)
         assert [e["detail"] for e in await imports(b, bob)] == seen((1, 1, 0))
 
-        await b.e_adjust(await who(b, "alice", "team", WRITE), sr_id=written["sr_id"],
-                         visibility="private")  # fmt: skip
+        await b.e_adjust(
+            await who(b, "alice", "team", WRITE), sr_id=written["sr_id"], visibility="private"
+        )
         assert await imports(b, bob) == []
         assert [e["detail"] for e in await imports(b, await who(b, "alice", "team", READ))] == (
             seen((1, 1, 0))

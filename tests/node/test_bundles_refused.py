@@ -66,8 +66,18 @@ async def test_a_flipped_byte_anywhere_is_refused_and_nothing_stored(
     good = (tmp_path / "good.bundle").read_bytes()
     bad = tmp_path / "bad.bundle"
     async with Node.open(dirs["B"], wall=wall) as b:
-        for i in sorted({0, 9, 20, len(good) // 3, len(good) // 2, len(good) - 70,
-                         len(good) - 1, *range(13, len(good), 97)}):  # fmt: skip
+        for i in sorted(
+            {
+                0,
+                9,
+                20,
+                len(good) // 3,
+                len(good) // 2,
+                len(good) - 70,
+                len(good) - 1,
+                *range(13, len(good), 97),
+            }
+        ):
             flipped = bytearray(good)
             flipped[i] ^= 0x01
             bad.write_bytes(bytes(flipped))
@@ -115,9 +125,19 @@ async def test_a_forged_entry_inside_a_validly_signed_bundle_is_refused(
     at = next(i for i, e in enumerate(entries) if e.header.seq == 3 and e.header.kind == "sr.put")
     victim, payload = entries[at].header, (entries[at].payload or b"").replace(b"team", b"tean")
     assert payload != entries[at].payload
-    forged = Header(victim.v, victim.mesh, victim.writer, victim.epoch, victim.seq, victim.prev,
-                    victim.hlc, victim.kind, payload_digest(payload), len(payload),
-                    victim.sig)  # fmt: skip
+    forged = Header(
+        victim.v,
+        victim.mesh,
+        victim.writer,
+        victim.epoch,
+        victim.seq,
+        victim.prev,
+        victim.hlc,
+        victim.kind,
+        payload_digest(payload),
+        len(payload),
+        victim.sig,
+    )
     entries[at] = Entry.of(forged, payload)
     async with Node.open(dirs["A"], wall=wall) as a:
         key, mesh = a.key, a.info.mesh
@@ -175,8 +195,16 @@ async def test_an_entry_the_receive_path_refuses_is_counted_not_stored(
         key, mesh, authority = a.key, a.info.mesh, a.membership.authority_key
     seed = (dirs["A"] / AUTHORITY_KEY_FILE).read_bytes()
     head = [e for e in entries if e.header.writer == authority][-1]
-    bad = seal(SigningKey(seed), mesh=mesh, epoch=head.header.epoch, seq=head.header.seq + 1,
-               prev=head.id, hlc=Hlc(wall(), 0), kind="member.add", payload=b"\x80")  # fmt: skip
+    bad = seal(
+        SigningKey(seed),
+        mesh=mesh,
+        epoch=head.header.epoch,
+        seq=head.header.seq + 1,
+        prev=head.id,
+        hlc=Hlc(wall(), 0),
+        kind="member.add",
+        payload=b"\x80",
+    )
     at = entries.index(head) + 1
     path = signed(key, mesh, [*entries[:at], bad, *entries[at:]], tmp_path / "odd.bundle")
     async with Node.open(dirs["B"], wall=wall) as b:

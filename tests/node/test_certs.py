@@ -223,8 +223,10 @@ async def test_a_revoked_node_is_refused_before_any_byte_moves(ours: Mesh, serve
     server = await serve(ours.server(ALICE), ours.admits)
     await refused(server.port, ours.client(BOB))
     (why,) = server.seen
-    assert why == ("refused", f"node {node_id(certs.raw_public(BOB))} is not an admitted "
-                                  "member of this mesh")  # fmt: skip
+    assert why == (
+        "refused",
+        f"node {node_id(certs.raw_public(BOB))} is not an admitted member of this mesh",
+    )
 
     # And a client refuses a server whose key is not admitted, the same way.
     carol = await serve(ours.server(CAROL), ours.admits)

@@ -170,8 +170,17 @@ class Story:
         """The answer's changes in the table's terms, each change checked for its shape."""
         out = []
         for c in answer["changes"]:
-            keys = {"sr_id", "change", "changed_at", "lane", "lane_uuid", "has_correction",
-                    "has_adjustment", "caller", "node_id"}  # fmt: skip
+            keys = {
+                "sr_id",
+                "change",
+                "changed_at",
+                "lane",
+                "lane_uuid",
+                "has_correction",
+                "has_adjustment",
+                "caller",
+                "node_id",
+            }
             assert isinstance(c["has_correction"], bool), c
             assert isinstance(c["has_adjustment"], bool), c
             assert isinstance(c["caller"], str), c
@@ -185,8 +194,9 @@ class Story:
                     detail, keys = c["fields"], keys | {"fields"}
                     assert detail, c
             assert set(c) == keys, c
-            out.append((self.label(c["sr_id"]), c["change"], detail,
-                        parse_instant(c["changed_at"]).ms))  # fmt: skip
+            out.append(
+                (self.label(c["sr_id"]), c["change"], detail, parse_instant(c["changed_at"]).ms)
+            )
         return out
 
     def expected(self, changes: list[Expected]) -> list[tuple[str, str, Any, int]]:
@@ -556,8 +566,10 @@ async def test_lane_and_lane_uuid_are_the_srs_at_as_of(story: Story) -> None:
 
 def flags(answer: dict[str, Any], story: Story) -> dict[str, tuple[str, bool, bool]]:
     """Each entry's change and its (has_correction, has_adjustment), by label."""
-    return {story.label(c["sr_id"]): (c["change"], c["has_correction"], c["has_adjustment"])
-            for c in answer["changes"]}  # fmt: skip
+    return {
+        story.label(c["sr_id"]): (c["change"], c["has_correction"], c["has_adjustment"])
+        for c in answer["changes"]
+    }
 
 
 @pytest.mark.asyncio
@@ -594,17 +606,22 @@ async def test_correction_and_adjustment_flags_are_the_srs_at_as_of(story: Story
         assert flags(await story.ask(who, 3, 10), story) == expected, who
     # Before the window's changes: the same SRs, new, flagged as they were then.
     assert flags(await story.ask("alice", 0, 4), story) == {
-        "corrected": ("new", False, False), "adjusted": ("new", False, False),
-        "plain": ("new", False, False), "later": ("new", False, False),
-        "private": ("new", False, False), "gone": ("new", True, False),
-    }  # fmt: skip
+        "corrected": ("new", False, False),
+        "adjusted": ("new", False, False),
+        "plain": ("new", False, False),
+        "later": ("new", False, False),
+        "private": ("new", False, False),
+        "gone": ("new", True, False),
+    }
     # Up to now, the flags are those list shows of the same SRs.
     now = flags(await story.ask("carol", 3), story)
     assert now["later"] == ("updated", True, False)
     assert now["plain"] == ("updated", False, True)
     listed = await story.node.e_timeline(story.callers["carol"], action="list", page_size=100)
-    shown = {story.label(r["sr_id"]): (r["has_correction"], r["has_adjustment"])
-             for r in listed["results"]}  # fmt: skip
+    shown = {
+        story.label(r["sr_id"]): (r["has_correction"], r["has_adjustment"])
+        for r in listed["results"]
+    }
     assert {k: v[1:] for k, v in now.items() if k != "gone"} == shown
 
 
@@ -614,9 +631,14 @@ async def test_correction_and_adjustment_flags_are_the_srs_at_as_of(story: Story
 async def pages(story: Story, who: str, since: int, as_of: str, size: int) -> list[Any]:
     out, page = [], 1
     while True:
-        answer = await story.node.e_timeline(story.callers[who], action="changes",
-                                             since=story.iso(since), as_of=as_of, page=page,
-                                             page_size=size)  # fmt: skip
+        answer = await story.node.e_timeline(
+            story.callers[who],
+            action="changes",
+            since=story.iso(since),
+            as_of=as_of,
+            page=page,
+            page_size=size,
+        )
         assert answer["as_of"] == as_of
         assert answer["page"] == page
         out.append(answer)
@@ -644,8 +666,9 @@ async def test_pages_read_one_window(story: Story, wall: Wall) -> None:
     first = await node.e_timeline(alice, action="changes", since=story.iso(10), page_size=7)
     as_of = first["as_of"]
     assert as_of == story.iso(20)
-    whole = await node.e_timeline(alice, action="changes", since=story.iso(10), as_of=as_of,
-                                  page_size=100)  # fmt: skip
+    whole = await node.e_timeline(
+        alice, action="changes", since=story.iso(10), as_of=as_of, page_size=100
+    )
     assert len(whole["changes"]) == 30
     assert whole["has_more"] is False
     got = await pages(story, "alice", 10, as_of, 7)
@@ -655,8 +678,9 @@ async def test_pages_read_one_window(story: Story, wall: Wall) -> None:
     labels = [story.label(c["sr_id"]) for c in whole["changes"]]
     assert "brief" not in labels
     assert not {f"s{i}" for i in range(20, 24)} & set(labels)
-    beyond = await node.e_timeline(alice, action="changes", since=story.iso(10), as_of=as_of,
-                                   page=6, page_size=7)  # fmt: skip
+    beyond = await node.e_timeline(
+        alice, action="changes", since=story.iso(10), as_of=as_of, page=6, page_size=7
+    )
     assert (beyond["changes"], beyond["has_more"]) == ([], False)
 
     with pytest.raises(Refusal) as refused:
@@ -681,8 +705,9 @@ async def test_pages_read_one_window(story: Story, wall: Wall) -> None:
         foreign(32, "late", 15, title="arrived late"),
         foreign(32, "s21", 12, title="late but old"),
     )
-    again = await node.e_timeline(alice, action="changes", since=story.iso(10), as_of=as_of,
-                                  page_size=100)  # fmt: skip
+    again = await node.e_timeline(
+        alice, action="changes", since=story.iso(10), as_of=as_of, page_size=100
+    )
     assert len(again["changes"]) == 32
     seen = story.seen(again)
     assert ("late", "new", None, story.ms(15)) in seen
@@ -720,8 +745,9 @@ def shared_history(mesh: bytes, base: int) -> list[list[Entry]]:
     """Three writers' logs about eight SRs of "team": updates from several writers, clocks
     that interleave and tie, visibility flips, private fields, links (also to an SR nobody
     holds), and an entry from the future."""
-    w = [ForeignWriter(mesh, seed=bytes([0x40 + i]) * 32, epoch=bytes([i + 1]) * 8)
-         for i in range(3)]  # fmt: skip
+    w = [
+        ForeignWriter(mesh, seed=bytes([0x40 + i]) * 32, epoch=bytes([i + 1]) * 8) for i in range(3)
+    ]
 
     def at(writer: int, s: float, kind: str, n: int, create: bool = False, **f: Any) -> None:
         body = {"sr_id": ID(n), "workspace": "team", "principal": f.pop("principal", "alice")}
@@ -756,17 +782,23 @@ def shared_history(mesh: bytes, base: int) -> list[list[Entry]]:
     return [list(writer.entries) for writer in w]
 
 
-async def answers(node: Node, callers: dict[str, Caller], who_all: tuple[str, ...],
-                  base: int) -> list[Any]:  # fmt: skip
+async def answers(
+    node: Node, callers: dict[str, Caller], who_all: tuple[str, ...], base: int
+) -> list[Any]:
     """Every page (of 3) of every window of WINDOWS_MS, for each caller named."""
     out = []
     for who in who_all:
         for since, as_of in WINDOWS_MS:
             page, pages_ = 1, []
             while True:
-                a = await node.e_timeline(callers[who], action="changes", page=page,
-                                          page_size=3, since=format_instant(base + since),
-                                          as_of=format_instant(base + as_of))  # fmt: skip
+                a = await node.e_timeline(
+                    callers[who],
+                    action="changes",
+                    page=page,
+                    page_size=3,
+                    since=format_instant(base + since),
+                    as_of=format_instant(base + as_of),
+                )
                 pages_.append(a)
                 if not a["has_more"]:
                     break
@@ -775,8 +807,17 @@ async def answers(node: Node, callers: dict[str, Caller], who_all: tuple[str, ..
     return out
 
 
-WINDOWS_MS = [(0, 14_000), (1000, 4000), (2000, 6000), (4000, 8000), (5000, 12_000),
-              (8000, 13_000), (11_000, 11_500), (0, 3_600_000), (12_000, 4_000_000)]  # fmt: skip
+WINDOWS_MS = [
+    (0, 14_000),
+    (1000, 4000),
+    (2000, 6000),
+    (4000, 8000),
+    (5000, 12_000),
+    (8000, 13_000),
+    (11_000, 11_500),
+    (0, 3_600_000),
+    (12_000, 4_000_000),
+]
 
 
 @pytest.mark.asyncio
@@ -841,9 +882,17 @@ async def test_hidden_srs_change_nothing_a_caller_sees(mesh: Mesh) -> None:
         },
         hlc=Hlc(base + 1500, 0),
     )
-    linker.next("sr.put", {"sr_id": ID(70), "workspace": "team", "principal": "bob",
-                           "create": False, "links": [ID(50), ID(52), ID(1)]},
-                hlc=Hlc(base + 6500, 0))  # fmt: skip
+    linker.next(
+        "sr.put",
+        {
+            "sr_id": ID(70),
+            "workspace": "team",
+            "principal": "bob",
+            "create": False,
+            "links": [ID(50), ID(52), ID(1)],
+        },
+        hlc=Hlc(base + 6500, 0),
+    )
     for node in (mesh.x, mesh.y):
         await admit(node, *(log[0].header.writer for log in logs), linker, hidden)
     for log in [*logs, linker.entries]:
@@ -856,10 +905,12 @@ async def test_hidden_srs_change_nothing_a_caller_sees(mesh: Mesh) -> None:
     assert a == b
     # Not vacuous: X's admin sees the hidden private SRs, Y's does not hold them.
     wide = format_instant(base), format_instant(base + 14_000)
-    on_x = await mesh.x.e_timeline(mesh.cx["root"], action="changes", since=wide[0],
-                                   as_of=wide[1], page_size=100)  # fmt: skip
-    on_y = await mesh.y.e_timeline(mesh.cy["root"], action="changes", since=wide[0],
-                                   as_of=wide[1], page_size=100)  # fmt: skip
+    on_x = await mesh.x.e_timeline(
+        mesh.cx["root"], action="changes", since=wide[0], as_of=wide[1], page_size=100
+    )
+    on_y = await mesh.y.e_timeline(
+        mesh.cy["root"], action="changes", since=wide[0], as_of=wide[1], page_size=100
+    )
     hidden_ids = {ID(n) for n in range(50, 55)}
     assert {c["sr_id"] for c in on_x["changes"]} & hidden_ids == {ID(50), ID(52), ID(54)}
     assert not {c["sr_id"] for c in on_y["changes"]} & hidden_ids

@@ -72,10 +72,19 @@ CONTENT = ("title", "text", "links", "conversational", "private_fields")
 PUT = (*CONTENT, "tags")
 META = ("tags", "content_time", "lane", "lane_uuid", "visibility")
 DEFAULTS: dict[str, Any] = {
-    "title": "", "text": "", "links": [], "conversational": False, "private_fields": {},
-    "tags": [], "content_time": None, "lane": "default", "lane_uuid": None,
-    "visibility": "workspace", "has_correction": False, "has_adjustment": False,
-}  # fmt: skip
+    "title": "",
+    "text": "",
+    "links": [],
+    "conversational": False,
+    "private_fields": {},
+    "tags": [],
+    "content_time": None,
+    "lane": "default",
+    "lane_uuid": None,
+    "visibility": "workspace",
+    "has_correction": False,
+    "has_adjustment": False,
+}
 
 
 def fields_of(names: tuple[str, ...], min_size: int = 1) -> st.SearchStrategy[dict[str, Any]]:
@@ -89,21 +98,40 @@ _who = st.sampled_from(WRITERS)
 _by = st.sampled_from(["owner", "owner", "other"])
 _sr = st.integers(0, 3)
 _delay = st.sampled_from([0, 1, 1, 2, 3])
-CREATE = st.tuples(st.just("create"), _who, st.just(0),
-                   fields_of(("text", "links", "conversational", "private_fields", "tags",
-                              "content_time", "lane", "visibility"), 0))  # fmt: skip
+CREATE = st.tuples(
+    st.just("create"),
+    _who,
+    st.just(0),
+    fields_of(
+        (
+            "text",
+            "links",
+            "conversational",
+            "private_fields",
+            "tags",
+            "content_time",
+            "lane",
+            "visibility",
+        ),
+        0,
+    ),
+)
 PUT_OP = st.tuples(st.just("put"), _by, _sr, fields_of(PUT))
 CORRECT = st.tuples(st.just("correct"), _by, _sr, fields_of(CONTENT))
 ADJUST = st.tuples(st.just("adjust"), _by, _sr, fields_of(META))
 FLIP = st.tuples(st.just("adjust"), _by, _sr, fields_of(("visibility",)))
 # One field alone: a private_fields or links change hidden from some readers, or a title
 # written again as it was (an entry that changes nothing stored).
-ONE = st.tuples(st.just("put"), _by, _sr,
-                st.sampled_from(["private_fields", "links", "title"]).flatmap(
-                    lambda name: fields_of((name,))))  # fmt: skip
+ONE = st.tuples(
+    st.just("put"),
+    _by,
+    _sr,
+    st.sampled_from(["private_fields", "links", "title"]).flatmap(lambda name: fields_of((name,))),
+)
 # "toggle" deletes an SR that is not deleted and undeletes one that is.
-DELETE = st.tuples(st.sampled_from(["delete", "undelete", "toggle", "toggle"]), _by, _sr,
-                   st.just({}))  # fmt: skip
+DELETE = st.tuples(
+    st.sampled_from(["delete", "undelete", "toggle", "toggle"]), _by, _sr, st.just({})
+)
 # Later operations: mostly on SRs already there (creates are rarer), visibility flips and
 # deletions often enough to cross windows.
 OPS = st.one_of(CREATE, PUT_OP, ONE, ONE, CORRECT, ADJUST, FLIP, FLIP, DELETE, DELETE)
@@ -202,8 +230,18 @@ class Model:
                 change, detail = "updated", "hidden"
             else:
                 continue
-            out.append((max(touched), sr_id, change, detail, b["lane"], b["lane_uuid"],
-                        b["has_correction"], b["has_adjustment"]))  # fmt: skip
+            out.append(
+                (
+                    max(touched),
+                    sr_id,
+                    change,
+                    detail,
+                    b["lane"],
+                    b["lane_uuid"],
+                    b["has_correction"],
+                    b["has_adjustment"],
+                )
+            )
         out.sort(key=lambda c: (-c[0], c[1]))
         return out
 
@@ -214,9 +252,18 @@ def answered(answer: dict[str, Any]) -> list[tuple[Any, ...]]:
         detail = None
         if c["change"] == "updated":
             detail = "hidden" if c.get("hidden_change") else c["fields"]
-        out.append((parse_instant(c["changed_at"]).ms, c["sr_id"], c["change"], detail,
-                    c["lane"], c["lane_uuid"], c["has_correction"],
-                    c["has_adjustment"]))  # fmt: skip
+        out.append(
+            (
+                parse_instant(c["changed_at"]).ms,
+                c["sr_id"],
+                c["change"],
+                detail,
+                c["lane"],
+                c["lane_uuid"],
+                c["has_correction"],
+                c["has_adjustment"],
+            )
+        )
     return out
 
 
@@ -263,8 +310,9 @@ async def play(node: Node, wall: Wall, callers: dict[str, Caller], steps: list[A
         caller = callers[who]
         values = dict(args)
         if "links" in args:
-            args["links"] = list(dict.fromkeys(m.ids[i % len(m.ids)] for i in args["links"]
-                                               if m.ids))  # fmt: skip
+            args["links"] = list(
+                dict.fromkeys(m.ids[i % len(m.ids)] for i in args["links"] if m.ids)
+            )
             values["links"] = list(args["links"])
         if "content_time" in args:
             values["content_time"] = parse_instant(args["content_time"]).ms

@@ -90,9 +90,11 @@ def test_the_walk_equals_one_query_over_the_window(
         db.executescript(_TABLES)
         db.executemany(
             "INSERT OR IGNORE INTO sr_versions (sr_id, ord, wall) VALUES (?, ?, ?)",
-            [(sr, wall.to_bytes(8, "big") + i.to_bytes(4, "big"), wall)
-             for i, (sr, wall) in enumerate(versions)],
-        )  # fmt: skip
+            [
+                (sr, wall.to_bytes(8, "big") + i.to_bytes(4, "big"), wall)
+                for i, (sr, wall) in enumerate(versions)
+            ],
+        )
         db.executemany(
             "INSERT INTO deletions (sr_id, deleted, hlc_wall, hlc_counter) VALUES (?, 1, ?, 0)",
             deletions,

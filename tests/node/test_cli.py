@@ -36,18 +36,29 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(MEMLANE), *map(str, args)],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
         env=_env(env, home or Path("/nonexistent-memlane-home")),
-    )  # fmt: skip
+    )
 
 
 def run_all(argvs: Sequence[Sequence[str]], home: Path) -> list[subprocess.CompletedProcess[str]]:
     """Run several commands at once (each is a separate process; they share no data dir)."""
     procs = [
-        (argv, subprocess.Popen([str(MEMLANE), *argv], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=_env(None, home)))
+        (
+            argv,
+            subprocess.Popen(
+                [str(MEMLANE), *argv],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=_env(None, home),
+            ),
+        )
         for argv in argvs
-    ]  # fmt: skip
+    ]
     done = []
     for argv, proc in procs:
         out, err = proc.communicate(timeout=60)
@@ -89,8 +100,19 @@ def data(tmp_path: Path) -> Path:
 
 def make_token(data: Path, *scopes: str, principal: str = "alice") -> str:
     scope_args = [a for s in scopes or ("write:workspace",) for a in ("--scope", s)]
-    out = ok(run("token", "create", "--data", data, "--principal", principal,
-                 "--workspace", "team", *scope_args))  # fmt: skip
+    out = ok(
+        run(
+            "token",
+            "create",
+            "--data",
+            data,
+            "--principal",
+            principal,
+            "--workspace",
+            "team",
+            *scope_args,
+        )
+    )
     return out.strip()
 
 
@@ -172,9 +194,20 @@ def test_token_create_list_revoke(data):
 def test_token_create_refusals(data):
     base = ("token", "create", "--data", data, "--principal", "alice", "--workspace", "team")
     assert "scopes must be among" in fails(run(*base, "--scope", "root"))
-    assert "invalid principal" in fails(run("token", "create", "--data", data, "--principal",
-                                            "a b", "--workspace", "team", "--scope",
-                                            "read:workspace"))  # fmt: skip
+    assert "invalid principal" in fails(
+        run(
+            "token",
+            "create",
+            "--data",
+            data,
+            "--principal",
+            "a b",
+            "--workspace",
+            "team",
+            "--scope",
+            "read:workspace",
+        )
+    )
     assert "argument --expires: 'tomorrow' is not a duration" in fails(
         run(*base, "--scope", "read:workspace", "--expires", "tomorrow"), code=2
     )
@@ -193,8 +226,23 @@ def test_token_create_refusals(data):
 
 def test_put_prints_the_sr_id_entry_and_ingest_time(data):
     token = make_token(data)
-    out = ok(run("put", "--data", data, "--token", token, "--title", "Deploy", "--tags", "ops",
-                 "--tags", "deploy", "--text", "body"))  # fmt: skip
+    out = ok(
+        run(
+            "put",
+            "--data",
+            data,
+            "--token",
+            token,
+            "--title",
+            "Deploy",
+            "--tags",
+            "ops",
+            "--tags",
+            "deploy",
+            "--text",
+            "body",
+        )
+    )
     # The line write, correct and adjust print (docs/cli.md): the id, the entry, its time.
     sr_id, entry, at = out.removesuffix("\n").split("  ")
     assert uuid.UUID(sr_id).version == 7
@@ -279,8 +327,11 @@ def test_log_verify_ok(verified):
     assert ok(run("log", "verify", "--data", verified)).startswith("ok: 3 entries in 2 logs")
     report = json.loads(ok(run("log", "verify", "--data", verified, "--json")))
     assert (report["ok"], report["logs"], report["entries"], report["problems"]) == (
-        True, 2, 3, [],
-    )  # fmt: skip
+        True,
+        2,
+        3,
+        [],
+    )
 
 
 @pytest.mark.parametrize(

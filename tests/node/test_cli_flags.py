@@ -25,17 +25,22 @@ TOKEN_HINT = "pass --token TOKEN, set MEMLANE_TOKEN or pass --token-file FILE"
 # The refusals that say an argument is not taken at all (as opposed to a value refused).
 NOT_TAKEN = ("does not take", "unknown argument", "takes no window", "belong to the changes")
 SAMPLES: dict[str, Any] = {
-    "str": "x", "time": "2026-01-01", "int": 1, "float": 0.5, "bool": True, "list": ["x"],
-    "map": {"k": "v"}, "flag": True,
-}  # fmt: skip
+    "str": "x",
+    "time": "2026-01-01",
+    "int": 1,
+    "float": 0.5,
+    "bool": True,
+    "list": ["x"],
+    "map": {"k": "v"},
+    "flag": True,
+}
 NEEDS = {"intersect": {"match": ["x"]}, "changes": {"since": "2026-01-01"}}
 
 
 def _one_flag(command: ToolCommand, name: str) -> dict[str, Any]:
     """The arguments the command sends given its positionals, what its action needs and the
     one flag ``name``."""
-    values: dict[str, Any] = {o.name: "x" if o.kind == "positional" else None
-                              for o in command.opts}  # fmt: skip
+    values: dict[str, Any] = {o.name: "x" if o.kind == "positional" else None for o in command.opts}
     values |= NEEDS.get(command.path[-1], {})
     (opt,) = [o for o in command.opts if o.name == name]
     values[name] = SAMPLES[opt.kind]
@@ -68,8 +73,10 @@ def test_every_flag_is_an_argument_its_tool_takes(tmp_path: Path) -> None:
 
 
 def test_find_offers_no_window(tmp_path: Path) -> None:
-    argvs = [["timeline", "find", "x", flag, "2026-01-01", "--data", str(tmp_path)]
-             for flag in ("--start-date", "--end-date")]  # fmt: skip
+    argvs = [
+        ["timeline", "find", "x", flag, "2026-01-01", "--data", str(tmp_path)]
+        for flag in ("--start-date", "--end-date")
+    ]
     for result in run_all(argvs, tmp_path):
         assert "unrecognized arguments: --" in fails(result, code=2)
     (helped,) = run_all([["timeline", "find", "--help"]], tmp_path)
@@ -85,12 +92,29 @@ def data(tmp_path: Path) -> Path:
 
 
 def test_token_and_invite_expire_alike(data: Path, tmp_path: Path) -> None:
-    base = ["token", "create", "--data", str(data), "--principal", "alice", "--workspace",
-            "team", "--scope", "read:workspace", "--json", "--expires"]  # fmt: skip
+    base = [
+        "token",
+        "create",
+        "--data",
+        str(data),
+        "--principal",
+        "alice",
+        "--workspace",
+        "team",
+        "--scope",
+        "read:workspace",
+        "--json",
+        "--expires",
+    ]
     invite = ["mesh", "invite", "--data", str(data), "--json", "--expires"]
-    argvs = [[*base, "7d"], [*base, "2999-01-01"], [*base, "2999-01-01T09:30:00+02:00"],
-             [*invite, "12h"], [*invite, "2999-01-01"],
-             [*invite, "2999-01-01T09:30:00+02:00"]]  # fmt: skip
+    argvs = [
+        [*base, "7d"],
+        [*base, "2999-01-01"],
+        [*base, "2999-01-01T09:30:00+02:00"],
+        [*invite, "12h"],
+        [*invite, "2999-01-01"],
+        [*invite, "2999-01-01T09:30:00+02:00"],
+    ]
     started = system_wall()
     done = [json.loads(ok(r)) for r in run_all(argvs, tmp_path)]
     rows = json.loads(ok(run("token", "list", "--data", data, "--json")))
@@ -104,11 +128,24 @@ def test_token_and_invite_expire_alike(data: Path, tmp_path: Path) -> None:
 
 
 def test_expires_refusals(data: Path, tmp_path: Path) -> None:
-    token = ["token", "create", "--data", str(data), "--principal", "alice", "--workspace",
-             "team", "--scope", "read:workspace", "--expires"]  # fmt: skip
+    token = [
+        "token",
+        "create",
+        "--data",
+        str(data),
+        "--principal",
+        "alice",
+        "--workspace",
+        "team",
+        "--scope",
+        "read:workspace",
+        "--expires",
+    ]
     invite = ["mesh", "invite", "--data", str(data), "--expires"]
-    usage = run_all([[*c, v] for c in (token, invite)
-                     for v in ("tomorrow", "0h", "3x", "2999-01-01T09:30")], tmp_path)  # fmt: skip
+    usage = run_all(
+        [[*c, v] for c in (token, invite) for v in ("tomorrow", "0h", "3x", "2999-01-01T09:30")],
+        tmp_path,
+    )
     for result in usage:
         err = fails(result, code=2)
         assert "argument --expires: " in err

@@ -27,8 +27,9 @@ def one_line(stderr: str) -> str:
 
 def test_an_argument_that_is_not_utf8_is_a_usage_error(auth, tmp_path):
     argv = [bytes(MEMLANE), b"write", b"--title", b"\xff", *(a.encode() for a in auth)]
-    result = subprocess.run(argv, capture_output=True, timeout=60, check=False,
-                            env=_env(None, tmp_path))  # fmt: skip
+    result = subprocess.run(
+        argv, capture_output=True, timeout=60, check=False, env=_env(None, tmp_path)
+    )
     assert result.returncode == 2, result
     assert result.stdout == b""
     assert one_line(result.stderr.decode()) == (
@@ -39,8 +40,10 @@ def test_an_argument_that_is_not_utf8_is_a_usage_error(auth, tmp_path):
 @pytest.mark.parametrize("endless", ["/dev/zero", "/dev/urandom"])
 def test_an_endless_token_file_is_refused_after_a_bounded_read(auth, endless):
     said = one_line(fails(run("timeline", "list", *auth[:2], "--token-file", endless)))
-    assert said in (f"--token-file {endless}: its first line is longer than 4,096 bytes",
-                    f"--token-file {endless} is not text")  # fmt: skip
+    assert said in (
+        f"--token-file {endless}: its first line is longer than 4,096 bytes",
+        f"--token-file {endless} is not text",
+    )
 
 
 def test_a_binary_token_file_is_not_text(auth, tmp_path):
@@ -57,8 +60,9 @@ def test_a_token_files_first_line_is_read_from_its_first_4_kib(auth, tmp_path):
 
 
 def test_an_endless_passphrase_file_is_refused(auth, tmp_path):
-    said = fails(run("archive", "create", tmp_path / "a.mla", *auth[:2],
-                     "--passphrase-file", "/dev/zero"))  # fmt: skip
+    said = fails(
+        run("archive", "create", tmp_path / "a.mla", *auth[:2], "--passphrase-file", "/dev/zero")
+    )
     assert one_line(said) == "the passphrase file /dev/zero is longer than 4,096 bytes"
     assert not (tmp_path / "a.mla").exists()
 
@@ -109,12 +113,28 @@ def test_a_line_break_in_a_title_does_not_break_its_row(auth):
 
 def test_escapes_in_a_peers_error_reach_the_terminal_escaped(auth):
     data = Path(auth[1])
-    snapshot = {"serving": False, "at": 1_790_000_000_000, "listen": None, "peers": [
-        {"node_id": "n1", "address": "127.0.0.1:9", "direction": "out", "state": "failed",
-         "lag_in": 0, "lag_out": 0, "last_error": ESCAPES, "connected_at": None}]}  # fmt: skip
+    snapshot = {
+        "serving": False,
+        "at": 1_790_000_000_000,
+        "listen": None,
+        "peers": [
+            {
+                "node_id": "n1",
+                "address": "127.0.0.1:9",
+                "direction": "out",
+                "state": "failed",
+                "lag_in": 0,
+                "lag_out": 0,
+                "last_error": ESCAPES,
+                "connected_at": None,
+            }
+        ],
+    }
     with database(data) as db:
-        db.execute("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)",
-                   ("sync_peers", json.dumps(snapshot).encode()))  # fmt: skip
+        db.execute(
+            "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)",
+            ("sync_peers", json.dumps(snapshot).encode()),
+        )
     shown = ok(run("peers", "--data", data))
     assert "\x1b" not in shown
     assert shown.splitlines()[-1].endswith(SHOWN)

@@ -25,8 +25,9 @@ def readable(text: str) -> str:
 
 def test_every_list_is_a_table_with_a_header(auth, tmp_path):
     sr = json.loads(ok(run("write", "--title", "Deploy", "--text", "gateway", *auth, "--json")))
-    first = readable(ok(run("episode", "record", "--summary", "indexed", "--tool", "search",
-                            *auth)))  # fmt: skip
+    first = readable(
+        ok(run("episode", "record", "--summary", "indexed", "--tool", "search", *auth))
+    )
     first_id = first.split()[0]
     assert first.startswith(f"{first_id}  prev_id —  at 20")
     second = readable(ok(run("episode", "record", "--summary", "deployed", *auth)))
@@ -41,8 +42,9 @@ def test_every_list_is_a_table_with_a_header(auth, tmp_path):
         "token list": ["token", "list"],
         "mesh members": ["mesh", "members"],
     }
-    done = dict(zip(shown, run_all([[*argv, *auth] for argv in shown.values()], tmp_path),
-                    strict=True))  # fmt: skip
+    done = dict(
+        zip(shown, run_all([[*argv, *auth] for argv in shown.values()], tmp_path), strict=True)
+    )
     texts = {name: readable(ok(result)) for name, result in done.items()}
     results = ["INGEST TIME", "SR ID", "TITLE"]
     assert header(texts["timeline list"]) == header(texts["timeline find"]) == results
@@ -76,16 +78,25 @@ def test_every_list_is_a_table_with_a_header(auth, tmp_path):
     ]
     assert header(texts["mesh members"]) == members
     assert re.split(r" {2,}", texts["mesh members"].splitlines()[1])[1:] == [
-        "*", "*", "64", "9999-12-31T23:59:59.999Z", "—", "yes", "yes", "—",
-    ]  # fmt: skip
+        "*",
+        "*",
+        "64",
+        "9999-12-31T23:59:59.999Z",
+        "—",
+        "yes",
+        "yes",
+        "—",
+    ]
 
 
 def test_amend_and_forget_read_as_lines(auth):
     recorded = json.loads(ok(run("episode", "record", "--summary", "s", *auth, "--json")))
-    amended = readable(ok(run("episode", "result", recorded["id"], "--status", "ok",
-                              "--task-result", "1", *auth)))  # fmt: skip
-    assert re.fullmatch(rf"{recorded['id']}  entry [0-9a-f]{{16}}  amended status, task_result\n",
-                        amended)  # fmt: skip
+    amended = readable(
+        ok(run("episode", "result", recorded["id"], "--status", "ok", "--task-result", "1", *auth))
+    )
+    assert re.fullmatch(
+        rf"{recorded['id']}  entry [0-9a-f]{{16}}  amended status, task_result\n", amended
+    )
     forgotten = ok(run("episode", "forget", recorded["id"], *auth))
     assert forgotten == f"{recorded['id']}  forgotten\n"
 
@@ -102,11 +113,21 @@ def test_counts_have_their_noun_in_the_right_number(tmp_path):
 def test_put_is_write(auth, tmp_path):
     helps = run_all([["put", "--help"], ["write", "--help"]], tmp_path)
     assert ok(helps[0]) == ok(helps[1])
-    made = json.loads(ok(run("put", "--title", "one", "--links", "01a20000-0000-7000-8000-"
-                             "000000000000", *auth, "--json")))  # fmt: skip
+    made = json.loads(
+        ok(
+            run(
+                "put",
+                "--title",
+                "one",
+                "--links",
+                "01a20000-0000-7000-8000-000000000000",
+                *auth,
+                "--json",
+            )
+        )
+    )
     assert fails(run("put", "--sr-id", made["sr_id"], "--text", "two", "--lane", "x", *auth))
-    updated = json.loads(ok(run("put", "--sr-id", made["sr_id"], "--text", "two", *auth,
-                                "--json")))  # fmt: skip
+    updated = json.loads(ok(run("put", "--sr-id", made["sr_id"], "--text", "two", *auth, "--json")))
     assert (updated["sr_id"], updated["created"]) == (made["sr_id"], False)
     line = ok(run("put", "--title", "three", *auth))
     assert re.fullmatch(r"\S+  entry [0-9a-f]{16}  at \S+Z\n", line)

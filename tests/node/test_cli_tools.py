@@ -44,8 +44,11 @@ def test_help_on_every_command(tmp_path):
     for path in paths:
         out = _help(path)
         assert out.startswith("usage: memlane " + " ".join(path)), (path, out)
-        leaf = all(a.dest not in ("command", "action") for a in _parser_at(path)._actions
-                   if isinstance(a, argparse._SubParsersAction))  # fmt: skip
+        leaf = all(
+            a.dest not in ("command", "action")
+            for a in _parser_at(path)._actions
+            if isinstance(a, argparse._SubParsersAction)
+        )
         if path and leaf:
             assert "--data" in out, path
             if path not in (("mcp",), ("serve",)):
@@ -93,18 +96,47 @@ def cli(tmp_path: Path) -> Cli:
     data = tmp_path / "node"
     ok(run("init", "--data", data))
     scopes = ("--scope", "read:workspace", "--scope", "write:workspace")
-    token = ok(run("token", "create", "--data", data, "--principal", "alice", "--workspace",
-                   "team", *scopes)).strip()  # fmt: skip
+    token = ok(
+        run(
+            "token",
+            "create",
+            "--data",
+            data,
+            "--principal",
+            "alice",
+            "--workspace",
+            "team",
+            *scopes,
+        )
+    ).strip()
     return Cli(data, token)
 
 
 def test_sr_commands_write_correct_adjust_delete_undelete_erase(cli):
-    first = cli.json("write", "--title", "Deploy notes", "--text", "rolled out the gateway",
-                     "--tag", "ops", "--content-time", "2026-11-01")  # fmt: skip
+    first = cli.json(
+        "write",
+        "--title",
+        "Deploy notes",
+        "--text",
+        "rolled out the gateway",
+        "--tag",
+        "ops",
+        "--content-time",
+        "2026-11-01",
+    )
     assert first["created"] is True
     assert uuid.UUID(first["sr_id"]).version == 7
-    second = cli.text("write", "--title", "Runbook", "--links", first["sr_id"],
-                      "--private-field", "pager=555", "--visibility", "private")  # fmt: skip
+    second = cli.text(
+        "write",
+        "--title",
+        "Runbook",
+        "--links",
+        first["sr_id"],
+        "--private-field",
+        "pager=555",
+        "--visibility",
+        "private",
+    )
     second_id = second.split()[0]
     assert "entry" in second
     updated = cli.json("write", "--sr-id", first["sr_id"], "--text", "rolled out gateway v2")
@@ -114,11 +146,15 @@ def test_sr_commands_write_correct_adjust_delete_undelete_erase(cli):
     assert corrected["sr_id"] == adjusted["sr_id"] == first["sr_id"]
     assert cli.text("delete", second_id) == f"{second_id}  deleted\n"
     assert cli.text("delete", second_id) == f"{second_id}  deleted (unchanged)\n"
-    assert cli.json("undelete", second_id) == {"sr_id": second_id, "deleted": False,
-                                               "changed": True}  # fmt: skip
+    assert cli.json("undelete", second_id) == {
+        "sr_id": second_id,
+        "deleted": False,
+        "changed": True,
+    }
     with database(cli.data) as db:
-        state = db.execute("SELECT title, text, tags_text, private FROM srs WHERE sr_id = ?",
-                           (first["sr_id"],)).fetchone()  # fmt: skip
+        state = db.execute(
+            "SELECT title, text, tags_text, private FROM srs WHERE sr_id = ?", (first["sr_id"],)
+        ).fetchone()
     assert state == ("Deploy notes", "gateway v3", "ops gateway", 0)
     assert count(cli.data, "sr_links") == 1
     assert cli.refused("erase", second_id) == "e_erase needs a reason"
@@ -150,9 +186,18 @@ def test_sr_command_refusals_exit_1_and_store_nothing(cli):
 
 
 def test_timeline_every_action_and_changes_paging(cli):
-    ids = [cli.json("write", "--title", f"note {i}", "--text", f"alpha {COLOURS[i]}",
-                    "--tag", "even" if i % 2 == 0 else "odd")["sr_id"]
-           for i in range(5)]  # fmt: skip
+    ids = [
+        cli.json(
+            "write",
+            "--title",
+            f"note {i}",
+            "--text",
+            f"alpha {COLOURS[i]}",
+            "--tag",
+            "even" if i % 2 == 0 else "odd",
+        )["sr_id"]
+        for i in range(5)
+    ]
     linked = cli.json("write", "--title", "hub", "--links", ids[0], "--links", ids[1])["sr_id"]
 
     listed = cli.json("timeline", "list", "--page-size", "3")
@@ -176,8 +221,18 @@ def test_timeline_every_action_and_changes_paging(cli):
 
     first = cli.json("timeline", "changes", "--since", "2026-01-01", "--page-size", "4")
     assert (len(first["changes"]), first["has_more"]) == (4, True)
-    rest = cli.json("timeline", "changes", "--since", "2026-01-01", "--as-of", first["as_of"],
-                    "--page", "2", "--page-size", "4")  # fmt: skip
+    rest = cli.json(
+        "timeline",
+        "changes",
+        "--since",
+        "2026-01-01",
+        "--as-of",
+        first["as_of"],
+        "--page",
+        "2",
+        "--page-size",
+        "4",
+    )
     seen = [c["sr_id"] for c in first["changes"] + rest["changes"]]
     assert sorted(seen) == sorted([*ids, linked])
     assert cli.refused("timeline", "changes", "--since", "2026-01-01", "--page", "2") == (
@@ -202,8 +257,20 @@ def test_audit_command(cli):
 
 
 def test_episode_commands(cli):
-    one = cli.json("episode", "record", "--summary", "indexed", "--tool", "search",
-                   "--duration-ms", "1200", "--tags", "ops", "--trust", "0.5")  # fmt: skip
+    one = cli.json(
+        "episode",
+        "record",
+        "--summary",
+        "indexed",
+        "--tool",
+        "search",
+        "--duration-ms",
+        "1200",
+        "--tags",
+        "ops",
+        "--trust",
+        "0.5",
+    )
     two = cli.json("episode", "record", "--summary", "deployed", "--status", "ok")
     three = cli.json("episode", "record", "--summary", "checked")
     assert (one["prev_id"], two["prev_id"], three["prev_id"]) == (None, one["id"], two["id"])
@@ -215,10 +282,16 @@ def test_episode_commands(cli):
     assert chain["truncated"] is True
     concise = cli.json("episode", "chain", three["id"], "--response-format", "concise")
     assert concise["chain"][-1] == {
-        "id": one["id"], "ts": concise["chain"][-1]["ts"], "status": "done",
-        "eligibility": "eligible", "episode_type": "task", "tool": "search", "task_result": 0.9,
-        "summary": "indexed", "tags": ["ops"],
-    }  # fmt: skip
+        "id": one["id"],
+        "ts": concise["chain"][-1]["ts"],
+        "status": "done",
+        "eligibility": "eligible",
+        "episode_type": "task",
+        "tool": "search",
+        "task_result": 0.9,
+        "summary": "indexed",
+        "tags": ["ops"],
+    }
     assert cli.json("episode", "forget", two["id"]) == {"id": two["id"], "forgotten": True}
     after = cli.text("episode", "chain", three["id"])
     assert after.splitlines()[1].split()[1] == three["id"]

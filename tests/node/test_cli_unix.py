@@ -42,9 +42,12 @@ def first_line_then_close(*argv: str | Path) -> tuple[bytes, int, str]:
     cannot fit in it), read one line, close the pipe; the line, exit code and stderr."""
     read_end, write_end = os.pipe()
     fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
-    with subprocess.Popen([str(MEMLANE), *map(str, argv)], stdout=write_end,
-                          stderr=subprocess.PIPE, env=_env(None, Path("/nonexistent")),
-                          ) as proc:  # fmt: skip
+    with subprocess.Popen(
+        [str(MEMLANE), *map(str, argv)],
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        env=_env(None, Path("/nonexistent")),
+    ) as proc:
         os.close(write_end)
         with os.fdopen(read_end, "rb") as reader:
             line = reader.readline()

@@ -23,9 +23,18 @@ from tests.node.test_mcp import MEMLANE, TIMEOUT, TOOLS, Site, make_site
 from tests.node.test_mcp_http import Served, serve
 
 DOC = Path(__file__).parents[2] / "docs" / "clients.md"
-RECIPES = ("claude-desktop", "claude-code-stdio", "claude-code-http", "cursor-stdio",
-           "cursor-http", "vscode-stdio", "vscode-http", "codex-stdio", "codex-http",
-           "curl")  # fmt: skip
+RECIPES = (
+    "claude-desktop",
+    "claude-code-stdio",
+    "claude-code-http",
+    "cursor-stdio",
+    "cursor-http",
+    "vscode-stdio",
+    "vscode-http",
+    "codex-stdio",
+    "codex-http",
+    "curl",
+)
 _RECIPE = re.compile(r"<!-- recipe: ([\w-]+) -->\n```(\w+)\n(.*?)\n```", re.S)
 
 
@@ -84,8 +93,9 @@ async def _listed(client: Client) -> tuple[str, ...]:
 
 async def _listed_over_http(url: str, headers: dict[str, str]) -> tuple[str, ...]:
     async with httpx2.AsyncClient(headers=headers, timeout=TIMEOUT) as http:
-        return await _listed(Client(streamable_http_client(url, http_client=http),
-                                    read_timeout_seconds=TIMEOUT))  # fmt: skip
+        return await _listed(
+            Client(streamable_http_client(url, http_client=http), read_timeout_seconds=TIMEOUT)
+        )
 
 
 async def _from_entry(entry: dict[str, Any], env: dict[str, str]) -> tuple[str, ...]:
@@ -112,8 +122,14 @@ async def _from_claude_add(line: str) -> tuple[str, ...]:
 
 def _from_curl(script: str, token: str) -> tuple[str, ...]:
     env = {"PATH": os.environ["PATH"], "MEMLANE_TOKEN": token}
-    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
-                          timeout=TIMEOUT, env=env, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     return tuple(t["name"] for t in answer["result"]["tools"])

@@ -49,13 +49,15 @@ def test_every_source_is_checked() -> None:
 
 
 def test_the_check_finds_what_it_looks_for() -> None:
-    text = "\n".join([
-        '"""As DESIGN §4.1 asks (seeds/000 too).',
-        "",
-        'TIME-WINDOWS §2 says so."""',
-        "# DESIGN, seeds and TIME windows in plain words are fine.",
-        'DESCRIPTION = "the rows (CallWindowRow, seeds/001)"',
-    ])  # fmt: skip
+    text = "\n".join(
+        [
+            '"""As DESIGN §4.1 asks (seeds/000 too).',
+            "",
+            'TIME-WINDOWS §2 says so."""',
+            "# DESIGN, seeds and TIME windows in plain words are fine.",
+            'DESCRIPTION = "the rows (CallWindowRow, seeds/001)"',
+        ]
+    )
     name = "node/tools/catalog.py"
     assert problems(name, text) == [
         f"{name}:1: cites 'DESIGN §', which is not in this repository",

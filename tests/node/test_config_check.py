@@ -49,17 +49,27 @@ BAD_PROBLEMS = [
 
 def test_the_serving_keys_and_their_defaults():
     default = NodeConfig.from_mapping({})
-    assert (default.mcp_http, default.health) == (Listen("127.0.0.1", 8765),
-                                                  Listen("127.0.0.1", 8766))  # fmt: skip
+    assert (default.mcp_http, default.health) == (
+        Listen("127.0.0.1", 8765),
+        Listen("127.0.0.1", 8766),
+    )
     assert (default.discovery, default.discovery_interfaces, default.discovery_max_peers) == (
-        True, (), 16)  # fmt: skip
-    config = NodeConfig.from_mapping({
-        "serve": {"mcp_http": "0.0.0.0:9000", "health": "off"},
-        "discovery": {"enabled": False, "interfaces": ["127.0.0.1"], "max_peers": 4},
-    })  # fmt: skip
+        True,
+        (),
+        16,
+    )
+    config = NodeConfig.from_mapping(
+        {
+            "serve": {"mcp_http": "0.0.0.0:9000", "health": "off"},
+            "discovery": {"enabled": False, "interfaces": ["127.0.0.1"], "max_peers": 4},
+        }
+    )
     assert (config.mcp_http, config.health) == (Listen("0.0.0.0", 9000), None)
     assert (config.discovery, config.discovery_interfaces, config.discovery_max_peers) == (
-        False, ("127.0.0.1",), 4)  # fmt: skip
+        False,
+        ("127.0.0.1",),
+        4,
+    )
     assert (default.discovery_max_waiting, default.discovery_evict_after_ms) == (64, 10_000)
     turns = NodeConfig.from_mapping({"discovery": {"max_waiting": 8, "evict_after": "1s"}})
     assert (turns.discovery_max_waiting, turns.discovery_evict_after_ms) == (8, 1000)
@@ -71,7 +81,9 @@ def test_the_statement_process_is_off_unless_the_configuration_says():
     default = NodeConfig.from_mapping({})
     # Off unless asked for: a served node out of file descriptors must still answer.
     assert (_options(default).statement_process, _options(default, True).statement_process) == (
-        False, False)  # fmt: skip
+        False,
+        False,
+    )
     for value in (False, True):
         config = NodeConfig.from_mapping({"statement_process": value})
         assert {_options(config, s).statement_process for s in (False, True)} == {value}
@@ -79,15 +91,32 @@ def test_the_statement_process_is_off_unless_the_configuration_says():
 
 def test_the_search_keys_and_their_defaults():
     assert NodeConfig.from_mapping({}).search == SearchConfig(
-        embedder="none", url=None, model=None, key_file=None, timeout_ms=10_000, batch=32,
-        fusion_weight=0.25)  # fmt: skip
-    config = NodeConfig.from_mapping({"search": {
-        "embedder": "endpoint", "url": "https://embed.example", "model": "bge-m3",
-        "timeout": "30s", "batch": 256, "fusion_weight": 0}})  # fmt: skip
-    assert config.search == SearchConfig("endpoint", "https://embed.example", "bge-m3", None,
-                                         30_000, 256, 0.0)  # fmt: skip
+        embedder="none",
+        url=None,
+        model=None,
+        key_file=None,
+        timeout_ms=10_000,
+        batch=32,
+        fusion_weight=0.25,
+    )
+    config = NodeConfig.from_mapping(
+        {
+            "search": {
+                "embedder": "endpoint",
+                "url": "https://embed.example",
+                "model": "bge-m3",
+                "timeout": "30s",
+                "batch": 256,
+                "fusion_weight": 0,
+            }
+        }
+    )
+    assert config.search == SearchConfig(
+        "endpoint", "https://embed.example", "bge-m3", None, 30_000, 256, 0.0
+    )
     assert NodeConfig.from_mapping({"search": {"embedder": "wordllama"}}).search.embedder == (
-        "wordllama")  # fmt: skip
+        "wordllama"
+    )
 
 
 def test_every_problem_is_reported_at_once():
@@ -101,16 +130,24 @@ def test_every_problem_is_reported_at_once():
 
 def test_the_environment_overrides_the_file(tmp_path):
     (tmp_path / "config.toml").write_text('[mesh]\npeers = ["10.0.0.1:7401"]\n')
-    environ = {"MEMLANE_PEERS": "10.0.0.2:7401, 10.0.0.3:7401", "MEMLANE_DISCOVERY": "off",
-               "MEMLANE_SYNC_LISTEN": "127.0.0.1:0", "MEMLANE_HEALTH": "off"}  # fmt: skip
+    environ = {
+        "MEMLANE_PEERS": "10.0.0.2:7401, 10.0.0.3:7401",
+        "MEMLANE_DISCOVERY": "off",
+        "MEMLANE_SYNC_LISTEN": "127.0.0.1:0",
+        "MEMLANE_HEALTH": "off",
+    }
     config = NodeConfig.load(tmp_path, environ=environ)
     assert config.mesh_peers == (Listen("10.0.0.2", 7401), Listen("10.0.0.3", 7401))
     assert (config.discovery, config.mesh_listen, config.health) == (
-        False, Listen("127.0.0.1", 0), None)  # fmt: skip
+        False,
+        Listen("127.0.0.1", 0),
+        None,
+    )
     assert NodeConfig.load(tmp_path).mesh_peers == (Listen("10.0.0.1", 7401),)
     with pytest.raises(InvalidConfig) as raised:
-        NodeConfig.load(tmp_path, environ={"MEMLANE_DISCOVERY": "maybe",
-                                           "MEMLANE_PEERS": "nowhere"})  # fmt: skip
+        NodeConfig.load(
+            tmp_path, environ={"MEMLANE_DISCOVERY": "maybe", "MEMLANE_PEERS": "nowhere"}
+        )
     assert "discovery.enabled must be true or false (on or off)" in raised.value.problems
     assert any(p.startswith("mesh.peers: 'nowhere'") for p in raised.value.problems)
 
@@ -123,8 +160,11 @@ def test_config_check_lists_every_problem(tmp_path, monkeypatch):
     done = memlane("config", "check", "--data", str(tmp_path), "--config", str(bad), check=False)
     assert done.returncode == 1
     assert sorted(done.stdout.splitlines()) == sorted(f"{bad}: {p}" for p in BAD_PROBLEMS)
-    shown = json.loads(memlane("config", "check", "--data", str(tmp_path), "--config", str(bad),
-                               "--json", check=False).stdout)  # fmt: skip
+    shown = json.loads(
+        memlane(
+            "config", "check", "--data", str(tmp_path), "--config", str(bad), "--json", check=False
+        ).stdout
+    )
     assert shown["ok"] is False
     assert sorted(shown["problems"]) == sorted(BAD_PROBLEMS)
     good = tmp_path / "good.toml"
@@ -143,8 +183,11 @@ def test_serve_with_a_bad_config_starts_nothing(tmp_path, monkeypatch):
     (site["one"] / "config.toml").write_text(BAD)
     done = subprocess.run(
         [str(MEMLANE), "serve", "--data", str(site["one"]), "--sync-listen", "127.0.0.1:0"],
-        capture_output=True, text=True, timeout=TIMEOUT, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
     assert done.returncode == 1
     assert done.stdout == ""
     for problem in BAD_PROBLEMS:

@@ -75,8 +75,9 @@ async def test_a_cancelled_call_still_runs_to_its_end(tmp_path: Path) -> None:
 async def test_close_lets_the_calls_made_finish_then_refuses_more(tmp_path: Path) -> None:
     conn = await Connection.open(tmp_path / "db", isolation_level=None)
     await conn.execute("CREATE TABLE t (n INTEGER)")
-    pending = [asyncio.ensure_future(conn.execute("INSERT INTO t VALUES (?)", (n,)))
-               for n in range(20)]  # fmt: skip
+    pending = [
+        asyncio.ensure_future(conn.execute("INSERT INTO t VALUES (?)", (n,))) for n in range(20)
+    ]
     await asyncio.sleep(0)  # every insert is queued
     await conn.close()
     await asyncio.gather(*pending)

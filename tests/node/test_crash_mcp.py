@@ -36,9 +36,16 @@ PROCESSES = 8
 WRITES = 50
 KILLS = 2  # per process, at most
 TIMEOUT = 30.0  # for one run of a process to answer everything or exit
-INITIALIZE = {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-    "protocolVersion": "2025-11-25", "capabilities": {},
-    "clientInfo": {"name": "crash", "version": "1"}}}  # fmt: skip
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": "init",
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "crash", "version": "1"},
+    },
+}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
@@ -91,8 +98,11 @@ def run_once(writer: Writer, data: Path, token: str, stderr: IO[bytes]) -> None:
     writer.runs += 1
     proc = subprocess.Popen(
         [str(MEMLANE), "mcp", "--data", str(data), "--token", token],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
-    )  # fmt: skip
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
     assert proc.stdin is not None
     assert proc.stdout is not None
     # The kill comes once this many answers are read, with the other writes in flight.
@@ -146,9 +156,11 @@ def test_acknowledged_mcp_writes_survive_sigkill(tmp_path: Path) -> None:
     writers = [Writer(f"w{n}", random.Random(rng.randrange(2**32))) for n in range(PROCESSES)]
 
     with ThreadPoolExecutor(PROCESSES) as pool:
-        done = list(pool.map(
-            lambda w: write_until_done(w, data, token, tmp_path / f"{w.name}.err"), writers
-        ))  # fmt: skip
+        done = list(
+            pool.map(
+                lambda w: write_until_done(w, data, token, tmp_path / f"{w.name}.err"), writers
+            )
+        )
     kills = sum(w.kills for w in done)
     acked = {ack for w in done for ack in w.acked.values()}
     cut = sum(w.cut for w in done)

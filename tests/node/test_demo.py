@@ -10,9 +10,12 @@ import sys
 
 def test_the_demo_passes_and_tells_what_happens():
     result = subprocess.run(
-        [sys.executable, "-m", "node.demo"], capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "node.demo"],
+        capture_output=True,
+        text=True,
+        timeout=300,
         check=False,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, (result.stdout, result.stderr)
     out = result.stdout
     assert out.rstrip().endswith("demo passed")

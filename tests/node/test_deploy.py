@@ -35,8 +35,9 @@ SCRIPT_SECONDS = 120  # the script's own waits are 30 s each; it takes about 15 
 
 
 def _run(*args: str, env: dict[str, str] | None = None, timeout: float = TIMEOUT) -> Any:
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout,
-                          env=env, check=False)  # fmt: skip
+    return subprocess.run(
+        args, capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -49,13 +50,20 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("discovery", ["off", "on"])
 def test_local_mesh_forms_by_invite_converges_and_stops(tmp_path: Path, discovery: str) -> None:
-    done = _run(str(DEPLOY / "local-mesh.sh"), env=_env(tmp_path, DISCOVERY=discovery),
-                timeout=SCRIPT_SECONDS)  # fmt: skip
+    done = _run(
+        str(DEPLOY / "local-mesh.sh"),
+        env=_env(tmp_path, DISCOVERY=discovery),
+        timeout=SCRIPT_SECONDS,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert f"discovery: {discovery}" in out
-    for step in ("node a is the authority", "node b joined the mesh by invite",
-                 "node c joined the mesh by invite", "wrote 3 SRs on node a"):  # fmt: skip
+    for step in (
+        "node a is the authority",
+        "node b joined the mesh by invite",
+        "node c joined the mesh by invite",
+        "wrote 3 SRs on node a",
+    ):
         assert step in out, out
     held = re.search(r"converged: a, b and c each hold (\d+) entries in (\d+) logs", out)
     assert held, out
@@ -92,8 +100,11 @@ def _taken_base() -> socket.socket:
 def test_local_mesh_fails_with_its_reason(tmp_path: Path) -> None:
     with _taken_base() as taken:  # node a's sync port, in use
         port = str(taken.getsockname()[1])
-        done = _run(str(DEPLOY / "local-mesh.sh"), env=_env(tmp_path, PORT_BASE=port),
-                    timeout=SCRIPT_SECONDS)  # fmt: skip
+        done = _run(
+            str(DEPLOY / "local-mesh.sh"),
+            env=_env(tmp_path, PORT_BASE=port),
+            timeout=SCRIPT_SECONDS,
+        )
     assert done.returncode == 1
     assert "local-mesh: FAILED: node a did not start" in done.stderr
     assert f"127.0.0.1:{port}" in done.stderr  # serve's own reason
@@ -116,8 +127,13 @@ def test_shell_scripts_parse_and_pass_shellcheck(script: str) -> None:
 
 
 def _entrypoint(env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
-    proc = subprocess.Popen([str(DEPLOY / "container-entrypoint.sh"), *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [str(DEPLOY / "container-entrypoint.sh"), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = read_line(proc.stdout, TIMEOUT)
     if not line.startswith("{"):
         proc.kill()
@@ -138,10 +154,19 @@ def _live_peers(data: Path) -> set[str]:
 
 
 def test_entrypoint_makes_an_authority_and_a_member_that_sync(tmp_path: Path) -> None:
-    loopback = {"MEMLANE_SYNC_LISTEN": "127.0.0.1:0", "MEMLANE_MCP_HTTP": "127.0.0.1:0",
-                "MEMLANE_HEALTH": "127.0.0.1:0", "MEMLANE_DISCOVERY": "off"}  # fmt: skip
-    a_env = _env(tmp_path, MEMLANE_DATA=str(tmp_path / "a" / "memlane"), MEMLANE_ROLE="authority",
-                 MEMLANE_JOIN_LISTEN="127.0.0.1:0", **loopback)  # fmt: skip
+    loopback = {
+        "MEMLANE_SYNC_LISTEN": "127.0.0.1:0",
+        "MEMLANE_MCP_HTTP": "127.0.0.1:0",
+        "MEMLANE_HEALTH": "127.0.0.1:0",
+        "MEMLANE_DISCOVERY": "off",
+    }
+    a_env = _env(
+        tmp_path,
+        MEMLANE_DATA=str(tmp_path / "a" / "memlane"),
+        MEMLANE_ROLE="authority",
+        MEMLANE_JOIN_LISTEN="127.0.0.1:0",
+        **loopback,
+    )
     b_env = _env(tmp_path, MEMLANE_DATA=str(tmp_path / "b" / "memlane"), **loopback)
     refused = _run(str(DEPLOY / "container-entrypoint.sh"), "serve", env=b_env)
     assert refused.returncode == 1
@@ -154,10 +179,16 @@ def test_entrypoint_makes_an_authority_and_a_member_that_sync(tmp_path: Path) ->
         # Any other command is memlane's, on the node the environment names.
         made = _run(str(DEPLOY / "container-entrypoint.sh"), "mesh", "invite", env=a_env)
         assert made.returncode == 0, made.stderr
-        member, _ = _entrypoint({**b_env, "MEMLANE_ROLE": "member",
-                                 "MEMLANE_INVITE": made.stdout.strip(),
-                                 "MEMLANE_AUTHORITY": shown["join"],
-                                 "MEMLANE_PEERS": f" {shown['sync']},"}, "--json")  # fmt: skip
+        member, _ = _entrypoint(
+            {
+                **b_env,
+                "MEMLANE_ROLE": "member",
+                "MEMLANE_INVITE": made.stdout.strip(),
+                "MEMLANE_AUTHORITY": shown["join"],
+                "MEMLANE_PEERS": f" {shown['sync']},",
+            },
+            "--json",
+        )
         running.append(member)
         a, b = tmp_path / "a" / "memlane", tmp_path / "b" / "memlane"
         mesh = _members(a)
@@ -177,11 +208,18 @@ def test_entrypoint_makes_an_authority_and_a_member_that_sync(tmp_path: Path) ->
 # -- deploy/memlane.service -------------------------------------------------------------------
 
 REQUIRED_UNIT = {
-    "User": "memlane", "StateDirectory": "memlane", "ProtectSystem": "strict",
-    "ProtectHome": "yes", "NoNewPrivileges": "yes", "PrivateTmp": "yes",
-    "CapabilityBoundingSet": "", "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX AF_NETLINK",
-    "SystemCallFilter": "@system-service", "Restart": "on-failure", "KillSignal": "SIGTERM",
-}  # fmt: skip
+    "User": "memlane",
+    "StateDirectory": "memlane",
+    "ProtectSystem": "strict",
+    "ProtectHome": "yes",
+    "NoNewPrivileges": "yes",
+    "PrivateTmp": "yes",
+    "CapabilityBoundingSet": "",
+    "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX AF_NETLINK",
+    "SystemCallFilter": "@system-service",
+    "Restart": "on-failure",
+    "KillSignal": "SIGTERM",
+}
 
 
 def _unit(text: str) -> dict[str, list[str]]:
@@ -242,8 +280,9 @@ def test_systemd_unit_is_hardened_and_verifies(tmp_path: Path) -> None:
     unit = tmp_path / "memlane.service"
     unit.write_text(text.replace(binary, str(MEMLANE)))
     assert _verify(unit) == []
-    unit.write_text(text.replace(binary, str(MEMLANE)).replace("Restart=on-failure",
-                                                               "Restart=sometimes"))  # fmt: skip
+    unit.write_text(
+        text.replace(binary, str(MEMLANE)).replace("Restart=on-failure", "Restart=sometimes")
+    )
     assert any("Restart" in line or "restart" in line for line in _verify(unit))
 
 
@@ -251,8 +290,11 @@ def test_systemd_unit_is_hardened_and_verifies(tmp_path: Path) -> None:
 
 
 def _instructions(text: str) -> list[tuple[str, str]]:
-    joined = re.sub(r"\\\n", " ", "\n".join(
-        line for line in text.splitlines() if not line.lstrip().startswith("#")))  # fmt: skip
+    joined = re.sub(
+        r"\\\n",
+        " ",
+        "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")),
+    )
     found = []
     for line in joined.splitlines():
         if line.strip():
@@ -343,8 +385,7 @@ def _compose_problems(text: str) -> list[str]:
             problems.append(f"{name}: no named volume at /data")
         for variable in re.findall(r"(MEMLANE_\w+):", body):
             if variable not in known:
-                problems.append(f"{name}: {variable} is read by neither memlane nor the "
-                                "entrypoint")  # fmt: skip
+                problems.append(f"{name}: {variable} is read by neither memlane nor the entrypoint")
     roles = {n: re.findall(r"MEMLANE_ROLE:\s*(\w+)", "\n".join(b)) for n, b in services.items()}
     if roles != {"node-a": ["authority"], "node-b": ["member"], "node-c": ["member"]}:
         problems.append(f"node-a the authority, b and c members: {roles}")
@@ -362,8 +403,9 @@ def _published_problems(text: str, anchor: str, services: dict[str, list[str]]) 
     problems, host_ports = [], []
     for name, lines in services.items():
         settings = _blocks(lines, 4)
-        published = [re.sub(r"^-\s*", "", line.strip()).strip("\"'")
-                     for line in settings.get("ports", [])]  # fmt: skip
+        published = [
+            re.sub(r"^-\s*", "", line.strip()).strip("\"'") for line in settings.get("ports", [])
+        ]
         for entry in published:
             if not re.fullmatch(r"127\.0\.0\.1:\d+:\d+", entry):
                 problems.append(f"{name}: port {entry} is not published on 127.0.0.1 only")
@@ -378,8 +420,9 @@ def _published_problems(text: str, anchor: str, services: dict[str, list[str]]) 
     if len(host_ports) != len(set(host_ports)):
         problems.append(f"host ports published twice: {sorted(host_ports)}")
     if "--insecure-no-tls" not in anchor:
-        problems.append("plain MCP on the container's interface is refused without "
-                        "--insecure-no-tls")  # fmt: skip
+        problems.append(
+            "plain MCP on the container's interface is refused without --insecure-no-tls"
+        )
     comments = "\n".join(line for line in text.splitlines() if line.lstrip().startswith("#"))
     if not re.search(r"#\s*command:.*--tls-cert.*--tls-key", comments):
         problems.append("no commented block with MCP's TLS settings (--tls-cert, --tls-key)")
@@ -429,10 +472,21 @@ def test_compose_publishes_mcp_and_health_on_the_hosts_loopback_only() -> None:
 # -- .dockerignore ----------------------------------------------------------------------------
 
 KEPT_OUT = (
-    ".venv", ".bench-cache", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis",
-    "__pycache__", "node/__pycache__", "node/mesh/__pycache__", "tests/node/__pycache__", ".git",
-    "memlane.egg-info", "tests/node/mcp_ts/node_modules", "deploy/.env",
-)  # fmt: skip
+    ".venv",
+    ".bench-cache",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    "__pycache__",
+    "node/__pycache__",
+    "node/mesh/__pycache__",
+    "tests/node/__pycache__",
+    ".git",
+    "memlane.egg-info",
+    "tests/node/mcp_ts/node_modules",
+    "deploy/.env",
+)
 
 
 def _pattern(text: str) -> re.Pattern[str]:
@@ -482,8 +536,11 @@ def _copied() -> list[str]:
 
 def _dockerignore_problems(rules: str) -> list[str]:
     problems = [f"{path} is sent to the build" for path in KEPT_OUT if not _ignored(rules, path)]
-    problems += [f"{path} is copied by the Containerfile but left out"
-                 for path in _copied() if _ignored(rules, path)]  # fmt: skip
+    problems += [
+        f"{path} is copied by the Containerfile but left out"
+        for path in _copied()
+        if _ignored(rules, path)
+    ]
     return problems
 
 
@@ -492,9 +549,10 @@ def test_dockerignore_keeps_the_build_context_to_the_sources() -> None:
     assert len(_copied()) > 20  # pyproject.toml, README.md, protocol/, node/, the entrypoint
     assert _dockerignore_problems(rules) == []
     assert _dockerignore_problems(rules.replace("**/__pycache__\n", "__pycache__\n")) == [
-        "node/__pycache__ is sent to the build", "node/mesh/__pycache__ is sent to the build",
+        "node/__pycache__ is sent to the build",
+        "node/mesh/__pycache__ is sent to the build",
         "tests/node/__pycache__ is sent to the build",
-    ]  # fmt: skip
+    ]
     assert _dockerignore_problems(rules + "!.venv\n") == [".venv is sent to the build"]
     assert _dockerignore_problems(rules + "README*\n") == [
         "README.md is copied by the Containerfile but left out"
@@ -506,8 +564,17 @@ def test_dockerignore_keeps_the_build_context_to_the_sources() -> None:
 
 def _config_check(path: Path, data: Path) -> Any:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLANE")}
-    return _run(str(MEMLANE), "config", "check", "--config", str(path), "--data", str(data),
-                "--json", env=env)  # fmt: skip
+    return _run(
+        str(MEMLANE),
+        "config",
+        "check",
+        "--config",
+        str(path),
+        "--data",
+        str(data),
+        "--json",
+        env=env,
+    )
 
 
 def test_example_configs_pass_config_check(tmp_path: Path) -> None:

@@ -22,10 +22,28 @@ from node.node import Node
 
 ROOT = Path(__file__).resolve().parents[2]
 _WORDS = (
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
-    "nineteen", "twenty",
-)  # fmt: skip
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+)
 NUMBERS = {word: n for n, word in enumerate(_WORDS)}
 _COUNT = "|".join([*NUMBERS, r"\d+"])
 _TOOL_NAME = re.compile(r"`([a-z]+_[a-z_]+)`")  # every tool's name has an underscore
@@ -85,9 +103,16 @@ def test_docs_mcp_counts_and_tabulates_the_tools_served(served: list[Tool]) -> N
     for tool in served:
         hints = tool.annotations
         assert hints is not None
-        expected.append((tool.name, tool.title, yes[bool(hints.read_only_hint)],
-                         yes[bool(hints.destructive_hint)], yes[bool(hints.idempotent_hint)],
-                         yes[bool(hints.open_world_hint)]))  # fmt: skip
+        expected.append(
+            (
+                tool.name,
+                tool.title,
+                yes[bool(hints.read_only_hint)],
+                yes[bool(hints.destructive_hint)],
+                yes[bool(hints.idempotent_hint)],
+                yes[bool(hints.open_world_hint)],
+            )
+        )
     assert rows == expected
 
 

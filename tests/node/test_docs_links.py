@@ -65,8 +65,9 @@ def _exists(name: str) -> bool:
 def problems(page: str, text: str) -> list[str]:
     """What in ``text`` (the page ``page``, relative to the repository) points outside the
     repository or at nothing."""
-    found = [f"{page}: cites {m[0]!r}, which is not in this repository"
-             for m in _OUTSIDE.finditer(text)]  # fmt: skip
+    found = [
+        f"{page}: cites {m[0]!r}, which is not in this repository" for m in _OUTSIDE.finditer(text)
+    ]
     prose = _FENCE.sub("", text)
     here = (ROOT / page).parent
     for target in _LINK.findall(_CODE_SPAN.sub("", prose)):
@@ -97,14 +98,21 @@ def test_every_page_is_checked() -> None:
 
 
 def test_the_check_finds_what_it_looks_for() -> None:
-    text = "\n".join([
-        "# A page", "", "## Two words: `code`", "",
-        "As DESIGN §4.1 asks, and seeds/000 says; TIME-WINDOWS §2 too.",
-        "[ok](mesh.md#the-peer-table) [self](#two-words-code) [web](https://example.org/x)",
-        "[gone](nowhere.md) [bad anchor](mesh.md#no-such-heading) [bad self](#nothing)",
-        "See node/views/fold.py, tests/node/test_no_such_file.py and deploy/examples/*.toml.",
-        "```", "[in code](nowhere-either.md) DESIGN", "```",
-    ])  # fmt: skip
+    text = "\n".join(
+        [
+            "# A page",
+            "",
+            "## Two words: `code`",
+            "",
+            "As DESIGN §4.1 asks, and seeds/000 says; TIME-WINDOWS §2 too.",
+            "[ok](mesh.md#the-peer-table) [self](#two-words-code) [web](https://example.org/x)",
+            "[gone](nowhere.md) [bad anchor](mesh.md#no-such-heading) [bad self](#nothing)",
+            "See node/views/fold.py, tests/node/test_no_such_file.py and deploy/examples/*.toml.",
+            "```",
+            "[in code](nowhere-either.md) DESIGN",
+            "```",
+        ]
+    )
     page = "docs/example.md"
     assert problems(page, text) == [
         f"{page}: cites 'DESIGN', which is not in this repository",

@@ -145,9 +145,14 @@ def test_wordllama_loads_and_embeds_with_no_network():
     assert shown["interfaces"] == ["lo"]  # a namespace with loopback alone: nowhere to go
     here = asyncio.run(WordLlamaEmbedder().embed(TEXTS))
     # root_handlers: wordllama's import calls logging.basicConfig, which the embedder undoes
-    assert shown == {"interfaces": ["lo"], "model": "wordllama:l2_supercat_256@0.4.0.post1",
-                     "shape": [4, 256], "dtype": "float32", "sha256": _sha(here),
-                     "root_handlers": 0}  # fmt: skip
+    assert shown == {
+        "interfaces": ["lo"],
+        "model": "wordllama:l2_supercat_256@0.4.0.post1",
+        "shape": [4, 256],
+        "dtype": "float32",
+        "sha256": _sha(here),
+        "root_handlers": 0,
+    }
 
 
 # the endpoint embedder against a real server
@@ -170,8 +175,10 @@ async def test_the_endpoint_answers_wordllamas_vectors(embed_server, delimit):
     np.testing.assert_allclose(vectors[[0, 2, 3, 4]], own, atol=1e-6)
     assert not vectors[1].any()  # the blank text was not sent
     sent = [r["body"] for r in embed_server.received]
-    assert sent == [{"model": "l2_supercat", "input": TEXTS[:2]},
-                    {"model": "l2_supercat", "input": TEXTS[2:]}]  # fmt: skip
+    assert sent == [
+        {"model": "l2_supercat", "input": TEXTS[:2]},
+        {"model": "l2_supercat", "input": TEXTS[2:]},
+    ]
     assert embed_server.received[0]["authorization"] is None
     await endpoint.aclose()
 
@@ -309,7 +316,8 @@ async def test_make_embedder_follows_search(embed_server, tmp_path):
     assert isinstance(make_embedder(SearchConfig(embedder="wordllama")), WordLlamaEmbedder)
     embed_server.key = "k-1"
     (tmp_path / "key").write_text("k-1\n")
-    config = NodeConfig.from_mapping(tomllib.loads(f"""
+    config = NodeConfig.from_mapping(
+        tomllib.loads(f"""
         [search]
         embedder = "endpoint"
         url = "{embed_server.url}"
@@ -318,9 +326,11 @@ async def test_make_embedder_follows_search(embed_server, tmp_path):
         timeout = "2s"
         batch = 1
         fusion_weight = 1
-    """))  # fmt: skip
-    assert config.search == SearchConfig("endpoint", embed_server.url, "l2_supercat",
-                                         tmp_path / "key", 2000, 1, 1.0)  # fmt: skip
+    """)
+    )
+    assert config.search == SearchConfig(
+        "endpoint", embed_server.url, "l2_supercat", tmp_path / "key", 2000, 1, 1.0
+    )
     endpoint = make_embedder(config.search)
     assert endpoint.model == f"endpoint:l2_supercat@{embed_server.url.removeprefix('http://')}"
     assert (await endpoint.embed(TEXTS[:2])).shape == (2, 256)
@@ -338,20 +348,29 @@ async def test_no_embedder_is_never_asked():
 
 SEARCH_PROBLEMS = [
     ({"embedder": "bert"}, "search.embedder must be one of none, wordllama, endpoint"),
-    ({"embedder": "endpoint", "model": "m"},
-     'search.url is required when search.embedder is "endpoint"'),
-    ({"embedder": "endpoint", "url": "http://h:1"},
-     'search.model is required when search.embedder is "endpoint"'),
+    (
+        {"embedder": "endpoint", "model": "m"},
+        'search.url is required when search.embedder is "endpoint"',
+    ),
+    (
+        {"embedder": "endpoint", "url": "http://h:1"},
+        'search.model is required when search.embedder is "endpoint"',
+    ),
     ({"url": "ftp://h"}, "search.url: 'ftp://h' is not an http:// or https:// URL"),
     ({"url": "http://h:port"}, "search.url: 'http://h:port' is not an http:// or https:// URL"),
     ({"url": "https://me:pw@h"}, "search.url must not hold credentials (use search.key_file)"),
-    ({"url": "http://h:11434/v1"}, "search.url: 'http://h:11434/v1' must be the server's base "
-                                   "URL, without /v1 (/v1/embeddings is added), a query or a "
-                                   "fragment"),
+    (
+        {"url": "http://h:11434/v1"},
+        "search.url: 'http://h:11434/v1' must be the server's base "
+        "URL, without /v1 (/v1/embeddings is added), a query or a "
+        "fragment",
+    ),
     ({"model": ""}, "search.model must be a model name"),
     ({"key_file": "relative/key"}, "search.key_file must be an absolute path"),
-    ({"key_file": "/nonexistent/key"}, "search.key_file: '/nonexistent/key' is not a readable "
-                                       "file"),
+    (
+        {"key_file": "/nonexistent/key"},
+        "search.key_file: '/nonexistent/key' is not a readable file",
+    ),
     ({"timeout": "10"}, "search.timeout: '10' is not a duration like 30s, 5m, 2h, 1d or 1w"),
     ({"timeout": "1h"}, "search.timeout must be at most 10m"),
     ({"batch": 0}, "search.batch must be an integer from 1 to 256"),
@@ -361,9 +380,11 @@ SEARCH_PROBLEMS = [
     ({"fusion_weight": -0.1}, "search.fusion_weight must be a number from 0 to 1"),
     ({"fusion_weight": True}, "search.fusion_weight must be a number from 0 to 1"),
     ({"fusion_weight": float("nan")}, "search.fusion_weight must be a number from 0 to 1"),
-    ({"rerank": True}, "search may set only batch, embedder, fusion_weight, key_file, model, "
-                       "timeout, url"),
-]  # fmt: skip
+    (
+        {"rerank": True},
+        "search may set only batch, embedder, fusion_weight, key_file, model, timeout, url",
+    ),
+]
 
 
 @pytest.mark.parametrize(("table", "problem"), SEARCH_PROBLEMS)

@@ -72,8 +72,12 @@ TO_BOB, TO_ELSEWHERE = _id(0xF, 1), _id(0xF, 2)  # alice's, naming hidden episod
 def _fields(i: int) -> dict[str, Any]:
     """Fields shared by visible and hidden episodes, so every filter meets both."""
     tags = [TAGS[i % 3]] + (["ops"] if i % 4 == 0 and i % 3 else [])
-    return {"tool": TOOLS[i % 3], "tags": tags, "summary": f"episode {i}",
-            "status": "failed" if i % 7 == 0 else "recorded"}  # fmt: skip
+    return {
+        "tool": TOOLS[i % 3],
+        "tags": tags,
+        "summary": f"episode {i}",
+        "status": "failed" if i % 7 == 0 else "recorded",
+    }
 
 
 def _at(i: int, extra: int = 0) -> Hlc:
@@ -89,10 +93,16 @@ def _visible() -> list[Item]:
         fields = _fields(i) | ({"expires_at": READ + DAY} if i % 5 == 0 else {})
         out.append(("episode.record", record(ALICE[i], prev=ALICE[i - 1], **fields), _at(i)))
         if i == 10:
-            out.append(("episode.record", record(TO_BOB, prev=BOB[3], **_fields(1)),
-                        _at(i, 30 * SECOND)))  # fmt: skip
-            out.append(("episode.record", record(TO_ELSEWHERE, prev=ELSEWHERE[1], **_fields(2)),
-                        _at(i, 40 * SECOND)))  # fmt: skip
+            out.append(
+                ("episode.record", record(TO_BOB, prev=BOB[3], **_fields(1)), _at(i, 30 * SECOND))
+            )
+            out.append(
+                (
+                    "episode.record",
+                    record(TO_ELSEWHERE, prev=ELSEWHERE[1], **_fields(2)),
+                    _at(i, 40 * SECOND),
+                )
+            )
     out += [
         ("episode.amend", about(ALICE[5], status="done"), _at(22)),
         ("episode.amend", about(ALICE[5], status="failed"), _at(23)),
@@ -103,8 +113,13 @@ def _visible() -> list[Item]:
     ]
     for n, episode in enumerate(ROOT):
         prev = ROOT[n - 1] if n else None
-        out.append(("episode.record", record(episode, caller="root", prev=prev, **_fields(n)),
-                    _at(3 * n + 4, 10)))  # fmt: skip
+        out.append(
+            (
+                "episode.record",
+                record(episode, caller="root", prev=prev, **_fields(n)),
+                _at(3 * n + 4, 10),
+            )
+        )
     return out
 
 
@@ -113,11 +128,17 @@ def _others() -> list[Item]:
     out: list[Item] = []
     for i, episode in enumerate(BOB):
         prev = ALICE[12] if i == 0 else BOB[i - 1]  # bob's first names one of alice's
-        out.append(("episode.record", record(episode, caller="bob", prev=prev, **_fields(i)),
-                    _at(i + 2, 0 if i % 2 else 20 * SECOND)))  # fmt: skip
+        out.append(
+            (
+                "episode.record",
+                record(episode, caller="bob", prev=prev, **_fields(i)),
+                _at(i + 2, 0 if i % 2 else 20 * SECOND),
+            )
+        )
     for i, episode in enumerate(CAROL):
-        out.append(("episode.record", record(episode, caller="carol", **_fields(i + 1)),
-                    _at(2 * i + 3)))  # fmt: skip
+        out.append(
+            ("episode.record", record(episode, caller="carol", **_fields(i + 1)), _at(2 * i + 3))
+        )
     out += [
         ("episode.amend", about(BOB[3], caller="bob", status="done"), _at(22, 3)),
         ("episode.forget", about(BOB[5], caller="bob"), _at(22, 4)),
@@ -130,8 +151,13 @@ def _elsewhere() -> list[Item]:
     for i, episode in enumerate(ELSEWHERE):
         caller = "alice" if i % 2 else "olga"
         prev = ELSEWHERE[i - 1] if i else None
-        out.append(("episode.record", record(episode, caller=caller, vault="other", prev=prev,
-                                             **_fields(i)), _at(i + 5)))  # fmt: skip
+        out.append(
+            (
+                "episode.record",
+                record(episode, caller=caller, vault="other", prev=prev, **_fields(i)),
+                _at(i + 5),
+            )
+        )
     out += [  # naming alice's team episodes from another vault: they count nowhere
         ("episode.amend", about(ALICE[5], vault="other", status="hijacked"), _at(25)),
         ("episode.amend", about(ALICE[7], vault="other", trust=0.99, status="done"), _at(25, 1)),
@@ -217,21 +243,35 @@ WINDOWS = [
     ("2026-09-21", "2026-09-22"),
 ]
 FILTERS: list[dict[str, Any]] = [
-    {}, {"status": "done"}, {"status": "failed"}, {"status": "recorded"}, {"status": "hijacked"},
-    {"tool": "shell"}, {"tool": "edit", "status": "recorded"}, {"tags": ["ops"]},
-    {"tags": ["ops", "q3"]}, {"tags": ["ml"], "tool": "edit"},
+    {},
+    {"status": "done"},
+    {"status": "failed"},
+    {"status": "recorded"},
+    {"status": "hijacked"},
+    {"tool": "shell"},
+    {"tool": "edit", "status": "recorded"},
+    {"tags": ["ops"]},
+    {"tags": ["ops", "q3"]},
+    {"tags": ["ml"], "tool": "edit"},
     *[{k: v for k, v in (("since", s), ("until", u)) if v} for s, u in WINDOWS],
     {"since": format_instant(BASE + 6 * MINUTE), "tags": ["ops"], "status": "recorded"},
-]  # fmt: skip
+]
 BAD: list[dict[str, Any]] = [
-    {"id": UNKNOWN, "k": 0}, {"id": ALICE[5], "k": "3"}, {"id": ""}, {"id": ALICE[5], "x": 1},
-    {"id": ALICE[22], "response_format": "short"}, {"id": ALICE[1], "verbosity": "full",
-                                                    "response_format": "concise"},
-]  # fmt: skip
+    {"id": UNKNOWN, "k": 0},
+    {"id": ALICE[5], "k": "3"},
+    {"id": ""},
+    {"id": ALICE[5], "x": 1},
+    {"id": ALICE[22], "response_format": "short"},
+    {"id": ALICE[1], "verbosity": "full", "response_format": "concise"},
+]
 LIST_BAD: list[dict[str, Any]] = [
-    {"page": 0}, {"page_size": 101}, {"since": "2026-09-22", "until": "2026-09-21"},
-    {"tags": "ops"}, {"status": ""}, {"id": ALICE[3]},
-]  # fmt: skip
+    {"page": 0},
+    {"page_size": 101},
+    {"since": "2026-09-22", "until": "2026-09-21"},
+    {"tags": "ops"},
+    {"status": ""},
+    {"id": ALICE[3]},
+]
 
 
 def _chain_calls(extra: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -331,16 +371,16 @@ async def test_an_admin_reads_alike_without_other_vaults_and_forgotten_episodes(
 ):
     nodes = await _stores(tmp_path, stack)
     admin = ("admin:workspace",)
-    diffs = await _differences(nodes["rich"], nodes["team"], "root", admin,
-                               {"any_caller": any_caller})  # fmt: skip
+    diffs = await _differences(
+        nodes["rich"], nodes["team"], "root", admin, {"any_caller": any_caller}
+    )
     assert not diffs, _show(diffs)
     # To the admin asking for any caller, bob's episodes are there: rich and bare differ.
     root = await _caller(nodes["rich"], "root", admin)
     chain = await nodes["rich"].work_episode_chain(root, id=BOB[0], any_caller=any_caller)
     if any_caller:
         assert [e["id"] for e in chain["chain"]] == [BOB[0], *ALICE[12:1:-1]]
-        assert await _differences(nodes["rich"], nodes["bare"], "root", admin,
-                                  {"any_caller": True})  # fmt: skip
+        assert await _differences(nodes["rich"], nodes["bare"], "root", admin, {"any_caller": True})
     else:
         assert chain == unavailable(BOB[0])
         assert [e["id"] for e in (await nodes["rich"].work_episodes(root))["episodes"]] == (
@@ -469,8 +509,9 @@ async def _answers(node: Node) -> list[Any]:
     for who, extra in ((alice, {}), (bob, {}), (root, {"any_caller": True})):
         for start in E:
             for k in (1, 2, 50):
-                out.append(await _outcome(node, who, "work_episode_chain",
-                                          {"id": start, "k": k} | extra))  # fmt: skip
+                out.append(
+                    await _outcome(node, who, "work_episode_chain", {"id": start, "k": k} | extra)
+                )
         for args in ({}, {"status": "final"}, {"tags": ["ops"]}, {"page_size": 2, "page": 2}):
             out.append(await _outcome(node, who, "work_episodes", args | extra))
     return out
@@ -505,12 +546,15 @@ async def test_any_arrival_order_gives_the_same_episodes(tmp_path, stack):
     # At one time, the writer breaks the tie.
     w1_first = SigningKey(bytes([0x61]) * 32).public < SigningKey(bytes([0x64]) * 32).public
     assert (chain[0]["eligibility"], chain[1]["status"], chain[1]["summary"]) == (
-        "held", "early", "w1" if w1_first else "w4",
-    )  # fmt: skip
+        "held",
+        "early",
+        "w1" if w1_first else "w4",
+    )
     one = (await node.work_episode_chain(alice, id=E[2]))["chain"]
     assert [(e["id"], e.get("summary"), e["trust"]) for e in one] == [
-        (E[2], None, 0.3), (E[1], "one", None),
-    ]  # fmt: skip
+        (E[2], None, 0.3),
+        (E[1], "one", None),
+    ]
     assert (one[1]["status"], one[1]["task_result"]) == ("last word", 2)
     assert await node.work_episode_chain(alice, id=E[3]) == unavailable(E[3])
     bob = await _caller(node, "bob", RW)

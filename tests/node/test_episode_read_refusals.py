@@ -24,21 +24,32 @@ FORMAT_TEXT = "invalid response_format: must be one of concise, detailed"
 VERBOSITY_TEXT = "invalid verbosity: must be one of full, terse"  # the specification's order
 DISAGREE = "response_format and verbosity disagree; send response_format alone"
 SHARED_BAD: list[tuple[dict[str, Any], str]] = [
-    ({"any_caller": "yes"}, FLAG_TEXT), ({"any_caller": 1}, FLAG_TEXT),
-    ({"any_caller": 0}, FLAG_TEXT), ({"any_caller": [True]}, FLAG_TEXT),
-    ({"response_format": "terse"}, FORMAT_TEXT), ({"response_format": "full"}, FORMAT_TEXT),
-    ({"response_format": "Concise"}, FORMAT_TEXT), ({"response_format": ""}, FORMAT_TEXT),
-    ({"response_format": 1}, FORMAT_TEXT), ({"response_format": ["concise"]}, FORMAT_TEXT),
-    ({"verbosity": "concise"}, VERBOSITY_TEXT), ({"verbosity": "detailed"}, VERBOSITY_TEXT),
-    ({"verbosity": "Terse"}, VERBOSITY_TEXT), ({"verbosity": False}, VERBOSITY_TEXT),
+    ({"any_caller": "yes"}, FLAG_TEXT),
+    ({"any_caller": 1}, FLAG_TEXT),
+    ({"any_caller": 0}, FLAG_TEXT),
+    ({"any_caller": [True]}, FLAG_TEXT),
+    ({"response_format": "terse"}, FORMAT_TEXT),
+    ({"response_format": "full"}, FORMAT_TEXT),
+    ({"response_format": "Concise"}, FORMAT_TEXT),
+    ({"response_format": ""}, FORMAT_TEXT),
+    ({"response_format": 1}, FORMAT_TEXT),
+    ({"response_format": ["concise"]}, FORMAT_TEXT),
+    ({"verbosity": "concise"}, VERBOSITY_TEXT),
+    ({"verbosity": "detailed"}, VERBOSITY_TEXT),
+    ({"verbosity": "Terse"}, VERBOSITY_TEXT),
+    ({"verbosity": False}, VERBOSITY_TEXT),
     ({"response_format": "concise", "verbosity": "full"}, DISAGREE),
     ({"response_format": "detailed", "verbosity": "terse"}, DISAGREE),
-]  # fmt: skip
+]
 CHAIN_BAD: list[tuple[dict[str, Any], str]] = [
     ({"bogus": 1}, "work_episode_chain does not take bogus"),
     ({"since": "2026-01-01", "page": 1}, "work_episode_chain does not take page, since"),
-    ({"id": None}, ID_TEXT), ({"id": 5}, ID_TEXT), ({"id": ""}, ID_TEXT),
-    ({"id": "x" * 257}, ID_TEXT), ({"id": [UNKNOWN]}, ID_TEXT), ({"id": b"abc"}, ID_TEXT),
+    ({"id": None}, ID_TEXT),
+    ({"id": 5}, ID_TEXT),
+    ({"id": ""}, ID_TEXT),
+    ({"id": "x" * 257}, ID_TEXT),
+    ({"id": [UNKNOWN]}, ID_TEXT),
+    ({"id": b"abc"}, ID_TEXT),
     *[({"k": k}, K_TEXT) for k in (0, 201, -1, "5", 5.0, True, False, [5], 1 << 70)],
     *SHARED_BAD,
     # arguments are checked in a fixed order: names, id, k, any_caller, format
@@ -46,7 +57,7 @@ CHAIN_BAD: list[tuple[dict[str, Any], str]] = [
     ({"id": 5, "k": 0}, ID_TEXT),
     ({"k": 0, "any_caller": "yes"}, K_TEXT),
     ({"any_caller": "yes", "response_format": "x"}, FLAG_TEXT),
-]  # fmt: skip
+]
 TIME_TEXT = "must be an ISO-8601 instant or a YYYY-MM-DD date"
 UNTIL_TEXT = "invalid until: must be after since"
 STATUS_TEXT = "invalid status: must be a string of 1 to 64 characters"
@@ -59,22 +70,33 @@ LIST_BAD: list[tuple[dict[str, Any], str]] = [
     ({"k": 5, "cursor": "x"}, "work_episodes does not take cursor, k"),
     ({"since": 5}, f"invalid since: {TIME_TEXT}"),
     ({"until": ["2026-09-21"]}, f"invalid until: {TIME_TEXT}"),
-    ({"since": "yesterday"},
-     "invalid since: 'yesterday' is not an ISO-8601 instant with an offset"),
+    (
+        {"since": "yesterday"},
+        "invalid since: 'yesterday' is not an ISO-8601 instant with an offset",
+    ),
     ({"until": ""}, "invalid until: '' is not an ISO-8601 instant with an offset"),
-    ({"until": "2026-10-09T08:00:00"},
-     "invalid until: '2026-10-09T08:00:00' is not an ISO-8601 instant with an offset"),
+    (
+        {"until": "2026-10-09T08:00:00"},
+        "invalid until: '2026-10-09T08:00:00' is not an ISO-8601 instant with an offset",
+    ),
     ({"since": "2026-13-01"}, "invalid since: year or month out of range"),
     ({"since": "1969-12-31"}, "invalid since: must not be before 1970-01-01"),
     ({"since": "2026-09-22", "until": "2026-09-22"}, UNTIL_TEXT),
     ({"since": "2026-09-22T00:00:00Z", "until": "2026-09-21T23:59:59.999Z"}, UNTIL_TEXT),
     ({"since": "2026-09-22T02:00:00+02:00", "until": "2026-09-22"}, UNTIL_TEXT),
-    ({"status": ""}, STATUS_TEXT), ({"status": 5}, STATUS_TEXT),
+    ({"status": ""}, STATUS_TEXT),
+    ({"status": 5}, STATUS_TEXT),
     ({"status": "s" * 65}, STATUS_TEXT),
-    ({"tool": ""}, TOOL_TEXT), ({"tool": ["shell"]}, TOOL_TEXT), ({"tool": "t" * 129}, TOOL_TEXT),
-    ({"tags": "ops"}, TAGS_TEXT), ({"tags": [""]}, TAGS_TEXT), ({"tags": ["x" * 65]}, TAGS_TEXT),
-    ({"tags": [1]}, TAGS_TEXT), ({"tags": ["ok", None]}, TAGS_TEXT),
-    ({"tags": [f"t{i}" for i in range(17)]}, TAGS_TEXT), ({"tags": ["ops"] * 17}, TAGS_TEXT),
+    ({"tool": ""}, TOOL_TEXT),
+    ({"tool": ["shell"]}, TOOL_TEXT),
+    ({"tool": "t" * 129}, TOOL_TEXT),
+    ({"tags": "ops"}, TAGS_TEXT),
+    ({"tags": [""]}, TAGS_TEXT),
+    ({"tags": ["x" * 65]}, TAGS_TEXT),
+    ({"tags": [1]}, TAGS_TEXT),
+    ({"tags": ["ok", None]}, TAGS_TEXT),
+    ({"tags": [f"t{i}" for i in range(17)]}, TAGS_TEXT),
+    ({"tags": ["ops"] * 17}, TAGS_TEXT),
     ({"tags": {"ops": 1}}, TAGS_TEXT),
     *[({"page": v}, PAGE_TEXT) for v in (0, 10_001, "1", 1.0, True)],
     *[({"page_size": v}, SIZE_TEXT) for v in (0, 101, "20", 2.5, False)],
@@ -88,7 +110,7 @@ LIST_BAD: list[tuple[dict[str, Any], str]] = [
     ({"since": "2026-09-22", "until": "2026-09-21", "page": 0}, UNTIL_TEXT),
     ({"page": 0, "page_size": 0}, PAGE_TEXT),
     ({"page_size": 0, "any_caller": "yes"}, SIZE_TEXT),
-]  # fmt: skip
+]
 
 
 @pytest.mark.asyncio

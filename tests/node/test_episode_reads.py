@@ -39,15 +39,42 @@ SECOND, MINUTE, HOUR = 1000, 60_000, 3_600_000
 RW = ("read:workspace", "write:workspace")
 # The chain[] fields, in the specification's order (docs/tools/work_episode_chain.md).
 CHAIN_FIELDS = [
-    "id", "ts", "vault", "session_id", "caller", "channel", "episode_type", "task_result",
-    "verdict_at", "tool", "status", "error_code", "duration_ms", "result_size", "summary",
-    "tags", "trust", "eligibility", "blocked", "prev_id",
-]  # fmt: skip
+    "id",
+    "ts",
+    "vault",
+    "session_id",
+    "caller",
+    "channel",
+    "episode_type",
+    "task_result",
+    "verdict_at",
+    "tool",
+    "status",
+    "error_code",
+    "duration_ms",
+    "result_size",
+    "summary",
+    "tags",
+    "trust",
+    "eligibility",
+    "blocked",
+    "prev_id",
+]
 # What concise keeps of an episode with every field set.
 CONCISE_FIELDS = [
-    "id", "ts", "status", "eligibility", "episode_type", "tool", "task_result", "verdict_at",
-    "error_code", "summary", "tags", "prev_id",
-]  # fmt: skip
+    "id",
+    "ts",
+    "status",
+    "eligibility",
+    "episode_type",
+    "tool",
+    "task_result",
+    "verdict_at",
+    "error_code",
+    "summary",
+    "tags",
+    "prev_id",
+]
 
 
 # -- the reader contract at every hop ----------------------------------------------------------
@@ -75,8 +102,11 @@ async def test_a_forgotten_hop_ends_the_chain_before_it(node, make_caller):
 async def test_an_expired_hop_ends_the_chain_from_its_expiry_on(node, make_caller, wall):
     alice = await make_caller()
     e1 = (await node.work_record(alice, summary="1"))["id"]
-    e2 = (await node.work_record(alice, summary="2", expires_at=format_instant(NOW + 2 * SECOND),
-                                 tags=["ops"]))["id"]  # fmt: skip
+    e2 = (
+        await node.work_record(
+            alice, summary="2", expires_at=format_instant(NOW + 2 * SECOND), tags=["ops"]
+        )
+    )["id"]
     e3 = (await node.work_record(alice, summary="3", expires_at="2027-01-01"))["id"]
     e4 = (await node.work_record(alice, summary="4"))["id"]
     wall.now = NOW + 2 * SECOND - 1
@@ -115,18 +145,23 @@ async def test_another_callers_hop_ends_the_chain_unless_an_admin_asks_for_any(
     root = await make_caller("root", "team", ("admin:workspace",))
     elsewhere = await make_caller("root", "other", ("admin:workspace",))
     b1, b2, a1, a2, a3 = eid(1), eid(2), eid(3), eid(4), eid(5)
-    await receive(node, [
-        foreign.next("episode.record", record(b1, caller="bob")),
-        foreign.next("episode.record", record(b2, caller="bob", prev=b1)),
-        foreign.next("episode.record", record(a1, prev=b2)),  # a peer linked across callers
-        foreign.next("episode.record", record(a2, prev=a1)),
-        foreign.next("episode.record", record(a3, prev=a2)),
-    ])  # fmt: skip
+    await receive(
+        node,
+        [
+            foreign.next("episode.record", record(b1, caller="bob")),
+            foreign.next("episode.record", record(b2, caller="bob", prev=b1)),
+            foreign.next("episode.record", record(a1, prev=b2)),  # a peer linked across callers
+            foreign.next("episode.record", record(a2, prev=a1)),
+            foreign.next("episode.record", record(a3, prev=a2)),
+        ],
+    )
 
     answer = await node.work_episode_chain(alice, id=a3)
     assert [(e["id"], e["prev_id"]) for e in answer["chain"]] == [
-        (a3, a2), (a2, a1), (a1, None),
-    ]  # fmt: skip
+        (a3, a2),
+        (a2, a1),
+        (a1, None),
+    ]
     assert answer["truncated"] is False
     assert await walk(node, alice, a3, k=3) == ([a3, a2, a1], False)
     assert await walk(node, bob, b2) == ([b2, b1], False)
@@ -156,13 +191,16 @@ async def test_a_prev_id_naming_a_hidden_or_unknown_episode_shows_null(node, mak
     gone, kept = await record_ids(node, alice, 2)
     await node.work_forget(alice, id=gone)
     bobs, elsewhere, orphan, to_bob, to_other = eid(1), eid(2), eid(3), eid(4), eid(5)
-    await receive(node, [
-        foreign.next("episode.record", record(bobs, caller="bob")),
-        foreign.next("episode.record", record(elsewhere, vault="other")),
-        foreign.next("episode.record", record(orphan, prev=UNKNOWN)),
-        foreign.next("episode.record", record(to_bob, prev=bobs)),
-        foreign.next("episode.record", record(to_other, prev=elsewhere)),
-    ])  # fmt: skip
+    await receive(
+        node,
+        [
+            foreign.next("episode.record", record(bobs, caller="bob")),
+            foreign.next("episode.record", record(elsewhere, vault="other")),
+            foreign.next("episode.record", record(orphan, prev=UNKNOWN)),
+            foreign.next("episode.record", record(to_bob, prev=bobs)),
+            foreign.next("episode.record", record(to_other, prev=elsewhere)),
+        ],
+    )
     prevs = {}
     for start in (kept, orphan, to_bob, to_other):
         answer = await node.work_episode_chain(alice, id=start)
@@ -182,13 +220,16 @@ async def test_a_prev_id_naming_a_hidden_or_unknown_episode_shows_null(node, mak
 async def test_a_cycle_ends_the_walk_at_its_first_revisit(node, make_caller, foreign):
     alice = await make_caller()
     a, b, c, d, s = eid(1), eid(2), eid(3), eid(4), eid(5)
-    await receive(node, [
-        foreign.next("episode.record", record(a, prev=b)),
-        foreign.next("episode.record", record(b, prev=a)),
-        foreign.next("episode.record", record(c, prev=a)),  # into the cycle
-        foreign.next("episode.record", record(s, prev=s)),  # its own predecessor
-        foreign.next("episode.record", record(d, prev=c)),
-    ])  # fmt: skip
+    await receive(
+        node,
+        [
+            foreign.next("episode.record", record(a, prev=b)),
+            foreign.next("episode.record", record(b, prev=a)),
+            foreign.next("episode.record", record(c, prev=a)),  # into the cycle
+            foreign.next("episode.record", record(s, prev=s)),  # its own predecessor
+            foreign.next("episode.record", record(d, prev=c)),
+        ],
+    )
     for k in (2, 3, 50, 200):
         assert await walk(node, alice, a, k=k) == ([a, b], False)
         assert await walk(node, alice, b, k=k) == ([b, a], False)
@@ -250,10 +291,22 @@ async def test_k_bounds_the_walk_and_truncated_says_a_passing_hop_remains(node, 
 
 # -- response formats --------------------------------------------------------------------------
 
-FULL = {"summary": "ran the deploy", "tool": "shell", "error_code": "E42", "duration_ms": 1200,
-        "result_size": 7, "trust": 0.75, "task_result": 1, "verdict_at": "2026-10-09",
-        "session_id": "s-1", "tags": ["ops"], "channel": "cli", "episode_type": "deploy",
-        "status": "failed", "eligibility": "held"}  # fmt: skip
+FULL = {
+    "summary": "ran the deploy",
+    "tool": "shell",
+    "error_code": "E42",
+    "duration_ms": 1200,
+    "result_size": 7,
+    "trust": 0.75,
+    "task_result": 1,
+    "verdict_at": "2026-10-09",
+    "session_id": "s-1",
+    "tags": ["ops"],
+    "channel": "cli",
+    "episode_type": "deploy",
+    "status": "failed",
+    "eligibility": "held",
+}
 
 
 @pytest.mark.asyncio
@@ -266,19 +319,49 @@ async def test_detailed_shows_the_seeds_fields_in_the_seeds_order(node, make_cal
     for episode in answer["chain"]:
         assert list(episode) == CHAIN_FIELDS
     assert answer["chain"][0] == {
-        "id": second, "ts": NOW, "vault": "team", "session_id": "s-1", "caller": "alice",
-        "channel": "cli", "episode_type": "deploy", "task_result": 1, "verdict_at":
-        1_791_504_000_000, "tool": "shell", "status": "failed", "error_code": "E42",
-        "duration_ms": 1200, "result_size": 7, "summary": "ran the deploy", "tags": ["ops"],
-        "trust": 0.75, "eligibility": "held", "blocked": False, "prev_id": first,
-    }  # fmt: skip
+        "id": second,
+        "ts": NOW,
+        "vault": "team",
+        "session_id": "s-1",
+        "caller": "alice",
+        "channel": "cli",
+        "episode_type": "deploy",
+        "task_result": 1,
+        "verdict_at": 1_791_504_000_000,
+        "tool": "shell",
+        "status": "failed",
+        "error_code": "E42",
+        "duration_ms": 1200,
+        "result_size": 7,
+        "summary": "ran the deploy",
+        "tags": ["ops"],
+        "trust": 0.75,
+        "eligibility": "held",
+        "blocked": False,
+        "prev_id": first,
+    }
     assert answer["chain"][1] == {
-        "id": first, "ts": NOW, "vault": "team", "session_id": None, "caller": "alice",
-        "channel": "api", "episode_type": "task", "task_result": None, "verdict_at": None,
-        "tool": None, "status": "recorded", "error_code": None, "duration_ms": None,
-        "result_size": None, "summary": None, "tags": [], "trust": None,
-        "eligibility": "eligible", "blocked": False, "prev_id": None,
-    }  # fmt: skip
+        "id": first,
+        "ts": NOW,
+        "vault": "team",
+        "session_id": None,
+        "caller": "alice",
+        "channel": "api",
+        "episode_type": "task",
+        "task_result": None,
+        "verdict_at": None,
+        "tool": None,
+        "status": "recorded",
+        "error_code": None,
+        "duration_ms": None,
+        "result_size": None,
+        "summary": None,
+        "tags": [],
+        "trust": None,
+        "eligibility": "eligible",
+        "blocked": False,
+        "prev_id": None,
+    }
     page = await node.work_episodes(alice, response_format="detailed")
     assert page["episodes"] == answer["chain"]
 
@@ -355,18 +438,32 @@ async def test_an_amended_episode_shows_its_amended_fields_in_both_tools(node, m
     root = await make_caller("root", "team", ("admin:workspace",))
     first = (await node.work_record(alice, summary="one", trust=0.1))["id"]
     second = (await node.work_record(alice, summary="two", tool="shell"))["id"]
-    await node.work_result(alice, id=first, status="done", task_result=0.5, trust=0.25,
-                           verdict_at="2026-10-09T08:00:00Z", eligibility="ineligible")  # fmt: skip
+    await node.work_result(
+        alice,
+        id=first,
+        status="done",
+        task_result=0.5,
+        trust=0.25,
+        verdict_at="2026-10-09T08:00:00Z",
+        eligibility="ineligible",
+    )
     await node.work_result(root, id=first, status="reviewed")  # the same field again
     await node.work_result(alice, id=second, task_result=-1)
-    amended = {"status": "reviewed", "task_result": 0.5, "trust": 0.25,
-               "verdict_at": 1_791_532_800_000, "eligibility": "ineligible"}  # fmt: skip
+    amended = {
+        "status": "reviewed",
+        "task_result": 0.5,
+        "trust": 0.25,
+        "verdict_at": 1_791_532_800_000,
+        "eligibility": "ineligible",
+    }
     chain = (await node.work_episode_chain(alice, id=second))["chain"]
     assert [e["id"] for e in chain] == [second, first]
     assert {k: chain[1][k] for k in amended} == amended
     assert (chain[1]["summary"], chain[0]["task_result"], chain[0]["status"]) == (
-        "one", -1, "recorded",
-    )  # fmt: skip
+        "one",
+        -1,
+        "recorded",
+    )
     page = (await node.work_episodes(alice))["episodes"]
     assert page == chain
     assert await listed(node, alice, status="reviewed") == [first]
@@ -394,13 +491,16 @@ async def test_hidden_starts_answer_exactly_as_unknown_ones(node, make_caller, f
     expired = (await node.work_record(alice, summary="old", expires_at="2026-09-01"))["id"]
     other_vault = (await node.work_record(alice_elsewhere, summary="elsewhere"))["id"]
     future = eid(77)  # written an hour ahead, beyond the allowed skew: not yet come
-    await receive(node, [foreign.next("episode.record", record(future, prev=mine),
-                                      hlc=Hlc(NOW + HOUR, 0))])  # fmt: skip
+    await receive(
+        node, [foreign.next("episode.record", record(future, prev=mine), hlc=Hlc(NOW + HOUR, 0))]
+    )
     reader = node.reader()
     assert await reader.count("episodes") == 6
 
-    hidden = {alice: [bobs, forgotten, expired, other_vault, future],
-              root: [forgotten, expired, other_vault, future]}  # fmt: skip
+    hidden = {
+        alice: [bobs, forgotten, expired, other_vault, future],
+        root: [forgotten, expired, other_vault, future],
+    }
     variants: list[dict[str, Any]] = [
         {},
         {"k": 1},
@@ -463,10 +563,13 @@ async def test_a_forget_arriving_before_its_record_wins(node, make_caller, forei
     wall_of = {"before": NOW + 1, "after": NOW + 50}[forget_written]
     forget = peer.next("episode.forget", about(gone), hlc=Hlc(wall_of, 0))
     await receive(node, [forget])
-    await receive(node, [
-        foreign.next("episode.record", record(kept), hlc=Hlc(NOW + 10, 0)),
-        foreign.next("episode.record", record(gone, prev=kept), hlc=Hlc(NOW + 20, 0)),
-    ])  # fmt: skip
+    await receive(
+        node,
+        [
+            foreign.next("episode.record", record(kept), hlc=Hlc(NOW + 10, 0)),
+            foreign.next("episode.record", record(gone, prev=kept), hlc=Hlc(NOW + 20, 0)),
+        ],
+    )
     await assert_never_surfaces(node, alice, gone)
     assert await walk(node, alice, kept) == ([kept], False)
     assert (await node.work_record(alice, summary="next"))["prev_id"] == kept
@@ -478,13 +581,17 @@ async def test_a_forget_before_its_record_in_one_batch_wins(node, make_caller, f
     alice = await make_caller()
     gone = eid(3)
     if batch == "one writer, one batch":
-        entries = [foreign.next("episode.forget", about(gone)),
-                   foreign.next("episode.record", record(gone))]  # fmt: skip
+        entries = [
+            foreign.next("episode.forget", about(gone)),
+            foreign.next("episode.record", record(gone)),
+        ]
     else:
         peer = ForeignWriter(node.info.mesh, seed=b"\x08" * 32)
         await admit(node, peer)
-        entries = [peer.next("episode.forget", about(gone), hlc=Hlc(NOW + 30, 0)),
-                   foreign.next("episode.record", record(gone))]  # fmt: skip
+        entries = [
+            peer.next("episode.forget", about(gone), hlc=Hlc(NOW + 30, 0)),
+            foreign.next("episode.record", record(gone)),
+        ]
     await receive(node, entries)
     await assert_never_surfaces(node, alice, gone)
 
@@ -520,10 +627,13 @@ async def test_a_forget_from_another_vault_blocks_nothing(node, make_caller, for
     await admit(node, peer)
     early, late = eid(5), eid(6)
     await receive(node, [peer.next("episode.forget", about(early, vault="other"))])
-    await receive(node, [
-        foreign.next("episode.record", record(early)),
-        foreign.next("episode.record", record(late, prev=early)),
-    ])  # fmt: skip
+    await receive(
+        node,
+        [
+            foreign.next("episode.record", record(early)),
+            foreign.next("episode.record", record(late, prev=early)),
+        ],
+    )
     await receive(node, [peer.next("episode.forget", about(late, vault="other"))])
     assert await walk(node, alice, late) == ([late, early], False)
     assert await listed(node, alice) == [late, early]
@@ -572,10 +682,13 @@ async def test_an_amendment_from_beyond_the_skew_waits_for_its_time(
     alice = await make_caller()
     episode = (await node.work_record(alice, summary="s"))["id"]
     ahead = NOW + 10 * MINUTE  # the allowed skew is five minutes
-    await receive(node, [
-        foreign.next("episode.amend", about(episode, status="later"), hlc=Hlc(ahead, 0)),
-        foreign.next("episode.amend", about(episode, status="now", trust=0.5)),
-    ])  # fmt: skip
+    await receive(
+        node,
+        [
+            foreign.next("episode.amend", about(episode, status="later"), hlc=Hlc(ahead, 0)),
+            foreign.next("episode.amend", about(episode, status="now", trust=0.5)),
+        ],
+    )
     reader = node.reader()
     assert await status_of(node, alice, episode) == "now"
     assert await reader.count("episode_due") == 1
@@ -599,8 +712,9 @@ async def test_an_amendment_within_the_skew_applies_when_the_clock_follows_it(
     alice = await make_caller()
     episode = (await node.work_record(alice, summary="s"))["id"]
     ahead = NOW + 2 * MINUTE
-    await receive(node, [foreign.next("episode.amend", about(episode, status="soon"),
-                                      hlc=Hlc(ahead, 0))])  # fmt: skip
+    await receive(
+        node, [foreign.next("episode.amend", about(episode, status="soon"), hlc=Hlc(ahead, 0))]
+    )
     assert wall.now == NOW
     assert node.store.now_ms() == ahead
     assert await status_of(node, alice, episode) == "soon"

@@ -58,16 +58,19 @@ async def _rows(node: Node, sql: str, *args: Any) -> list[tuple[Any, ...]]:
 async def traces(node: Node, sr_id: str) -> dict[str, int]:
     """What is left of an SR: rows naming it, its term in the search index, its bytes in any
     payload or pending payload, and audit events about it other than its erasure."""
-    found = {t: len(await _rows(node, f"SELECT 1 FROM {t} WHERE {c} = ?", sr_id))
-             for t, c in _BY_SR.items()}  # fmt: skip
+    found = {
+        t: len(await _rows(node, f"SELECT 1 FROM {t} WHERE {c} = ?", sr_id))
+        for t, c in _BY_SR.items()
+    }
     found["sr_vocab"] = len(await _rows(node, "SELECT 1 FROM sr_vocab WHERE term = ?", SECRET))
     needle = SECRET.encode()
     payloads = await _rows(node, "SELECT data FROM payloads")
     found["payloads"] = sum(needle in bytes(d) for (d,) in payloads)
     waiting = await _rows(node, "SELECT payload FROM pending WHERE payload IS NOT NULL")
     found["pending"] = sum(needle in bytes(d) for (d,) in waiting)
-    found["audit"] = len(await _rows(
-        node, "SELECT 1 FROM audit WHERE subject = ? AND event != 'sr_erased'", sr_id))  # fmt: skip
+    found["audit"] = len(
+        await _rows(node, "SELECT 1 FROM audit WHERE subject = ? AND event != 'sr_erased'", sr_id)
+    )
     return found
 
 
@@ -77,8 +80,15 @@ NONE_LEFT = dict.fromkeys([*_BY_SR, "sr_vocab", "payloads", "pending", "audit"],
 async def _written(node: Node, caller: Any) -> str:
     """An SR with every kind of derived row: versions, search terms, tags, a link, a local
     deletion."""
-    sr_id = (await node.e_write(caller, title=f"about {SECRET}", text=f"{SECRET} lives here",
-                                tags=["people"], links=[UNKNOWN]))["sr_id"]  # fmt: skip
+    sr_id = (
+        await node.e_write(
+            caller,
+            title=f"about {SECRET}",
+            text=f"{SECRET} lives here",
+            tags=["people"],
+            links=[UNKNOWN],
+        )
+    )["sr_id"]
     await node.e_correct(caller, sr_id=sr_id, text=f"{SECRET} moved", reason="moved")
     await node.e_adjust(caller, sr_id=sr_id, tags=["people", "moved"])
     await node.e_delete(caller, sr_id=sr_id)
@@ -155,8 +165,9 @@ async def test_a_private_srs_erasure_is_shown_to_its_owner_alone(node, make_call
 async def test_only_the_owner_or_an_admin_may_erase_and_others_learn_nothing(node, make_caller):
     alice = await make_caller()
     bob = await make_caller("bob")
-    admin = await make_caller("root", "team", ("read:workspace", "write:workspace",
-                                               "admin:workspace"))  # fmt: skip
+    admin = await make_caller(
+        "root", "team", ("read:workspace", "write:workspace", "admin:workspace")
+    )
     reader = await make_caller("carol", "team", ("read:workspace",))
     elsewhere = await make_caller("alice", "other")
     sr_id = (await node.e_write(alice, title=f"{SECRET}"))["sr_id"]
@@ -185,8 +196,16 @@ async def test_only_the_owner_or_an_admin_may_erase_and_others_learn_nothing(nod
 def _entries(writer: ForeignWriter, sr_id: str = SR_ID) -> list[Entry]:
     """Another node's SR about the secret, then its erase."""
     put = writer.next("sr.put", sr_payload(sr_id, title=SECRET, tags=["people"]))
-    fix = writer.next("sr.correct", {"sr_id": sr_id, "workspace": "team", "principal": "remote",
-                                     "text": f"{SECRET} again", "reason": "r"})  # fmt: skip
+    fix = writer.next(
+        "sr.correct",
+        {
+            "sr_id": sr_id,
+            "workspace": "team",
+            "principal": "remote",
+            "text": f"{SECRET} again",
+            "reason": "r",
+        },
+    )
     erase = writer.next(
         "sr.erase",
         {
@@ -235,8 +254,9 @@ async def test_entries_arriving_after_the_erase_are_kept_without_their_payloads(
     writer = ForeignWriter(b"")
     dirs = await make_mesh(tmp_path, ["A", "B"], wall, [writer])
     entries = _entries(writer)
-    late = writer.next("sr.adjust", {"sr_id": SR_ID, "workspace": "team",
-                                     "principal": "remote", "tags": [SECRET]})  # fmt: skip
+    late = writer.next(
+        "sr.adjust", {"sr_id": SR_ID, "workspace": "team", "principal": "remote", "tags": [SECRET]}
+    )
     async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
         await a.receive([*entries, late], source="in-order")
         # The erase first: it waits for the entries before it, which come without content.
@@ -407,8 +427,10 @@ async def test_writes_during_a_scrub_leave_the_index_whole(node, make_caller):
     """The scrub ends while others keep writing, and the search index stays sound (merging
     it a step at a time between their writes grew a level a step until FTS5 failed)."""
     alice = await make_caller()
-    sr_ids = [(await node.e_write(alice, title=f"{SECRET} {i}", text=f"words {i}"))["sr_id"]
-              for i in range(50)]  # fmt: skip
+    sr_ids = [
+        (await node.e_write(alice, title=f"{SECRET} {i}", text=f"words {i}"))["sr_id"]
+        for i in range(50)
+    ]
     await node.e_erase(alice, sr_id=sr_ids[25], reason="asked to be forgotten")
     done = asyncio.Event()
 

@@ -29,9 +29,15 @@ async def _fill(node: Node, wall: Wall, admin: Caller, bob: Caller) -> list[str]
     made = []
     for i, title in enumerate(["alpha", "beta", "gamma", "delta"]):
         wall.now += 1000
-        answer = await node.e_write(admin, title=title, text=f"{title} text", tags=[f"t{i}"],
-                                    content_time=f"202{i}-03-04T05:06:07Z",
-                                    links=made[-1:], conversational=i % 2 == 1)  # fmt: skip
+        answer = await node.e_write(
+            admin,
+            title=title,
+            text=f"{title} text",
+            tags=[f"t{i}"],
+            content_time=f"202{i}-03-04T05:06:07Z",
+            links=made[-1:],
+            conversational=i % 2 == 1,
+        )
         made.append(answer["sr_id"])
     await node.e_correct(admin, sr_id=made[1], reason="typo", text="beta text, corrected")
     await node.e_adjust(admin, sr_id=made[2], tags=["t2", "moved"])
@@ -108,9 +114,22 @@ async def test_export_and_import_from_the_command_line(tmp_path: Path, wall: Wal
     async with Node.open(tmp_path / "a", wall=wall) as a:
         who = await caller(a)
         await a.e_write(who, title="kept", text="an SR")
-    token = ok(run("token", "create", "--data", tmp_path / "a", "--principal", "alice",
-                   "--workspace", "team", "--scope", "read:workspace",
-                   "--scope", "write:workspace")).strip()  # fmt: skip
+    token = ok(
+        run(
+            "token",
+            "create",
+            "--data",
+            tmp_path / "a",
+            "--principal",
+            "alice",
+            "--workspace",
+            "team",
+            "--scope",
+            "read:workspace",
+            "--scope",
+            "write:workspace",
+        )
+    ).strip()
     on = ("--data", tmp_path / "a", "--token", token)
     exported = run("export", tmp_path / "a.jsonl", *on, "--json")
     assert exported.stderr == ""
@@ -118,8 +137,7 @@ async def test_export_and_import_from_the_command_line(tmp_path: Path, wall: Wal
     assert (out["srs"], out["episodes"]) == (1, 0)
     assert "already exists" in fails(run("export", tmp_path / "a.jsonl", *on))
     ok(run("export", tmp_path / "notes", "--format", "markdown", *on))
-    code, shown = on_terminal([str(MEMLANE), "export", str(tmp_path / "b.jsonl"),
-                               *map(str, on)])  # fmt: skip
+    code, shown = on_terminal([str(MEMLANE), "export", str(tmp_path / "b.jsonl"), *map(str, on)])
     assert code == 0
     assert drawn(shown, "export"), shown  # a bar on a terminal (and none on a pipe: above)
     assert len(list((tmp_path / "notes").glob("*.md"))) == 1

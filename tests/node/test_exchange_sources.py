@@ -40,9 +40,11 @@ async def test_the_memory_servers_own_file_becomes_srs_and_links(node: Node) -> 
     ada = srs["Ada Lovelace"]
     assert ada["tags"] == ["person"]
     assert ada["text"].split("\n") == [
-        "Wrote the first published algorithm", "Worked with Charles Babbage",
-        "worked_with → Charles Babbage", "wrote_notes_on → Analytical Engine",
-    ]  # fmt: skip
+        "Wrote the first published algorithm",
+        "Worked with Charles Babbage",
+        "worked_with → Charles Babbage",
+        "wrote_notes_on → Analytical Engine",
+    ]
     assert ada["linked"] == {"Charles Babbage", "Analytical Engine"}
     assert srs["London"]["linked"] == {"Charles Babbage"}  # a traverse goes both ways
     assert ada["sr_id"] == derived_id(who, "mcp-memory:Ada Lovelace")
@@ -84,24 +86,31 @@ def _write_lines(path: Path, lines: list[Any]) -> Path:
 
 
 def _entity(name: str, *observations: str) -> dict[str, Any]:
-    return {"type": "entity", "name": name, "entityType": "thing",
-            "observations": list(observations)}  # fmt: skip
+    return {
+        "type": "entity",
+        "name": name,
+        "entityType": "thing",
+        "observations": list(observations),
+    }
 
 
 async def test_broken_lines_are_told_and_skipped_and_nothing_is_half_written(
     node: Node, tmp_path: Path
 ) -> None:
     who = await caller(node)
-    path = _write_lines(tmp_path / "broken.jsonl", [
-        _entity("good", "kept"),
-        '{"type": "entity", "name": "cut',  # a truncated line
-        {"type": "entity", "name": 7, "entityType": "thing", "observations": []},  # wrong type
-        {"type": "relation", "from": "good", "to": "nobody", "relationType": "knows"},
-        _entity("huge", "x" * (10 << 20)),  # a 10 MB observation
-        _entity("long", "y" * 200_000),  # fits a line, past an SR's text
-        {"type": "mystery"},
-        _entity("also good", "kept too"),
-    ])  # fmt: skip
+    path = _write_lines(
+        tmp_path / "broken.jsonl",
+        [
+            _entity("good", "kept"),
+            '{"type": "entity", "name": "cut',  # a truncated line
+            {"type": "entity", "name": 7, "entityType": "thing", "observations": []},  # wrong type
+            {"type": "relation", "from": "good", "to": "nobody", "relationType": "knows"},
+            _entity("huge", "x" * (10 << 20)),  # a 10 MB observation
+            _entity("long", "y" * 200_000),  # fits a line, past an SR's text
+            {"type": "mystery"},
+            _entity("also good", "kept too"),
+        ],
+    )
     before = await counts(node)
     report = await node.import_file(who, path, "mcp-memory")
     told = {p.line: p.message for p in report.problems}
@@ -121,14 +130,25 @@ async def test_broken_lines_are_told_and_skipped_and_nothing_is_half_written(
 async def test_a_memlane_export_with_bad_lines(node: Node, tmp_path: Path) -> None:
     who = await caller(node)
     header = {"type": "header", "format": "memlane-export", "version": 1}
-    sr = {"type": "sr", "sr_id": "0190f1c2-0000-7000-8000-000000000001", "title": "fine",
-          "text": "", "tags": [], "links": []}  # fmt: skip
-    path = _write_lines(tmp_path / "export.jsonl", [
-        header, sr, sr | {"sr_id": "0190f1c2-0000-7000-8000-000000000002", "colour": "red"},
-        sr | {"sr_id": "0190f1c2-0000-7000-8000-000000000003", "title": 12},
-        sr | {"sr_id": "0190f1c2-0000-7000-8000-000000000004", "links": "nope"},
-        {"type": "sr", "title": "no id"},
-    ])  # fmt: skip
+    sr = {
+        "type": "sr",
+        "sr_id": "0190f1c2-0000-7000-8000-000000000001",
+        "title": "fine",
+        "text": "",
+        "tags": [],
+        "links": [],
+    }
+    path = _write_lines(
+        tmp_path / "export.jsonl",
+        [
+            header,
+            sr,
+            sr | {"sr_id": "0190f1c2-0000-7000-8000-000000000002", "colour": "red"},
+            sr | {"sr_id": "0190f1c2-0000-7000-8000-000000000003", "title": 12},
+            sr | {"sr_id": "0190f1c2-0000-7000-8000-000000000004", "links": "nope"},
+            {"type": "sr", "title": "no id"},
+        ],
+    )
     dry = await node.import_file(who, path, "memlane", dry_run=True)
     assert [(p.at, p.what, p.name) for p in dry.planned] == [("line 2", "sr", "fine")]
     assert (dry.written, dry.skipped) == (1, 4)

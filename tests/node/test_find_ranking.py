@@ -92,8 +92,12 @@ def store(foreign: ForeignWriter, start: int, rng: random.Random) -> tuple[list[
             ingest=start + n // 4,
             content=None if rng.random() < 0.3 else start - rng.randrange(10**6),
         )
-        fields: dict[str, Any] = {"title": sr.title, "text": sr.text, "tags": sr.tags,
-                                  "conversational": sr.conversational}  # fmt: skip
+        fields: dict[str, Any] = {
+            "title": sr.title,
+            "text": sr.text,
+            "tags": sr.tags,
+            "conversational": sr.conversational,
+        }
         if sr.private:
             fields["visibility"] = "private"
         if sr.content is not None:
@@ -126,14 +130,18 @@ def reference(
             continue
         norm = _K1 * (1 - _B + _B * s.length() / avgdl)
         bag = bags[s.sr_id]
-        parts = [_idf(n, df[t]) * bag[t] * (_K1 + 1) / (bag[t] + norm) for t in sorted(wanted)
-                 if bag[t]]  # fmt: skip
+        parts = [
+            _idf(n, df[t]) * bag[t] * (_K1 + 1) / (bag[t] + norm) for t in sorted(wanted) if bag[t]
+        ]
         if parts:
             scored.append((-sum(parts), s))
     scored.sort(key=lambda p: (p[0], p[1].sr_id))
     size, page = args["page_size"], args["page"]
-    chosen = [(rank, s, -score) for rank, (score, s) in enumerate(scored, 1)
-              if (page - 1) * size < rank <= page * size]  # fmt: skip
+    chosen = [
+        (rank, s, -score)
+        for rank, (score, s) in enumerate(scored, 1)
+        if (page - 1) * size < rank <= page * size
+    ]
     field, _, way = args["order_by"].rpartition("_")
 
     def when(s: Sr) -> int:
@@ -155,15 +163,23 @@ async def test_find_pages_ranks_and_scores_match_the_reference(
     for sr in rng.sample([s for s in srs if s.workspace == "team"], 8):
         await node.e_delete(admin, sr_id=sr.sr_id)
         sr.deleted = True
-    callers = [admin, await make_caller("alice", "team", ("read:workspace",)),
-               await make_caller("remote", "team", ("read:workspace",))]  # fmt: skip
+    callers = [
+        admin,
+        await make_caller("alice", "team", ("read:workspace",)),
+        await make_caller("remote", "team", ("read:workspace",)),
+    ]
     stem, compared, paged = Stemmer(), 0, 0
     for _ in range(60):
         caller = rng.choice(callers)
-        args = {"action": "find", "query": " ".join(rng.sample(WORDS, rng.randint(1, 3))),
-                "order_by": rng.choice(ORDERS), "page_size": rng.choice((1, 3, 7, 20)),
-                "page": rng.randint(1, 4), "is_conversational_only": rng.random() < 0.3,
-                "shed_idf_noise": False}  # fmt: skip
+        args = {
+            "action": "find",
+            "query": " ".join(rng.sample(WORDS, rng.randint(1, 3))),
+            "order_by": rng.choice(ORDERS),
+            "page_size": rng.choice((1, 3, 7, 20)),
+            "page": rng.randint(1, 4),
+            "is_conversational_only": rng.random() < 0.3,
+            "shed_idf_noise": False,
+        }
         expected, more = reference(srs, stem, caller, args)
         answer = await node.e_timeline(caller, **args)
         got = [(r["sr_id"], r["rank"], r["score"]) for r in answer["results"]]

@@ -64,9 +64,21 @@ def test_state_maps_are_spelled_in_canonical_key_order() -> None:
     assert list(doc) == sorted(name for name in SrState.__slots__ if not name.startswith("_"))
     assert list(doc["private_fields"]) == ["a", "b"]
     assert list(state.compared()) == sorted(
-        ("title", "text", "links", "conversational", "private_fields", "tags", "content_time",
-         "lane", "lane_uuid", "visibility", "has_correction", "has_adjustment")
-    )  # fmt: skip
+        (
+            "title",
+            "text",
+            "links",
+            "conversational",
+            "private_fields",
+            "tags",
+            "content_time",
+            "lane",
+            "lane_uuid",
+            "visibility",
+            "has_correction",
+            "has_adjustment",
+        )
+    )
 
 
 def test_a_states_encoding_is_made_once_and_not_compared() -> None:

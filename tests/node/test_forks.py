@@ -25,8 +25,13 @@ FORK_SEQ = 3
 
 
 def episode(n: int) -> dict[str, Any]:
-    return {"id": f"00000000-0000-7000-8000-{n:012d}", "vault": "team", "caller": "remote",
-            "channel": "api", "episode_type": "task"}  # fmt: skip
+    return {
+        "id": f"00000000-0000-7000-8000-{n:012d}",
+        "vault": "team",
+        "caller": "remote",
+        "channel": "api",
+        "episode_type": "task",
+    }
 
 
 def honest_log(mesh: bytes, n: int = 5) -> ForeignWriter:
@@ -127,8 +132,12 @@ async def test_two_authentic_entries_at_one_position_are_a_fork(node: Node) -> N
     assert signature_verifies(row[4])
     (event,) = await fork_events(node)
     assert event.entry == other.id
-    assert event.detail == {"source": "peer", "writer": honest.key.public,
-                            "epoch": honest.epoch, "seq": FORK_SEQ}  # fmt: skip
+    assert event.detail == {
+        "source": "peer",
+        "writer": honest.key.public,
+        "epoch": honest.epoch,
+        "seq": FORK_SEQ,
+    }
     await assert_hidden_from(node, honest, FORK_SEQ)
 
 

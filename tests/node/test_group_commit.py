@@ -35,8 +35,11 @@ async def callers(node: Node, n: int) -> list[Caller]:
 async def own_log(node: Node) -> list[tuple[int, bytes, bool, bool]]:
     """This node's own log: (seq, id, applied, has payload) in seq order."""
     own = (node.info.public_key, node.info.epoch)
-    return [(e.seq, hashlib.sha256(e.raw).digest(), e.applied, e.payload is not None)
-            for log, e in await held_entries(node) if (log.writer, log.epoch) == own]  # fmt: skip
+    return [
+        (e.seq, hashlib.sha256(e.raw).digest(), e.applied, e.payload is not None)
+        for log, e in await held_entries(node)
+        if (log.writer, log.epoch) == own
+    ]
 
 
 async def sr_index(node: Node) -> set[str]:
@@ -60,8 +63,11 @@ async def test_concurrent_authors_share_few_durable_commits(node_dir: Path, wall
             # Each author awaits durability of one write before sending the next.
             return [await node.e_write(caller, title=f"a{i} r{r}") for r in range(ROUNDS)]
 
-        results = [r for rs in await asyncio.gather(*(author(c, i) for i, c in enumerate(agents)))
-                   for r in rs]  # fmt: skip
+        results = [
+            r
+            for rs in await asyncio.gather(*(author(c, i) for i, c in enumerate(agents)))
+            for r in rs
+        ]
         commits = node.store.commits - commits_before
 
     total = AUTHORS * ROUNDS
@@ -102,8 +108,9 @@ async def test_a_refusal_inside_a_batch_fails_alone(node_dir: Path, wall: Any) -
 
         refused = [o for i, o in enumerate(outcomes) if i % 4 == 3]
         created = [o for i, o in enumerate(outcomes) if i % 4 != 3]
-        assert all(isinstance(o, Refusal) and o.text == f"unknown sr_id: {UNKNOWN}"
-                   for o in refused), refused  # fmt: skip
+        assert all(
+            isinstance(o, Refusal) and o.text == f"unknown sr_id: {UNKNOWN}" for o in refused
+        ), refused
         assert all(isinstance(o, dict) and o["created"] for o in created), created
         # Batches are runs of consecutive calls; with this few commits some batch held 11 or
         # more calls, so refusals and successful writes shared a transaction.

@@ -18,8 +18,17 @@ from tests.node.servekit import memlane, poll, serve, stop
 
 
 def _join(data: Path, invite: str, authority: str) -> tuple[int, str, str]:
-    done = memlane("init", "--data", str(data), "--join", invite, "--authority", authority,
-                   "--json", check=False)  # fmt: skip
+    done = memlane(
+        "init",
+        "--data",
+        str(data),
+        "--join",
+        invite,
+        "--authority",
+        authority,
+        "--json",
+        check=False,
+    )
     return done.returncode, done.stdout, done.stderr
 
 
@@ -91,16 +100,38 @@ def test_a_node_joins_online_and_syncs(tmp_path):
         second, _ = serve(two, "--peer", shown["sync"])
         running.append(second)
         scopes = ["--scope", "read:workspace", "--scope", "write:workspace"]
-        writer = memlane("token", "create", "--data", str(one), "--principal", "alice",
-                         "--workspace", "team", *scopes).stdout.strip()  # fmt: skip
-        reader = memlane("token", "create", "--data", str(two), "--principal", "bob",
-                         "--workspace", "team", *scopes[:2]).stdout.strip()  # fmt: skip
-        written = json.loads(memlane("write", "--data", str(one), "--token", writer,
-                                     "--title", "joined", "--json").stdout)  # fmt: skip
+        writer = memlane(
+            "token",
+            "create",
+            "--data",
+            str(one),
+            "--principal",
+            "alice",
+            "--workspace",
+            "team",
+            *scopes,
+        ).stdout.strip()
+        reader = memlane(
+            "token",
+            "create",
+            "--data",
+            str(two),
+            "--principal",
+            "bob",
+            "--workspace",
+            "team",
+            *scopes[:2],
+        ).stdout.strip()
+        written = json.loads(
+            memlane(
+                "write", "--data", str(one), "--token", writer, "--title", "joined", "--json"
+            ).stdout
+        )
 
         def arrived() -> bool:
-            listed = memlane("timeline", "list", "--data", str(two), "--token", reader,
-                             "--json").stdout  # fmt: skip
+            listed = memlane(
+                "timeline", "list", "--data", str(two), "--token", reader, "--json"
+            ).stdout
             return written["sr_id"] in {r["sr_id"] for r in json.loads(listed)["results"]}
 
         poll("the SR on the joined node", arrived)
@@ -114,8 +145,16 @@ def test_join_listen_needs_the_authority_key(tmp_path):
     one = tmp_path / "one"
     memlane("init", "--data", str(one))
     (one / "authority.key").unlink()
-    done = memlane("serve", "--data", str(one), "--mcp-http", "127.0.0.1:0",
-                   "--join-listen", "127.0.0.1:0", check=False)  # fmt: skip
+    done = memlane(
+        "serve",
+        "--data",
+        str(one),
+        "--mcp-http",
+        "127.0.0.1:0",
+        "--join-listen",
+        "127.0.0.1:0",
+        check=False,
+    )
     assert done.returncode == 1
     assert "does not hold the mesh authority key" in done.stderr
 
@@ -124,8 +163,16 @@ def test_join_and_authority_go_together(tmp_path):
     done = memlane("init", "--data", str(tmp_path / "n"), "--join", "mli1.x", check=False)
     assert done.returncode == 1
     assert "--join INVITE and --authority HOST:PORT go together" in done.stderr
-    done = memlane("init", "--data", str(tmp_path / "n"), "--join", "mli1.x",
-                   "--authority", "127.0.0.1:9", check=False)  # fmt: skip
+    done = memlane(
+        "init",
+        "--data",
+        str(tmp_path / "n"),
+        "--join",
+        "mli1.x",
+        "--authority",
+        "127.0.0.1:9",
+        check=False,
+    )
     assert done.returncode == 1
     assert "not a memlane invite" in done.stderr
     assert not (tmp_path / "n").exists()

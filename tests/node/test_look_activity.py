@@ -34,8 +34,9 @@ async def _writes(node: Node, wall: Wall, who: Caller, *hidden: Caller) -> None:
     for at in (T0 + 15 * 60_000, T0 + HOUR + 20 * 60_000) if hidden else ():
         wall.now = at
         for other in hidden:
-            await node.e_write(other, title=f"{other.principal}'s own", text="x",
-                               visibility="private")  # fmt: skip
+            await node.e_write(
+                other, title=f"{other.principal}'s own", text="x", visibility="private"
+            )
     wall.now = T0 + 2 * HOUR + 5 * 60_000
     third = await node.e_write(who, title="third", text="c")
     wall.now = T0 + 2 * HOUR + 59 * 60_000
@@ -49,12 +50,17 @@ async def test_versions_are_counted_per_hour_and_per_day(
     alice = await make_caller("alice")
     await _writes(node, wall, alice)
     answer = await node.look("activity", alice, **WINDOW)
-    assert counts(answer) == [("2026-09-21T14:00:00Z", 2), ("2026-09-21T15:00:00Z", 0),
-                              ("2026-09-21T16:00:00Z", 2), ("2026-09-21T17:00:00Z", 0)]  # fmt: skip
+    assert counts(answer) == [
+        ("2026-09-21T14:00:00Z", 2),
+        ("2026-09-21T15:00:00Z", 0),
+        ("2026-09-21T16:00:00Z", 2),
+        ("2026-09-21T17:00:00Z", 0),
+    ]
     assert (answer["by"], answer["total"]) == ("hour", 4)
     assert (answer["start"], answer["end"]) == ("2026-09-21T14:00:00Z", "2026-09-21T18:00:00Z")
-    days = await node.look("activity", alice, by="day", start_date="2026-09-20",
-                           end_date="2026-09-21")  # fmt: skip
+    days = await node.look(
+        "activity", alice, by="day", start_date="2026-09-20", end_date="2026-09-21"
+    )
     assert counts(days) == [("2026-09-20T00:00:00Z", 0), ("2026-09-21T00:00:00Z", 4)]
 
 
@@ -81,8 +87,12 @@ async def test_what_the_caller_cannot_read_counts_nothing(
     stranger = await make_caller("carol", workspace="elsewhere")
     admin = await make_caller("root", scopes=("admin:workspace",))
     await _writes(node, wall, alice, bob, stranger)
-    alone = [("2026-09-21T14:00:00Z", 2), ("2026-09-21T15:00:00Z", 0),
-             ("2026-09-21T16:00:00Z", 2), ("2026-09-21T17:00:00Z", 0)]  # fmt: skip
+    alone = [
+        ("2026-09-21T14:00:00Z", 2),
+        ("2026-09-21T15:00:00Z", 0),
+        ("2026-09-21T16:00:00Z", 2),
+        ("2026-09-21T17:00:00Z", 0),
+    ]
     assert counts(await node.look("activity", alice, **WINDOW)) == alone
     assert [n for _, n in counts(await node.look("activity", admin, **WINDOW))] == [3, 1, 2, 0]
     assert [n for _, n in counts(await node.look("activity", stranger, **WINDOW))] == [1, 1, 0, 0]
@@ -98,9 +108,17 @@ async def test_a_version_made_private_to_another_is_not_counted(
     await node.e_adjust(bob, sr_id=written["sr_id"], visibility="private")
     wall.now = T0 + 3 * HOUR
     assert [s["count"] for s in (await node.look("activity", alice, **WINDOW))["slots"]] == [
-        1, 0, 0, 0]  # fmt: skip
+        1,
+        0,
+        0,
+        0,
+    ]
     assert [s["count"] for s in (await node.look("activity", bob, **WINDOW))["slots"]] == [
-        1, 1, 0, 0]  # fmt: skip
+        1,
+        1,
+        0,
+        0,
+    ]
 
 
 @pytest.mark.parametrize(
@@ -108,13 +126,17 @@ async def test_a_version_made_private_to_another_is_not_counted(
     [
         ({"by": "week"}, "invalid by: must be one of hour, day"),
         ({"start_date": "yesterday"}, "invalid start_date"),
-        ({"start_date": "2026-09-21", "end_date": "2026-09-20"},
-         "invalid start_date: must be before end_date"),
-        ({"start_date": "2026-01-01", "end_date": "2026-12-31"},
-         "the window holds more than 1000 hours: narrow it, or count by day"),
+        (
+            {"start_date": "2026-09-21", "end_date": "2026-09-20"},
+            "invalid start_date: must be before end_date",
+        ),
+        (
+            {"start_date": "2026-01-01", "end_date": "2026-12-31"},
+            "the window holds more than 1000 hours: narrow it, or count by day",
+        ),
         ({"page": 2}, "activity does not take page"),
     ],
-)  # fmt: skip
+)
 async def test_refusals(
     node: Node, make_caller: CallerFactory, args: dict[str, Any], text: str
 ) -> None:

@@ -22,13 +22,21 @@ async def test_the_values_before_and_after_as_the_caller_reads_them(
     alice, bob = await make_caller("alice"), await make_caller("bob")
     hidden = (await node.e_write(bob, title="bob's", text="x", visibility="private"))["sr_id"]
     shared = (await node.e_write(alice, title="shared", text="y"))["sr_id"]
-    sr = (await node.e_write(alice, title="draft", text="v1", tags=["a"],
-                             private_fields={"k": "1"}))["sr_id"]  # fmt: skip
+    sr = (
+        await node.e_write(alice, title="draft", text="v1", tags=["a"], private_fields={"k": "1"})
+    )["sr_id"]
     private = (await node.e_write(bob, title="mine", text="z", visibility="private"))["sr_id"]
     since = format_instant(wall.now)
     wall.now += MINUTE
-    await node.e_write(alice, sr_id=sr, title="final", text="v1", tags=["a", "b"],
-                       links=[hidden, shared], private_fields={"k": "2"})  # fmt: skip
+    await node.e_write(
+        alice,
+        sr_id=sr,
+        title="final",
+        text="v1",
+        tags=["a", "b"],
+        links=[hidden, shared],
+        private_fields={"k": "2"},
+    )
     await node.e_write(bob, sr_id=private, title="mine, changed", text="z")
     as_of = format_instant(wall.now)
     args = {"sr_ids": [sr, private, "no-such-sr"], "since": since, "as_of": as_of}
@@ -45,9 +53,14 @@ async def test_the_values_before_and_after_as_the_caller_reads_them(
     assert titles == {sr: "final"}  # not bob's private one, nor an id never written
     admin = await make_caller("carol", scopes=("read:workspace", "admin:workspace"))
     told = (await node.look("changed_values", bob, **args))["srs"]
-    assert told == {sr: {"title": ["draft", "final"], "links": [[], [hidden, shared]],
-                         "tags": [["a"], ["a", "b"]]},  # no private fields: not the owner
-                    private: {"title": ["mine", "mine, changed"]}}  # fmt: skip
+    assert told == {
+        sr: {
+            "title": ["draft", "final"],
+            "links": [[], [hidden, shared]],
+            "tags": [["a"], ["a", "b"]],
+        },  # no private fields: not the owner
+        private: {"title": ["mine", "mine, changed"]},
+    }
     everything = (await node.look("changed_values", admin, **args))["srs"]
     assert everything[sr]["private_fields"] == [{"k": "1"}, {"k": "2"}]
     assert private in everything
@@ -60,8 +73,10 @@ async def test_its_refusals(node: Node, make_caller: CallerFactory) -> None:
         ({"sr_ids": ["x"] * 101, "since": "2026-01-01", "as_of": "2026-01-02"}, "at most 100"),
         ({"sr_ids": ["x"], "since": "2026-01-02", "as_of": "2026-01-01"}, "since before as_of"),
         ({"sr_ids": ["x"], "since": "2026-01-01"}, "both needed"),
-        ({"sr_ids": ["x"], "since": "2026-01-01", "as_of": "2026-01-02", "page": 2},
-         "changed_values does not take page"),
-    ):  # fmt: skip
+        (
+            {"sr_ids": ["x"], "since": "2026-01-01", "as_of": "2026-01-02", "page": 2},
+            "changed_values does not take page",
+        ),
+    ):
         with pytest.raises(Refusal, match=text):
             await node.look("changed_values", alice, **args)

@@ -40,11 +40,21 @@ async def test_the_versions_with_who_when_and_what_changed(
     assert got == [
         ("written", "alice", format_instant(first), [], True),
         ("written", "bob", format_instant(first + MINUTE), ["text"], False),
-        ("corrected", "alice", format_instant(first + 2 * MINUTE), ["title", "has_correction"],
-         False),
-        ("adjusted", "alice", format_instant(first + 3 * MINUTE), ["tags", "has_adjustment"],
-         False),
-    ]  # fmt: skip
+        (
+            "corrected",
+            "alice",
+            format_instant(first + 2 * MINUTE),
+            ["title", "has_correction"],
+            False,
+        ),
+        (
+            "adjusted",
+            "alice",
+            format_instant(first + 3 * MINUTE),
+            ["tags", "has_adjustment"],
+            False,
+        ),
+    ]
     assert {v["node_id"] for v in history["versions"]} == {node.info.node_id}
     assert history["versions"][1]["state"]["text"] == "ship monday"
 
@@ -53,8 +63,11 @@ async def test_what_the_caller_cannot_read_is_not_shown(
     node: Node, wall: Wall, make_caller: CallerFactory
 ) -> None:
     alice, bob = await make_caller("alice"), await make_caller("bob")
-    sr = (await node.e_write(alice, title="draft", text="x", visibility="private",
-                             private_fields={"k": "1"}))["sr_id"]  # fmt: skip
+    sr = (
+        await node.e_write(
+            alice, title="draft", text="x", visibility="private", private_fields={"k": "1"}
+        )
+    )["sr_id"]
     wall.now += MINUTE
     await node.e_adjust(alice, sr_id=sr, visibility="workspace")
     wall.now += MINUTE
@@ -63,8 +76,7 @@ async def test_what_the_caller_cannot_read_is_not_shown(
     assert [(v["first"], v["hidden_change"]) for v in seen] == [(True, False), (False, True)]
     assert all("private_fields" not in v["state"] for v in seen)
     own = (await node.look("sr_history", alice, sr_id=sr))["versions"]
-    assert [v["fields"] for v in own] == [[], ["visibility", "has_adjustment"],
-                                          ["private_fields"]]  # fmt: skip
+    assert [v["fields"] for v in own] == [[], ["visibility", "has_adjustment"], ["private_fields"]]
 
 
 async def test_one_refusal_for_every_id_the_caller_cannot_read(
@@ -96,8 +108,7 @@ async def test_versions_hidden_from_the_caller_leave_no_mark(
     sr = (await node.e_write(alice, title="plan", text="one"))["sr_id"]
     for change in ({"visibility": "private"}, {"text": "two"}, {"text": "three"}):
         wall.now += MINUTE
-        await (node.e_adjust if "visibility" in change else node.e_write)(alice, sr_id=sr,
-                                                                          **change)  # fmt: skip
+        await (node.e_adjust if "visibility" in change else node.e_write)(alice, sr_id=sr, **change)
     wall.now += MINUTE
     await node.e_adjust(alice, sr_id=sr, visibility="workspace")
     history = await node.look("sr_history", bob, sr_id=sr)
@@ -118,9 +129,13 @@ async def test_a_version_that_changes_nothing_is_no_hidden_change(
     await node.e_write(alice, sr_id=sr, text="one")
     wall.now += MINUTE
     await node.e_write(alice, sr_id=sr, private_fields={"k": "2"})
-    own = [(v["fields"], v["hidden_change"]) for v in
-           (await node.look("sr_history", alice, sr_id=sr))["versions"]]  # fmt: skip
+    own = [
+        (v["fields"], v["hidden_change"])
+        for v in (await node.look("sr_history", alice, sr_id=sr))["versions"]
+    ]
     assert own == [([], False), ([], False), (["private_fields"], False)]
-    seen = [(v["fields"], v["hidden_change"]) for v in
-            (await node.look("sr_history", bob, sr_id=sr))["versions"]]  # fmt: skip
+    seen = [
+        (v["fields"], v["hidden_change"])
+        for v in (await node.look("sr_history", bob, sr_id=sr))["versions"]
+    ]
     assert seen == [([], False), ([], False), ([], True)]

@@ -77,13 +77,21 @@ SEED_002_GUIDANCE = (
 # e_timeline's arguments (docs/tools/e_timeline.md §Arguments): name, JSON type, default
 # (None: no default).
 SEED_000_ARGUMENTS = (
-    ("action", "string", None), ("query", "string", None), ("match", "array", None),
-    ("sr_id", "string", None), ("start_date", "string", None), ("end_date", "string", None),
-    ("order_by", "string", "ingest_time_desc"), ("shed_idf_noise", "boolean", True),
-    ("page", "integer", 1), ("page_size", "integer", None),
-    ("is_conversational_only", "boolean", False), ("as_of", "string", None),
-    ("since", "string", None), ("agent_profile", "string", None),
-)  # fmt: skip
+    ("action", "string", None),
+    ("query", "string", None),
+    ("match", "array", None),
+    ("sr_id", "string", None),
+    ("start_date", "string", None),
+    ("end_date", "string", None),
+    ("order_by", "string", "ingest_time_desc"),
+    ("shed_idf_noise", "boolean", True),
+    ("page", "integer", 1),
+    ("page_size", "integer", None),
+    ("is_conversational_only", "boolean", False),
+    ("as_of", "string", None),
+    ("since", "string", None),
+    ("agent_profile", "string", None),
+)
 SEED_002_FORMAT = (
     "concise returns only the high-signal fields; detailed (the shipped default) returns the "
     "full payload. Errors and safety warnings are never trimmed. When omitted, the server’s "
@@ -91,10 +99,21 @@ SEED_002_FORMAT = (
 )
 SEED_002_VERBOSITY = "Legacy alias for response_format: terse = concise, full = detailed."
 TOOLS = (
-    "e_timeline", "e_audit", "work_episode_chain", "work_episodes", "work_record", "work_result",
-    "work_forget", "e_write", "e_correct", "e_adjust", "e_delete", "e_undelete", "e_erase",
+    "e_timeline",
+    "e_audit",
+    "work_episode_chain",
+    "work_episodes",
+    "work_record",
+    "work_result",
+    "work_forget",
+    "e_write",
+    "e_correct",
+    "e_adjust",
+    "e_delete",
+    "e_undelete",
+    "e_erase",
     "call_windows",
-)  # fmt: skip
+)
 READS = {"e_timeline", "e_audit", "work_episode_chain", "work_episodes", "call_windows"}
 PAGE_NEEDS_AS_OF = (
     "a page after the first needs as_of: pass back the as_of page 1 returned, "
@@ -126,8 +145,11 @@ class Site:
         """With the command an operator would use, while the node may be serving."""
         done = subprocess.run(
             [str(MEMLANE), "token", "revoke", "--data", str(self.data), self.token_ids[name]],
-            capture_output=True, text=True, timeout=TIMEOUT, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
 
     def expire(self, name: str) -> None:
@@ -252,14 +274,18 @@ async def test_the_tools_listed_are_the_seeds(site, tmp_path):
     assert list(props) == [name for name, _, _ in SEED_000_ARGUMENTS]
     for name, kind, default in SEED_000_ARGUMENTS:
         assert props[name]["type"] == kind, name
-        assert props[name].get("default", NO_DEFAULT) == (default if default is not None
-                                                         else NO_DEFAULT), name  # fmt: skip
+        assert props[name].get("default", NO_DEFAULT) == (
+            default if default is not None else NO_DEFAULT
+        ), name
     assert timeline.input_schema["required"] == ["action"]
     assert props["action"]["enum"] == ["list", "find", "intersect", "traverse", "changes"]
     assert props["match"]["items"] == {"type": "string", "minLength": 1, "maxLength": 64}
     assert props["order_by"]["enum"] == [
-        "ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_time_asc",
-    ]  # fmt: skip
+        "ingest_time_desc",
+        "ingest_time_asc",
+        "content_time_desc",
+        "content_time_asc",
+    ]
 
     chain = tools["work_episode_chain"]
     assert chain.description == SEED_002_GUIDANCE
@@ -281,8 +307,10 @@ async def test_the_tools_listed_are_the_seeds(site, tmp_path):
     hints = chain.annotations
     assert hints is not None
     assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == (
-        True, False, False,
-    )  # fmt: skip
+        True,
+        False,
+        False,
+    )
     for tool in tools.values():
         assert _type_arrays(tool.model_dump(mode="json", by_alias=True)) == [], tool.name
         assert tool.annotations is not None
@@ -302,10 +330,21 @@ async def test_the_tools_listed_are_the_seeds(site, tmp_path):
 @pytest.mark.asyncio
 async def test_writes_read_back_through_every_action(site):
     async with stdio(site, "--token", site.tokens["alice"]) as c:
-        a = await ask(c, "e_write", title="nightly backup", tags=["db", "ops"],
-                      text="postgres dumps to the vault at two")  # fmt: skip
-        b = await ask(c, "e_write", title="restore drill", tags=["db"], links=[a["sr_id"]],
-                      text="restoring postgres from the nightly dump")  # fmt: skip
+        a = await ask(
+            c,
+            "e_write",
+            title="nightly backup",
+            tags=["db", "ops"],
+            text="postgres dumps to the vault at two",
+        )
+        b = await ask(
+            c,
+            "e_write",
+            title="restore drill",
+            tags=["db"],
+            links=[a["sr_id"]],
+            text="restoring postgres from the nightly dump",
+        )
         r = await ask(c, "e_write", title="rota", text="who answers pages", tags=["ops"])
         a_id, b_id, r_id = a["sr_id"], b["sr_id"], r["sr_id"]
         await ask(c, "e_correct", sr_id=b_id, text="restoring postgres, monthly", reason="cadence")
@@ -330,19 +369,35 @@ async def test_writes_read_back_through_every_action(site):
 
         first = await ask(c, "e_timeline", action="changes", since="2020-01-01", page_size=2)
         assert (len(first["changes"]), first["has_more"]) == (2, True)
-        second = await ask(c, "e_timeline", action="changes", since="2020-01-01", page_size=2,
-                           page=2, as_of=first["as_of"])  # fmt: skip
+        second = await ask(
+            c,
+            "e_timeline",
+            action="changes",
+            since="2020-01-01",
+            page_size=2,
+            page=2,
+            as_of=first["as_of"],
+        )
         assert (second["as_of"], len(second["changes"]), second["has_more"]) == (
-            first["as_of"], 1, False,
-        )  # fmt: skip
+            first["as_of"],
+            1,
+            False,
+        )
         changes = first["changes"] + second["changes"]
         assert sorted(ids(changes)) == sorted([a_id, b_id, r_id])
         assert {x["change"] for x in changes} == {"new"}
-        assert await refused(c, "e_timeline", action="changes", since="2020-01-01",
-                             page_size=2, page=2) == PAGE_NEEDS_AS_OF  # fmt: skip
+        assert (
+            await refused(
+                c, "e_timeline", action="changes", since="2020-01-01", page_size=2, page=2
+            )
+            == PAGE_NEEDS_AS_OF
+        )
 
-        assert await ask(c, "e_delete", sr_id=r_id) == {"sr_id": r_id, "deleted": True,
-                                                        "changed": True}  # fmt: skip
+        assert await ask(c, "e_delete", sr_id=r_id) == {
+            "sr_id": r_id,
+            "deleted": True,
+            "changed": True,
+        }
         assert (await ask(c, "e_delete", sr_id=r_id))["changed"] is False
         assert ids((await ask(c, "e_timeline", action="list"))["results"]) == [b_id, a_id]
         assert (await ask(c, "e_undelete", sr_id=r_id))["changed"] is True
@@ -361,8 +416,9 @@ async def test_writes_read_back_through_every_action(site):
         assert (e1["prev_id"], e2["prev_id"], e3["prev_id"]) == (None, e1["id"], e2["id"])
         chain = await ask(c, "work_episode_chain", id=e3["id"])
         assert (ids(chain["chain"], "id"), chain["truncated"]) == (
-            [e3["id"], e2["id"], e1["id"]], False,
-        )  # fmt: skip
+            [e3["id"], e2["id"], e1["id"]],
+            False,
+        )
         short = await ask(c, "work_episode_chain", id=e3["id"], k=2)
         assert (ids(short["chain"], "id"), short["truncated"]) == ([e3["id"], e2["id"]], True)
 
@@ -370,8 +426,9 @@ async def test_writes_read_back_through_every_action(site):
         listed = await ask(c, "work_episodes", response_format="concise")
         assert ids(listed["episodes"], "id") == [e3["id"], e2["id"], e1["id"]]
         assert (listed["episodes"][1]["status"], listed["episodes"][1]["task_result"]) == (
-            "done", 0.9,
-        )  # fmt: skip
+            "done",
+            0.9,
+        )
         assert "vault" not in listed["episodes"][0]  # concise
 
         assert await ask(c, "work_forget", id=e1["id"]) == {"id": e1["id"], "forgotten": True}
@@ -388,18 +445,27 @@ async def test_writes_read_back_through_every_action(site):
 async def test_refusals_arrive_with_their_exact_text(site):
     env = {"MEMLANE_TOKEN": site.tokens["alice"]}
     seed_000 = [  # every refusal e_timeline's specification lists, word for word
-        ({"action": "list", "since": "2026-01-01"},
-         "'since' and 'as_of' belong to the changes action"),
-        ({"action": "changes", "since": "2026-01-01", "query": "x"},
-         "changes does not take query; it takes since, as_of, page and page_size"),
+        (
+            {"action": "list", "since": "2026-01-01"},
+            "'since' and 'as_of' belong to the changes action",
+        ),
+        (
+            {"action": "changes", "since": "2026-01-01", "query": "x"},
+            "changes does not take query; it takes since, as_of, page and page_size",
+        ),
         ({"action": "changes", "since": "2026-01-01", "page": 2}, PAGE_NEEDS_AS_OF),
-        ({"action": "changes", "since": "2026-02-01", "as_of": "2026-01-01"},
-         "'since' must be before 'as_of'"),
-        ({"action": "sideways"}, "Invalid timeline spec: action must be one of list, find, "
-                                 "intersect, traverse, changes, not 'sideways'"),
+        (
+            {"action": "changes", "since": "2026-02-01", "as_of": "2026-01-01"},
+            "'since' must be before 'as_of'",
+        ),
+        (
+            {"action": "sideways"},
+            "Invalid timeline spec: action must be one of list, find, "
+            "intersect, traverse, changes, not 'sideways'",
+        ),
         ({"action": "find"}, "Invalid timeline spec: find needs query"),
         ({"action": "changes"}, "'since' is required for changes action"),
-    ]  # fmt: skip
+    ]
     # Values the schemas' ranges and types exclude still reach the tool layer.
     k_text = "invalid k: must be an integer from 1 to 200"
     others = [
@@ -407,21 +473,33 @@ async def test_refusals_arrive_with_their_exact_text(site):
         ("work_episode_chain", {"id": "x", "k": 201}, k_text),
         ("work_episode_chain", {"id": "x", "k": "5"}, k_text),
         ("work_episode_chain", {"id": ""}, "invalid id: must be a string of 1 to 256 characters"),
-        ("work_episode_chain", {"id": "x", "any_caller": True},
-         "any_caller needs the admin:workspace scope on workspace team"),
-        ("work_episode_chain", {"id": "x", "response_format": "short"},
-         "invalid response_format: must be one of concise, detailed"),
-        ("e_timeline", {"action": "list", "page_size": 0},
-         "Invalid timeline spec: page_size must be an integer from 1 to 100"),
+        (
+            "work_episode_chain",
+            {"id": "x", "any_caller": True},
+            "any_caller needs the admin:workspace scope on workspace team",
+        ),
+        (
+            "work_episode_chain",
+            {"id": "x", "response_format": "short"},
+            "invalid response_format: must be one of concise, detailed",
+        ),
+        (
+            "e_timeline",
+            {"action": "list", "page_size": 0},
+            "Invalid timeline spec: page_size must be an integer from 1 to 100",
+        ),
         ("e_audit", {"limit": 0}, "invalid limit: must be an integer from 1 to 1000"),
         ("e_audit", {"since": 3}, "e_audit does not take since"),
         ("e_write", {}, "e_write needs a title or a text to create an SR"),
-        ("e_write", {"title": "x", "visibility": "public"},
-         "invalid visibility: must be one of workspace, private"),
+        (
+            "e_write",
+            {"title": "x", "visibility": "public"},
+            "invalid visibility: must be one of workspace, private",
+        ),
         ("e_delete", {"sr_id": "nope"}, "unknown sr_id: nope"),
         ("work_forget", {"id": "nope"}, "unknown episode id: nope"),
         ("e_gather", {}, "unknown tool: e_gather"),
-    ]  # fmt: skip
+    ]
     async with stdio(site, env=env) as c:
         for arguments, text in seed_000:
             assert refusal(await c.call_tool("e_timeline", arguments)) == text, arguments
@@ -470,10 +548,19 @@ async def test_a_client_sending_every_default_gets_the_same_answers(site):
         chain = await ask(c, "work_episode_chain", id=second["id"])
         recorded = chain["chain"][1]
         assert recorded["id"] == first["id"]
-        assert (recorded["channel"], recorded["episode_type"], recorded["status"],
-                recorded["eligibility"], recorded["tags"]) == (
-            "api", "task", "recorded", "eligible", [],
-        )  # fmt: skip
+        assert (
+            recorded["channel"],
+            recorded["episode_type"],
+            recorded["status"],
+            recorded["eligibility"],
+            recorded["tags"],
+        ) == (
+            "api",
+            "task",
+            "recorded",
+            "eligible",
+            [],
+        )
 
 
 @pytest.mark.asyncio
@@ -502,9 +589,14 @@ def test_a_bad_token_at_start_up_exits_1(site, tmp_path):
     ]
     for args in cases:
         done = subprocess.run(
-            [str(MEMLANE), "mcp", "--data", str(site.data), *args], stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=TIMEOUT, env=env, check=False,
-        )  # fmt: skip
+            [str(MEMLANE), "mcp", "--data", str(site.data), *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=env,
+            check=False,
+        )
         assert done.returncode == 1, (args, done.stderr)
         assert done.stdout == ""
         given = f"{UNAUTHENTICATED} (pass --token, MEMLANE_TOKEN or --token-file)"
@@ -521,13 +613,23 @@ def read_line(stream: Any, timeout: float) -> str:
 
 
 def test_sigterm_stops_serving_and_closes_the_store(site):
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
     proc = subprocess.Popen(
         [str(MEMLANE), "mcp", "--data", str(site.data), "--token", site.tokens["alice"]],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(initialize) + "\n")
@@ -554,18 +656,32 @@ def test_a_lone_surrogate_in_an_argument_is_answered_with_its_refusal(site):
         {"name": "e_timeline", "arguments": {"action": "find", "query": "\ud83d"}},
         {"name": "e_write", "arguments": {"title": "after them"}},
     ]
-    lines = [{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"}}},
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        *({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": call}
-          for n, call in enumerate(calls, 1))]  # fmt: skip
+        *(
+            {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": call}
+            for n, call in enumerate(calls, 1)
+        ),
+    ]
     sent = "not JSON\n" + "".join(json.dumps(line) + "\n" for line in lines)  # ASCII: escapes
     assert "\\ud800" in sent
     proc = subprocess.Popen(
         [str(MEMLANE), "mcp", "--data", str(site.data), "--token", site.tokens["alice"]],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     watchdog = threading.Timer(TIMEOUT, proc.kill)  # a missing answer fails, never hangs
     watchdog.start()
     try:
@@ -573,8 +689,9 @@ def test_a_lone_surrogate_in_an_argument_is_answered_with_its_refusal(site):
         assert proc.stdout is not None
         proc.stdin.write(sent)
         proc.stdin.flush()
-        replies = {r["id"]: r for r in (json.loads(proc.stdout.readline())
-                                        for _ in range(1 + len(calls)))}  # fmt: skip
+        replies = {
+            r["id"]: r for r in (json.loads(proc.stdout.readline()) for _ in range(1 + len(calls)))
+        }
         _, err = proc.communicate(timeout=TIMEOUT)  # stdin closed: it stops
     finally:
         watchdog.cancel()

@@ -44,9 +44,16 @@ from tests.node.test_mcp import (
     refused,
 )
 
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-11-25", "capabilities": {},
-    "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
@@ -68,8 +75,10 @@ class Served:
 def serve(site: Site, *args: str) -> Served:
     proc = subprocess.Popen(
         [str(MEMLANE), "serve", "--data", str(site.data), "--json", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = read_line(proc.stdout, TIMEOUT)
     if not line:
         proc.kill()
@@ -150,15 +159,21 @@ def _messages(response: httpx2.Response) -> list[dict[str, Any]]:
 
 @pytest.mark.asyncio
 async def test_every_bad_token_gets_the_same_401(served, site):
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "e_timeline", "arguments": {"action": "list"}}}  # fmt: skip
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "e_timeline", "arguments": {"action": "list"}},
+    }
     async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
         # A session opened, in the initialize era, by the token about to be revoked.
         bearer = {"Authorization": f"Bearer {site.tokens['revoked']}"} | ACCEPT
         opened = await http.post(served.url, json=INITIALIZE, headers=bearer)
         assert opened.status_code == 200
-        in_session = bearer | {"Mcp-Session-Id": opened.headers["mcp-session-id"],
-                               "Mcp-Protocol-Version": "2025-11-25"}  # fmt: skip
+        in_session = bearer | {
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "Mcp-Protocol-Version": "2025-11-25",
+        }
         initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         assert (await http.post(served.url, json=initialized, headers=in_session)).is_success
         before = await http.post(served.url, json=call, headers=in_session)
@@ -177,13 +192,16 @@ async def test_every_bad_token_gets_the_same_401(served, site):
             "expired": {"Authorization": f"Bearer {site.tokens['expired']}"},
             "revoked": {"Authorization": f"Bearer {site.tokens['revoked']}"},
         }
-        answers = {name: await http.post(served.url, json=INITIALIZE, headers=h | ACCEPT)
-                   for name, h in bad.items()}  # fmt: skip
+        answers = {
+            name: await http.post(served.url, json=INITIALIZE, headers=h | ACCEPT)
+            for name, h in bad.items()
+        }
         answers["revoked, mid-session"] = await http.post(served.url, json=call, headers=in_session)
         answers["GET"] = await http.get(served.url, headers=ACCEPT)
         answers["elsewhere"] = await http.get(served.url.replace("/mcp", "/health"))
-        good = await http.post(served.url, json=INITIALIZE, headers={
-            "Authorization": f"bearer {token}"} | ACCEPT)  # fmt: skip
+        good = await http.post(
+            served.url, json=INITIALIZE, headers={"Authorization": f"bearer {token}"} | ACCEPT
+        )
     assert good.status_code == 200  # the scheme's case does not matter
 
     seen = {(r.status_code, r.content, r.headers["content-type"]) for r in answers.values()}
@@ -194,10 +212,11 @@ async def test_every_bad_token_gets_the_same_401(served, site):
     sent_none = {"none", "other scheme", "bare token", "GET", "elsewhere"}
     challenges = {name: r.headers["www-authenticate"] for name, r in answers.items()}
     assert challenges == {
-        name: 'Bearer realm="memlane"' if name in sent_none
+        name: 'Bearer realm="memlane"'
+        if name in sent_none
         else 'Bearer realm="memlane", error="invalid_token"'
         for name in answers
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.asyncio
@@ -226,9 +245,11 @@ async def test_a_token_reads_nothing_of_another_workspace(served, site):
         feed = await ask(team, "e_audit")
         assert {sr_id, episode_id}.isdisjoint({e["subject"] for e in feed["events"]})
         assert await ask(team, "work_episode_chain", id=episode_id) == {
-            "available": False, "chain": [], "truncated": False,
+            "available": False,
+            "chain": [],
+            "truncated": False,
             "message": f"no episode {episode_id} is available to this caller",
-        }  # fmt: skip
+        }
         assert episode_id not in ids((await ask(team, "work_episodes"))["episodes"], "id")
         for tool, arguments, text in [
             ("e_write", {"sr_id": sr_id, "title": "mine now"}, f"unknown sr_id: {sr_id}"),
@@ -269,8 +290,10 @@ async def test_a_json_body_past_its_bounds_is_refused_before_it_is_parsed(served
         (b"[" * 33 + b"]" * 33, 400, "deeper than 32 levels"),
         (json.dumps(listing).encode(), 400, "deeper than 32 levels"),
     ]
-    bearer = {"Authorization": f"Bearer {site.tokens['alice']}",
-              "Content-Type": "application/json"} | ACCEPT  # fmt: skip
+    bearer = {
+        "Authorization": f"Bearer {site.tokens['alice']}",
+        "Content-Type": "application/json",
+    } | ACCEPT
     async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
         for body, status, words in cases:
             started = time.perf_counter()
@@ -279,13 +302,19 @@ async def test_a_json_body_past_its_bounds_is_refused_before_it_is_parsed(served
             _refusal(answer, status, words)
         # Brackets and commas inside strings are text, not structure.
         name = "[{" * 40 + "," * 150_000
-        opening = INITIALIZE | {"params": INITIALIZE["params"] | {
-            "clientInfo": {"name": name, "version": "1"}}}  # fmt: skip
+        opening = INITIALIZE | {
+            "params": INITIALIZE["params"] | {"clientInfo": {"name": name, "version": "1"}}
+        }
         opened = await http.post(served.url, json=opening, headers=bearer)
         assert opened.status_code == 200, opened.text
-        await http.delete(served.url, headers=bearer | {
-            "Mcp-Session-Id": opened.headers["mcp-session-id"],
-            "Mcp-Protocol-Version": "2025-11-25"})  # fmt: skip
+        await http.delete(
+            served.url,
+            headers=bearer
+            | {
+                "Mcp-Session-Id": opened.headers["mcp-session-id"],
+                "Mcp-Protocol-Version": "2025-11-25",
+            },
+        )
     async with session(served.url, site.tokens["alice"], mode="legacy") as c:
         assert len((await c.list_tools()).tools) == len(TOOLS)
 
@@ -298,16 +327,22 @@ async def test_a_token_holds_at_most_its_cap_of_sessions(tmp_path):
     alice = {"Authorization": f"Bearer {capped.tokens['alice']}"} | ACCEPT
     try:
         async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
-            opened = [await http.post(running.url, json=INITIALIZE, headers=alice)
-                      for _ in range(3)]  # fmt: skip
+            opened = [
+                await http.post(running.url, json=INITIALIZE, headers=alice) for _ in range(3)
+            ]
             assert [r.status_code for r in opened] == [200, 200, 200]
             fourth = await http.post(running.url, json=INITIALIZE, headers=alice)
             _refusal(fourth, 429, "this token already holds 3 open sessions")
             async with session(running.url, capped.tokens["bob"], mode="legacy") as c:
                 assert len((await c.list_tools()).tools) == len(TOOLS)
-            ended = await http.delete(running.url, headers=alice | {
-                "Mcp-Session-Id": opened[0].headers["mcp-session-id"],
-                "Mcp-Protocol-Version": "2025-11-25"})  # fmt: skip
+            ended = await http.delete(
+                running.url,
+                headers=alice
+                | {
+                    "Mcp-Session-Id": opened[0].headers["mcp-session-id"],
+                    "Mcp-Protocol-Version": "2025-11-25",
+                },
+            )
             assert ended.is_success
             again = await http.post(running.url, json=INITIALIZE, headers=alice)
             assert again.status_code == 200  # a place freed is a place to take
@@ -323,8 +358,11 @@ def test_plain_http_off_loopback_is_refused(site):
     for listen in ("0.0.0.0:0", "[::]:0", "192.0.2.1:8765", "memlane.example:8765"):
         done = subprocess.run(
             [str(MEMLANE), "serve", "--data", str(site.data), "--mcp-http", listen],
-            capture_output=True, text=True, timeout=TIMEOUT, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
         assert done.returncode == 2, (listen, done.stderr)
         assert done.stdout == ""
         assert done.stderr.startswith("memlane serve: refusing plain HTTP on "), done.stderr
@@ -336,8 +374,11 @@ def test_a_port_in_use_exits_1(site):
         port = taken.getsockname()[1]
         done = subprocess.run(
             [str(MEMLANE), "serve", "--data", str(site.data), "--mcp-http", f"127.0.0.1:{port}"],
-            capture_output=True, text=True, timeout=TIMEOUT, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""
     assert done.stderr.startswith(f"memlane serve: cannot listen on 127.0.0.1:{port}: "), (
@@ -352,18 +393,26 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
     now = datetime.now(UTC)
     names = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(days=1))
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
-    )  # fmt: skip
+    )
     cert_file, key_file = directory / "cert.pem", directory / "key.pem"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))  # fmt: skip
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return cert_file, key_file
 
 
@@ -371,8 +420,9 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
 async def test_tls_off_loopback_serves_and_sigterm_closes_the_store(tmp_path):
     tls_site = make_site(tmp_path / "node")
     cert, key = self_signed(tmp_path)
-    running = serve(tls_site, "--mcp-http", "0.0.0.0:0", "--tls-cert", str(cert),
-                    "--tls-key", str(key))  # fmt: skip
+    running = serve(
+        tls_site, "--mcp-http", "0.0.0.0:0", "--tls-cert", str(cert), "--tls-key", str(key)
+    )
     try:
         assert running.url.startswith("https://0.0.0.0:")
         url = running.url.replace("0.0.0.0", "127.0.0.1")

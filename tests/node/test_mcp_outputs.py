@@ -65,11 +65,22 @@ def check(tool: str, content: Any) -> None:
 
 
 def _turn(call_id: str, now: int, start: int, end: int) -> dict[str, Any]:
-    window = {"source": "answered", "mention": 0, "zone": "UTC",
-              "range": {"from": format_instant(start), "to": format_instant(end)}}  # fmt: skip
-    return {"memlane/turn": {"turn": 1, "iteration": 0, "toolCallId": call_id,
-                             "now": format_instant(now), "zone": "UTC",
-                             "windows": [window]}}  # fmt: skip
+    window = {
+        "source": "answered",
+        "mention": 0,
+        "zone": "UTC",
+        "range": {"from": format_instant(start), "to": format_instant(end)},
+    }
+    return {
+        "memlane/turn": {
+            "turn": 1,
+            "iteration": 0,
+            "toolCallId": call_id,
+            "now": format_instant(now),
+            "zone": "UTC",
+            "windows": [window],
+        }
+    }
 
 
 def plan(now: int, since: int | None = None) -> list[dict[str, Any]]:
@@ -78,13 +89,25 @@ def plan(now: int, since: int | None = None) -> list[dict[str, Any]]:
     hour before ``now`` unless given)."""
     since_text = format_instant(now - HOUR if since is None else since)
     calls: list[tuple[str, dict[str, Any], dict[str, Any] | None, bool]] = [
-        ("e_write", {"title": "backup plan", "text": "nightly backup", "tags": ["ops"]}, None,
-         False),  # 0
-        ("e_write", {"title": "rota", "text": "backup rota", "tags": ["ops"],
-                     "links": ["$0.sr_id"]}, None, False),  # 1
+        (
+            "e_write",
+            {"title": "backup plan", "text": "nightly backup", "tags": ["ops"]},
+            None,
+            False,
+        ),  # 0
+        (
+            "e_write",
+            {"title": "rota", "text": "backup rota", "tags": ["ops"], "links": ["$0.sr_id"]},
+            None,
+            False,
+        ),  # 1
         ("e_write", {"sr_id": "$0.sr_id", "text": "nightly backup at two"}, None, False),
-        ("e_correct", {"sr_id": "$1.sr_id", "text": "backup rota, monthly", "reason": "cadence"},
-         None, False),
+        (
+            "e_correct",
+            {"sr_id": "$1.sr_id", "text": "backup rota, monthly", "reason": "cadence"},
+            None,
+            False,
+        ),
         ("e_adjust", {"sr_id": "$1.sr_id", "tags": ["ops", "people"]}, None, False),
         ("e_write", {"title": "gone soon", "private_fields": {"k": "v"}}, None, False),  # 5
         ("e_timeline", {"action": "list"}, None, False),
@@ -97,22 +120,49 @@ def plan(now: int, since: int | None = None) -> list[dict[str, Any]]:
         ("e_timeline", {"action": "changes", "since": since_text, "page_size": 1}, None, False),
         ("e_undelete", {"sr_id": "$5.sr_id"}, None, False),
         ("e_audit", {}, None, False),  # 15
-        ("work_record", {"summary": "indexed the repo", "tool": "search", "tags": ["ops"],
-                         "duration_ms": 120, "session_id": "s1"}, None, False),
+        (
+            "work_record",
+            {
+                "summary": "indexed the repo",
+                "tool": "search",
+                "tags": ["ops"],
+                "duration_ms": 120,
+                "session_id": "s1",
+            },
+            None,
+            False,
+        ),
         ("work_record", {"summary": "second"}, None, False),
-        ("work_result", {"id": "$16.id", "status": "done", "task_result": 0.9, "trust": 0.5,
-                         "verdict_at": format_instant(now)}, None, False),
+        (
+            "work_result",
+            {
+                "id": "$16.id",
+                "status": "done",
+                "task_result": 0.9,
+                "trust": 0.5,
+                "verdict_at": format_instant(now),
+            },
+            None,
+            False,
+        ),
         ("work_episode_chain", {"id": "$17.id"}, None, False),
-        ("work_episode_chain", {"id": "$17.id", "response_format": "concise", "k": 1}, None,
-         False),  # 20
+        (
+            "work_episode_chain",
+            {"id": "$17.id", "response_format": "concise", "k": 1},
+            None,
+            False,
+        ),  # 20
         ("work_episodes", {}, None, False),
         ("work_episodes", {"response_format": "concise"}, None, False),
         ("work_forget", {"id": "$16.id"}, None, False),
         ("work_episode_chain", {"id": "$16.id"}, None, False),
-        ("e_timeline", {"action": "list"}, _turn("past", now, now - 2 * HOUR, now - HOUR),
-         False),  # 25
-        ("e_timeline", {"action": "list"}, _turn("ahead", now, now + HOUR, now + 2 * HOUR),
-         True),
+        (
+            "e_timeline",
+            {"action": "list"},
+            _turn("past", now, now - 2 * HOUR, now - HOUR),
+            False,
+        ),  # 25
+        ("e_timeline", {"action": "list"}, _turn("ahead", now, now + HOUR, now + 2 * HOUR), True),
         ("call_windows", {}, None, False),
         # One refusal of every tool.
         ("e_timeline", {"action": "list", "since": "2026-01-01"}, None, True),
@@ -130,7 +180,7 @@ def plan(now: int, since: int | None = None) -> list[dict[str, Any]]:
         ("call_windows", {"latest": "yes"}, None, True),  # 40
         ("e_erase", {"sr_id": "$5.sr_id", "reason": "asked to be forgotten"}, None, False),
         ("e_erase", {"sr_id": "$5.sr_id"}, None, True),
-    ]  # fmt: skip
+    ]
     return [{"tool": t, "arguments": a, "meta": m, "refused": r} for t, a, m, r in calls]
 
 
@@ -176,8 +226,12 @@ def covered(calls: list[dict[str, Any]], contents: list[dict[str, Any]]) -> None
     assert contents[11]["changed"] is False
     assert contents[19]["chain"][0]["vault"] == "team"  # detailed
     assert "vault" not in contents[20]["chain"][0]  # concise
-    assert contents[24] == {"available": False, "chain": [], "truncated": False,
-                            "message": contents[24]["message"]}  # fmt: skip
+    assert contents[24] == {
+        "available": False,
+        "chain": [],
+        "truncated": False,
+        "message": contents[24]["message"],
+    }
     assert [r["how"] for r in contents[27]["rows"]] == ["filled", "refused"]
 
 
@@ -185,9 +239,16 @@ def covered(calls: list[dict[str, Any]], contents: list[dict[str, Any]]) -> None
 
 
 def test_every_tool_declares_an_object_schema_that_admits_its_refusal():
-    row = {"kind": "call-window", "turn": 1, "iteration": 0, "toolCallId": "c",
-           "toolName": "e_timeline", "how": "refused", "refused": "time-future",
-           "asked": {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"}}  # fmt: skip
+    row = {
+        "kind": "call-window",
+        "turn": 1,
+        "iteration": 0,
+        "toolCallId": "c",
+        "toolName": "e_timeline",
+        "how": "refused",
+        "refused": "time-future",
+        "asked": {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"},
+    }
     assert set(OUTPUTS) == set(TOOLS)
     for name, schema in OUTPUTS.items():
         assert schema["type"] == "object", name  # MCP: an object schema at the top
@@ -201,12 +262,21 @@ def test_every_tool_declares_an_object_schema_that_admits_its_refusal():
 
 def test_a_closed_schema_names_every_property():
     """What ``check`` catches: a property the schema does not name, a missing one, a type."""
-    written = {"sr_id": "s", "entry_id": "e", "ingest_time": "2026-01-01T00:00:00Z",
-               "created": True}  # fmt: skip
+    written = {
+        "sr_id": "s",
+        "entry_id": "e",
+        "ingest_time": "2026-01-01T00:00:00Z",
+        "created": True,
+    }
     check("e_write", written)
     Draft202012Validator(OUTPUTS["e_write"]).validate(written | {"later": 1})  # open as listed
-    for bad in (written | {"later": 1}, {k: v for k, v in written.items() if k != "created"},
-                written | {"created": "yes"}, {"error": 1}, {"error": "x", "more": 1}):  # fmt: skip
+    for bad in (
+        written | {"later": 1},
+        {k: v for k, v in written.items() if k != "created"},
+        written | {"created": "yes"},
+        {"error": 1},
+        {"error": "x", "more": 1},
+    ):
         with pytest.raises(ValidationError):
             check("e_write", bad)
 
@@ -231,8 +301,13 @@ async def test_the_python_sdk_checks_every_answer(
             arguments = _resolve(call["arguments"], contents)
             got = await client.call_tool(call["tool"], arguments, meta=call["meta"])  # type: ignore[arg-type]
             texts = [b.text for b in got.content if b.type == "text"]
-            results.append({"isError": got.is_error, "structuredContent": got.structured_content,
-                            "text": texts})  # fmt: skip
+            results.append(
+                {
+                    "isError": got.is_error,
+                    "structuredContent": got.structured_content,
+                    "text": texts,
+                }
+            )
             contents.append(got.structured_content)
     covered(calls, held(calls, results))
     updated = [c for c in contents[12]["changes"] if c["change"] == "updated"]
@@ -259,8 +334,9 @@ def _ts_run(tmp_path: Path, transport: dict[str, Any], calls: list[dict[str, Any
     sent = [{k: c[k] for k in ("tool", "arguments", "meta") if c[k] is not None} for c in calls]
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(transport | {"calls": sent}))
-    done = subprocess.run([*command, str(plan_file)], capture_output=True, text=True,
-                          timeout=4 * TIMEOUT, check=False)  # fmt: skip
+    done = subprocess.run(
+        [*command, str(plan_file)], capture_output=True, text=True, timeout=4 * TIMEOUT, check=False
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

@@ -194,10 +194,18 @@ async def test_waiting_entries_count_against_the_pending_area(node_dir: Path, wa
     ("kind", "payload"),
     [
         ("sr.put", sr_in("other", 1)),
-        ("episode.record", {"id": "00000000-0000-7000-8000-000000000001", "vault": "other",
-                            "caller": "remote", "channel": "api", "episode_type": "task"}),
+        (
+            "episode.record",
+            {
+                "id": "00000000-0000-7000-8000-000000000001",
+                "vault": "other",
+                "caller": "remote",
+                "channel": "api",
+                "episode_type": "task",
+            },
+        ),
     ],
-)  # fmt: skip
+)
 async def test_a_workspace_outside_the_grant_is_rejected_and_nothing_is_stored(
     node: Node, kind: str, payload: dict[str, Any]
 ) -> None:
@@ -209,8 +217,11 @@ async def test_a_workspace_outside_the_grant_is_rejected_and_nothing_is_stored(
     assert await counts(node) == before
     assert await pending(node) == set()
     (row,) = await events(node, "entry_rejected")
-    assert row.detail == {"source": "peer", "count": 1,
-                          "reason": "its writer may not write into workspace 'other'"}  # fmt: skip
+    assert row.detail == {
+        "source": "peer",
+        "count": 1,
+        "reason": "its writer may not write into workspace 'other'",
+    }
 
     # The same writer's next entry, in a granted workspace, is stored.
     w.entries.pop()
@@ -389,10 +400,11 @@ async def test_member_entries_fold_alike_in_any_arrival_order() -> None:
         _applied(1, old, 1, 100, "member.add", _grant(K1, "team")),
         _applied(1, old, 2, 300, "member.add", _grant(K2, "*")),
         _applied(2, new, 1, 200, "member.add", _grant(K1, "ops")),
-        _applied(2, new, 2, 400, "member.revoke",
-                 {"node": K2, "last_epoch": b"\x07" * 8, "last_seq": 5}),
+        _applied(
+            2, new, 2, 400, "member.revoke", {"node": K2, "last_epoch": b"\x07" * 8, "last_seq": 5}
+        ),
         _applied(1, old, 3, 500, "member.add", _grant(K2, "team")),  # after its revoke
-    ]  # fmt: skip
+    ]
     folded = []
     for order in (items, items[2:4] + items[:2] + items[4:], items[::-1]):
         membership = Membership(AUTHORITY)

@@ -31,14 +31,23 @@ JOINER = SigningKey(b"\x0f" * 32).public
 
 
 def issue(**kw: Any) -> str:
-    args: dict[str, Any] = {"authority": AUTHORITY, "mesh": MESH, "invite_id": b"\x01" * 16,
-                            "workspaces": ["team", "ops"], "expires": NOW + HOUR} | kw  # fmt: skip
+    args: dict[str, Any] = {
+        "authority": AUTHORITY,
+        "mesh": MESH,
+        "invite_id": b"\x01" * 16,
+        "workspaces": ["team", "ops"],
+        "expires": NOW + HOUR,
+    } | kw
     return invites.issue(**args)
 
 
 def redeem(text: str, **kw: Any) -> invites.Redeemed:
-    args: dict[str, Any] = {"authority": PRIVATE, "mesh": MESH, "used": False,
-                            "cert_lifetime_ms": 30 * 24 * HOUR} | kw  # fmt: skip
+    args: dict[str, Any] = {
+        "authority": PRIVATE,
+        "mesh": MESH,
+        "used": False,
+        "cert_lifetime_ms": 30 * 24 * HOUR,
+    } | kw
     return invites.redeem(text, JOINER, NOW, **args)
 
 
@@ -101,8 +110,12 @@ def test_an_invite_promises_only_a_valid_grant() -> None:
 def test_redeeming_gives_the_grant_and_a_certificate_for_the_joiner() -> None:
     done = redeem(issue(label="laptop"))
     expires = NOW + 30 * 24 * HOUR
-    assert done.payload == {"node": JOINER, "workspaces": ["team", "ops"],
-                            "cert_expires": expires, "label": "laptop"}  # fmt: skip
+    assert done.payload == {
+        "node": JOINER,
+        "workspaces": ["team", "ops"],
+        "cert_expires": expires,
+        "label": "laptop",
+    }
     done.certificate.verify_directly_issued_by(certs.authority_certificate(PRIVATE, MESH))
     assert certs.raw_public(done.certificate.public_key()) == JOINER
     assert int(done.certificate.not_valid_after_utc.timestamp() * 1000) == expires
@@ -119,8 +132,9 @@ def test_redeeming_gives_the_grant_and_a_certificate_for_the_joiner() -> None:
 )
 def test_an_invite_is_refused_when(invite: Any, now: int, used: bool, reason: str) -> None:
     with pytest.raises(InviteError, match=reason):
-        invites.redeem(invite(), JOINER, now, authority=PRIVATE, mesh=MESH, used=used,
-                       cert_lifetime_ms=HOUR)  # fmt: skip
+        invites.redeem(
+            invite(), JOINER, now, authority=PRIVATE, mesh=MESH, used=used, cert_lifetime_ms=HOUR
+        )
 
 
 # -- through the authority node ------------------------------------------------------------------
@@ -134,8 +148,10 @@ async def test_the_authority_node_admits_a_joiner_once(node: Node, wall: Any) ->
     member = node.membership.member(JOINER)
     assert member is not None
     assert (member.workspaces, member.label, member.cert_expires) == (
-        ("team",), "laptop", done.payload["cert_expires"],
-    )  # fmt: skip
+        ("team",),
+        "laptop",
+        done.payload["cert_expires"],
+    )
     done.certificate.verify_directly_issued_by(node.membership.authority_certificate())
     invite_id = invites.read(text).invite_id
     assert await state_rows(node) == [(f"invite:{invite_id.hex()}", JOINER)]
@@ -152,8 +168,9 @@ async def test_the_authority_node_admits_a_joiner_once(node: Node, wall: Any) ->
 async def test_two_joiners_racing_for_one_invite_one_wins(node: Node) -> None:
     text = node.membership.create_invite()
     keys = [SigningKey(bytes([0x20 + i]) * 32).public for i in range(4)]
-    results = await asyncio.gather(*(node.membership.redeem_invite(text, k) for k in keys),
-                                   return_exceptions=True)  # fmt: skip
+    results = await asyncio.gather(
+        *(node.membership.redeem_invite(text, k) for k in keys), return_exceptions=True
+    )
     won = [r for r in results if isinstance(r, invites.Redeemed)]
     assert len(won) == 1
     assert all(isinstance(r, InviteError) for r in results if r not in won)

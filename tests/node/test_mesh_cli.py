@@ -28,8 +28,21 @@ def init(tmp_path: Path) -> Path:
 
 def test_an_invite_is_printed_once_and_redeems_once(tmp_path: Path) -> None:
     data = init(tmp_path)
-    text = ok(run("mesh", "invite", "--data", data, "--workspaces", "team", "ops",
-                  "--expires", "2h", "--label", "laptop")).strip()  # fmt: skip
+    text = ok(
+        run(
+            "mesh",
+            "invite",
+            "--data",
+            data,
+            "--workspaces",
+            "team",
+            "ops",
+            "--expires",
+            "2h",
+            "--label",
+            "laptop",
+        )
+    ).strip()
     invite = invites.read(text)
     assert (invite.workspaces, invite.label) == (("team", "ops"), "laptop")
     assert abs(invite.expires - (system_wall() + 2 * HOUR)) < 60_000
@@ -54,8 +67,7 @@ def test_an_invite_carries_what_the_joiner_holds(tmp_path: Path) -> None:
     """``--holds`` (docs/partial.md): the invite says which workspaces' payloads the joiner
     holds, and the grant it is redeemed for says the same; without it, all, as before."""
     data = init(tmp_path)
-    shown = json.loads(ok(run("mesh", "invite", "--data", data, "--holds", "team,ops",
-                              "--json")))  # fmt: skip
+    shown = json.loads(ok(run("mesh", "invite", "--data", data, "--holds", "team,ops", "--json")))
     assert shown["holds"] == ["ops", "team"]
     assert invites.read(shown["invite"]).holds == ("ops", "team")
     plain = json.loads(ok(run("mesh", "invite", "--data", data, "--json")))
@@ -81,8 +93,9 @@ def test_members_shows_grants_this_node_and_revocations(tmp_path: Path) -> None:
         return writer
 
     peer = asyncio.run(admit_and_receive())
-    listed = [re.split(r" {2,}", line)
-              for line in ok(run("mesh", "members", "--data", data)).splitlines()]  # fmt: skip
+    listed = [
+        re.split(r" {2,}", line) for line in ok(run("mesh", "members", "--data", data)).splitlines()
+    ]
     peer_id = node_id(peer.key.public)
     assert listed[0] == [
         "NODE ID",
@@ -103,17 +116,24 @@ def test_members_shows_grants_this_node_and_revocations(tmp_path: Path) -> None:
 
     revoked = ok(run("mesh", "revoke", "--data", data, peer_id)).strip()
     assert revoked == f"revoked {peer_id} after seq 2 of epoch {peer.epoch.hex()}"
-    rows = {r["node_id"]: r for r in json.loads(ok(run("mesh", "members", "--data", data,
-                                                       "--json")))}  # fmt: skip
+    rows = {
+        r["node_id"]: r for r in json.loads(ok(run("mesh", "members", "--data", data, "--json")))
+    }
     assert rows[peer_id]["revoked"] | {"at": None} == {
-        "at": None, "epoch": peer.epoch.hex(), "seq": 2,
-    }  # fmt: skip
+        "at": None,
+        "epoch": peer.epoch.hex(),
+        "seq": 2,
+    }
     assert rows[peer_id]["workspaces"] == ["team"]
     assert [r["this_node"] for r in rows.values()].count(True) == 1
-    (shown,) = [line for line in ok(run("mesh", "members", "--data", data)).splitlines()
-                if line.startswith(peer_id)]  # fmt: skip
-    assert shown.endswith(f"  at {rows[peer_id]['revoked']['at']} after seq 2 of epoch "
-                          f"{peer.epoch.hex()}")  # fmt: skip
+    (shown,) = [
+        line
+        for line in ok(run("mesh", "members", "--data", data)).splitlines()
+        if line.startswith(peer_id)
+    ]
+    assert shown.endswith(
+        f"  at {rows[peer_id]['revoked']['at']} after seq 2 of epoch {peer.epoch.hex()}"
+    )
 
 
 def test_grant_changes_how_many_logs_a_member_may_hold(tmp_path: Path) -> None:
@@ -129,16 +149,18 @@ def test_grant_changes_how_many_logs_a_member_may_hold(tmp_path: Path) -> None:
     assert ok(run("mesh", "grant", "--data", data, peer_id, "--max-logs", "3")).strip() == (
         f"{peer_id} may hold 3 logs and the payloads of *"
     )
-    rows = {r["node_id"]: r for r in json.loads(ok(run("mesh", "members", "--data", data,
-                                                       "--json")))}  # fmt: skip
+    rows = {
+        r["node_id"]: r for r in json.loads(ok(run("mesh", "members", "--data", data, "--json")))
+    }
     assert (rows[peer_id]["max_logs"], rows[peer_id]["workspaces"]) == (3, ["team"])
     assert "max_logs" in fails(run("mesh", "grant", "--data", data, peer_id, "--max-logs", "0"))
     # What it holds (docs/partial.md), the rest of the grant kept.
     assert ok(run("mesh", "grant", "--data", data, peer_id, "--holds", "team,lab")).strip() == (
         f"{peer_id} may hold 3 logs and the payloads of lab,team"
     )
-    rows = {r["node_id"]: r for r in json.loads(ok(run("mesh", "members", "--data", data,
-                                                       "--json")))}  # fmt: skip
+    rows = {
+        r["node_id"]: r for r in json.loads(ok(run("mesh", "members", "--data", data, "--json")))
+    }
     assert (rows[peer_id]["max_logs"], rows[peer_id]["holds"]) == (3, ["lab", "team"])
     assert "--max-logs N, --holds W1,W2" in fails(run("mesh", "grant", "--data", data, peer_id))
     assert "holds" in fails(run("mesh", "grant", "--data", data, peer_id, "--holds", "no way"))

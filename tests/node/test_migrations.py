@@ -144,11 +144,33 @@ async def test_episodes_keep_their_rows_when_clustered_by_caller(tmp_path: Path)
     path = tmp_path / "memlane.db"
     before = next(i for i, script in enumerate(MIGRATIONS) if "episodes_clustered" in script)
     rows = [
-        (f"e{i}", bytes([i]), i, 1000 - i, "team", None, f"agent-{i % 3}", "api", "task", None,
-         None, None, "recorded", None, None, None, f"s{i}", "[]", None, "eligible", i % 2,
-         f"e{i - 1}", None)
+        (
+            f"e{i}",
+            bytes([i]),
+            i,
+            1000 - i,
+            "team",
+            None,
+            f"agent-{i % 3}",
+            "api",
+            "task",
+            None,
+            None,
+            None,
+            "recorded",
+            None,
+            None,
+            None,
+            f"s{i}",
+            "[]",
+            None,
+            "eligible",
+            i % 2,
+            f"e{i - 1}",
+            None,
+        )
         for i in range(30)
-    ]  # fmt: skip
+    ]
     async with await Connection.open(path, isolation_level=None) as conn:
         await migrate(conn, MIGRATIONS, upto=before)
         insert = f"INSERT INTO episodes VALUES ({', '.join('?' * 23)})"
@@ -161,16 +183,26 @@ async def test_episodes_keep_their_rows_when_clustered_by_caller(tmp_path: Path)
     assert sorted(kept) == sorted(rows)
 
 
-LOG_TABLES = ("state", "logs", "headers", "payloads", "pending", "forks", "audit", "deletions",
-              "tokens")  # fmt: skip
+LOG_TABLES = (
+    "state",
+    "logs",
+    "headers",
+    "payloads",
+    "pending",
+    "forks",
+    "audit",
+    "deletions",
+    "tokens",
+)
 
 
 async def copy_current(conn: Connection, tables: tuple[str, ...]) -> None:
     """Replace the rows of ``tables`` with those of the attached ``cur``, in the columns the
     older store has (later versions add some)."""
     for table in tables:
-        names = ", ".join(r[1] for r in await conn.execute_fetchall(
-            f"PRAGMA main.table_info({table})"))  # fmt: skip
+        names = ", ".join(
+            r[1] for r in await conn.execute_fetchall(f"PRAGMA main.table_info({table})")
+        )
         await conn.execute(f"DELETE FROM {table}")
         await conn.execute(f"INSERT INTO {table} SELECT {names} FROM cur.{table}")
 
@@ -183,17 +215,23 @@ async def test_a_version_6_store_answers_the_same_after_its_views_are_rebuilt(
     6 (its log; its views in the old layout are dropped) is brought up by replaying its log,
     and answers as the store it was made from."""
     await Node.init(tmp_path / "node", wall=wall)
-    asks = [{"action": "list"}, {"action": "find", "query": "alpha"},
-            {"action": "intersect", "match": ["red", "blue"]}, {"action": "list", "page": 2,
-             "page_size": 3, "order_by": "content_time_asc"}]  # fmt: skip
+    asks = [
+        {"action": "list"},
+        {"action": "find", "query": "alpha"},
+        {"action": "intersect", "match": ["red", "blue"]},
+        {"action": "list", "page": 2, "page_size": 3, "order_by": "content_time_asc"},
+    ]
     async with Node.open(tmp_path / "node", wall=wall) as node:
         issued = await node.create_token("alice", "team", ("read:workspace", "write:workspace"))
         alice = await node.authenticate(issued.token)
         for i in range(12):
             wall.now += 1000
-            await node.e_write(alice, title=f"note {i} alpha" if i % 3 else f"note {i}",
-                               text="red blue" if i % 2 else "red",
-                               tags=["blue"] if i % 4 else [])  # fmt: skip
+            await node.e_write(
+                alice,
+                title=f"note {i} alpha" if i % 3 else f"note {i}",
+                text="red blue" if i % 2 else "red",
+                tags=["blue"] if i % 4 else [],
+            )
         newest = (await node.e_timeline(alice, action="list"))["results"][0]["sr_id"]
         await node.e_delete(alice, sr_id=newest)
         before = [await node.e_timeline(alice, **ask) for ask in asks]
@@ -222,14 +260,21 @@ async def test_a_version_7_store_gets_a_stemmed_search_index_from_its_log(
     unstemmed, so ``certificate`` does not find "certificates" — gets the index made again
     from its log when opened, and answers as a store made at version 8."""
     await Node.init(tmp_path / "node", wall=wall)
-    asks = [{"action": "find", "query": "certificate"}, {"action": "list"},
-            {"action": "find", "query": "renewing certificates"},
-            {"action": "intersect", "match": ["certificate"]}]  # fmt: skip
+    asks = [
+        {"action": "find", "query": "certificate"},
+        {"action": "list"},
+        {"action": "find", "query": "renewing certificates"},
+        {"action": "intersect", "match": ["certificate"]},
+    ]
     async with Node.open(tmp_path / "node", wall=wall) as node:
         issued = await node.create_token("alice", "team", ("read:workspace", "write:workspace"))
         alice = await node.authenticate(issued.token)
-        for text in ("Renewed the TLS certificates", "the certificate expires", "unrelated",
-                     "renew certificates before they expire"):  # fmt: skip
+        for text in (
+            "Renewed the TLS certificates",
+            "the certificate expires",
+            "unrelated",
+            "renew certificates before they expire",
+        ):
             wall.now += 1000
             await node.e_write(alice, title="note", text=text)
         before = [await node.e_timeline(alice, **ask) for ask in asks]
@@ -246,8 +291,10 @@ async def test_a_version_7_store_gets_a_stemmed_search_index_from_its_log(
         )
         await conn.execute("DELETE FROM state WHERE key = 'views_stale'")
         matches = "SELECT count(*) FROM sr_fts WHERE sr_fts MATCH ?"
-        assert [((await conn.execute_fetchall(matches, (w,))) or [(0,)])[0][0]
-                for w in ("certificate", "certificates")] == [1, 2]  # fmt: skip
+        assert [
+            ((await conn.execute_fetchall(matches, (w,))) or [(0,)])[0][0]
+            for w in ("certificate", "certificates")
+        ] == [1, 2]
     for leftover in tmp_path.joinpath("node").glob("memlane.db*"):
         leftover.unlink()
     old.rename(current)
@@ -270,10 +317,10 @@ async def test_a_store_with_a_fork_proof_migrates_and_checks_clean(tmp_path: Pat
     proofs = [(b"w" * 32, b"e" * 16, seq, b"kept-%d" % seq, b"other-%d" % seq) for seq in (3, 9)]
     async with await Connection.open(path, isolation_level=None) as conn:
         await migrate(conn, MIGRATIONS, upto=before)
-        await conn.call(lambda db: db.executemany(
-            "INSERT INTO forks (writer, epoch, seq, kept_raw, other_raw) VALUES (?, ?, ?, ?, ?)",
-            proofs,
-        ))  # fmt: skip
+        insert = (
+            "INSERT INTO forks (writer, epoch, seq, kept_raw, other_raw) VALUES (?, ?, ?, ?, ?)"
+        )
+        await conn.call(lambda db: db.executemany(insert, proofs))
         assert await migrate(conn, MIGRATIONS) == before
         kept = await conn.execute_fetchall(
             "SELECT writer, epoch, seq, kept_raw, other_raw FROM forks ORDER BY seq"

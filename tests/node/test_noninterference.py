@@ -60,9 +60,20 @@ MINUTE, DAY = 60_000, 86_400_000
 NOW = BASE + 8 * DAY  # every node's wall clock: after every entry, so nothing waits
 
 WORDS = (
-    "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda", "sigma",
-    "omega", "common", "rare",
-)  # fmt: skip
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "zeta",
+    "theta",
+    "kappa",
+    "lambda",
+    "sigma",
+    "omega",
+    "common",
+    "rare",
+)
 FILLER = ("note", "plan", "review", "draft", "meeting", "result")
 TAGS = ("ops", "research", "urgent", "alpha", "rare-tag", "q3")
 LANES = ("default", "research", "ops")
@@ -122,35 +133,64 @@ def _corpus(rng: random.Random) -> list[tuple[str, dict[str, Any]]]:
         owner = rng.choices(("alice", "bob", "carol"), (2, 1, 1))[0]
         owners[sr_id] = owner
         payload: dict[str, Any] = {
-            "sr_id": sr_id, "workspace": "team", "principal": owner, "create": True,
+            "sr_id": sr_id,
+            "workspace": "team",
+            "principal": owner,
+            "create": True,
             "title": " ".join(rng.sample(WORDS[:11] + FILLER, rng.randint(1, 4))),
             "text": _text(rng, rng.randint(2, 45), rare_every=int(rng.random() < 0.05)),
             "tags": rng.sample(TAGS, rng.randint(0, 3)),
             "lane": rng.choice(LANES),
             "conversational": rng.random() < 0.2,
             "visibility": "private" if rng.random() < 0.12 else "workspace",
-        } | _content_time(rng)  # fmt: skip
+        } | _content_time(rng)
         if i and rng.random() < 0.3:
             payload["links"] = rng.sample(CORPUS_IDS[:i], min(i, rng.randint(1, 3)))
         if rng.random() < 0.15:
             payload["private_fields"] = {"note": _text(rng, 5)}
         out.append(("sr.put", payload))
     for sr_id in rng.sample(CORPUS_IDS, 12):
-        out.append(("sr.correct", {
-            "sr_id": sr_id, "workspace": "team", "principal": owners[sr_id],
-            "reason": "typo", "text": _text(rng, rng.randint(3, 30)),
-        }))  # fmt: skip
+        out.append(
+            (
+                "sr.correct",
+                {
+                    "sr_id": sr_id,
+                    "workspace": "team",
+                    "principal": owners[sr_id],
+                    "reason": "typo",
+                    "text": _text(rng, rng.randint(3, 30)),
+                },
+            )
+        )
     for sr_id in rng.sample(CORPUS_IDS, 12):
-        out.append(("sr.adjust", {
-            "sr_id": sr_id, "workspace": "team", "principal": owners[sr_id],
-            "tags": rng.sample(TAGS, 2), "lane": rng.choice(LANES),
-            "visibility": rng.choice(("workspace", "private")),
-        } | _content_time(rng)))  # fmt: skip
+        out.append(
+            (
+                "sr.adjust",
+                {
+                    "sr_id": sr_id,
+                    "workspace": "team",
+                    "principal": owners[sr_id],
+                    "tags": rng.sample(TAGS, 2),
+                    "lane": rng.choice(LANES),
+                    "visibility": rng.choice(("workspace", "private")),
+                }
+                | _content_time(rng),
+            )
+        )
     for sr_id in rng.sample(CORPUS_IDS, 6):
-        out.append(("sr.put", {
-            "sr_id": sr_id, "workspace": "team", "principal": owners[sr_id], "create": False,
-            "title": "review " + rng.choice(WORDS), "links": rng.sample(CORPUS_IDS, 2),
-        }))  # fmt: skip
+        out.append(
+            (
+                "sr.put",
+                {
+                    "sr_id": sr_id,
+                    "workspace": "team",
+                    "principal": owners[sr_id],
+                    "create": False,
+                    "title": "review " + rng.choice(WORDS),
+                    "links": rng.sample(CORPUS_IDS, 2),
+                },
+            )
+        )
     return out
 
 
@@ -170,7 +210,10 @@ def _hidden(
         owner = rng.choice(owners)
         owner_of[sr_id] = owner
         payload: dict[str, Any] = {
-            "sr_id": sr_id, "workspace": workspace, "principal": owner, "create": True,
+            "sr_id": sr_id,
+            "workspace": workspace,
+            "principal": owner,
+            "create": True,
             "title": f"{RARE} " + " ".join(rng.sample(WORDS, 3)),
             "text": _text(rng, rng.randint(20, 160), rare_every=rng.randint(3, 40)),
             "tags": rng.sample(TAGS, rng.randint(1, 4)),
@@ -179,23 +222,48 @@ def _hidden(
             "visibility": visibility or rng.choice(("workspace", "private")),
             "links": rng.sample(CORPUS_IDS, 3) + rng.sample(ids, 1),
             "private_fields": {"secret": f"{RARE} " + _text(rng, 8)},
-        } | _content_time(rng)  # fmt: skip
+        } | _content_time(rng)
         out.append(("sr.put", payload))
     for sr_id in rng.sample(ids, 15):
-        out.append(("sr.correct", {
-            "sr_id": sr_id, "workspace": workspace, "principal": owner_of[sr_id],
-            "reason": "more", "text": _text(rng, 60, rare_every=25),
-        }))  # fmt: skip
+        out.append(
+            (
+                "sr.correct",
+                {
+                    "sr_id": sr_id,
+                    "workspace": workspace,
+                    "principal": owner_of[sr_id],
+                    "reason": "more",
+                    "text": _text(rng, 60, rare_every=25),
+                },
+            )
+        )
     for sr_id in rng.sample(ids, 15):
-        out.append(("sr.adjust", {
-            "sr_id": sr_id, "workspace": workspace, "principal": owner_of[sr_id],
-            "tags": [RARE, *rng.sample(TAGS, 2)], "lane": rng.choice(LANES),
-        } | _content_time(rng)))  # fmt: skip
+        out.append(
+            (
+                "sr.adjust",
+                {
+                    "sr_id": sr_id,
+                    "workspace": workspace,
+                    "principal": owner_of[sr_id],
+                    "tags": [RARE, *rng.sample(TAGS, 2)],
+                    "lane": rng.choice(LANES),
+                }
+                | _content_time(rng),
+            )
+        )
     for sr_id in rng.sample(ids, 10):
-        out.append(("sr.put", {
-            "sr_id": sr_id, "workspace": workspace, "principal": owner_of[sr_id],
-            "create": False, "links": rng.sample(CORPUS_IDS, 5),
-        }))  # fmt: skip
+        out.append(
+            (
+                "sr.put",
+                {
+                    "sr_id": sr_id,
+                    "workspace": workspace,
+                    "principal": owner_of[sr_id],
+                    "create": False,
+                    "links": rng.sample(CORPUS_IDS, 5),
+                },
+            )
+        )
     return out
 
 
@@ -279,12 +347,18 @@ async def _build(root: Path, stack: AsyncExitStack) -> Mesh:
     rng = random.Random(20260921)
     span = 6 * DAY
     a = _seal(writers[0], _corpus(rng), offset=0, span=span)
-    b = _seal(writers[1],
-              _hidden(rng, OTHER_IDS, "other", ("olga", "alice", "bob"), None),
-              offset=7 * MINUTE, span=span)  # fmt: skip
-    m = _seal(writers[2],
-              _hidden(rng, MALLORY_IDS, "team", ("mallory",), "private"),
-              offset=3 * MINUTE, span=span)  # fmt: skip
+    b = _seal(
+        writers[1],
+        _hidden(rng, OTHER_IDS, "other", ("olga", "alice", "bob"), None),
+        offset=7 * MINUTE,
+        span=span,
+    )
+    m = _seal(
+        writers[2],
+        _hidden(rng, MALLORY_IDS, "team", ("mallory",), "private"),
+        offset=3 * MINUTE,
+        span=span,
+    )
     # Rounds of a mesh, each delivered a minute after its newest entry was written.  On X the
     # hidden entries of a round arrive first, many of them written after the round's corpus
     # entries: a node clock that followed them would show in the corpus events' times.  The
@@ -370,18 +444,48 @@ _VALID: dict[str, st.SearchStrategy[Any]] = {
     "end_date": _moments,
 }
 _INVALID: list[tuple[str, Any]] = [
-    ("action", "search"), ("action", None), ("action", "changes"), ("since", "2026-09-22"),
-    ("as_of", "2026-09-22"), ("color", "red"), ("order_by", "newest"), ("page", 0),
-    ("page", 10_001), ("page", "2"), ("page", True), ("page_size", 0), ("page_size", 101),
-    ("page_size", 2.5), ("is_conversational_only", "yes"), ("shed_idf_noise", 1),
-    ("agent_profile", "nobody"), ("start_date", "yesterday"), ("end_date", "2026-13-01"),
-    ("start_date", "2026-09-21T25:00:00Z"), ("end_date", ""), ("start_date", 20260921),
-    ("query", ""), ("query", "   "), ("query", "!!!"), ("query", '"alpha'),
-    ("query", "alpha AND beta"), ("query", "x" * 1001), ("match", []), ("match", [""]),
-    ("match", ["alpha beta"]), ("match", ["x" * 65]), ("match", [1]), ("match", "!!!"),
-    ("sr_id", "not-an-id"), ("sr_id", ""), ("sr_id", "x" * 65), ("sr_id", 7),
-    ("sr_id", None), ("query", None), ("match", None),
-]  # fmt: skip
+    ("action", "search"),
+    ("action", None),
+    ("action", "changes"),
+    ("since", "2026-09-22"),
+    ("as_of", "2026-09-22"),
+    ("color", "red"),
+    ("order_by", "newest"),
+    ("page", 0),
+    ("page", 10_001),
+    ("page", "2"),
+    ("page", True),
+    ("page_size", 0),
+    ("page_size", 101),
+    ("page_size", 2.5),
+    ("is_conversational_only", "yes"),
+    ("shed_idf_noise", 1),
+    ("agent_profile", "nobody"),
+    ("start_date", "yesterday"),
+    ("end_date", "2026-13-01"),
+    ("start_date", "2026-09-21T25:00:00Z"),
+    ("end_date", ""),
+    ("start_date", 20260921),
+    ("query", ""),
+    ("query", "   "),
+    ("query", "!!!"),
+    ("query", '"alpha'),
+    ("query", "alpha AND beta"),
+    ("query", "x" * 1001),
+    ("match", []),
+    ("match", [""]),
+    ("match", ["alpha beta"]),
+    ("match", ["x" * 65]),
+    ("match", [1]),
+    ("match", "!!!"),
+    ("sr_id", "not-an-id"),
+    ("sr_id", ""),
+    ("sr_id", "x" * 65),
+    ("sr_id", 7),
+    ("sr_id", None),
+    ("query", None),
+    ("match", None),
+]
 
 
 @st.composite
@@ -389,8 +493,11 @@ def timeline_args(draw: st.DrawFn) -> dict[str, Any]:
     """A reading action with valid arguments; one call in five with one bad value besides."""
     action = draw(st.sampled_from(["list", "find", "intersect", "traverse"]))
     args: dict[str, Any] = {"action": action}
-    needs = {"find": ("query", _query), "intersect": ("match", _match),
-             "traverse": ("sr_id", _anchor)}.get(action)  # fmt: skip
+    needs = {
+        "find": ("query", _query),
+        "intersect": ("match", _match),
+        "traverse": ("sr_id", _anchor),
+    }.get(action)
     if needs:
         args[needs[0]] = draw(needs[1])
     windowed = action != "find"  # find takes no window
@@ -436,8 +543,13 @@ def test_changes_answers_alike_with_and_without_hidden_rows(
     mesh: Mesh, since: str, as_of: str | None, page: int, page_size: int | None
 ) -> None:
     """The same property for changes: hidden SRs changed in the window are not there."""
-    args = {"action": "changes", "since": since, "as_of": as_of, "page": page,
-            "page_size": page_size}  # fmt: skip
+    args = {
+        "action": "changes",
+        "since": since,
+        "as_of": as_of,
+        "page": page,
+        "page_size": page_size,
+    }
     diffs = mesh.run(mesh.differences("e_timeline", args))
     assert not diffs, _show(diffs)
 
@@ -474,12 +586,15 @@ def test_a_hidden_anchor_answers_like_an_unknown_one(
         for who in ("alice", "bob", "root", "mallory"):
             if hidden not in _hidden_from(who):
                 continue
-            a = await mesh.outcome("X", who, "e_timeline", {"action": "traverse",
-                                                             "sr_id": hidden} | extra)  # fmt: skip
-            b = await mesh.outcome("X", who, "e_timeline", {"action": "traverse",
-                                                             "sr_id": unknown} | extra)  # fmt: skip
-            assert a == tuple(v.replace(unknown, hidden) if isinstance(v, str) else v
-                              for v in b), who  # fmt: skip
+            a = await mesh.outcome(
+                "X", who, "e_timeline", {"action": "traverse", "sr_id": hidden} | extra
+            )
+            b = await mesh.outcome(
+                "X", who, "e_timeline", {"action": "traverse", "sr_id": unknown} | extra
+            )
+            assert a == tuple(v.replace(unknown, hidden) if isinstance(v, str) else v for v in b), (
+                who
+            )
 
     mesh.run(check())
 
@@ -510,8 +625,13 @@ def test_find_ranks_with_the_statistics_of_what_the_caller_reads(
     scores, so on document counts, lengths and frequencies — none of which may count hidden rows.
     Every page, with and without shedding."""
     for shed in (False, True):
-        args = {"action": "find", "query": query, "order_by": order_by, "page_size": 30,
-                "shed_idf_noise": shed}  # fmt: skip
+        args = {
+            "action": "find",
+            "query": query,
+            "order_by": order_by,
+            "page_size": 30,
+            "shed_idf_noise": shed,
+        }
         for rich, poor, callers in PAIRS:
             for who in callers:
                 assert _all_pages(mesh, rich, who, args) == _all_pages(mesh, poor, who, args)
@@ -521,8 +641,12 @@ def test_the_bm25_cases_really_cut_the_ranking(mesh: Mesh) -> None:
     """The BM25 cases above are not vacuous: relevance cuts the matches into several pages
     (page 1 holds the 30 best), and the rare term is much more frequent on X than in what bob
     reads."""
-    pages = _all_pages(mesh, "Y", "bob", {"action": "find", "query": "alpha rare",
-                                          "shed_idf_noise": False, "page_size": 30})  # fmt: skip
+    pages = _all_pages(
+        mesh,
+        "Y",
+        "bob",
+        {"action": "find", "query": "alpha rare", "shed_idf_noise": False, "page_size": 30},
+    )
     assert len(pages) > 2
     first = [r["rank"] for r in pages[0][1]["results"]]
     assert sorted(first) == list(range(1, 31))
@@ -541,8 +665,10 @@ def test_the_bm25_cases_really_cut_the_ranking(mesh: Mesh) -> None:
 @settings(max_examples=20, deadline=None, derandomize=True)
 @given(items=st.lists(st.sampled_from((*WORDS, *TAGS)), min_size=2, max_size=5, unique=True))
 def test_shed_terms_count_only_readable_rows(mesh: Mesh, items: list[str]) -> None:
-    for args in ({"action": "intersect", "match": items},
-                 {"action": "find", "query": " ".join(items)}):  # fmt: skip
+    for args in (
+        {"action": "intersect", "match": items},
+        {"action": "find", "query": " ".join(items)},
+    ):
         diffs = mesh.run(mesh.differences("e_timeline", args))
         assert not diffs, _show(diffs)
 
@@ -723,12 +849,17 @@ def test_an_export_holds_alike_with_and_without_hidden_rows(mesh: Mesh, tmp_path
 
 # -- the web view ----------------------------------------------------------------------------------
 
-_WEB_PAGES = ("/timeline", "/timeline?page=2&order_by=content_time_asc",
-              "/timeline?start_date=2026-09-20&end_date=2026-09-25", "/search?query=alpha+rare",
-              "/search?query=alpha&page=2", "/changes?since=2026-09-01&as_of=2026-12-01",
-              "/activity?by=day&start_date=2026-09-01&end_date=2026-10-31",
-              "/activity?by=hour&start_date=2026-09-20&end_date=2026-09-25",
-              "/episodes")  # fmt: skip
+_WEB_PAGES = (
+    "/timeline",
+    "/timeline?page=2&order_by=content_time_asc",
+    "/timeline?start_date=2026-09-20&end_date=2026-09-25",
+    "/search?query=alpha+rare",
+    "/search?query=alpha&page=2",
+    "/changes?since=2026-09-01&as_of=2026-12-01",
+    "/activity?by=day&start_date=2026-09-01&end_date=2026-10-31",
+    "/activity?by=hour&start_date=2026-09-20&end_date=2026-09-25",
+    "/episodes",
+)
 _SR_PAGES = 5  # the first, which show SRs whole
 
 
@@ -739,9 +870,12 @@ def _pages(mesh: Mesh, node: str, who: str) -> list[tuple[int, str]]:
         workspace, scopes = ROLES[who]
         token = (await mesh.nodes[node].create_token(who, workspace, scopes)).token
         async with served(mesh.nodes[node]) as port:
-            return [(a.status, a.body) for a in
-                    [await ask(port, "GET", p, cookie=f"memlane_token={token}")
-                     for p in _WEB_PAGES]]  # fmt: skip
+            return [
+                (a.status, a.body)
+                for a in [
+                    await ask(port, "GET", p, cookie=f"memlane_token={token}") for p in _WEB_PAGES
+                ]
+            ]
 
     return mesh.run(look())
 

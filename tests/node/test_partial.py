@@ -127,8 +127,9 @@ async def test_a_payload_outside_the_grant_is_kept_as_its_header(
             await b.create_token("bob", "lab", SCOPES)
         # A writer not admitted yet: its entries wait in the pending area, without the payload.
         stranger = ForeignWriter(b.info.mesh, seed=b"\x44" * 32)
-        waiting = stranger.next(payload=sr_payload(f"{'0' * 8}-0000-7000-8000-{'1' * 12}",
-                                                   "lab", title="LABPENDING"))  # fmt: skip
+        waiting = stranger.next(
+            payload=sr_payload(f"{'0' * 8}-0000-7000-8000-{'1' * 12}", "lab", title="LABPENDING")
+        )
         report = await b.replica().receive([(waiting.raw, waiting.payload)], source="test")
         assert (report.pending, report.withheld) == (1, 1)
     assert b"LABSECRET" not in file_bytes(dirs["B"])
@@ -175,8 +176,9 @@ async def test_a_want_is_answered_by_what_the_asker_may_hold(tmp_path: Path, wal
         assert answers[bytes(32)] == Answer.ABSENT
         # B holds no lab payload: it answers ABSENT for it, whoever asks.
         await hand_over(a, b)
-        mine = await answer_wants(b.reader().fetchall, [by_title["theirs title"].id],
-                                  lambda _: True)  # fmt: skip
+        mine = await answer_wants(
+            b.reader().fetchall, [by_title["theirs title"].id], lambda _: True
+        )
         assert mine == [(by_title["theirs title"].id, Answer.ABSENT)]
 
 
@@ -308,8 +310,12 @@ async def test_a_peer_is_sent_and_given_only_what_its_grant_holds(
         try:
             raw.say(Frontier.of(()).parts()[0])  # it holds nothing: the node streams it all
             assert [m.done for m in await raw.until(Entries)][-1]  # all of it, in one batch
-            sent = {decode_header(h).kind: p for batch in raw.messages()
-                    if isinstance(batch, Entries) for h, p in batch.entries}  # fmt: skip
+            sent = {
+                decode_header(h).kind: p
+                for batch in raw.messages()
+                if isinstance(batch, Entries)
+                for h, p in batch.entries
+            }
             places_ = await places(node)
             lab = next(i for i, p in places_.items() if p == "lab")
             team = next(i for i, p in places_.items() if p == "team")

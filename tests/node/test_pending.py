@@ -181,8 +181,9 @@ async def test_the_bounds_are_configured_and_checked(node_dir: Path, wall: Any) 
         assert bounds == (50, 5, 1 << 20, 2 * HOUR)
         assert (await node.receive(strangers(node.info.mesh, 7), source="peer:a")).pending == 5
     with pytest.raises(InvalidConfig) as refused:
-        NodeConfig.from_mapping({"pending_per_source": -1, "pending_bytes": "1 MiB",
-                                 "pending_expiry": "a week"})  # fmt: skip
+        NodeConfig.from_mapping(
+            {"pending_per_source": -1, "pending_bytes": "1 MiB", "pending_expiry": "a week"}
+        )
     assert refused.value.problems == [
         "pending_per_source must be a non-negative integer",
         "pending_bytes must be a non-negative integer",

@@ -59,14 +59,16 @@ def test_pending_clear_deletes_by_age_and_by_source(tmp_path: Path) -> None:
     data = tmp_path / "node"
     ok(run("init", "--data", data))
     asyncio.run(fill(data))
-    assert "is not a duration" in fails(run("pending", "clear", "--older-than", "1y",
-                                            "--data", data), 2)  # fmt: skip
+    assert "is not a duration" in fails(
+        run("pending", "clear", "--older-than", "1y", "--data", data), 2
+    )
     aged = ok(run("pending", "clear", "--older-than", "1h", "--data", data))
     assert aged == "cleared 2 entries from the pending area\n"
     answer = json.loads(ok(run("pending", "list", "--data", data, "--json")))
     assert [s["source"] for s in answer["sources"]] == [HOSTILE]
-    other = json.loads(ok(run("pending", "clear", "--source", "peer:none", "--data", data,
-                              "--json")))  # fmt: skip
+    other = json.loads(
+        ok(run("pending", "clear", "--source", "peer:none", "--data", data, "--json"))
+    )
     assert other == {"cleared": 0, "source": "peer:none", "older_than_ms": None}
     assert ok(run("pending", "clear", "--source", HOSTILE, "--data", data)).startswith("cleared 3")
     assert ok(run("pending", "list", "--data", data)).startswith("nothing waits")

@@ -81,7 +81,8 @@ async def test_an_archive_tells_its_snapshot_its_writing_and_its_unpacking(
     assert created.check("snapshot") == (1, 1)
     written, _ = created.check("write")
     restored = Told()
-    await Node.restore_archive(tmp_path / "a.archive", tmp_path / "A2", b"a long passphrase",
-                               wall=wall, progress=restored)  # fmt: skip
+    await Node.restore_archive(
+        tmp_path / "a.archive", tmp_path / "A2", b"a long passphrase", wall=wall, progress=restored
+    )
     assert restored.phases() == ["unpack"]
     assert restored.check("unpack") == (written, written)  # the same files, byte for byte

@@ -76,8 +76,10 @@ def _hidden(i: int, offset: int, workspace: str, private: bool) -> dict[str, Any
 def _log(seed: int, payloads: list[dict[str, Any]], mesh: bytes) -> list[Any]:
     writer = ForeignWriter(mesh, seed=bytes([seed]) * 32)
     # Ten ms apart, so hidden and visible SRs share ingest times and only sr_id breaks ties.
-    return [writer.next("sr.put", p, hlc=Hlc(BASE + 10 * (n // 2), n % 2))
-            for n, p in enumerate(payloads)]  # fmt: skip
+    return [
+        writer.next("sr.put", p, hlc=Hlc(BASE + 10 * (n // 2), n % 2))
+        for n, p in enumerate(payloads)
+    ]
 
 
 VISIBLE = [_visible(i) for i in range(150)]
@@ -99,21 +101,45 @@ def _timeline_calls() -> Iterator[dict[str, Any]]:
             for page in (1, 2, 3, 20):
                 yield {"action": "list", "order_by": order, "page_size": size, "page": page}
         yield {"action": "list", "order_by": order, "is_conversational_only": True}
-        for start, end in (("2026-09-15", "2026-09-19"),
-                           ("2026-09-21T14:13:20.300Z", "2026-09-21T14:13:20.600Z")):  # fmt: skip
-            yield {"action": "list", "order_by": order, "start_date": start, "end_date": end,
-                   "page_size": 9}  # fmt: skip
-            yield {"action": "intersect", "match": ["beta"], "order_by": order,
-                   "start_date": start, "end_date": end, "page_size": 4}  # fmt: skip
+        for start, end in (
+            ("2026-09-15", "2026-09-19"),
+            ("2026-09-21T14:13:20.300Z", "2026-09-21T14:13:20.600Z"),
+        ):
+            yield {
+                "action": "list",
+                "order_by": order,
+                "start_date": start,
+                "end_date": end,
+                "page_size": 9,
+            }
+            yield {
+                "action": "intersect",
+                "match": ["beta"],
+                "order_by": order,
+                "start_date": start,
+                "end_date": end,
+                "page_size": 4,
+            }
         for query in ("alpha", "alpha beta", "beta gamma alpha", "delta t3", "hidden"):
             for shed in (True, False):
                 for page in (1, 2, 6):
-                    yield {"action": "find", "query": query, "order_by": order,
-                           "shed_idf_noise": shed, "page": page, "page_size": 19}  # fmt: skip
+                    yield {
+                        "action": "find",
+                        "query": query,
+                        "order_by": order,
+                        "shed_idf_noise": shed,
+                        "page": page,
+                        "page_size": 19,
+                    }
         for match in (["alpha"], ["alpha", "beta"], ["t1", "gamma"], ["hidden"]):
             for shed in (True, False):
-                yield {"action": "intersect", "match": match, "order_by": order,
-                       "shed_idf_noise": shed, "page_size": 11}  # fmt: skip
+                yield {
+                    "action": "intersect",
+                    "match": match,
+                    "order_by": order,
+                    "shed_idf_noise": shed,
+                    "page_size": 11,
+                }
     for i in (0, 1, 2, 6, 7, 30, 149):
         yield {"action": "traverse", "sr_id": _id(3 * i)}
     for i in (0, 6, 30):  # the hidden SRs themselves: unknown to this caller
@@ -177,8 +203,9 @@ async def _nodes(
     wall = Wall(BASE + 100 * DAY)
     info = await Node.init(tmp_path / "seed", wall=wall)
     async with Node.open(tmp_path / "seed", wall=wall) as seed:
-        await admit(seed, *(ForeignWriter(info.mesh, seed=bytes([s]) * 32)
-                            for s in (0x11, 0x22, 0x33)))  # fmt: skip
+        await admit(
+            seed, *(ForeignWriter(info.mesh, seed=bytes([s]) * 32) for s in (0x11, 0x22, 0x33))
+        )
     out = []
     for name, extra in (("hiding", hidden), ("clean", ())):
         shutil.copytree(tmp_path / "seed", tmp_path / name)
@@ -193,8 +220,9 @@ async def _nodes(
 
 async def _live(node: Node, workspace: str) -> int:
     reader = node.reader()
-    count = await reader.scalar("SELECT count(*) FROM srs WHERE live = 1 AND workspace = ?",
-                                (workspace,))  # fmt: skip
+    count = await reader.scalar(
+        "SELECT count(*) FROM srs WHERE live = 1 AND workspace = ?", (workspace,)
+    )
     return int(count)
 
 

@@ -36,8 +36,15 @@ def test_use_it_runs_as_typed(tmp_path: Path) -> None:
     script = block.replace("~/memlane", str(tmp_path / "memlane"))
     script = script.replace(".venv/", f"{VENV}/")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLANE_")}
-    done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + script], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"^\S+\s+\S+\s+a finding$", done.stdout, re.M), done.stdout  # found
     assert re.search(r"^ok: 3 entries in 2 logs$", done.stdout, re.M), done.stdout
@@ -47,6 +54,7 @@ def test_use_it_runs_as_typed(tmp_path: Path) -> None:
 def test_a_failing_command_fails_the_block(tmp_path: Path) -> None:
     script = "set -euo pipefail\n" + use_it_block().replace("~/memlane", str(tmp_path / "m"))
     script = script.replace(".venv/", f"{VENV}/").replace("--title", "--no-such-flag", 1)
-    done = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 2  # memlane's usage error stops the block

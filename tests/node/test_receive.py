@@ -66,8 +66,10 @@ def replace_last(writer: ForeignWriter, entry: Entry) -> Entry:
 
 async def stored(node: Node) -> dict[bytes, tuple[int, bool, bool]]:
     """Every stored header id → (seq, applied, has payload)."""
-    return {hashlib.sha256(e.raw).digest(): (e.seq, e.applied, e.payload is not None)
-            for _, e in await held_entries(node)}  # fmt: skip
+    return {
+        hashlib.sha256(e.raw).digest(): (e.seq, e.applied, e.payload is not None)
+        for _, e in await held_entries(node)
+    }
 
 
 async def head_of(node: Node, writer: ForeignWriter) -> tuple[int, bytes | None]:
@@ -508,8 +510,13 @@ def deliveries(draw: st.DrawFn) -> dict[str, Any]:
     decoys = draw(st.lists(st.integers(0, n - 1), max_size=4, unique=True))
     order = draw(st.permutations(range(n + len(decoys))))
     cuts = draw(st.lists(st.integers(1, max(1, n + len(decoys) - 1)), max_size=3, unique=True))
-    return {"bad": bad, "decoys": decoys, "order": order, "cuts": sorted(cuts),
-            "amortised": draw(st.booleans())}  # fmt: skip
+    return {
+        "bad": bad,
+        "decoys": decoys,
+        "order": order,
+        "cuts": sorted(cuts),
+        "amortised": draw(st.booleans()),
+    }
 
 
 async def _deliver(path: Path, plan: dict[str, Any]) -> None:

@@ -33,12 +33,14 @@ def test_the_authority_renews_only_grants_about_to_end(tmp_path):
         keys = {n: await _key(dirs[n]) for n in ("soon", "later", "gone")}
         async with Node.open(dirs["one"]) as one:
             now = one.wall()
-            await one.membership.admit_member(keys["soon"], workspaces=["team"], label="soon",
-                                   cert_expires=now + HOUR_MS)  # fmt: skip
+            await one.membership.admit_member(
+                keys["soon"], workspaces=["team"], label="soon", cert_expires=now + HOUR_MS
+            )
             await one.membership.admit_member(keys["gone"], cert_expires=now + HOUR_MS)
             await one.membership.revoke_member(keys["gone"].hex())
             renewed = await one.membership.renew_due(
-                before_ms=RENEW_BEFORE_MS, lifetime_ms=DEFAULT_CERT_LIFETIME_MS)  # fmt: skip
+                before_ms=RENEW_BEFORE_MS, lifetime_ms=DEFAULT_CERT_LIFETIME_MS
+            )
             assert [m.key for m in renewed] == [keys["soon"]]  # not "later", revoked, or itself
             grant = renewed[0]
             assert (grant.workspaces, grant.label) == (("team",), "soon")  # kept
@@ -47,14 +49,14 @@ def test_the_authority_renews_only_grants_about_to_end(tmp_path):
             certificate = certs.load_pem(grant.certificate.encode())
             authority = one.membership.authority_key
             assert authority is not None
-            issued = certs.issued_by(certs.der(certificate), authority, one.info.mesh,
-                                     one.wall())  # fmt: skip
+            issued = certs.issued_by(certs.der(certificate), authority, one.info.mesh, one.wall())
             assert issued == keys["soon"]
             ends = certificate.not_valid_after_utc.timestamp() * 1000
             assert ends == grant.cert_expires // 1000 * 1000  # X.509 counts seconds
             assert one.membership.member(keys["later"]).cert_expires == FAR_FUTURE_MS  # type: ignore[union-attr]
             again = await one.membership.renew_due(
-                before_ms=RENEW_BEFORE_MS, lifetime_ms=DEFAULT_CERT_LIFETIME_MS)  # fmt: skip
+                before_ms=RENEW_BEFORE_MS, lifetime_ms=DEFAULT_CERT_LIFETIME_MS
+            )
             assert again == []
 
     asyncio.run(scenario())

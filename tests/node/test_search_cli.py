@@ -59,8 +59,15 @@ async def test_without_an_embedder_status_says_bm25_and_rebuild_is_refused(data)
     assert ok(run("search", "status", "--data", path)) == (
         "embedder: none: find ranks by BM25 alone\nSRs: 3\n"
     )
-    assert status(path) == {"embedder": "none", "model": None, "stored": None, "vectors": 0,
-                            "queued": 0, "srs": 3, "last_error": None}  # fmt: skip
+    assert status(path) == {
+        "embedder": "none",
+        "model": None,
+        "stored": None,
+        "vectors": 0,
+        "queued": 0,
+        "srs": 3,
+        "last_error": None,
+    }
     err = fails(run("search", "rebuild", "--data", path))
     assert "no embedder is configured" in err
     assert '[search] embedder = "wordllama"' in err
@@ -76,8 +83,15 @@ async def test_status_shows_the_queue_and_rebuild_embeds_every_sr(data):
     path, token = data
     configure(path, 'embedder = "wordllama"')
     # Opening under a model queues every SR; status opens the node without the worker.
-    assert status(path) == {"embedder": "wordllama", "model": WORDLLAMA, "stored": WORDLLAMA,
-                            "vectors": 0, "queued": 3, "srs": 3, "last_error": None}  # fmt: skip
+    assert status(path) == {
+        "embedder": "wordllama",
+        "model": WORDLLAMA,
+        "stored": WORDLLAMA,
+        "vectors": 0,
+        "queued": 3,
+        "srs": 3,
+        "last_error": None,
+    }
     assert ok(run("search", "status", "--data", path)) == (
         f"embedder: wordllama ({WORDLLAMA})\nvectors: 0 of 3 SRs\n"
         "queued: 3 waiting to be embedded\n"
@@ -91,15 +105,22 @@ async def test_status_shows_the_queue_and_rebuild_embeds_every_sr(data):
     with database(path) as db:
         assert db.execute("SELECT model FROM sr_vector_model").fetchall() == [(WORDLLAMA,)]
         assert db.execute("SELECT count(*), min(length(vec)) FROM sr_vectors").fetchone() == (
-            3, 256)  # fmt: skip
+            3,
+            256,
+        )
 
     again = json.loads(ok(run("search", "rebuild", "--data", path, "--json")))
     assert set(again) == {"model", "embedded", "vectors", "queued", "seconds"}
     assert (again["model"], again["embedded"], again["vectors"], again["queued"]) == (
-        WORDLLAMA, 3, 3, 0)  # fmt: skip
+        WORDLLAMA,
+        3,
+        3,
+        0,
+    )
     assert isinstance(again["seconds"], float)
-    found = json.loads(ok(run("timeline", "find", "gateway", "--data", path, "--token", token,
-                              "--json")))  # fmt: skip
+    found = json.loads(
+        ok(run("timeline", "find", "gateway", "--data", path, "--token", token, "--json"))
+    )
     assert (found["semantic_used"], found["semantic_pending"]) == (True, 0)
     best = min(found["results"], key=lambda r: r["rank"])
     assert best["title"] == "gateway rollout"
@@ -122,12 +143,21 @@ async def test_rebuild_against_an_endpoint_that_is_down_fails_clearly(data):
     port = closed_port()
     configure(path, f'embedder = "endpoint"\nurl = "http://127.0.0.1:{port}"\nmodel = "m"')
     err = fails(run("search", "rebuild", "--data", path))
-    assert f"cannot embed with endpoint:m@127.0.0.1:{port}: http://127.0.0.1:{port} is " \
-           "unreachable" in err  # fmt: skip
+    assert (
+        f"cannot embed with endpoint:m@127.0.0.1:{port}: http://127.0.0.1:{port} is "
+        "unreachable" in err
+    )
     assert "the index is unchanged" in err
     refused = run("search", "rebuild", "--data", path, "--json")
     assert refused.returncode == 1
     assert "is unreachable" in json.loads(refused.stderr)["error"]
     tag = f"endpoint:m@127.0.0.1:{port}"
-    assert status(path) == {"embedder": "endpoint", "model": tag, "stored": tag, "vectors": 0,
-                            "queued": 3, "srs": 3, "last_error": None}  # fmt: skip
+    assert status(path) == {
+        "embedder": "endpoint",
+        "model": tag,
+        "stored": tag,
+        "vectors": 0,
+        "queued": 3,
+        "srs": 3,
+        "last_error": None,
+    }

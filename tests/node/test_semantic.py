@@ -94,7 +94,10 @@ async def test_the_vector_leg_follows_embedding_deletion_and_correction(
         # Nothing embedded yet: BM25 alone, which knows no "cat" — and the answer says so.
         before = await ask("cat napping")
         assert (before["results"], before["semantic_used"], before["semantic_pending"]) == (
-            [], True, 5)  # fmt: skip
+            [],
+            True,
+            5,
+        )
         await embed_all(node)
         found = await ask("cat napping")
         assert found["semantic_pending"] == 0
@@ -112,8 +115,9 @@ async def test_the_vector_leg_follows_embedding_deletion_and_correction(
         assert (await node.vectors.status()).queued == 0
         # Corrected: its old vector is not used while the new text waits to be embedded.
         wall.now += 1000
-        await node.e_correct(alice, sr_id=ids["kitten"], text="Invoices and accounting notes",
-                             reason="wrong note")  # fmt: skip
+        await node.e_correct(
+            alice, sr_id=ids["kitten"], text="Invoices and accounting notes", reason="wrong note"
+        )
         waiting = await ask("cat napping")
         assert waiting["semantic_pending"] == 1
         assert "kitten" not in names(waiting, ids)
@@ -168,8 +172,24 @@ async def test_another_model_rebuilds_the_index_and_none_drops_it(
 def corpus(writer: ForeignWriter, rng: random.Random, *, hidden: bool) -> list[Any]:
     """SR entries in workspace "team": 24 readable by every reader, and — with ``hidden`` —
     8 private to carol and 8 in another workspace, interleaved, sharing words."""
-    words = ("cat", "kitten", "sofa", "dog", "park", "ball", "postgres", "replica", "backup",
-             "budget", "finance", "invoice", "certificate", "tls", "expiry", "garden")  # fmt: skip
+    words = (
+        "cat",
+        "kitten",
+        "sofa",
+        "dog",
+        "park",
+        "ball",
+        "postgres",
+        "replica",
+        "backup",
+        "budget",
+        "finance",
+        "invoice",
+        "certificate",
+        "tls",
+        "expiry",
+        "garden",
+    )
     entries = []
     for n in range(40):
         kind = "public" if n % 5 < 3 else ("private" if n % 5 == 3 else "elsewhere")
@@ -181,8 +201,11 @@ def corpus(writer: ForeignWriter, rng: random.Random, *, hidden: bool) -> list[A
             fields["visibility"] = "private"
         workspace = "other" if kind == "elsewhere" else "team"
         sr_id = f"0190b000-0000-7000-8000-{n:012d}"
-        entries.append(writer.next("sr.put", sr_payload(sr_id, workspace, **fields),
-                                   hlc=Hlc(BASE + n * 1000, 0)))  # fmt: skip
+        entries.append(
+            writer.next(
+                "sr.put", sr_payload(sr_id, workspace, **fields), hlc=Hlc(BASE + n * 1000, 0)
+            )
+        )
     return entries
 
 
@@ -194,8 +217,9 @@ async def answers(node: Node, who: Any) -> list[dict[str, Any]]:
     out = []
     for query in QUERIES:
         for page in (1, 2, 3):
-            out.append(await node.e_timeline(who, action="find", query=query, page=page,
-                                             page_size=8))  # fmt: skip
+            out.append(
+                await node.e_timeline(who, action="find", query=query, page=page, page_size=8)
+            )
     return out
 
 
@@ -219,8 +243,11 @@ async def test_what_a_caller_cannot_read_changes_nothing_the_vector_leg_ranks(
                     payload = sr_payload(sr_id, text="cat sofa money")
                     entries.append(writer.next("sr.put", payload, hlc=Hlc(BASE + n * 1000, 0)))
             assert (await node.receive(entries, source="peer")).stored == len(entries)
-            admin = await node.authenticate((await node.create_token(
-                "root", "team", ("read:workspace", "admin:workspace"))).token)  # fmt: skip
+            admin = await node.authenticate(
+                (
+                    await node.create_token("root", "team", ("read:workspace", "admin:workspace"))
+                ).token
+            )
             if hidden:
                 for n in (90, 91):
                     await node.e_delete(admin, sr_id=f"0190b000-0000-7000-8000-{n:012d}")
@@ -240,8 +267,10 @@ async def test_two_nodes_with_the_same_entries_answer_alike(tmp_path: Path, wall
     got = []
     for n, shuffled in enumerate((False, True)):
         async with opened(tmp_path / f"n{n}", wall, WORDLLAMA) as node:
-            writers = [ForeignWriter(node.info.mesh, seed=bytes([s]) * 32, wall=wall.now - 10**5)
-                       for s in (3, 4)]  # fmt: skip
+            writers = [
+                ForeignWriter(node.info.mesh, seed=bytes([s]) * 32, wall=wall.now - 10**5)
+                for s in (3, 4)
+            ]
             await admit(node, *writers)
             seeded = zip((1, 2), writers, strict=True)
             logs = [corpus(w, random.Random(s), hidden=True) for s, w in seeded]
@@ -263,11 +292,18 @@ async def test_two_nodes_with_the_same_entries_answer_alike(tmp_path: Path, wall
 async def test_find_answers_from_bm25_when_the_endpoint_is_slow_or_down(
     tmp_path: Path, wall: Wall, embed_server: EmbedServer
 ) -> None:
-    served = {"search": {"embedder": "endpoint", "url": embed_server.url, "model": "l2_supercat",
-                         "timeout": "1s"}}  # fmt: skip
+    served = {
+        "search": {
+            "embedder": "endpoint",
+            "url": embed_server.url,
+            "model": "l2_supercat",
+            "timeout": "1s",
+        }
+    }
     async with opened(tmp_path / "n", wall, served, embed=False) as node:
-        alice = await node.authenticate((await node.create_token("alice", "team",
-                                                                 READ_WRITE)).token)  # fmt: skip
+        alice = await node.authenticate(
+            (await node.create_token("alice", "team", READ_WRITE)).token
+        )
         for text in TEXTS.values():
             wall.now += 1000
             await node.e_write(alice, text=text)
@@ -333,11 +369,16 @@ asyncio.run(main(Path(sys.argv[1])))
 
 def test_the_embedded_model_finds_with_the_network_cut(tmp_path: Path) -> None:
     offline_or_skip()
-    done = run_offline("-c", _CHILD, str(tmp_path / "n"), json.dumps(list(TEXTS.values())),
-                       cwd=REPO)  # fmt: skip
+    done = run_offline(
+        "-c", _CHILD, str(tmp_path / "n"), json.dumps(list(TEXTS.values())), cwd=REPO
+    )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"used": True, "pending": 0, "best": TEXTS["kitten"],
-                                       "results": 5}  # fmt: skip
+    assert json.loads(done.stdout) == {
+        "used": True,
+        "pending": 0,
+        "best": TEXTS["kitten"],
+        "results": 5,
+    }
 
 
 @pytest.mark.asyncio
@@ -351,22 +392,27 @@ async def test_fused_ranks_and_scores_match_a_reference(tmp_path: Path, wall: Wa
     texts += texts[:3]  # exact copies: ties in both legs
     sr_ids = [f"0190c000-0000-7000-8000-{n:012d}" for n in range(len(texts))]
     got = {}
-    for name, search in (("fused", {"search": {"embedder": "wordllama",
-                                               "fusion_weight": 0.3}}), ("bm25", {})):  # fmt: skip
+    for name, search in (
+        ("fused", {"search": {"embedder": "wordllama", "fusion_weight": 0.3}}),
+        ("bm25", {}),
+    ):
         async with opened(tmp_path / name, wall, search, embed=False) as node:
             writer = ForeignWriter(node.info.mesh, wall=BASE)
             await admit(node, writer)
-            entries = [writer.next("sr.put", sr_payload(sr_ids[n], text=t), hlc=Hlc(BASE + n, 0))
-                       for n, t in enumerate(texts)]  # fmt: skip
+            entries = [
+                writer.next("sr.put", sr_payload(sr_ids[n], text=t), hlc=Hlc(BASE + n, 0))
+                for n, t in enumerate(texts)
+            ]
             await node.receive(entries, source="peer")
             if node.vectors is not None:
                 await embed_all(node)
             alice = await node.authenticate(
                 (await node.create_token("alice", "team", ("read:workspace",))).token
             )
-            got[name] = {q: (await node.e_timeline(alice, action="find", query=q,
-                                                   page_size=100))["results"]
-                         for q in ("cat in the park", "invoice budget", "tls")}  # fmt: skip
+            got[name] = {
+                q: (await node.e_timeline(alice, action="find", query=q, page_size=100))["results"]
+                for q in ("cat in the park", "invoice budget", "tls")
+            }
     vectors = await WordLlamaEmbedder().embed(texts)
     stored = np.clip(np.rint(vectors * 127), -127, 127).astype(np.int8).astype(np.int64)
     for query, fused in got["fused"].items():

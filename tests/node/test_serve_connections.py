@@ -74,24 +74,39 @@ def test_the_connection_bounds_are_config_keys(tmp_path):
     default = NodeConfig.from_mapping({})
     assert default.mesh_limits == MeshLimits(32, 4, 64, 8, 10_000)
     assert (default.serve_limits.max_connections, default.serve_limits.header_timeout_ms) == (
-        256, 10_000)  # fmt: skip
-    config = NodeConfig.from_mapping({
-        "mesh": {"max_connections": 8, "max_connections_per_key": 2, "max_handshakes": 5,
-                 "max_handshakes_per_address": 1, "handshake_timeout": "2s"},
-        "serve": {"max_connections": 3, "header_timeout": "1m"}})  # fmt: skip
+        256,
+        10_000,
+    )
+    config = NodeConfig.from_mapping(
+        {
+            "mesh": {
+                "max_connections": 8,
+                "max_connections_per_key": 2,
+                "max_handshakes": 5,
+                "max_handshakes_per_address": 1,
+                "handshake_timeout": "2s",
+            },
+            "serve": {"max_connections": 3, "header_timeout": "1m"},
+        }
+    )
     assert config.mesh_limits == MeshLimits(8, 2, 5, 1, 2_000)
     assert (config.serve_limits.max_connections, config.serve_limits.header_timeout_ms) == (
-        3, 60_000)  # fmt: skip
+        3,
+        60_000,
+    )
     (tmp_path / "config.toml").write_text(
         '[mesh]\nmax_handshakes = 0\nhandshake_timeout = "soon"\nmax_connections = "32"\n'
-        '[serve]\nmax_connections = -1\nheader_timeout = "1h"\n')  # fmt: skip
+        '[serve]\nmax_connections = -1\nheader_timeout = "1h"\n'
+    )
     done = memlane("config", "check", "--config", str(tmp_path / "config.toml"), check=False)
     assert done.returncode == 1
-    for problem in ("mesh.max_handshakes must be a positive integer",
-                    "mesh.max_connections must be a positive integer",
-                    "mesh.handshake_timeout: 'soon' is not a duration",
-                    "serve.max_connections must be a positive integer",
-                    "serve.header_timeout must be at most 10m"):  # fmt: skip
+    for problem in (
+        "mesh.max_handshakes must be a positive integer",
+        "mesh.max_connections must be a positive integer",
+        "mesh.handshake_timeout: 'soon' is not a duration",
+        "serve.max_connections must be a positive integer",
+        "serve.header_timeout must be at most 10m",
+    ):
         assert problem in done.stdout + done.stderr
 
 
@@ -103,8 +118,8 @@ def test_plain_connections_to_the_sync_port_are_bounded_per_address(tmp_path):
     rest closed at once; a member whose link was up before syncs meanwhile."""
     site = setup(tmp_path)
     (site["one"] / "config.toml").write_text(
-        '[mesh]\nlisten = "127.0.0.1:0"\nmax_handshakes_per_address = 3\n'
-        'handshake_timeout = "3s"\n')  # fmt: skip
+        '[mesh]\nlisten = "127.0.0.1:0"\nmax_handshakes_per_address = 3\nhandshake_timeout = "3s"\n'
+    )
     first, shown = serve(site["one"])
     running, plain = [first], []
     try:
@@ -114,16 +129,26 @@ def test_plain_connections_to_the_sync_port_are_bounded_per_address(tmp_path):
         plain = _connections(shown["sync"], 8)
         opened = time.monotonic()
         assert _count_closed(plain, 5, within=1) == 5  # beyond the three, at once
-        written = json.loads(memlane("write", "--data", str(site["one"]), "--token",
-                                     site["writer"], "--title", "past the squatters",
-                                     "--json").stdout)  # fmt: skip
+        written = json.loads(
+            memlane(
+                "write",
+                "--data",
+                str(site["one"]),
+                "--token",
+                site["writer"],
+                "--title",
+                "past the squatters",
+                "--json",
+            ).stdout
+        )
         arrived = lambda: written["sr_id"] in _listed(site["two"], site["reader"])  # noqa: E731
         poll("the SR on the member", arrived)
         assert time.monotonic() - opened < 3  # … while the three were still held
         assert _count_closed(plain, 8, within=4) == 8
         assert time.monotonic() - opened >= 2.5  # dropped by the handshake timeout
-        assert _refusals(shown["health"], "sync_per_address", "sync_handshake_timeout",
-                         "sync_pre_handshake") == [5, 3, 0]  # fmt: skip
+        assert _refusals(
+            shown["health"], "sync_per_address", "sync_handshake_timeout", "sync_pre_handshake"
+        ) == [5, 3, 0]
     finally:
         for conn in plain:
             conn.close()
@@ -224,9 +249,19 @@ def _status(
 
 
 def _initialize(url: str, token: str, trust: ssl.SSLContext | None = None) -> int | None:
-    return _status(urllib.request.Request(url, json.dumps(INITIALIZE).encode(), method="POST",
-                   headers={**ACCEPT, "Content-Type": "application/json",
-                            "Authorization": f"Bearer {token}"}), trust)  # fmt: skip
+    return _status(
+        urllib.request.Request(
+            url,
+            json.dumps(INITIALIZE).encode(),
+            method="POST",
+            headers={
+                **ACCEPT,
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {token}",
+            },
+        ),
+        trust,
+    )
 
 
 def _read_all(conn: socket.socket, wait: float) -> bytes:
@@ -269,8 +304,9 @@ def test_slow_mcp_connections_are_capped_and_dropped(tmp_path):
         for conn in idle:
             conn.close()
         poll("health again", lambda: _status(shown["health"] + "/healthz") == 200)
-        assert _refusals(shown["health"], "mcp_connections", "mcp_header_timeout",
-                         "health_connections") == [2, 4, 1]  # fmt: skip
+        assert _refusals(
+            shown["health"], "mcp_connections", "mcp_header_timeout", "health_connections"
+        ) == [2, 4, 1]
     finally:
         for conn in [*slow, *idle]:
             conn.close()
@@ -317,10 +353,12 @@ def _few_descriptors() -> None:
 def test_out_of_descriptors_is_one_line_and_passes(tmp_path):
     site = setup(tmp_path)
     proc = subprocess.Popen(
-        [str(MEMLANE), "serve", "--data", str(site["one"]), "--json", "--mcp-http",
-         "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [str(MEMLANE), "serve", "--data", str(site["one"]), "--json", "--mcp-http", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         preexec_fn=_few_descriptors,
-    )  # fmt: skip
+    )
     held: list[socket.socket] = []
     try:
         shown = json.loads(read_line(proc.stdout, TIMEOUT))

@@ -39,7 +39,7 @@ from tests.node.servekit import (
     serve,
     setup,
     stop,
-)  # fmt: skip
+)
 from tests.node.test_mcp import TIMEOUT
 
 T = TypeVar("T")
@@ -69,16 +69,27 @@ def test_served_nodes_find_each_other_and_converge(tmp_path, count):
             for b in names:
                 if a != b:
                     poll(f"{b} on {a}'s table", lambda a=a, b=b: connected(dirs[a], ids[b]))
-        written = json.loads(memlane("write", "--data", str(dirs["one"]), "--token", writer,
-                                     "--title", "found by zeroconf", "--json").stdout)  # fmt: skip
+        written = json.loads(
+            memlane(
+                "write",
+                "--data",
+                str(dirs["one"]),
+                "--token",
+                writer,
+                "--title",
+                "found by zeroconf",
+                "--json",
+            ).stdout
+        )
         last = dirs[names[-1]]
         poll("the SR on the last node", lambda: written["sr_id"] in timeline_ids(last, reader))
         code, err = stop(running.pop())  # its service goes: the others stop dialling it
 
         def dropped() -> bool:
             rows = peers(dirs["one"])["peers"]
-            return not any(r["node_id"] == ids[names[-1]] and r["direction"] == "outbound"
-                           for r in rows)  # fmt: skip
+            return not any(
+                r["node_id"] == ids[names[-1]] and r["direction"] == "outbound" for r in rows
+            )
 
         assert code == 0, err
         poll("the stopped node dropped from the first's dialled peers", dropped)
@@ -91,8 +102,9 @@ def test_a_node_of_another_mesh_is_ignored_and_refused(tmp_path):
     dirs = certified_mesh(tmp_path, ["one", "two"])
     stranger = tmp_path / "stranger"
     memlane("init", "--data", str(stranger))
-    ids = {name: asyncio.run(node_id_of(path)) for name, path in
-           {**dirs, "stranger": stranger}.items()}  # fmt: skip
+    ids = {
+        name: asyncio.run(node_id_of(path)) for name, path in {**dirs, "stranger": stranger}.items()
+    }
     running = []
     try:
         shown = {}
@@ -125,8 +137,11 @@ MESH, KEY = bytes(range(16)), bytes(range(32))
 
 
 def props(**overrides: bytes | None) -> dict[bytes, bytes | None]:
-    found: dict[bytes, bytes | None] = {b"v": b"1", b"mesh": MESH.hex().encode(),
-                                        b"node": KEY.hex().encode()}  # fmt: skip
+    found: dict[bytes, bytes | None] = {
+        b"v": b"1",
+        b"mesh": MESH.hex().encode(),
+        b"node": KEY.hex().encode(),
+    }
     found.update({k.encode(): v for k, v in overrides.items()})
     return found
 
@@ -136,8 +151,13 @@ def test_a_sighting_needs_a_memlane_service():
     assert seen is not None
     assert (seen.mesh, seen.key, seen.host, seen.port) == (MESH, KEY, "192.0.2.7", 7401)
     assert sighting("n", props(), ["127.0.0.1"], 7401).host == "127.0.0.1"  # type: ignore[union-attr]
-    for bad in (props(v=b"2"), props(mesh=b"zz"), props(mesh=b"00"), props(node=None),
-                props(node=KEY[:31].hex().encode())):  # fmt: skip
+    for bad in (
+        props(v=b"2"),
+        props(mesh=b"zz"),
+        props(mesh=b"00"),
+        props(node=None),
+        props(node=KEY[:31].hex().encode()),
+    ):
         assert sighting("n", bad, ["127.0.0.1"], 7401) is None
     assert sighting("n", props(), [], 7401) is None
     assert sighting("n", props(), ["127.0.0.1"], 0) is None
@@ -160,8 +180,11 @@ def test_sightings_dialled_within_the_cap_and_dropped_when_gone(tmp_path):
     async def scenario() -> None:
         async with Node.open(one) as node:
             service = SyncService(node)
-            await service.start(Listen("127.0.0.1", 0), [Listen("127.0.0.1", 9)],
-                                DiscoverySettings(("127.0.0.1",), max_peers=2))  # fmt: skip
+            await service.start(
+                Listen("127.0.0.1", 0),
+                [Listen("127.0.0.1", 9)],
+                DiscoverySettings(("127.0.0.1",), max_peers=2),
+            )
             try:
                 mesh, own = node.info.mesh, node.key.public
 
@@ -212,15 +235,17 @@ def test_discovered_nodes_that_do_not_link_take_turns(tmp_path):
             await service.start(None, [], None)
             now = [0.0]
             turns = Candidates(
-                max_peers=2, max_waiting=3, evict_after=10.0, hang_up=service.sync.hang_up,
+                max_peers=2,
+                max_waiting=3,
+                evict_after=10.0,
+                hang_up=service.sync.hang_up,
                 dial=lambda seen: service.sync.dial(seen.host, seen.port),
                 linked=lambda peer: peer.key is not None and service.sync.peers.linked(peer.key),
                 clock=lambda: now[0],
-            )  # fmt: skip
+            )
 
             def seen(name: str, port: int | None = None) -> None:
-                turns.sighted(Sighting(name, node.info.mesh, KEY, "127.0.0.1",
-                                       port or ports[name]))  # fmt: skip
+                turns.sighted(Sighting(name, node.info.mesh, KEY, "127.0.0.1", port or ports[name]))
 
             def places() -> tuple[list[str], list[str]]:
                 return sorted(turns.dialled), list(turns.waiting)
@@ -240,7 +265,10 @@ def test_discovered_nodes_that_do_not_link_take_turns(tmp_path):
                 seen("n7")  # displaces n1, evicted most often and longest ago
                 seen("n2", 9)  # seen again at a new address: keeps its place
                 assert [(n, w.seen.port) for n, w in turns.waiting.items()] == [
-                    ("n5", ports["n5"]), ("n2", 9), ("n7", ports["n7"])]  # fmt: skip
+                    ("n5", ports["n5"]),
+                    ("n2", 9),
+                    ("n7", ports["n7"]),
+                ]
                 assert rotated() == (["n5", "n7"], [("n2", 1), ("n3", 1), ("n4", 1)])
                 assert REFUSALS.get("discovery_evicted") == evicted + 4
                 turns.vanished("n5")  # its place goes to the first waiting
@@ -280,11 +308,16 @@ class Advertiser:
         """``(name, mesh, key, port)`` each, at 127.0.0.1, registered at once."""
 
         async def register() -> None:
-            infos = [AsyncServiceInfo(
-                SERVICE_TYPE, f"{name}.{SERVICE_TYPE}", port=port,
-                addresses=[socket.inet_aton("127.0.0.1")],
-                properties={"v": "1", "mesh": mesh.hex(), "node": key.hex()},
-            ) for name, mesh, key, port in services]  # fmt: skip
+            infos = [
+                AsyncServiceInfo(
+                    SERVICE_TYPE,
+                    f"{name}.{SERVICE_TYPE}",
+                    port=port,
+                    addresses=[socket.inet_aton("127.0.0.1")],
+                    properties={"v": "1", "mesh": mesh.hex(), "node": key.hex()},
+                )
+                for name, mesh, key, port in services
+            ]
             waits = await asyncio.gather(*(self.zc.async_register_service(i) for i in infos))
             await asyncio.gather(*waits)
 
@@ -326,8 +359,18 @@ def test_advertisements_that_never_link_give_their_places_to_a_real_node(tmp_pat
     site = setup(tmp_path)
     one, two = site["one"], site["two"]
     mesh, key = asyncio.run(mesh_and_key(one))
-    written = json.loads(memlane("write", "--data", str(one), "--token", site["writer"],
-                                 "--title", "past the squatters", "--json").stdout)  # fmt: skip
+    written = json.loads(
+        memlane(
+            "write",
+            "--data",
+            str(one),
+            "--token",
+            site["writer"],
+            "--title",
+            "past the squatters",
+            "--json",
+        ).stdout
+    )
     (two / "config.toml").write_text(SQUATTED)
     silent = socket.create_server(("127.0.0.1", 0), backlog=SQUATTERS)  # accepts, says nothing
     ports = [closed_port() for _ in range(SQUATTERS // 2)]
@@ -337,9 +380,10 @@ def test_advertisements_that_never_link_give_their_places_to_a_real_node(tmp_pat
     running: list[subprocess.Popen[str]] = []
     try:
         with ThreadPoolExecutor(3) as pool:  # at once: each takes a second or two
-            started = [pool.submit(serve, one, "--sync-listen", "127.0.0.1:0",
-                                   "--discovery", "off"),
-                       pool.submit(serve, two, *DISCOVER)]  # fmt: skip
+            started = [
+                pool.submit(serve, one, "--sync-listen", "127.0.0.1:0", "--discovery", "off"),
+                pool.submit(serve, two, *DISCOVER),
+            ]
             pool.submit(advertiser.advertise, squatters).result()
             (real, shown), (proc, seen) = (f.result() for f in started)
         running += [real, proc]

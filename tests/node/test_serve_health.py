@@ -65,12 +65,26 @@ def test_health_and_metrics_answer_and_move(tmp_path):
         poll("the link up", lambda: received in metrics(shown_two["health"]))
         before, before_two = metrics(shown["health"]), metrics(shown_two["health"])
         for i in range(3):
-            memlane("write", "--data", str(site["one"]), "--token", site["writer"],
-                    "--title", f"moves {i}")  # fmt: skip
-        after = poll("entries counted", lambda: (m := metrics(shown["health"]))
-                     ["memlane_entries"] >= before["memlane_entries"] + 3 and m)  # fmt: skip
-        after_two = poll("entries received", lambda: (m := metrics(shown_two["health"]))
-                         [received] >= before_two[received] + 3 and m)  # fmt: skip
+            memlane(
+                "write",
+                "--data",
+                str(site["one"]),
+                "--token",
+                site["writer"],
+                "--title",
+                f"moves {i}",
+            )
+        after = poll(
+            "entries counted",
+            lambda: (
+                (m := metrics(shown["health"]))["memlane_entries"] >= before["memlane_entries"] + 3
+                and m
+            ),
+        )
+        after_two = poll(
+            "entries received",
+            lambda: (m := metrics(shown_two["health"]))[received] >= before_two[received] + 3 and m,
+        )
         assert after["memlane_audit_seq"] > before["memlane_audit_seq"]
         assert after_two["memlane_entries"] >= before_two["memlane_entries"] + 3
         assert after["memlane_open_connections"] == 1
@@ -101,8 +115,10 @@ def test_sigterm_mid_sync_loses_nothing_and_a_restart_resumes(tmp_path):
         assert held >= stopped_at  # what it had counted was committed
         assert held < total, "the sync finished before SIGTERM: nothing was interrupted"
         second, shown_two = serve(site["two"], "--peer", shown["sync"])
-        poll("the rest after the restart",
-             lambda: metrics(shown_two["health"])["memlane_entries"] >= total)  # fmt: skip
+        poll(
+            "the rest after the restart",
+            lambda: metrics(shown_two["health"])["memlane_entries"] >= total,
+        )
         code, err = stop(second)
         assert code == 0, err
     finally:
@@ -205,18 +221,25 @@ async def test_the_vector_index_metrics(tmp_path):
     async with Node.open(data, config=wordllama, embed=False) as node:
         metrics = Metrics(node)
         assert _search_samples(await metrics.collect()) == {
-            "memlane_search_vectors": 0, "memlane_search_queued": 2,
-            "memlane_search_fallbacks_total": 0}  # fmt: skip
+            "memlane_search_vectors": 0,
+            "memlane_search_queued": 2,
+            "memlane_search_fallbacks_total": 0,
+        }
         assert node.vectors is not None
         while await node.vectors.step():
             pass
         samples = await metrics.collect()
         assert _search_samples(samples) == {
-            "memlane_search_vectors": 2, "memlane_search_queued": 0,
-            "memlane_search_fallbacks_total": 0}  # fmt: skip
+            "memlane_search_vectors": 2,
+            "memlane_search_queued": 0,
+            "memlane_search_fallbacks_total": 0,
+        }
         text = render(samples)
-        for name, kind in (("vectors", "gauge"), ("queued", "gauge"),
-                           ("fallbacks_total", "counter")):  # fmt: skip
+        for name, kind in (
+            ("vectors", "gauge"),
+            ("queued", "gauge"),
+            ("fallbacks_total", "counter"),
+        ):
             assert f"# TYPE memlane_search_{name} {kind}\n" in text
             assert f"# HELP memlane_search_{name} " in text
     with socket.socket() as closed:  # an endpoint that is down: each find falls back to BM25
@@ -229,8 +252,10 @@ async def test_the_vector_index_metrics(tmp_path):
             found = await node.e_timeline(who, action="find", query="gateway")
             assert found["semantic_used"] is False
         assert _search_samples(await Metrics(node).collect()) == {
-            "memlane_search_vectors": 0, "memlane_search_queued": 2,
-            "memlane_search_fallbacks_total": 2}  # fmt: skip
+            "memlane_search_vectors": 0,
+            "memlane_search_queued": 2,
+            "memlane_search_fallbacks_total": 2,
+        }
 
 
 def test_every_metric_family_is_in_the_operations_table():

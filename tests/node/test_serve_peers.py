@@ -65,10 +65,12 @@ def test_two_nodes_dialling_each_other_show_one_row_and_one_series(tmp_path):
         second, two = serve(site["two"], "--sync-listen", two_at, "--peer", one_at)
         running.append(second)
         assert (one["sync"], two["sync"]) == (one_at, two_at)
-        row_one = poll("one row for two on one",
-                       lambda: settled(site["one"], site["two_id"], one["health"]))  # fmt: skip
-        row_two = poll("one row for one on two",
-                       lambda: settled(site["two"], site["one_id"], two["health"]))  # fmt: skip
+        row_one = poll(
+            "one row for two on one", lambda: settled(site["one"], site["two_id"], one["health"])
+        )
+        row_two = poll(
+            "one row for one on two", lambda: settled(site["two"], site["one_id"], two["health"])
+        )
         # One link is kept: dialled by one node, so outbound there and inbound on the other.
         assert {row_one["direction"], row_two["direction"]} == {"inbound", "outbound"}
         dialled = row_one if row_one["direction"] == "outbound" else row_two
@@ -84,12 +86,18 @@ def test_two_nodes_dialling_each_other_show_one_row_and_one_series(tmp_path):
             assert all(f'peer="{other}"' in s for s in peer_series)
             link = f'memlane_peer_connected{{peer="{other}",connection="{row["direction"]}"}}'
             assert scraped[link] == 1
-            for family in ("memlane_peer_received_entries_total", "memlane_peer_sent_entries_total",
-                           "memlane_peer_rounds_total", "memlane_peer_connected"):  # fmt: skip
+            for family in (
+                "memlane_peer_received_entries_total",
+                "memlane_peer_sent_entries_total",
+                "memlane_peer_rounds_total",
+                "memlane_peer_connected",
+            ):
                 assert sum(1 for s in peer_series if s.startswith(family + "{")) == 1, family
             lag = [s for s in peer_series if s.startswith("memlane_peer_lag_entries{")]
-            assert sorted(lag) == [f'memlane_peer_lag_entries{{peer="{other}",direction="{side}"}}'
-                                   for side in ("in", "out")]  # fmt: skip
+            assert sorted(lag) == [
+                f'memlane_peer_lag_entries{{peer="{other}",direction="{side}"}}'
+                for side in ("in", "out")
+            ]
     finally:
         codes = [stop(proc) for proc in reversed(running)]
     for code, err in codes:
@@ -114,7 +122,11 @@ def test_the_records_of_one_node_fold_into_one() -> None:
     table.closed(dialled, "already connected to node …")
     (node,) = table.nodes()
     assert (node.node_id, node.state, node.direction, node.address) == (
-        inbound.node_id, PeerState.SYNCING, "inbound", "127.0.0.1:50000")  # fmt: skip
+        inbound.node_id,
+        PeerState.SYNCING,
+        "inbound",
+        "127.0.0.1:50000",
+    )
     assert (node.received, node.rounds, node.connected) == (8, 1, True)
     assert node.last_error is None  # the link not kept is no error of the node's
     assert dialled.last_error is None

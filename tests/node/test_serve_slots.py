@@ -60,8 +60,11 @@ def test_one_member_cannot_take_every_sync_slot(tmp_path):
     writer = asyncio.run(issue(one, "alice", ["read:workspace", "write:workspace"]))
     reader = asyncio.run(issue(two, "bob", ["read:workspace"]))
     one_id = asyncio.run(node_id_of(one))
-    written = json.loads(memlane("write", "--data", str(one), "--token", writer,
-                                 "--title", "past the squatter", "--json").stdout)  # fmt: skip
+    written = json.loads(
+        memlane(
+            "write", "--data", str(one), "--token", writer, "--title", "past the squatter", "--json"
+        ).stdout
+    )
     first, shown = serve(one, "--sync-listen", "127.0.0.1:0")
     running, silent = [first], []
     try:
@@ -83,8 +86,9 @@ def test_one_member_cannot_take_every_sync_slot(tmp_path):
         poll("the honest member on the authority", lambda: connected(two, one_id))
 
         def arrived() -> bool:
-            listed = memlane("timeline", "list", "--data", str(two), "--token", reader,
-                             "--json").stdout  # fmt: skip
+            listed = memlane(
+                "timeline", "list", "--data", str(two), "--token", reader, "--json"
+            ).stdout
             return written["sr_id"] in {r["sr_id"] for r in json.loads(listed)["results"]}
 
         poll("the SR on the honest member", arrived)
@@ -106,8 +110,10 @@ async def _squat_then_join(root: Path) -> None:
         await joins.start(Listen("127.0.0.1", 0))
         try:
             host, port = joins.address or ("", 0)
-            idle = [await asyncio.open_connection(host, port, ssl=certs.join_client_context())
-                    for _ in range(MAX_JOINS)]  # fmt: skip
+            idle = [
+                await asyncio.open_connection(host, port, ssl=certs.join_client_context())
+                for _ in range(MAX_JOINS)
+            ]
             await asyncio.sleep(0.1)  # each is being served, holding a slot
             for reader, _ in idle:  # dropped by the authority after read_timeout
                 async with asyncio.timeout(3):

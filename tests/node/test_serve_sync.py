@@ -44,12 +44,23 @@ def test_two_served_nodes_sync_over_tls(tmp_path):
             "the authority on the member's table", lambda: connected(two, site["one_id"])
         )
         # Written by another process once the link is up: it goes out as a push.
-        written = json.loads(memlane("write", "--data", str(one), "--token", site["writer"],
-                                     "--title", "served sync", "--json").stdout)  # fmt: skip
+        written = json.loads(
+            memlane(
+                "write",
+                "--data",
+                str(one),
+                "--token",
+                site["writer"],
+                "--title",
+                "served sync",
+                "--json",
+            ).stdout
+        )
 
         def arrived() -> bool:
-            listed = memlane("timeline", "list", "--data", str(two), "--token", site["reader"],
-                             "--json").stdout  # fmt: skip
+            listed = memlane(
+                "timeline", "list", "--data", str(two), "--token", site["reader"], "--json"
+            ).stdout
             return written["sr_id"] in {r["sr_id"] for r in json.loads(listed)["results"]}
 
         poll("the SR on the second node", arrived)
@@ -76,8 +87,16 @@ def test_two_served_nodes_sync_over_tls(tmp_path):
 def test_a_member_without_its_certificate_does_not_serve(tmp_path):
     site = setup(tmp_path)
     (site["two"] / NODE_CERT_FILE).unlink()
-    done = memlane("serve", "--data", str(site["two"]), "--mcp-http", "127.0.0.1:0",
-                   "--peer", "127.0.0.1:9", check=False)  # fmt: skip
+    done = memlane(
+        "serve",
+        "--data",
+        str(site["two"]),
+        "--mcp-http",
+        "127.0.0.1:0",
+        "--peer",
+        "127.0.0.1:9",
+        check=False,
+    )
     assert done.returncode == 1
     assert f"no {NODE_CERT_FILE} in " in done.stderr
 
@@ -95,8 +114,9 @@ def test_mesh_config_keys():
     assert config.mesh_peers == (Listen("10.0.0.2", 7411), Listen("::1", 7412))
     assert NodeConfig.from_mapping({}).mesh_listen is None
     with pytest.raises(ConfigError) as raised:
-        NodeConfig.from_mapping({"synchronous": "SOMETIMES", "mesh": {
-            "listen": "nowhere", "peers": ["10.0.0.2:0", 7]}})  # fmt: skip
+        NodeConfig.from_mapping(
+            {"synchronous": "SOMETIMES", "mesh": {"listen": "nowhere", "peers": ["10.0.0.2:0", 7]}}
+        )
     text = str(raised.value)
     assert "synchronous must be" in text  # reported with every other problem
     assert "mesh.listen: 'nowhere' is not HOST:PORT" in text
@@ -127,13 +147,16 @@ def test_a_catch_up_shows_in_the_serving_nodes_log(tmp_path):
         (two / "config.toml").write_text(f'[mesh]\npeers = ["{shown["sync"]}"]\n')
         second, _ = serve(two)
         running.append(second)
-        poll("the member caught up", lambda: (peers(two)["peers"] or [{}])[0].get(
-            "received", 0) >= written)  # fmt: skip
+        poll(
+            "the member caught up",
+            lambda: (peers(two)["peers"] or [{}])[0].get("received", 0) >= written,
+        )
     finally:
         codes = [stop(proc) for proc in reversed(running)]
     lines = [json.loads(line) for line in codes[0][1].splitlines() if line.startswith("{")]
-    said = [(e["event"], e.get("behind")) for e in lines
-            if e["event"] in ("catching up", "caught up")]  # fmt: skip
+    said = [
+        (e["event"], e.get("behind")) for e in lines if e["event"] in ("catching up", "caught up")
+    ]
     events = [event for event, _ in said]
     assert "catching up" in events, codes[0][1]
     assert events.index("catching up") < events.index("caught up")

@@ -27,8 +27,11 @@ from tests.node.synckit import make_mesh
 
 # The version schema 11 (the views rebuilt so SR versions name their writers) migrates from.
 BEFORE_SR_WRITERS = 10
-READS = ({"action": "list"}, {"action": "find", "query": "backup"},
-         {"action": "intersect", "match": ["ops"]})  # fmt: skip
+READS = (
+    {"action": "list"},
+    {"action": "find", "query": "backup"},
+    {"action": "intersect", "match": ["ops"]},
+)
 
 
 def _writers(answer: dict[str, Any]) -> dict[str, tuple[str, str]]:
@@ -50,8 +53,9 @@ async def test_a_result_names_its_owner_and_the_node_of_its_latest_version(
     wall.now += 10
     await node.e_write(bob, sr_id=mine["sr_id"], text="the nightly backup, at two")
     theirs = "00000000-0000-7000-8000-000000000001"
-    await node.receive([foreign.next(payload=sr_payload(theirs, title="backup", tags=["ops"]))],
-                       source="peer")  # fmt: skip
+    await node.receive(
+        [foreign.next(payload=sr_payload(theirs, title="backup", tags=["ops"]))], source="peer"
+    )
     expected = {mine["sr_id"]: ("alice", here), theirs: ("remote", there)}
     for args in READS:
         assert _writers(await node.e_timeline(bob, **args)) == expected, args
@@ -98,10 +102,12 @@ async def test_a_version_whose_time_has_not_come_names_nobody_yet(
     update = sr_payload(sr["sr_id"], create=False, title="from the future")
     await node.receive([foreign.next(payload=update, hlc=Hlc(ahead, 0))], source="peer")
     assert _writers(await node.e_timeline(alice, action="list")) == {
-        sr["sr_id"]: ("alice", node.info.node_id)}  # fmt: skip
+        sr["sr_id"]: ("alice", node.info.node_id)
+    }
     wall.now = ahead + 1
     assert _writers(await node.e_timeline(alice, action="list")) == {
-        sr["sr_id"]: ("alice", node_id(foreign.key.public))}  # fmt: skip
+        sr["sr_id"]: ("alice", node_id(foreign.key.public))
+    }
 
 
 async def _token(data: Path, wall: Wall, principal: str) -> str:
@@ -131,12 +137,14 @@ async def test_two_nodes_with_the_same_entries_name_the_same_writers(
         alice = await a.authenticate(tokens["a"])
         first = await a.e_write(alice, title="backup plan", text="nightly backup", tags=["ops"])
         wall.now += 10
-        second = await a.e_write(alice, title="rota", text="backup rota", tags=["ops"],
-                                 links=[first["sr_id"]])  # fmt: skip
+        second = await a.e_write(
+            alice, title="rota", text="backup rota", tags=["ops"], links=[first["sr_id"]]
+        )
         theirs = "00000000-0000-7000-8000-000000000001"
         wall.now = foreign.wall = wall.now + 10
-        await a.receive([foreign.next(payload=sr_payload(theirs, title="backup", tags=["ops"]))],
-                        source="peer")  # fmt: skip
+        await a.receive(
+            [foreign.next(payload=sr_payload(theirs, title="backup", tags=["ops"]))], source="peer"
+        )
     await _carry(dirs["a"], dirs["b"], wall, tmp_path / "ab.bundle")
     async with Node.open(dirs["b"], wall=wall) as b:
         ids["b"] = b.info.node_id
@@ -144,8 +152,11 @@ async def test_two_nodes_with_the_same_entries_name_the_same_writers(
         await b.e_write(await b.authenticate(tokens["b"]), sr_id=first["sr_id"], tags=["ops", "db"])
     await _carry(dirs["b"], dirs["a"], wall, tmp_path / "ba.bundle")
 
-    asks = [*READS, {"action": "traverse", "sr_id": first["sr_id"]},
-            {"action": "changes", "since": "2020-01-01"}]  # fmt: skip
+    asks = [
+        *READS,
+        {"action": "traverse", "sr_id": first["sr_id"]},
+        {"action": "changes", "since": "2020-01-01"},
+    ]
     answers = {}
     for name in ("a", "b"):
         async with Node.open(dirs[name], wall=wall) as opened:
@@ -153,9 +164,10 @@ async def test_two_nodes_with_the_same_entries_name_the_same_writers(
             answers[name] = [await opened.e_timeline(caller, **ask) for ask in asks]
     assert answers["a"] == answers["b"]
     assert _writers(answers["a"][0]) == {
-        first["sr_id"]: ("alice", ids["b"]), second["sr_id"]: ("alice", ids["a"]),
+        first["sr_id"]: ("alice", ids["b"]),
+        second["sr_id"]: ("alice", ids["a"]),
         theirs: ("remote", node_id(foreign.key.public)),
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.asyncio
@@ -182,16 +194,18 @@ async def test_a_store_made_before_the_fields_gets_them_from_its_log(
         db.execute("UPDATE schema_version SET version = ?", (BEFORE_SR_WRITERS,))
         # The pending area as it was then: schema 13 added its size and arrival; and no
         # erasure yet (schema 14), nor partial replication (schema 15).
-        db.executescript("DROP INDEX pending_source; DROP INDEX pending_arrived; "
-                         "ALTER TABLE pending DROP COLUMN size; "
-                         "ALTER TABLE pending DROP COLUMN arrived; "
-                         "DROP TABLE erased_srs; DROP TABLE erased; "
-                         "DROP TRIGGER srs_vector_erased; "
-                         "DELETE FROM state WHERE key = 'erase_held'; "
-                         "DROP INDEX headers_id; DROP TABLE missing; "
-                         "ALTER TABLE headers DROP COLUMN workspace; "
-                         "ALTER TABLE pending DROP COLUMN workspace; "
-                         "DELETE FROM state WHERE key = 'places_due';")  # fmt: skip
+        db.executescript(
+            "DROP INDEX pending_source; DROP INDEX pending_arrived; "
+            "ALTER TABLE pending DROP COLUMN size; "
+            "ALTER TABLE pending DROP COLUMN arrived; "
+            "DROP TABLE erased_srs; DROP TABLE erased; "
+            "DROP TRIGGER srs_vector_erased; "
+            "DELETE FROM state WHERE key = 'erase_held'; "
+            "DROP INDEX headers_id; DROP TABLE missing; "
+            "ALTER TABLE headers DROP COLUMN workspace; "
+            "ALTER TABLE pending DROP COLUMN workspace; "
+            "DELETE FROM state WHERE key = 'places_due';"
+        )
     for leftover in data.glob("memlane.db*"):
         leftover.unlink()
     old.rename(data / "memlane.db")

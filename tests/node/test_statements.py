@@ -45,9 +45,13 @@ def _children() -> list[int]:
 
 @pytest_asyncio.fixture
 async def store(tmp_path: Path, wall: Wall) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "store.db", wall=wall, views=default_views(),
-                              options=StoreOptions(statement_process=True),
-                              migrations=MIGRATIONS)  # fmt: skip
+    opened = await Store.open(
+        tmp_path / "store.db",
+        wall=wall,
+        views=default_views(),
+        options=StoreOptions(statement_process=True),
+        migrations=MIGRATIONS,
+    )
     try:
         yield opened
     finally:
@@ -100,8 +104,14 @@ def test_the_statement_process_ends_with_the_process_it_serves(tmp_path: Path):
 
         asyncio.run(main())
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True, timeout=60, cwd=Path(__file__).parents[2])  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        cwd=Path(__file__).parents[2],
+    )
     (child,) = map(int, out.stdout.split())
     deadline = time.monotonic() + 10
     while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:

@@ -126,8 +126,9 @@ async def test_two_nodes_end_with_the_same_logs_and_answers(tmp_path: Path, wall
             assert synced == Counter(dict.fromkeys(arrived, 1))  # one event per arrival
             assert not set(synced) & await own_ids(node)  # none for what it wrote itself
         assert len(await synced_since(b, before[b][1])) == 25
-        assert {row.detail["source"] for row in await events(b, "sr_synced")
-                if row.seq > before[b][1]} == {f"peer:{a.info.node_id}"}  # fmt: skip
+        assert {
+            row.detail["source"] for row in await events(b, "sr_synced") if row.seq > before[b][1]
+        } == {f"peer:{a.info.node_id}"}
 
 
 async def test_a_line_of_nodes_converges_and_relays_what_is_written_live(
@@ -165,8 +166,9 @@ async def test_a_line_of_nodes_converges_and_relays_what_is_written_live(
             arrived = await ids(node) - known[node] - await own_ids(node)
             assert await synced_since(node, start[node]) == Counter(dict.fromkeys(arrived, 1))
         via_b = f"peer:{b.info.node_id}"
-        assert {row.detail["source"] for row in await events(c, "sr_synced")
-                if row.seq > start[c]} == {via_b}  # fmt: skip
+        assert {
+            row.detail["source"] for row in await events(c, "sr_synced") if row.seq > start[c]
+        } == {via_b}
 
 
 async def test_a_cut_connection_resumes_from_the_committed_frontier(
@@ -243,24 +245,26 @@ async def test_sync_runs_inside_mutual_tls(tmp_path: Path, wall: Wall) -> None:
     async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
         await write(a, await alice(a), "over tls")
         ca = a.membership.authority_certificate()
-        issued = {a: a.membership.node_certificate(),  # by the authority
-                  b: a.membership.node_certificate(b.key.public)}  # fmt: skip
+        issued = {
+            a: a.membership.node_certificate(),  # by the authority
+            b: a.membership.node_certificate(b.key.public),
+        }
 
         def tls(node: Node) -> tuple[ssl.SSLContext, ssl.SSLContext]:
             key = certs.private_key(node.path / NODE_KEY_FILE)
-            return (certs.server_context(ca, issued[node], key),
-                    certs.client_context(ca, issued[node], key))  # fmt: skip
+            return (
+                certs.server_context(ca, issued[node], key),
+                certs.client_context(ca, issued[node], key),
+            )
 
         def peer_key(node: Node) -> PeerKey:
             admits = lambda key: node.membership.admits(key, wall())  # noqa: E731
             return lambda ssl_object: certs.verified_peer(ssl_object, admits)
 
         async with (
-            Sync(a.replica(), key=a.key.public, options=FAST,
-                 peer_key=peer_key(a)) as sa,
-            Sync(b.replica(), key=b.key.public, options=FAST,
-                 peer_key=peer_key(b)) as sb,
-        ):  # fmt: skip
+            Sync(a.replica(), key=a.key.public, options=FAST, peer_key=peer_key(a)) as sa,
+            Sync(b.replica(), key=b.key.public, options=FAST, peer_key=peer_key(b)) as sb,
+        ):
             sb.dial(*await sa.listen(ssl=tls(a)[0]), ssl=tls(b)[1])
             await converged([a, b], [sa, sb])
             await live(sb, 1)
@@ -318,10 +322,11 @@ async def test_a_round_after_a_catch_up_of_many_batches_finds_nothing_to_send(
     fw = ForeignWriter(b"", wall=wall() - 60_000)
     dirs = await make_mesh(tmp_path, ["A", "B"], wall, [fw])
     often = SyncOptions(
-        link=LinkOptions(round_interval=0.05, min_round_interval=0.01, close_timeout=1,
-                         batch_entries=64),
+        link=LinkOptions(
+            round_interval=0.05, min_round_interval=0.01, close_timeout=1, batch_entries=64
+        ),
         poll_interval=0.01,
-    )  # fmt: skip
+    )
     async with Node.open(dirs["A"], wall=wall) as a, Node.open(dirs["B"], wall=wall) as b:
         await a.receive(fw.run(700), source="test")
         async with syncing(a, often) as sa, syncing(b, often) as sb:

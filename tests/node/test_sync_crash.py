@@ -101,14 +101,26 @@ class Child:
         self._pump = asyncio.create_task(self._drain())
 
     @classmethod
-    async def start(cls, data: Path, address: tuple[str, int], seed: int, own: int,
-                    stderr: Path, *, finish: bool = False) -> Child:  # fmt: skip
+    async def start(
+        cls,
+        data: Path,
+        address: tuple[str, int],
+        seed: int,
+        own: int,
+        stderr: Path,
+        *,
+        finish: bool = False,
+    ) -> Child:
         args = [str(data), address[0], str(address[1]), str(seed), str(own)]
         with stderr.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, str(CHILD), *args, *(["--finish"] if finish else []),
-                stdout=asyncio.subprocess.PIPE, stderr=err,
-            )  # fmt: skip
+                sys.executable,
+                str(CHILD),
+                *args,
+                *(["--finish"] if finish else []),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=err,
+            )
         return cls(proc, stderr)
 
     async def _drain(self) -> None:
@@ -131,8 +143,11 @@ class Child:
         get = asyncio.ensure_future(self.lines.get())
         ended = asyncio.ensure_future(self.eof.wait())
         try:
-            await asyncio.wait({get, ended}, timeout=max(0.0, deadline - time.monotonic()),
-                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            await asyncio.wait(
+                {get, ended},
+                timeout=max(0.0, deadline - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
         finally:
             ended.cancel()
             if not get.done():
@@ -319,8 +334,7 @@ async def scenario(tmp_path: Path, seed: int) -> tuple[Acks, list[Round], set[by
                     acks.add(line)
 
             # The last run: B catches up both ways and closes the link.
-            child = await Child.start(dirs["B"], address, rng.randrange(2**31), 2, err,
-                                      finish=True)  # fmt: skip
+            child = await Child.start(dirs["B"], address, rng.randrange(2**31), 2, err, finish=True)
             try:
                 deadline = time.monotonic() + FINISH_TIMEOUT
                 while (line := await child.next_line(deadline)) != "done":
@@ -404,9 +418,14 @@ def test_a_receiving_node_killed_mid_sync_resumes_and_loses_nothing(tmp_path: Pa
         assert acks.episodes <= episodes, f"{tag}: acknowledged episodes lost"
 
         # B's own log: seqs 1..head without a gap.
-        seqs = [s for (s,) in db.execute(
-            "SELECT h.seq FROM headers h JOIN logs l ON l.log_id = h.log_id "
-            "WHERE l.writer = ? AND l.epoch = ? ORDER BY h.seq", (b_key, b_epoch))]  # fmt: skip
+        seqs = [
+            s
+            for (s,) in db.execute(
+                "SELECT h.seq FROM headers h JOIN logs l ON l.log_id = h.log_id "
+                "WHERE l.writer = ? AND l.epoch = ? ORDER BY h.seq",
+                (b_key, b_epoch),
+            )
+        ]
         assert seqs == list(range(1, len(own) + 1)), tag
 
         b_rows = _rows(db)

@@ -53,25 +53,46 @@ class Spec:
 # 7 of 12 (noise); "zephyr" by 2 (SR 1 four times, SR 4 twice); "alpha" and "beta" as tags or
 # terms.  Content times cross a day edge on 2024-03-05; three SRs have none.
 CORPUS = (
-    Spec("Kickoff memo", "memo about the project kickoff", ("alpha",),
-         content_time="2024-03-05T00:00:00Z"),
-    Spec("Zephyr spotted", "zephyr zephyr zephyr memo", ("alpha", "beta"),
-         content_time="2024-03-05T23:59:59.999Z", conversational=True),
-    Spec("Budget", "budget memo beta", ("alpha",), lane="research",
-         content_time="2024-03-06T00:00:00Z"),
+    Spec(
+        "Kickoff memo",
+        "memo about the project kickoff",
+        ("alpha",),
+        content_time="2024-03-05T00:00:00Z",
+    ),
+    Spec(
+        "Zephyr spotted",
+        "zephyr zephyr zephyr memo",
+        ("alpha", "beta"),
+        content_time="2024-03-05T23:59:59.999Z",
+        conversational=True,
+    ),
+    Spec(
+        "Budget",
+        "budget memo beta",
+        ("alpha",),
+        lane="research",
+        content_time="2024-03-06T00:00:00Z",
+    ),
     Spec("Chat log", "we talked memo", conversational=True),
-    Spec("Zephyr again", "a zephyr", ("gamma",), lane="research",
-         content_time="2024-01-10T12:00:00Z"),
-    Spec("Release", "release notes memo", ("beta",), content_time="2025-06-01T00:00:00Z",
-         links=(0, 1)),
+    Spec(
+        "Zephyr again", "a zephyr", ("gamma",), lane="research", content_time="2024-01-10T12:00:00Z"
+    ),
+    Spec(
+        "Release",
+        "release notes memo",
+        ("beta",),
+        content_time="2025-06-01T00:00:00Z",
+        links=(0, 1),
+    ),
     Spec("Retro", "retro memo", ("alpha",)),
     Spec("Standup", "standup chat", content_time="2023-12-31T23:00:00Z", conversational=True),
     Spec("Design", "design memo alpha", content_time="2024-03-05T12:00:00Z"),
-    Spec("Ops", "ops runbook", ("ops",), lane="ops", content_time="2024-02-29T00:00:00Z",
-         links=(5,)),
+    Spec(
+        "Ops", "ops runbook", ("ops",), lane="ops", content_time="2024-02-29T00:00:00Z", links=(5,)
+    ),
     Spec("Hiring", "hiring plan"),
     Spec("Wrap", "wrap up", ("beta",), content_time="2024-07-04T00:00:00Z", links=(5,)),
-)  # fmt: skip
+)
 
 
 @dataclass
@@ -193,20 +214,29 @@ async def test_windows_at_their_edges_on_content_time(corpus: Corpus) -> None:
     assert await window(start_date="2024-03-05", end_date="2024-03-06T00:00:00Z") == [0, 8, 1]
     assert await window(start_date="2024-03-05", end_date="2024-03-05T23:59:59.999Z") == [0, 8]
     assert await window(start_date="2024-03-05", end_date="2024-03-06T00:00:00.001Z") == [
-        0, 8, 1, 2,
-    ]  # fmt: skip
+        0,
+        8,
+        1,
+        2,
+    ]
     # start_date is inclusive, as an instant or a bare date (midnight UTC).
     assert await window(start_date="2024-03-05T23:59:59.999Z", end_date="2024-03-06") == [1, 2]
     assert await window(start_date="2024-03-05T00:00:00.001Z", end_date="2024-03-06") == [
-        8, 1, 2,
-    ]  # fmt: skip
+        8,
+        1,
+        2,
+    ]
     # An offset is read as the instant it names.
     assert await window(start_date="2024-03-05T13:00:00+01:00", end_date="2024-03-06") == [
-        8, 1, 2,
-    ]  # fmt: skip
+        8,
+        1,
+        2,
+    ]
     assert await window("content_time_desc", start_date="2024-03-05", end_date="2024-03-05") == [
-        1, 8, 0,
-    ]  # fmt: skip
+        1,
+        8,
+        0,
+    ]
     # Only one edge.
     assert await window(end_date="2024-01-10T12:00:00Z") == [7]
     assert await window(start_date="2025-06-01") == [5, 3, 6, 10]
@@ -224,8 +254,11 @@ async def test_the_window_applies_to_the_time_the_action_orders_by(corpus: Corpu
     assert await corpus.found(action="list", start_date=start, end_date=end) == [4, 3, 2]
     just_after = format_instant(ingest[5] + 1)
     assert await corpus.found(action="list", start_date=start, end_date=just_after) == [
-        5, 4, 3, 2,
-    ]  # fmt: skip
+        5,
+        4,
+        3,
+        2,
+    ]
     # Nothing was ingested on 2024-03-05, though three SRs are about that day.
     day = {"start_date": "2024-03-05", "end_date": "2024-03-05"}
     assert await corpus.found(action="list", **day) == []
@@ -265,9 +298,11 @@ async def test_conversational_only(corpus: Corpus) -> None:
         action="list", is_conversational_only=True, order_by="content_time_asc"
     ) == [7, 1, 3]
     assert await corpus.found(
-        action="list", is_conversational_only=True, order_by="content_time_asc",
+        action="list",
+        is_conversational_only=True,
+        order_by="content_time_asc",
         start_date="2024-01-01",
-    ) == [1, 3]  # fmt: skip
+    ) == [1, 3]
     assert await corpus.found(action="find", query="zephyr", is_conversational_only=True) == [1]
     answer = await corpus.ask(action="list", is_conversational_only=True, page_size=2)
     assert (corpus.index(answer["results"]), answer["has_more"]) == ([7, 3], True)
@@ -311,21 +346,30 @@ async def test_find_pages_by_relevance_then_orders_each_page_by_time(
     # times in a short text (the most relevant; about the oldest moment).  Relevance, writing
     # order and content order all differ.
     wall.now += MINUTE
-    weak = (await node.e_write(alice, title="long", text="zeta " + "filler " * 60,
-                               content_time="2030-01-01"))["sr_id"]  # fmt: skip
+    weak = (
+        await node.e_write(
+            alice, title="long", text="zeta " + "filler " * 60, content_time="2030-01-01"
+        )
+    )["sr_id"]
     wall.now += MINUTE
-    plain = [r["sr_id"] for r in await asyncio.gather(
-        *(node.e_write(alice, title=f"note {i}", text="zeta") for i in range(99)))]  # fmt: skip
+    plain = [
+        r["sr_id"]
+        for r in await asyncio.gather(
+            *(node.e_write(alice, title=f"note {i}", text="zeta") for i in range(99))
+        )
+    ]
     wall.now += MINUTE
-    strong = (await node.e_write(alice, title="short", text="zeta zeta zeta",
-                                 content_time="2000-01-01"))["sr_id"]  # fmt: skip
+    strong = (
+        await node.e_write(alice, title="short", text="zeta zeta zeta", content_time="2000-01-01")
+    )["sr_id"]
     for _ in range(3):  # unrelated SRs keep "zeta" rare enough to weigh
         await node.e_write(alice, title="other", text="unrelated")
     wall.now += MINUTE
 
     async def page(number: int = 1, size: int = 100, **args: Any) -> dict[str, Any]:
-        return await node.e_timeline(alice, action="find", query="zeta", page=number,
-                                     page_size=size, **args)  # fmt: skip
+        return await node.e_timeline(
+            alice, action="find", query="zeta", page=number, page_size=size, **args
+        )
 
     def ids(answer: dict[str, Any]) -> list[str]:
         return [r["sr_id"] for r in answer["results"]]
@@ -368,8 +412,9 @@ async def test_find_breaks_ties_at_the_100th_by_sr_id(
     entries = [foreign.next("sr.put", sr_payload(i, title="same", text="theta")) for i in ids]
     entries.append(foreign.next("sr.put", sr_payload(ids[0][:-3] + "999", text="unrelated")))
     assert (await node.receive(entries, source="peer")).stored == len(entries)
-    answer = await node.e_timeline(alice, action="find", query="theta", page_size=100,
-                                   order_by="ingest_time_asc")  # fmt: skip
+    answer = await node.e_timeline(
+        alice, action="find", query="theta", page_size=100, order_by="ingest_time_asc"
+    )
     found = [r["sr_id"] for r in answer["results"]]
     assert sorted(found) == sorted(ids)[:100]
     assert found == [i for i in ids if i in set(found)]  # then by time: arrival order here
@@ -388,8 +433,7 @@ async def test_shed_idf_noise_both_ways(corpus: Corpus) -> None:
     shed = await corpus.ask(action="find", query="memo zephyr", page_size=100)
     assert shed["shed_terms"] == ["memo"]
     assert corpus.index(shed["results"]) == [4, 1]
-    kept = await corpus.ask(action="find", query="memo zephyr", page_size=100,
-                            shed_idf_noise=False)  # fmt: skip
+    kept = await corpus.ask(action="find", query="memo zephyr", page_size=100, shed_idf_noise=False)
     assert kept["shed_terms"] == []
     assert corpus.index(kept["results"]) == corpus.ordered("ingest_time_desc", [*memo, 4])
     # A lone term is never shed, however common.
@@ -400,8 +444,9 @@ async def test_shed_idf_noise_both_ways(corpus: Corpus) -> None:
     both = await corpus.ask(action="intersect", match=["memo", "zephyr"], page_size=100)
     assert both["shed_terms"] == ["memo"]
     assert corpus.index(both["results"]) == [4, 1]
-    strict = await corpus.ask(action="intersect", match=["memo", "zephyr"], page_size=100,
-                              shed_idf_noise=False)  # fmt: skip
+    strict = await corpus.ask(
+        action="intersect", match=["memo", "zephyr"], page_size=100, shed_idf_noise=False
+    )
     assert strict["shed_terms"] == []
     assert corpus.index(strict["results"]) == [1]
     # With fewer than 10 readable SRs nothing is shed: delete three (memo is then 6 of 9).
@@ -439,8 +484,9 @@ async def test_find_leaves_stop_words_out_of_the_query(corpus: Corpus) -> None:
     # "zephyr" alone finds 4 and 1; the question's function words change nothing, even with
     # shed_idf_noise off (they are not terms at all) — and shed_terms does not name them.
     alone = await corpus.ask(action="find", query="zephyr", shed_idf_noise=False)
-    asked = await corpus.ask(action="find", query="What did they do with the zephyr?",
-                             shed_idf_noise=False)  # fmt: skip
+    asked = await corpus.ask(
+        action="find", query="What did they do with the zephyr?", shed_idf_noise=False
+    )
     assert asked["results"] == alone["results"]
     assert corpus.index(asked["results"]) == [4, 1]
     assert (await corpus.ask(action="find", query="what is the zephyr"))["shed_terms"] == []
@@ -456,16 +502,20 @@ async def test_intersect_needs_every_match_as_a_tag_or_a_term(corpus: Corpus) ->
     # alpha: tag of 0, 1, 2, 6; term of 8.  beta: tag of 1, 5, 11; term of 2.
     assert await corpus.found(action="intersect", match=["alpha"]) == [8, 6, 2, 1, 0]
     assert await corpus.found(action="intersect", match=["alpha", "beta"]) == [2, 1]
-    assert await corpus.found(action="intersect", match=["beta", "alpha"],
-                              order_by="ingest_time_asc") == [1, 2]  # fmt: skip
+    assert await corpus.found(
+        action="intersect", match=["beta", "alpha"], order_by="ingest_time_asc"
+    ) == [1, 2]
     assert await corpus.found(action="intersect", match=["alpha", "beta", "gamma"]) == []
     assert await corpus.found(action="intersect", match="gamma") == [4]
     assert await corpus.found(action="intersect", match=["zephyr spotted"]) == [1]
     assert await corpus.found(action="intersect", match=["spotted zephyr"]) == []
     assert await corpus.found(
-        action="intersect", match=["alpha"], order_by="content_time_asc",
-        start_date="2024-03-05", end_date="2024-03-05",
-    ) == [0, 8, 1]  # fmt: skip
+        action="intersect",
+        match=["alpha"],
+        order_by="content_time_asc",
+        start_date="2024-03-05",
+        end_date="2024-03-05",
+    ) == [0, 8, 1]
     answer = await corpus.ask(action="intersect", match=["alpha"], page_size=2, page=3)
     assert (corpus.index(answer["results"]), answer["has_more"]) == ([0], False)
     assert answer["action"] == "intersect"
@@ -481,15 +531,20 @@ async def test_traverse_follows_links_both_ways_at_depth_one(corpus: Corpus) -> 
     five = corpus.ids[5]
     assert await corpus.found(action="traverse", sr_id=five) == [11, 9, 1, 0]
     assert await corpus.found(action="traverse", sr_id=five, order_by="content_time_asc") == [
-        9, 0, 1, 11,
-    ]  # fmt: skip
+        9,
+        0,
+        1,
+        11,
+    ]
     assert await corpus.found(action="traverse", sr_id=corpus.ids[11]) == [5]
     assert await corpus.found(action="traverse", sr_id=corpus.ids[0]) == [5]
     assert await corpus.found(action="traverse", sr_id=corpus.ids[10]) == []
     assert await corpus.found(
-        action="traverse", sr_id=five, order_by="ingest_time_asc",
+        action="traverse",
+        sr_id=five,
+        order_by="ingest_time_asc",
         start_date=format_instant(corpus.ingest[1]),
-    ) == [1, 9, 11]  # fmt: skip
+    ) == [1, 9, 11]
     answer = await corpus.ask(action="traverse", sr_id=five, page_size=3)
     assert (corpus.index(answer["results"]), answer["has_more"]) == ([11, 9, 1], True)
     # A link to an SR that does not exist, and a link to itself, show nothing.
@@ -525,13 +580,16 @@ async def test_correction_and_adjustment_flags(corpus: Corpus) -> None:
     await node.e_correct(alice, sr_id=corpus.ids[0], reason="typo", text="kickoff quokka")
     corrected_at = wall.now
     wall.now += MINUTE
-    await node.e_adjust(alice, sr_id=corpus.ids[3], tags=["fixed"],
-                        content_time="2020-01-01T00:00:00Z")  # fmt: skip
+    await node.e_adjust(
+        alice, sr_id=corpus.ids[3], tags=["fixed"], content_time="2020-01-01T00:00:00Z"
+    )
     adjusted_at = wall.now
     wall.now += MINUTE
     answer = await corpus.ask(action="list", page_size=100)
-    flags = {corpus.ids.index(r["sr_id"]): (r["has_correction"], r["has_adjustment"])
-             for r in answer["results"]}  # fmt: skip
+    flags = {
+        corpus.ids.index(r["sr_id"]): (r["has_correction"], r["has_adjustment"])
+        for r in answer["results"]
+    }
     assert flags[0] == (True, False)
     assert flags[3] == (False, True)
     assert all(flags[i] == (False, False) for i in flags if i not in (0, 3))
@@ -555,8 +613,9 @@ async def test_correction_and_adjustment_flags(corpus: Corpus) -> None:
     await node.e_write(alice, sr_id=corpus.ids[0], title="Kickoff")
     again = await corpus.ask(action="find", query="quokka")
     assert (again["results"][0]["has_correction"], again["results"][0]["title"]) == (
-        True, "Kickoff",
-    )  # fmt: skip
+        True,
+        "Kickoff",
+    )
 
 
 @pytest.mark.asyncio
@@ -579,8 +638,9 @@ async def test_lane_and_lane_uuid(corpus: Corpus, make_caller: CallerFactory) ->
     assert lane_uuid_of("other", "default") != lane_uuid_of("team", "default")
     chosen = str(uuid.UUID(int=0x0123456789ABCDEF0123456789ABCDEF))
     corpus.wall.now += MINUTE
-    sr_id = (await node.e_write(alice, title="own lane", text="x", lane="research",
-                                lane_uuid=chosen))["sr_id"]  # fmt: skip
+    sr_id = (
+        await node.e_write(alice, title="own lane", text="x", lane="research", lane_uuid=chosen)
+    )["sr_id"]
     mine = (await corpus.ask(action="list", page_size=1))["results"][0]
     assert (mine["sr_id"], mine["lane"], mine["lane_uuid"]) == (sr_id, "research", chosen)
     # An adjusted lane gets that lane's derived id unless one is given.
@@ -612,8 +672,11 @@ async def test_agent_profile_presets(tmp_path: Path, wall: Wall) -> None:
 
         async def got(**args: Any) -> tuple[list[int], int, bool]:
             answer = await node.e_timeline(alice, action="list", **args)
-            return ([ids.index(r["sr_id"]) for r in answer["results"]], answer["page_size"],
-                    answer["has_more"])  # fmt: skip
+            return (
+                [ids.index(r["sr_id"]) for r in answer["results"]],
+                answer["page_size"],
+                answer["has_more"],
+            )
 
         assert await got() == ([4, 3, 2, 1, 0], 20, False)
         assert await got(agent_profile="brief") == ([0, 1], 2, True)
@@ -649,12 +712,19 @@ async def test_private_srs_are_seen_by_their_owner_and_admins_only(
         {"action": "find", "query": "memo zephyr secret", "shed_idf_noise": False},
         {"action": "intersect", "match": ["alpha", "memo"]},
         {"action": "traverse", "sr_id": corpus.ids[5]},
-    ]  # fmt: skip
+    ]
     before = [await corpus.ask(**q) for q in questions]
     corpus.wall.now += MINUTE
-    secret = (await node.e_write(bob, title="secret memo", text="zephyr alpha memo memo",
-                                 tags=["alpha"], visibility="private",
-                                 links=[corpus.ids[5]]))["sr_id"]  # fmt: skip
+    secret = (
+        await node.e_write(
+            bob,
+            title="secret memo",
+            text="zephyr alpha memo memo",
+            tags=["alpha"],
+            visibility="private",
+            links=[corpus.ids[5]],
+        )
+    )["sr_id"]
     corpus.wall.now += MINUTE
     # Alice sees exactly what she saw before: results, order, pages, flags, shed terms.
     assert [await corpus.ask(**q) for q in questions] == before
@@ -698,8 +768,11 @@ async def test_another_workspace_is_invisible(corpus: Corpus, make_caller: Calle
     olga = await make_caller("olga", "other", ADMIN)
     before = await corpus.ask(action="list", page_size=100)
     corpus.wall.now += MINUTE
-    theirs = (await node.e_write(olga, title="other memo", text="zephyr", tags=["alpha"],
-                                 links=[corpus.ids[5]]))["sr_id"]  # fmt: skip
+    theirs = (
+        await node.e_write(
+            olga, title="other memo", text="zephyr", tags=["alpha"], links=[corpus.ids[5]]
+        )
+    )["sr_id"]
     corpus.wall.now += MINUTE
     assert await corpus.ask(action="list", page_size=100) == before
     assert await corpus.found(action="find", query="zephyr") == [4, 1]
@@ -727,10 +800,11 @@ async def test_a_future_entry_appears_when_its_time_comes(
         foreign.next("sr.put", sr_payload(present_id, title="today"), hlc=Hlc(now - 1000, 0)),
         foreign.next("sr.put", sr_payload(future_id, title="from the future"), hlc=Hlc(later, 0)),
         foreign.next(
-            "sr.put", sr_payload(present_id, create=False, title="rewritten later"),
+            "sr.put",
+            sr_payload(present_id, create=False, title="rewritten later"),
             hlc=Hlc(later + 10, 0),
         ),
-    ]  # fmt: skip
+    ]
     report = await node.receive(entries, source="peer")
     assert report.stored == 3
     # The authority's member.add of this node and of the foreign writer, and these.
@@ -745,8 +819,9 @@ async def test_a_future_entry_appears_when_its_time_comes(
     # what is shown is still the newest version whose time has come.
     other = ForeignWriter(node.info.mesh, seed=b"\x09" * 32, epoch=b"\x09" * 8)
     await admit(node, other)
-    late = other.next("sr.put", sr_payload(present_id, create=False, text="late"),
-                      hlc=Hlc(now - 500, 0))  # fmt: skip
+    late = other.next(
+        "sr.put", sr_payload(present_id, create=False, text="late"), hlc=Hlc(now - 500, 0)
+    )
     assert (await node.receive([late], source="peer-2")).stored == 1
     assert await titles() == {present_id: "today"}
     shown = (await node.e_timeline(alice, action="list"))["results"][0]
@@ -771,8 +846,9 @@ async def test_a_future_entry_appears_when_its_time_comes(
     # these are an hour ahead again.)
     ahead_id = "00000000-0000-7000-8000-000000000003"
     ahead = later + 3_600_000
-    update = other.next("sr.put", sr_payload(ahead_id, create=False, title="ahead, updated"),
-                        hlc=Hlc(ahead + 20, 0))  # fmt: skip
+    update = other.next(
+        "sr.put", sr_payload(ahead_id, create=False, title="ahead, updated"), hlc=Hlc(ahead + 20, 0)
+    )
     create = foreign.next("sr.put", sr_payload(ahead_id, title="ahead"), hlc=Hlc(ahead + 15, 0))
     await node.receive([update], source="peer-2")
     await node.receive([create], source="peer")
@@ -796,10 +872,10 @@ async def test_a_late_entry_with_an_older_clock_lands_in_the_middle(
     sr_id = "00000000-0000-7000-8000-000000000010"
     t0 = wall.now - 10 * MINUTE
     create = first.next("sr.put", sr_payload(sr_id, title="v0", text="base"), hlc=Hlc(t0, 0))
-    newer = first.next("sr.put", sr_payload(sr_id, create=False, title="v2"),
-                       hlc=Hlc(t0 + 2000, 0))  # fmt: skip
-    older = second.next("sr.put", sr_payload(sr_id, create=False, title="v1", text="middle"),
-                        hlc=Hlc(t0 + 1000, 0))  # fmt: skip
+    newer = first.next("sr.put", sr_payload(sr_id, create=False, title="v2"), hlc=Hlc(t0 + 2000, 0))
+    older = second.next(
+        "sr.put", sr_payload(sr_id, create=False, title="v1", text="middle"), hlc=Hlc(t0 + 1000, 0)
+    )
     await node.receive([create, newer], source="a")
     await node.receive([older], source="b")  # arrives last, ordered in the middle
 
@@ -813,14 +889,14 @@ async def test_a_late_entry_with_an_older_clock_lands_in_the_middle(
     assert now["ingest_time"] == format_instant(t0 + 2000)
     assert now["created_time"] == format_instant(t0)
     reader = node.reader()
-    walls = await reader.fetchall("SELECT wall FROM sr_versions WHERE sr_id = ? ORDER BY ord",
-                                  (sr_id,))  # fmt: skip
+    walls = await reader.fetchall(
+        "SELECT wall FROM sr_versions WHERE sr_id = ? ORDER BY ord", (sr_id,)
+    )
     assert [w for (w,) in walls] == [t0, t0 + 1000, t0 + 2000]
     # Same wall and counter from both writers: the writer key decides, not arrival.
     tie = Hlc(t0 + 3000, 0)
     from_first = first.next("sr.put", sr_payload(sr_id, create=False, title="first's"), hlc=tie)
-    from_second = second.next("sr.put", sr_payload(sr_id, create=False, title="second's"),
-                              hlc=tie)  # fmt: skip
+    from_second = second.next("sr.put", sr_payload(sr_id, create=False, title="second's"), hlc=tie)
     winner = "first's" if first.key.public > second.key.public else "second's"
     await node.receive([from_second], source="b")
     await node.receive([from_first], source="a")

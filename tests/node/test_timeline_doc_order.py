@@ -85,8 +85,14 @@ async def test_intersect_from_the_index_equals_the_plain_query(
     for _ in range(300):
         match = rng.sample(["red", "green", "Red", "apple", "plum pear", "fig"], rng.randint(1, 2))
         low, high = sorted(rng.sample(edges[1:], 2)) if rng.random() < 0.5 else (None, None)
-        q = tl.Query(rng.choice(callers), rng.choice(ORDERS), low, high,
-                     page=rng.randint(1, 4), page_size=rng.randint(1, 9))  # fmt: skip
+        q = tl.Query(
+            rng.choice(callers),
+            rng.choice(ORDERS),
+            low,
+            high,
+            page=rng.randint(1, 4),
+            page_size=rng.randint(1, 9),
+        )
         fast, plain = await both(node, q, match)
         assert fast == plain, (q, match)
         checked += bool(plain[0])
@@ -114,10 +120,16 @@ async def test_intersect_falls_back_when_the_index_order_does_not_hold(
         await node.store.run(op)
 
     await write("UPDATE srs SET doc = -1 WHERE sr_id = ?", (sr_id,))
-    await write("INSERT INTO sr_fts (sr_fts, rowid, title, text, tags) SELECT 'delete', ?, "
-                "title, text, tags_text FROM srs WHERE sr_id = ?", (doc, sr_id))  # fmt: skip
-    await write("INSERT INTO sr_fts (rowid, title, text, tags) SELECT -1, title, text, "
-                "tags_text FROM srs WHERE sr_id = ?", (sr_id,))  # fmt: skip
+    await write(
+        "INSERT INTO sr_fts (sr_fts, rowid, title, text, tags) SELECT 'delete', ?, "
+        "title, text, tags_text FROM srs WHERE sr_id = ?",
+        (doc, sr_id),
+    )
+    await write(
+        "INSERT INTO sr_fts (rowid, title, text, tags) SELECT -1, title, text, "
+        "tags_text FROM srs WHERE sr_id = ?",
+        (sr_id,),
+    )
     title = (await reader.fetchall("SELECT title FROM srs WHERE sr_id = ?", (sr_id,)))[0][0]
     q = tl.Query(admin, "ingest_time_desc", page_size=50)
     fast, plain = await both(node, q, title.split()[:1])
@@ -140,14 +152,18 @@ async def test_find_pages_in_ingest_order_follow_the_time_index_within_each_page
             everything = [
                 r["sr_id"]
                 for page in (1, 2, 3)
-                for r in (await node.e_timeline(caller, action="list", order_by=order,
-                                                page=page, page_size=100))["results"]
-            ]  # fmt: skip
+                for r in (
+                    await node.e_timeline(
+                        caller, action="list", order_by=order, page=page, page_size=100
+                    )
+                )["results"]
+            ]
             assert len(everything) < 300
             found: list[str] = []
             for page in range(1, 20):
-                answer = await node.e_timeline(caller, action="find", query="fig", page=page,
-                                                page_size=7, order_by=order)  # fmt: skip
+                answer = await node.e_timeline(
+                    caller, action="find", query="fig", page=page, page_size=7, order_by=order
+                )
                 ids = [r["sr_id"] for r in answer["results"]]
                 assert ids == [i for i in everything if i in set(ids)]
                 found += ids
@@ -167,8 +183,10 @@ async def test_term_shares_count_what_the_caller_can_read(
     await node.receive(corpus(foreign, wall.now - 60_000, random.Random(4)), source="peer")
     alice = await make_caller("alice", "team", ("read:workspace",))
     listed = await node.e_timeline(alice, action="list", page_size=100)
-    await node.e_delete(await make_caller("root", "team", ("read:workspace", "admin:workspace")),
-                        sr_id=listed["results"][0]["sr_id"])  # fmt: skip
+    await node.e_delete(
+        await make_caller("root", "team", ("read:workspace", "admin:workspace")),
+        sr_id=listed["results"][0]["sr_id"],
+    )
     reader = node.reader()
     rule, params = readable_srs(alice)
     total = await reader.scalar(f"SELECT count(*) FROM srs WHERE {rule}", params)

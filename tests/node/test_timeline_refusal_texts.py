@@ -41,16 +41,35 @@ ALLOWED = re.compile(
 KNOWN = "known"  # stands for the SR the node holds; replaced by its id when called
 UNKNOWN = "00000000-0000-7000-8000-000000000001"
 MOMENTS = [
-    "2026-10-09", "2026-10-01", "2026-10-10", "1969-12-31", "1970-01-01", "0001-01-01",
-    "9999-12-31", "2026-10-09T15:00:00Z", "2026-10-09T15:40:00Z", "2026-10-09T16:00:00+02:00",
-    "2026-10-09T15:00:00.5Z", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z",
-    "2026-10-09T15:00:00", "2026-13-01", "yesterday", "", " ",
-]  # fmt: skip
+    "2026-10-09",
+    "2026-10-01",
+    "2026-10-10",
+    "1969-12-31",
+    "1970-01-01",
+    "0001-01-01",
+    "9999-12-31",
+    "2026-10-09T15:00:00Z",
+    "2026-10-09T15:40:00Z",
+    "2026-10-09T16:00:00+02:00",
+    "2026-10-09T15:00:00.5Z",
+    "0001-01-01T00:00:00Z",
+    "9999-12-31T23:59:59.999Z",
+    "2026-10-09T15:00:00",
+    "2026-13-01",
+    "yesterday",
+    "",
+    " ",
+]
 TEXTS = [*ACTIONS, *ORDERS, *MOMENTS, KNOWN, UNKNOWN, "x" * 65, "brief", "LIST", "memo", "a"]
 SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.integers(0, 3),
-    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(TEXTS), st.text(max_size=8),
-)  # fmt: skip
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.integers(0, 3),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(TEXTS),
+    st.text(max_size=8),
+)
 VALUES = st.one_of(
     SCALARS,
     st.lists(SCALARS, max_size=3),
@@ -58,12 +77,17 @@ VALUES = st.one_of(
 )
 UNKNOWN_NAMES = st.sampled_from(["limit", "cursor", "caller", "self", "Action", ""])
 GOOD_VALUES: dict[str, st.SearchStrategy[Any]] = {
-    "since": st.sampled_from(MOMENTS), "as_of": st.sampled_from(MOMENTS),
-    "start_date": st.sampled_from(MOMENTS), "end_date": st.sampled_from(MOMENTS),
-    "sr_id": st.sampled_from([KNOWN, UNKNOWN]), "query": st.sampled_from(["memo", "a"]),
-    "match": st.sampled_from([["memo"], "a"]), "order_by": st.sampled_from(ORDERS),
-    "page": st.integers(1, 3), "page_size": st.integers(1, 3),
-}  # fmt: skip
+    "since": st.sampled_from(MOMENTS),
+    "as_of": st.sampled_from(MOMENTS),
+    "start_date": st.sampled_from(MOMENTS),
+    "end_date": st.sampled_from(MOMENTS),
+    "sr_id": st.sampled_from([KNOWN, UNKNOWN]),
+    "query": st.sampled_from(["memo", "a"]),
+    "match": st.sampled_from([["memo"], "a"]),
+    "order_by": st.sampled_from(ORDERS),
+    "page": st.integers(1, 3),
+    "page_size": st.integers(1, 3),
+}
 
 
 RARELY = st.sampled_from([False] * 9 + [True])  # shrinks to False: the common case
@@ -95,11 +119,17 @@ def answered(r: dict[str, str]) -> dict[str, Any]:
     return {"source": "answered", "mention": 0, "range": r, "zone": LA_NAME}
 
 
-GOOD_TURNS = st.sampled_from([
-    None, context(), context(windows=[answered(M)]), context(windows=[answered(T)]),
-    context(open=[[M]]), context(windows=[{"source": "control", "lookback": "2d"}]),
-    context(windows=[answered(rng("2026-10-08T00:00:00Z", "2026-10-09T00:00:00Z"))]),
-])  # fmt: skip
+GOOD_TURNS = st.sampled_from(
+    [
+        None,
+        context(),
+        context(windows=[answered(M)]),
+        context(windows=[answered(T)]),
+        context(open=[[M]]),
+        context(windows=[{"source": "control", "lookback": "2d"}]),
+        context(windows=[answered(rng("2026-10-08T00:00:00Z", "2026-10-09T00:00:00Z"))]),
+    ]
+)
 BAD_TURNS = st.sampled_from([1, [], {"turn": 1}, context(zone="PST")])
 
 
@@ -122,8 +152,9 @@ class Opened:
         self.caller, self.known = self.runner.run(self._seed())
 
     async def _seed(self) -> tuple[Caller, str]:
-        issued = await self.node.create_token("alice", "team", ["read:workspace",
-                                                                "write:workspace"])  # fmt: skip
+        issued = await self.node.create_token(
+            "alice", "team", ["read:workspace", "write:workspace"]
+        )
         caller = await self.node.authenticate(issued.token)
         self.wall.now = NOW - 30 * MIN
         written = await self.node.e_write(caller, title="memo", tags=["a"])

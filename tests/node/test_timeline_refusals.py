@@ -30,8 +30,11 @@ PAGE_NEEDS_AS_OF = (
 SINCE_BEFORE = "'since' must be before 'as_of'"
 SINCE_REQUIRED = "'since' is required for changes action"
 READING = ("list", "find", "intersect", "traverse")
-NEEDS = {"find": {"query": "q"}, "intersect": {"match": ["m"]},
-         "traverse": {"sr_id": "00000000-0000-7000-8000-000000000001"}}  # fmt: skip
+NEEDS = {
+    "find": {"query": "q"},
+    "intersect": {"match": ["m"]},
+    "traverse": {"sr_id": "00000000-0000-7000-8000-000000000001"},
+}
 
 
 @pytest_asyncio.fixture
@@ -59,9 +62,13 @@ async def refused(node: Node, caller: Caller, **args: Any) -> str:
 @pytest.mark.parametrize("action", READING)
 @pytest.mark.parametrize(
     "extra",
-    [{"since": "2026-01-01"}, {"as_of": "2026-01-01"},
-     {"since": "2026-01-01", "as_of": "2026-02-01"}, {"since": "not a date"}],
-)  # fmt: skip
+    [
+        {"since": "2026-01-01"},
+        {"as_of": "2026-01-01"},
+        {"since": "2026-01-01", "as_of": "2026-02-01"},
+        {"since": "not a date"},
+    ],
+)
 async def test_since_and_as_of_belong_to_changes(
     node: Node, alice: Caller, action: str, extra: dict[str, str]
 ) -> None:
@@ -82,12 +89,21 @@ async def test_since_and_as_of_belong_to_changes(
         ({"is_conversational_only": True}, "is_conversational_only"),
         ({"agent_profile": "brief"}, "agent_profile"),
         # Several at once, named in the documented argument order whatever order they came in.
-        ({"agent_profile": "p", "is_conversational_only": True, "order_by": "ingest_time_asc",
-          "query": "q"}, "query, order_by, is_conversational_only, agent_profile"),
-        ({"end_date": "x", "start_date": "y", "sr_id": "z", "match": "m"},
-         "match, sr_id, start_date, end_date"),
+        (
+            {
+                "agent_profile": "p",
+                "is_conversational_only": True,
+                "order_by": "ingest_time_asc",
+                "query": "q",
+            },
+            "query, order_by, is_conversational_only, agent_profile",
+        ),
+        (
+            {"end_date": "x", "start_date": "y", "sr_id": "z", "match": "m"},
+            "match, sr_id, start_date, end_date",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_changes_does_not_take(
     node: Node, alice: Caller, args: dict[str, Any], named: str
 ) -> None:
@@ -98,8 +114,10 @@ async def test_changes_does_not_take(
 @pytest.mark.asyncio
 @pytest.mark.parametrize("page", [2, 3, 10_000])
 async def test_a_later_page_of_changes_needs_as_of(node: Node, alice: Caller, page: int) -> None:
-    assert await refused(node, alice, action="changes", since="2026-01-01",
-                         page=page) == PAGE_NEEDS_AS_OF  # fmt: skip
+    assert (
+        await refused(node, alice, action="changes", since="2026-01-01", page=page)
+        == PAGE_NEEDS_AS_OF
+    )
     assert await refused(node, alice, action="changes", page=page) == PAGE_NEEDS_AS_OF
 
 
@@ -117,13 +135,17 @@ async def test_since_must_be_before_as_of(
     node: Node, alice: Caller, since: str, as_of: str
 ) -> None:
     assert await refused(node, alice, action="changes", since=since, as_of=as_of) == SINCE_BEFORE
-    assert await refused(node, alice, action="changes", since=since, as_of=as_of,
-                         page=2) == SINCE_BEFORE  # fmt: skip
+    assert (
+        await refused(node, alice, action="changes", since=since, as_of=as_of, page=2)
+        == SINCE_BEFORE
+    )
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("extra", [{}, {"as_of": "2026-01-01"}, {"page_size": 5},
-                                   {"page": 2, "as_of": "2026-01-01T12:00:00Z"}])  # fmt: skip
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"as_of": "2026-01-01"}, {"page_size": 5}, {"page": 2, "as_of": "2026-01-01T12:00:00Z"}],
+)
 async def test_since_is_required_for_changes(
     node: Node, alice: Caller, extra: dict[str, Any]
 ) -> None:
@@ -137,34 +159,56 @@ async def test_since_is_required_for_changes(
 @pytest.mark.parametrize(
     ("args", "detail"),
     [
-        ({"action": "search"},
-         "action must be one of list, find, intersect, traverse, changes, not 'search'"),
+        (
+            {"action": "search"},
+            "action must be one of list, find, intersect, traverse, changes, not 'search'",
+        ),
         ({}, "action must be one of list, find, intersect, traverse, changes, not None"),
-        ({"action": "LIST"},
-         "action must be one of list, find, intersect, traverse, changes, not 'LIST'"),
+        (
+            {"action": "LIST"},
+            "action must be one of list, find, intersect, traverse, changes, not 'LIST'",
+        ),
         ({"action": "find"}, "find needs query"),
         ({"action": "traverse"}, "traverse needs sr_id"),
         ({"action": "intersect"}, "intersect needs match"),
-        ({"action": "find", "query": "  "},
-         "query must be a non-empty string of at most 1000 characters"),
-        ({"action": "find", "query": "x" * 1001},
-         "query must be a non-empty string of at most 1000 characters"),
+        (
+            {"action": "find", "query": "  "},
+            "query must be a non-empty string of at most 1000 characters",
+        ),
+        (
+            {"action": "find", "query": "x" * 1001},
+            "query must be a non-empty string of at most 1000 characters",
+        ),
         ({"action": "intersect", "match": []}, "match must be a list of 1 to 16 non-empty strings"),
-        ({"action": "intersect", "match": ["a", ""]},
-         "match must be a list of 1 to 16 non-empty strings"),
-        ({"action": "intersect", "match": [str(i) for i in range(17)]},
-         "match must be a list of 1 to 16 non-empty strings"),
-        ({"action": "list", "order_by": "newest"},
-         "order_by must be one of ingest_time_desc, ingest_time_asc, content_time_desc, "
-         "content_time_asc, not 'newest'"),
-        ({"action": "list", "start_date": "yesterday"},
-         "start_date 'yesterday' is not a date or ISO-8601 datetime"),
-        ({"action": "list", "start_date": "2026-13-01"},
-         "start_date '2026-13-01' is not a date or ISO-8601 datetime"),
-        ({"action": "list", "end_date": "2026-01-01T10:00:00"},
-         "end_date '2026-01-01T10:00:00' is not a date or ISO-8601 datetime"),
-        ({"action": "list", "start_date": "2026-01-02", "end_date": "2026-01-02T00:00:00Z"},
-         "start_date must be before end_date"),
+        (
+            {"action": "intersect", "match": ["a", ""]},
+            "match must be a list of 1 to 16 non-empty strings",
+        ),
+        (
+            {"action": "intersect", "match": [str(i) for i in range(17)]},
+            "match must be a list of 1 to 16 non-empty strings",
+        ),
+        (
+            {"action": "list", "order_by": "newest"},
+            "order_by must be one of ingest_time_desc, ingest_time_asc, content_time_desc, "
+            "content_time_asc, not 'newest'",
+        ),
+        (
+            {"action": "list", "start_date": "yesterday"},
+            "start_date 'yesterday' is not a date or ISO-8601 datetime",
+        ),
+        (
+            {"action": "list", "start_date": "2026-13-01"},
+            "start_date '2026-13-01' is not a date or ISO-8601 datetime",
+        ),
+        (
+            {"action": "list", "end_date": "2026-01-01T10:00:00"},
+            "end_date '2026-01-01T10:00:00' is not a date or ISO-8601 datetime",
+        ),
+        (
+            {"action": "list", "start_date": "2026-01-02", "end_date": "2026-01-02T00:00:00Z"},
+            "start_date must be before end_date",
+        ),
         ({"action": "list", "page": 0}, "page must be an integer from 1 to 10000"),
         ({"action": "list", "page": 10_001}, "page must be an integer from 1 to 10000"),
         ({"action": "list", "page": "2"}, "page must be an integer from 1 to 10000"),
@@ -172,27 +216,41 @@ async def test_since_is_required_for_changes(
         ({"action": "list", "page_size": 101}, "page_size must be an integer from 1 to 100"),
         ({"action": "list", "page_size": 0}, "page_size must be an integer from 1 to 100"),
         ({"action": "list", "page_size": 2.0}, "page_size must be an integer from 1 to 100"),
-        ({"action": "find", "query": "q", "shed_idf_noise": "false"},
-         "shed_idf_noise must be true or false"),
+        (
+            {"action": "find", "query": "q", "shed_idf_noise": "false"},
+            "shed_idf_noise must be true or false",
+        ),
         ({"action": "list", "shed_idf_noise": 0}, "shed_idf_noise must be true or false"),
-        ({"action": "list", "is_conversational_only": 1},
-         "is_conversational_only must be true or false"),
+        (
+            {"action": "list", "is_conversational_only": 1},
+            "is_conversational_only must be true or false",
+        ),
         ({"action": "list", "limit": 5}, "unknown argument limit"),
         ({"action": "list", "zeta": 1, "alpha": 2}, "unknown argument alpha, zeta"),
         ({"action": "changes", "since": "2026-01-01", "cursor": "x"}, "unknown argument cursor"),
-        ({"action": "find", "query": "q", "start_date": "2026-01-01"},
-         "find takes no window (start_date, end_date)"),
-        ({"action": "find", "query": "q", "end_date": "2026-01-01"},
-         "find takes no window (start_date, end_date)"),
+        (
+            {"action": "find", "query": "q", "start_date": "2026-01-01"},
+            "find takes no window (start_date, end_date)",
+        ),
+        (
+            {"action": "find", "query": "q", "end_date": "2026-01-01"},
+            "find takes no window (start_date, end_date)",
+        ),
         ({"action": "list", "agent_profile": "brief"}, "unknown agent_profile 'brief'"),
-        ({"action": "changes", "since": "last week"},
-         "since 'last week' is not a date or ISO-8601 datetime"),
-        ({"action": "changes", "since": "2026-01-01", "as_of": 20260101},
-         "as_of 20260101 is not a date or ISO-8601 datetime"),
-        ({"action": "changes", "since": "2026-01-01", "page_size": 101},
-         "page_size must be an integer from 1 to 100"),
+        (
+            {"action": "changes", "since": "last week"},
+            "since 'last week' is not a date or ISO-8601 datetime",
+        ),
+        (
+            {"action": "changes", "since": "2026-01-01", "as_of": 20260101},
+            "as_of 20260101 is not a date or ISO-8601 datetime",
+        ),
+        (
+            {"action": "changes", "since": "2026-01-01", "page_size": 101},
+            "page_size must be an integer from 1 to 100",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_invalid_timeline_spec(
     node: Node, alice: Caller, args: dict[str, Any], detail: str
 ) -> None:
@@ -220,34 +278,50 @@ async def test_an_unknown_or_unreadable_anchor_reads_as_unknown(
     ("args", "expected"),
     [
         # 1. the action comes first.
-        ({"action": "lst", "since": "2026-01-01", "page": 0},
-         SPEC + "action must be one of list, find, intersect, traverse, changes, not 'lst'"),
+        (
+            {"action": "lst", "since": "2026-01-01", "page": 0},
+            SPEC + "action must be one of list, find, intersect, traverse, changes, not 'lst'",
+        ),
         # 2. since/as_of outside changes before anything about the action's own arguments.
         ({"action": "find", "since": "2026-01-01"}, BELONG),
         ({"action": "list", "as_of": "x", "page": 0, "order_by": "bad"}, BELONG),
         ({"action": "traverse", "since": "2026-01-01", "start_date": "nope"}, BELONG),
-        ({"action": "find", "query": "q", "start_date": "2026-01-01", "as_of": "2026-01-01"},
-         BELONG),
+        (
+            {"action": "find", "query": "q", "start_date": "2026-01-01", "as_of": "2026-01-01"},
+            BELONG,
+        ),
         # 3. the changes rules in the specification's order: what it does not take, first ...
         ({"action": "changes", "query": "q", "page": 2}, f"changes does not take query{TAKES}"),
-        ({"action": "changes", "order_by": "x", "since": "2026-02-01", "as_of": "2026-01-01"},
-         f"changes does not take order_by{TAKES}"),
+        (
+            {"action": "changes", "order_by": "x", "since": "2026-02-01", "as_of": "2026-01-01"},
+            f"changes does not take order_by{TAKES}",
+        ),
         ({"action": "changes", "match": ["m"]}, f"changes does not take match{TAKES}"),
         # ... then a later page without as_of ...
         ({"action": "changes", "page": 2, "since": "garbage"}, PAGE_NEEDS_AS_OF),
         ({"action": "changes", "page": 2, "page_size": 500}, PAGE_NEEDS_AS_OF),
         # ... then since not before as_of ...
-        ({"action": "changes", "since": "2026-02-01", "as_of": "2026-01-01", "page_size": 0},
-         SINCE_BEFORE),
-        ({"action": "changes", "since": "2026-02-01", "as_of": "2026-01-01", "page": 0},
-         SINCE_BEFORE),
-        ({"action": "changes", "since": "2026-02-01", "as_of": "2026-01-01", "page": 2},
-         SINCE_BEFORE),
+        (
+            {"action": "changes", "since": "2026-02-01", "as_of": "2026-01-01", "page_size": 0},
+            SINCE_BEFORE,
+        ),
+        (
+            {"action": "changes", "since": "2026-02-01", "as_of": "2026-01-01", "page": 0},
+            SINCE_BEFORE,
+        ),
+        (
+            {"action": "changes", "since": "2026-02-01", "as_of": "2026-01-01", "page": 2},
+            SINCE_BEFORE,
+        ),
         # ... then unreadable values ...
-        ({"action": "changes", "as_of": "soon"},
-         SPEC + "as_of 'soon' is not a date or ISO-8601 datetime"),
-        ({"action": "changes", "page_size": 0},
-         SPEC + "page_size must be an integer from 1 to 100"),
+        (
+            {"action": "changes", "as_of": "soon"},
+            SPEC + "as_of 'soon' is not a date or ISO-8601 datetime",
+        ),
+        (
+            {"action": "changes", "page_size": 0},
+            SPEC + "page_size must be an integer from 1 to 100",
+        ),
         ({"action": "changes", "page": 0}, SPEC + "page must be an integer from 1 to 10000"),
         # ... and since missing last.
         ({"action": "changes", "as_of": "2026-01-01", "page": 3}, SINCE_REQUIRED),
@@ -256,11 +330,13 @@ async def test_an_unknown_or_unreadable_anchor_reads_as_unknown(
         ({"action": "intersect", "start_date": "bad"}, SPEC + "intersect needs match"),
         ({"action": "traverse", "agent_profile": "nope"}, SPEC + "traverse needs sr_id"),
         # 5. every other value.
-        ({"action": "find", "query": "q", "page_size": 0, "order_by": "bad"},
-         SPEC + "order_by must be one of ingest_time_desc, ingest_time_asc, content_time_desc, "
-         "content_time_asc, not 'bad'"),
+        (
+            {"action": "find", "query": "q", "page_size": 0, "order_by": "bad"},
+            SPEC + "order_by must be one of ingest_time_desc, ingest_time_asc, content_time_desc, "
+            "content_time_asc, not 'bad'",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_checks_run_in_the_documented_order(
     node: Node, alice: Caller, args: dict[str, Any], expected: str
 ) -> None:
@@ -270,8 +346,12 @@ async def test_checks_run_in_the_documented_order(
 # -- defaults count as not sent ----------------------------------------------------------------
 
 
-DEFAULTS = {"order_by": "ingest_time_desc", "page": 1, "shed_idf_noise": True,
-            "is_conversational_only": False}  # fmt: skip
+DEFAULTS = {
+    "order_by": "ingest_time_desc",
+    "page": 1,
+    "shed_idf_noise": True,
+    "is_conversational_only": False,
+}
 
 
 @pytest.mark.asyncio
@@ -280,13 +360,17 @@ async def test_arguments_equal_to_their_defaults_count_as_not_sent(
 ) -> None:
     # changes takes none of these, yet sent at their defaults they are not "sent".
     assert await refused(node, alice, action="changes", **DEFAULTS) == SINCE_REQUIRED
-    assert await refused(node, alice, action="changes", as_of="2026-01-01",
-                         **DEFAULTS) == SINCE_REQUIRED  # fmt: skip
+    assert (
+        await refused(node, alice, action="changes", as_of="2026-01-01", **DEFAULTS)
+        == SINCE_REQUIRED
+    )
     for name, value in DEFAULTS.items():
         assert await refused(node, alice, action="changes", **{name: value}) == SINCE_REQUIRED
     # None counts as not sent too.
-    assert await refused(node, alice, action="changes", query=None, since=None,
-                         page=None) == SINCE_REQUIRED  # fmt: skip
+    assert (
+        await refused(node, alice, action="changes", query=None, since=None, page=None)
+        == SINCE_REQUIRED
+    )
     assert (await node.e_timeline(alice, action="list", since=None, as_of=None))["results"]
     # A value of the default's type but another value is sent ...
     assert await refused(node, alice, action="changes", shed_idf_noise=False) == (
@@ -315,10 +399,13 @@ async def test_a_caller_without_read_scope_is_forbidden(
     node: Node, alice: Caller, make_caller: CallerFactory
 ) -> None:
     writer = await make_caller("wendy", "team", ("write:workspace",))
-    for args in ({"action": "list"}, {"action": "find", "query": "memo"},
-                 {"action": "intersect", "match": ["a"]},
-                 {"action": "traverse", "sr_id": "00000000-0000-7000-8000-000000000001"},
-                 {"action": "changes", "since": "2026-01-01"}):  # fmt: skip
+    for args in (
+        {"action": "list"},
+        {"action": "find", "query": "memo"},
+        {"action": "intersect", "match": ["a"]},
+        {"action": "traverse", "sr_id": "00000000-0000-7000-8000-000000000001"},
+        {"action": "changes", "since": "2026-01-01"},
+    ):
         before = await stored(node)
         with pytest.raises(Forbidden):
             await node.e_timeline(writer, **args)
@@ -343,9 +430,13 @@ async def test_refused_calls_store_nothing_even_with_due_versions_waiting(
     assert await reader.count("sr_due") == 1
     wall.now = due + 1
     before = await stored(node)
-    for args in ({"action": "bogus"}, {"action": "list", "page": 0},
-                 {"action": "changes", "query": "q"}, {"action": "find"},
-                 {"action": "list", "since": "2026-01-01"}):  # fmt: skip
+    for args in (
+        {"action": "bogus"},
+        {"action": "list", "page": 0},
+        {"action": "changes", "query": "q"},
+        {"action": "find"},
+        {"action": "list", "since": "2026-01-01"},
+    ):
         with pytest.raises(Refusal):
             await node.e_timeline(alice, **args)
     assert await stored(node) == before

@@ -79,8 +79,9 @@ async def test_only_the_hash_is_stored(node_dir, wall):
 
 @pytest.mark.asyncio
 async def test_scopes_are_deduplicated_in_order(node):
-    issued = await node.create_token("alice", "team", ["write:workspace", "read:workspace",
-                                                        "write:workspace"])  # fmt: skip
+    issued = await node.create_token(
+        "alice", "team", ["write:workspace", "read:workspace", "write:workspace"]
+    )
     tokens = await node.list_tokens()
     assert tokens[0].scopes == ("write:workspace", "read:workspace")
     assert (await node.authenticate(issued.token)).scopes == frozenset(tokens[0].scopes)

@@ -23,8 +23,12 @@ from tests.node.test_mcp_http import session
 
 _LINE = re.compile(r"^([a-z_]+)(?:\{([^}]*)\})? ([0-9.e+-]+)$")
 _LABEL = re.compile(r'([a-z]+)="([^"]*)"')
-_FAMILIES = ("memlane_tool_calls_total", "memlane_tool_refusals_total",
-             "memlane_tool_call_seconds", "memlane_tool_unknown_calls_total")  # fmt: skip
+_FAMILIES = (
+    "memlane_tool_calls_total",
+    "memlane_tool_refusals_total",
+    "memlane_tool_call_seconds",
+    "memlane_tool_unknown_calls_total",
+)
 
 Series = dict[str, dict[tuple[tuple[str, str], ...], float]]
 
@@ -53,11 +57,15 @@ def tool(name: str, surface: str) -> tuple[tuple[str, str], ...]:
 def histogram(samples: Series, name: str, surface: str) -> tuple[list[float], float, float]:
     """(cumulative buckets with +Inf last, sum, count) of one tool's latency histogram."""
     key = tool(name, surface)
-    buckets = [samples["memlane_tool_call_seconds_bucket"][(*key, ("le", f"{b:g}"))]
-               for b in BUCKETS]  # fmt: skip
+    buckets = [
+        samples["memlane_tool_call_seconds_bucket"][(*key, ("le", f"{b:g}"))] for b in BUCKETS
+    ]
     buckets.append(samples["memlane_tool_call_seconds_bucket"][(*key, ("le", "+Inf"))])
-    return (buckets, samples["memlane_tool_call_seconds_sum"][key],
-            samples["memlane_tool_call_seconds_count"][key])  # fmt: skip
+    return (
+        buckets,
+        samples["memlane_tool_call_seconds_sum"][key],
+        samples["memlane_tool_call_seconds_count"][key],
+    )
 
 
 # -- the meter ----------------------------------------------------------------------------------
@@ -68,9 +76,12 @@ def test_the_meter_counts_per_tool_and_surface():
     assert meter.exposition() == ""  # no server built: nothing to show
     meter.serve("http")
     samples, types = parsed(meter.exposition())
-    assert types == {"memlane_tool_calls_total": "counter", "memlane_tool_refusals_total":
-                     "counter", "memlane_tool_call_seconds": "histogram",
-                     "memlane_tool_unknown_calls_total": "counter"}  # fmt: skip
+    assert types == {
+        "memlane_tool_calls_total": "counter",
+        "memlane_tool_refusals_total": "counter",
+        "memlane_tool_call_seconds": "histogram",
+        "memlane_tool_unknown_calls_total": "counter",
+    }
     assert samples["memlane_tool_calls_total"] == {tool("a", "http"): 0, tool("b", "http"): 0}
     meter.record("http", "a", 0.0004, refused=False)
     meter.record("http", "a", 0.03, refused=True)
@@ -79,11 +90,16 @@ def test_the_meter_counts_per_tool_and_surface():
     meter.record("http", "nope", 0.001, refused=True)
     samples, _ = parsed(meter.exposition())
     assert samples["memlane_tool_calls_total"] == {
-        tool("a", "http"): 3, tool("b", "http"): 0, tool("a", "stdio"): 0, tool("b", "stdio"): 1,
-    }  # fmt: skip
+        tool("a", "http"): 3,
+        tool("b", "http"): 0,
+        tool("a", "stdio"): 0,
+        tool("b", "stdio"): 1,
+    }
     assert samples["memlane_tool_refusals_total"][tool("a", "http")] == 1
-    assert samples["memlane_tool_unknown_calls_total"] == {(("surface", "http"),): 1,
-                                                           (("surface", "stdio"),): 0}  # fmt: skip
+    assert samples["memlane_tool_unknown_calls_total"] == {
+        (("surface", "http"),): 1,
+        (("surface", "stdio"),): 0,
+    }
     buckets, total, count = histogram(samples, "a", "http")
     expected = [int(b >= 0.0004) + int(b >= 0.03) for b in BUCKETS] + [3]
     assert (buckets, count) == (expected, 3)
@@ -96,8 +112,9 @@ def test_the_meter_counts_per_tool_and_surface():
 async def test_a_server_built_for_a_surface_counts_its_calls(node: Node):
     issued = await node.create_token("alice", "team", ("read:workspace", "write:workspace"))
     meter, before = ToolMeter(TOOLS), METER.exposition()
-    async with Client(build_server(node, token=issued.token, surface="stdio",
-                                   meter=meter)) as client:  # fmt: skip
+    async with Client(
+        build_server(node, token=issued.token, surface="stdio", meter=meter)
+    ) as client:
         await client.call_tool("e_write", {"title": "counted"})
         await client.call_tool("e_timeline", {"action": "list"})
         await client.call_tool("e_timeline", {"action": "nope"})
@@ -143,8 +160,7 @@ async def test_a_served_node_shows_its_tool_calls(tmp_path: Path):
     assert code == 0, err
     calls = {dict(k)["tool"]: v for k, v in samples["memlane_tool_calls_total"].items() if v}
     assert calls == {"e_write": 1, "e_timeline": 4, "e_delete": 1}
-    refusals = {dict(k)["tool"]: v for k, v in samples["memlane_tool_refusals_total"].items()
-                if v}  # fmt: skip
+    refusals = {dict(k)["tool"]: v for k, v in samples["memlane_tool_refusals_total"].items() if v}
     assert refusals == {"e_timeline": 1}
     assert samples["memlane_tool_unknown_calls_total"] == {(("surface", "http"),): 1}
     # Only the catalog's tools and the served surface: the label sets are bounded.

@@ -63,8 +63,10 @@ async def test_every_way_of_calling_checks_the_arguments_are_text(
     node: Node, make_caller: CallerFactory
 ) -> None:
     caller = await make_caller()
-    for call in (node.call("e_audit", caller, since_seq="\ud800"),
-                 node.e_audit(caller, since_seq="\ud800")):  # fmt: skip
+    for call in (
+        node.call("e_audit", caller, since_seq="\ud800"),
+        node.e_audit(caller, since_seq="\ud800"),
+    ):
         with pytest.raises(Refusal, match="invalid since_seq: must be Unicode text"):
             await call
 

@@ -198,10 +198,17 @@ async def test_work_record_returns_its_id_and_time(node, make_caller, wall):
     alice = await make_caller()
     before = await stored(node)
     result = await node.work_record(
-        alice, summary="ran the deploy", tool="shell", duration_ms=1200, trust=0.75,
-        task_result=1, verdict_at="2026-10-09T08:00:00+02:00", expires_at="2027-01-01",
-        tags=["ops"], session_id="s-1",
-    )  # fmt: skip
+        alice,
+        summary="ran the deploy",
+        tool="shell",
+        duration_ms=1200,
+        trust=0.75,
+        task_result=1,
+        verdict_at="2026-10-09T08:00:00+02:00",
+        expires_at="2027-01-01",
+        tags=["ops"],
+        session_id="s-1",
+    )
     assert set(result) == {"id", "prev_id", "ts", "ingest_time"}
     assert result["prev_id"] is None
     parsed = uuid.UUID(result["id"])
@@ -210,15 +217,21 @@ async def test_work_record_returns_its_id_and_time(node, make_caller, wall):
     assert result["ingest_time"] == "2026-09-21T14:13:20Z"
     after = await stored(node)
     assert {k: after[k] - before[k] for k in after if after[k] != before[k]} == {
-        "headers": 1, "payloads": 1, "logs": 1, "episodes": 1, "episode_entries": 1,
-    }  # fmt: skip
+        "headers": 1,
+        "payloads": 1,
+        "logs": 1,
+        "episodes": 1,
+        "episode_entries": 1,
+    }
     assert await index_row(node, result["id"]) == ("team", "alice", 0)
     payload = await last_payload(node, "episode.record")
     assert payload["id"] == result["id"]
     assert (payload["vault"], payload["caller"], payload["prev_id"]) == ("team", "alice", None)
     assert (payload["channel"], payload["episode_type"], payload["status"]) == (
-        "api", "task", "recorded",
-    )  # fmt: skip
+        "api",
+        "task",
+        "recorded",
+    )
     assert payload["verdict_at"] == 1_791_525_600_000
     assert payload["expires_at"] == 1_798_761_600_000
     assert payload["trust"] == 0.75
@@ -315,13 +328,20 @@ async def test_work_result_amends(node, make_caller):
     assert entry.id.hex() == result["entry_id"]
     payload = await last_payload(node, "episode.amend")
     assert payload == {
-        "id": episode_id, "vault": "team", "caller": "alice", "trust": 0.0, "task_result": -2.5,
-        "status": "done", "verdict_at": 1_791_504_000_000,
-    }  # fmt: skip
+        "id": episode_id,
+        "vault": "team",
+        "caller": "alice",
+        "trust": 0.0,
+        "task_result": -2.5,
+        "status": "done",
+        "verdict_at": 1_791_504_000_000,
+    }
     after = await stored(node)
     assert {k: after[k] - before[k] for k in after if after[k] != before[k]} == {
-        "headers": 1, "payloads": 1, "episode_entries": 1,
-    }  # fmt: skip
+        "headers": 1,
+        "payloads": 1,
+        "episode_entries": 1,
+    }
     row = await node.reader().fetchall(
         "SELECT status, task_result, trust, verdict_at FROM episodes WHERE id = ?", (episode_id,)
     )
@@ -338,9 +358,11 @@ async def test_work_forget_tombstones_and_the_chain_skips_it(node, make_caller):
     assert await index_row(node, three["id"]) == ("team", "alice", 1)
     assert await index_row(node, two["id"]) == ("team", "alice", 0)
     reader = node.reader()
-    events = [(r.subject, r.principal, r.workspace, r.entry)
-              for r in await reader.select_audit(limit=1_000_000)
-              if r.event == "episode_forgotten"]  # fmt: skip
+    events = [
+        (r.subject, r.principal, r.workspace, r.entry)
+        for r in await reader.select_audit(limit=1_000_000)
+        if r.event == "episode_forgotten"
+    ]
     forget_entry = (await node.entries())[-1]
     assert forget_entry.header.kind == "episode.forget"
     assert [(*e[:3], bytes(e[3])) for e in events] == [

@@ -35,10 +35,14 @@ async def audit_rows(node: Node, event: str) -> list[tuple[Any, ...]]:
 async def header_id(node: Node, entry_id: str) -> tuple[bytes, bytes, str]:
     """(id column, raw header, kind) of the stored header with this id."""
     reader = node.reader()
-    rows = [s for log in await reader.select_logs()
-            for s in await reader.select_span(log.log_id, gt=0, lte=log.head_seq,
-                                              limit=1_000_000, max_bytes=1 << 40)
-            if s.id == bytes.fromhex(entry_id)]  # fmt: skip
+    rows = [
+        s
+        for log in await reader.select_logs()
+        for s in await reader.select_span(
+            log.log_id, gt=0, lte=log.head_seq, limit=1_000_000, max_bytes=1 << 40
+        )
+        if s.id == bytes.fromhex(entry_id)
+    ]
     assert len(rows) == 1
     return rows[0].id, rows[0].raw, decode_header(rows[0].raw).kind
 
@@ -120,9 +124,15 @@ async def test_e_write_update_refuses_bad_fields(node, make_caller, extra, patte
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
     "args",
-    [{}, {"title": ""}, {"text": ""}, {"title": "", "text": ""}, {"tags": ["a"]},
-     {"title": None, "text": None}],
-)  # fmt: skip
+    [
+        {},
+        {"title": ""},
+        {"text": ""},
+        {"title": "", "text": ""},
+        {"tags": ["a"]},
+        {"title": None, "text": None},
+    ],
+)
 async def test_e_write_create_needs_a_title_or_a_text(node, make_caller, args):
     alice = await make_caller()
     text = await refused(node, "e_write", alice, **args)
@@ -357,10 +367,17 @@ async def test_e_write_creates_an_sr(node, make_caller, wall):
     alice = await make_caller()
     before = await stored(node)
     result = await node.e_write(
-        alice, title="Deploy notes", text="the body", tags=["ops", "deploy"], links=[LINK],
-        content_time="2026-10-09T08:00:00+02:00", private_fields={"ticket": "T-1"},
-        visibility="private", lane="ops", conversational=True,
-    )  # fmt: skip
+        alice,
+        title="Deploy notes",
+        text="the body",
+        tags=["ops", "deploy"],
+        links=[LINK],
+        content_time="2026-10-09T08:00:00+02:00",
+        private_fields={"ticket": "T-1"},
+        visibility="private",
+        lane="ops",
+        conversational=True,
+    )
     assert set(result) == {"sr_id", "entry_id", "ingest_time", "created"}
     assert result["created"] is True
     parsed = uuid.UUID(result["sr_id"])
@@ -373,11 +390,22 @@ async def test_e_write_creates_an_sr(node, make_caller, wall):
     assert result["ingest_time"] == "2026-09-21T14:13:20Z"  # wall.now, spelled strictly
     after = await stored(node)
     assert {k: after[k] - before[k] for k in after} == {
-        "headers": 1, "payloads": 1, "logs": 1, "srs": 1, "sr_versions": 1, "sr_tags": 2,
-        "sr_links": 1, "sr_due": 0, "episode_entries": 0, "episodes": 0, "episode_due": 0,
-        "call_windows": 0, "forks": 0,
-        "audit": 1, "deletions": 0,
-    }  # fmt: skip
+        "headers": 1,
+        "payloads": 1,
+        "logs": 1,
+        "srs": 1,
+        "sr_versions": 1,
+        "sr_tags": 2,
+        "sr_links": 1,
+        "sr_due": 0,
+        "episode_entries": 0,
+        "episodes": 0,
+        "episode_due": 0,
+        "call_windows": 0,
+        "forks": 0,
+        "audit": 1,
+        "deletions": 0,
+    }
     hid, raw, kind = await header_id(node, result["entry_id"])
     assert kind == "sr.put"
     assert hid == hashlib.sha256(raw).digest()
@@ -386,8 +414,10 @@ async def test_e_write_creates_an_sr(node, make_caller, wall):
     payload = decode_payload("sr.put", entry.payload)
     assert payload["sr_id"] == result["sr_id"]
     assert (payload["workspace"], payload["principal"], payload["create"]) == (
-        "team", "alice", True,
-    )  # fmt: skip
+        "team",
+        "alice",
+        True,
+    )
     assert payload["content_time"] == 1_791_525_600_000  # 06:00Z
     assert payload["tags"] == ["ops", "deploy"]
     assert payload["private_fields"] == {"ticket": "T-1"}
@@ -486,8 +516,9 @@ async def test_delete_and_undelete_are_local_and_idempotent(node, make_caller, w
     }
     again = await stored(node)
     assert {k: again[k] - start[k] for k in again if again[k] != start[k]} == {
-        "deletions": 1, "audit": 1,
-    }  # fmt: skip  # local rows only: no entry is authored
+        "deletions": 1,
+        "audit": 1,
+    }  # local rows only: no entry is authored
     rows = await reader.fetchall("SELECT sr_id, deleted, hlc_wall, principal FROM deletions")
     assert rows == [(sr_id, 1, wall.now, "alice")]
 
@@ -508,8 +539,9 @@ async def test_delete_and_undelete_are_local_and_idempotent(node, make_caller, w
     assert [r[:3] for r in await audit_rows(node, "sr_undeleted")] == [(sr_id, "alice", "team")]
     after = await stored(node)
     assert {k: after[k] - start[k] for k in after if after[k] != start[k]} == {
-        "deletions": 2, "audit": 2,
-    }  # fmt: skip
+        "deletions": 2,
+        "audit": 2,
+    }
 
 
 @pytest.mark.asyncio

@@ -58,8 +58,13 @@ _PUT = "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)"
 
 
 async def _open(path: Path, wall: Wall, process: bool) -> Store:
-    return await Store.open(path, wall=wall, options=StoreOptions(statement_process=process),
-                            views=default_views(), migrations=MIGRATIONS)  # fmt: skip
+    return await Store.open(
+        path,
+        wall=wall,
+        options=StoreOptions(statement_process=process),
+        views=default_views(),
+        migrations=MIGRATIONS,
+    )
 
 
 @pytest.mark.asyncio

@@ -30,8 +30,18 @@ MINUTE = 60_000
 HOUR = 60 * MINUTE
 READ_WRITE = ("read:workspace", "write:workspace")
 ADMIN = ("read:workspace", "write:workspace", "admin:workspace")
-VIEW_TABLES = ("sr_versions", "srs", "sr_docs", "sr_tags", "sr_links", "sr_due", "sr_stats",
-               "episode_entries", "episodes", "episode_due")  # fmt: skip
+VIEW_TABLES = (
+    "sr_versions",
+    "srs",
+    "sr_docs",
+    "sr_tags",
+    "sr_links",
+    "sr_due",
+    "sr_stats",
+    "episode_entries",
+    "episodes",
+    "episode_due",
+)
 MEMLANE = Path(sys.executable).parent / "memlane"
 ORDERS = ("ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_time_asc")
 
@@ -74,7 +84,8 @@ async def search_index(node: Node) -> dict[str, list[tuple[Any, ...]]]:
     reader = node.reader()
     vocab = await reader.fetchall(
         "SELECT s.sr_id, v.term, v.col, v.offset FROM sr_vocab v JOIN srs s ON s.doc = v.doc "
-        "ORDER BY 1, 2, 3, 4")  # fmt: skip
+        "ORDER BY 1, 2, 3, 4"
+    )
     totals = await reader.fetchall("SELECT block FROM sr_fts_data WHERE id = 1")
     assert vocab
     assert totals
@@ -97,20 +108,26 @@ async def answers(node: Node, callers: dict[str, Caller]) -> dict[str, Any]:
     for name, who in callers.items():
         listed = await node.e_timeline(who, action="list", page_size=100)
         ids = sorted(r["sr_id"] for r in listed["results"])
-        questions: list[dict[str, Any]] = [
-            {"action": "list", "order_by": order} for order in ORDERS
-        ] + [
-            {"action": "list", "order_by": "content_time_asc", "start_date": "2024-01-01",
-             "end_date": "2024-12-31"},
-            {"action": "list", "is_conversational_only": True},
-            {"action": "find", "query": "memo"},
-            {"action": "find", "query": "memo zephyr"},
-            {"action": "find", "query": "memo zephyr", "shed_idf_noise": False},
-            {"action": "find", "query": "peer", "order_by": "content_time_asc"},
-            {"action": "intersect", "match": ["alpha"]},
-            {"action": "intersect", "match": ["alpha", "memo"]},
-            {"action": "intersect", "match": ["alpha", "memo"], "shed_idf_noise": False},
-        ] + [{"action": "traverse", "sr_id": sr_id} for sr_id in ids]  # fmt: skip
+        questions: list[dict[str, Any]] = (
+            [{"action": "list", "order_by": order} for order in ORDERS]
+            + [
+                {
+                    "action": "list",
+                    "order_by": "content_time_asc",
+                    "start_date": "2024-01-01",
+                    "end_date": "2024-12-31",
+                },
+                {"action": "list", "is_conversational_only": True},
+                {"action": "find", "query": "memo"},
+                {"action": "find", "query": "memo zephyr"},
+                {"action": "find", "query": "memo zephyr", "shed_idf_noise": False},
+                {"action": "find", "query": "peer", "order_by": "content_time_asc"},
+                {"action": "intersect", "match": ["alpha"]},
+                {"action": "intersect", "match": ["alpha", "memo"]},
+                {"action": "intersect", "match": ["alpha", "memo"], "shed_idf_noise": False},
+            ]
+            + [{"action": "traverse", "sr_id": sr_id} for sr_id in ids]
+        )
         out[name] = [(q, await all_pages(node, who, q)) for q in questions]
         out[name + " listed"] = listed
     return out
@@ -207,22 +224,32 @@ async def mixed_history(node: Node, wall: Wall) -> dict[str, Caller]:
         return str((await node.e_write(who, **args))["sr_id"])
 
     s = [
-        await write(alice, title="memo one", text="memo zephyr", tags=["alpha"],
-                    content_time="2024-03-05T00:00:00Z"),
+        await write(
+            alice,
+            title="memo one",
+            text="memo zephyr",
+            tags=["alpha"],
+            content_time="2024-03-05T00:00:00Z",
+        ),
         await write(alice, title="two", text="memo", conversational=True),
         await write(alice, title="three", text="zephyr zephyr", lane="research"),
         await write(alice, title="four", text="to be deleted memo"),
         await write(alice, title="five", text="deleted and back", tags=["alpha"]),
-    ]  # fmt: skip
-    private = await write(bob, title="bob's", text="memo alpha", visibility="private",
-                          links=[s[0]])  # fmt: skip
+    ]
+    private = await write(bob, title="bob's", text="memo alpha", visibility="private", links=[s[0]])
     await write(bob, title="bob public", text="links", links=[s[0], s[2]])
     await write(olga, title="elsewhere memo", text="alpha")
     wall.now += 1000
     await node.e_write(alice, sr_id=s[0], title="memo one, updated", links=[s[1]])
     await node.e_correct(alice, sr_id=s[1], reason="wrong", text="memo corrected")
-    await node.e_adjust(alice, sr_id=s[2], tags=["alpha"], lane="ops", visibility="private",
-                        content_time="2024-06-01")  # fmt: skip
+    await node.e_adjust(
+        alice,
+        sr_id=s[2],
+        tags=["alpha"],
+        lane="ops",
+        visibility="private",
+        content_time="2024-06-01",
+    )
     await node.e_adjust(bob, sr_id=private, visibility="workspace")
     briefly = await write(bob, title="private for a moment", text="memo", visibility="private")
     await node.e_adjust(bob, sr_id=briefly, visibility="workspace")
@@ -272,8 +299,10 @@ async def test_rebuild_changes_no_view_and_no_answer(node: Node, wall: Wall) -> 
     await node.rebuild_views()
     assert await snapshot(node) == before
     wall.now += HOUR
-    titles = [r["title"] for r in (await node.e_timeline(callers["alice"], action="list",
-                                                           page_size=100))["results"]]  # fmt: skip
+    titles = [
+        r["title"]
+        for r in (await node.e_timeline(callers["alice"], action="list", page_size=100))["results"]
+    ]
     assert titles[0] == "peer four from the future"
     assert await reader.count("sr_due") == 0
 
@@ -281,9 +310,13 @@ async def test_rebuild_changes_no_view_and_no_answer(node: Node, wall: Wall) -> 
 async def rebuild_command(*args: str) -> subprocess.CompletedProcess[str]:
     """``memlane views rebuild …`` in a subprocess (off the event loop)."""
     return await asyncio.to_thread(
-        subprocess.run, [str(MEMLANE), "views", "rebuild", *args],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        subprocess.run,
+        [str(MEMLANE), "views", "rebuild", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 @pytest.mark.asyncio
@@ -361,8 +394,9 @@ async def test_same_entries_same_answers_in_any_order_and_batching(
             }
             got.append(await answers(n, callers))
             reader = n.reader()
-            states.append(await reader.fetchall(
-                "SELECT sr_id, live, deleted, shown FROM srs ORDER BY sr_id"))  # fmt: skip
+            states.append(
+                await reader.fetchall("SELECT sr_id, live, deleted, shown FROM srs ORDER BY sr_id")
+            )
         assert got[0] == got[1] == got[2]
         assert states[0] == states[1] == states[2]
         # The answers say what the fold says (so agreement is not agreement on nothing).

@@ -55,8 +55,7 @@ async def ask(port: int, method: str, path: str, *, body: str = "", cookie: str 
             headers["cookie"] = cookie
         conn.request(method, path, body=body.encode() or None, headers=headers)
         r = conn.getresponse()
-        answer = Answer(r.status, {k.lower(): v for k, v in r.getheaders()},
-                        r.read().decode())  # fmt: skip
+        answer = Answer(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode())
         conn.close()
         return answer
 
@@ -142,8 +141,9 @@ async def test_hostile_srs_render_as_inert_text(node: Node) -> None:
 async def test_a_bad_argument_is_the_tools_refusal_shown_escaped(node: Node) -> None:
     token = (await node.create_token("alice", "team", ("read:workspace",))).token
     async with served(node) as port:
-        page = await ask(port, "GET", "/timeline?start_date=%3Cb%3Enope",
-                         cookie=f"memlane_token={token}")  # fmt: skip
+        page = await ask(
+            port, "GET", "/timeline?start_date=%3Cb%3Enope", cookie=f"memlane_token={token}"
+        )
     assert page.status == 400
     assert "is not a date or ISO-8601 datetime" in page.body
     assert "<b>nope" not in page.body
@@ -156,10 +156,10 @@ async def test_search_ranks_and_marks_the_matched_words_inertly(node: Node) -> N
     token = (await node.create_token("alice", "team", ("read:workspace",))).token
     async with served(node) as port:
         away = await ask(port, "GET", "/search?query=deploy")
-        page = await ask(port, "GET", "/search?query=deploying",
-                         cookie=f"memlane_token={token}")  # fmt: skip
-        hostile = await ask(port, "GET", "/search?query=%3Cscript%3E+deploy",
-                            cookie=f"memlane_token={token}")  # fmt: skip
+        page = await ask(port, "GET", "/search?query=deploying", cookie=f"memlane_token={token}")
+        hostile = await ask(
+            port, "GET", "/search?query=%3Cscript%3E+deploy", cookie=f"memlane_token={token}"
+        )
     assert (away.status, away.headers["location"]) == (303, "/signin")
     _headed(page)
     assert "<mark>Deploy</mark> notes" in page.body
@@ -182,10 +182,12 @@ async def test_the_timeline_filters_lanes_by_the_nodes_profiles(tmp_path, wall: 
         token = (await node.create_token("alice", "team", ("read:workspace",))).token
         async with served(node) as port:
             every = await ask(port, "GET", "/timeline", cookie=f"memlane_token={token}")
-            one = await ask(port, "GET", "/timeline?agent_profile=research",
-                            cookie=f"memlane_token={token}")  # fmt: skip
-            unknown = await ask(port, "GET", "/timeline?agent_profile=nope",
-                                cookie=f"memlane_token={token}")  # fmt: skip
+            one = await ask(
+                port, "GET", "/timeline?agent_profile=research", cookie=f"memlane_token={token}"
+            )
+            unknown = await ask(
+                port, "GET", "/timeline?agent_profile=nope", cookie=f"memlane_token={token}"
+            )
     assert '<option value="research">research: research</option>' in every.body
     assert "a finding" in every.body
     assert "in the default lane" in every.body

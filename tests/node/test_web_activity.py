@@ -51,8 +51,11 @@ async def test_the_counts_per_hour_of_writes_at_known_times(node: Node, wall: Wa
     status, body = await page(node, await token(node, "alice"), WINDOW)
     assert status == 200
     assert _RECTS.findall(body) == [
-        "2026-09-21T14:00:00Z: 2 versions", "2026-09-21T15:00:00Z: 0 versions",
-        "2026-09-21T16:00:00Z: 2 versions", "2026-09-21T17:00:00Z: 0 versions"]  # fmt: skip
+        "2026-09-21T14:00:00Z: 2 versions",
+        "2026-09-21T15:00:00Z: 0 versions",
+        "2026-09-21T16:00:00Z: 2 versions",
+        "2026-09-21T17:00:00Z: 0 versions",
+    ]
     assert "4 versions written per hour, from 2026-09-21T14:00:00Z to 2026-09-21T18:00:00Z" in body
     assert '<td>2026-09-21T16:00:00Z</td><td class="num">2</td>' in body
     assert "2026-09-21T15:00:00Z</td>" not in body  # the table lists the slots with writes

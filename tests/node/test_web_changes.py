@@ -53,10 +53,16 @@ async def test_the_changes_between_two_moments(node: Node, wall: Wall) -> None:
     c = (await node.e_write(alice, title="retro", text="went fine"))["sr_id"]
     token = await _reader(node)
     async with served(node) as port:
-        first = await _get(port, f"/changes?since={_local(start - MINUTE)}"
-                                 f"&as_of={_local(start + 30 * MINUTE)}", token)  # fmt: skip
-        second = await _get(port, f"/changes?since={_local(start + 30 * MINUTE)}"
-                                  f"&as_of={_local(start + 90 * MINUTE)}", token)  # fmt: skip
+        first = await _get(
+            port,
+            f"/changes?since={_local(start - MINUTE)}&as_of={_local(start + 30 * MINUTE)}",
+            token,
+        )
+        second = await _get(
+            port,
+            f"/changes?since={_local(start + 30 * MINUTE)}&as_of={_local(start + 90 * MINUTE)}",
+            token,
+        )
         latest = await _get(port, "/changes", token)
     assert first.status == second.status == latest.status == 200
     assert _kinds(first.body) == [("new", b), ("new", a)]
@@ -66,8 +72,10 @@ async def test_the_changes_between_two_moments(node: Node, wall: Wall) -> None:
     assert f"Changed after {since}:00Z, up to {as_of}:00Z." in second.body
     assert f'name="since" step="1" value="{since}:00"' in second.body
     assert 'changed: <span class="field">title</span><span class="field">text</span>' in second.body
-    assert ('<tr><td>title</td><td class="before">plan</td><td class="after">plan, moved</td></tr>'
-            in second.body)  # fmt: skip
+    assert (
+        '<tr><td>title</td><td class="before">plan</td><td class="after">plan, moved</td></tr>'
+        in second.body
+    )
     assert '<td class="before">ship friday</td><td class="after">ship monday</td>' in second.body
     assert f'href="/record?sr_id={a}">plan, moved</a>' in second.body  # its title at as_of
     assert f'href="/record?sr_id={b}">lunch</a>' in second.body  # deleted: its last title
@@ -138,8 +146,9 @@ async def test_the_page_is_alike_with_and_without_rows_the_token_cannot_read(
     tokens = {"alice": await _reader(node), "bob": await _bob(node)}
     async with served(node) as port:
         before = {who: [(await _get(port, p, t)).body for p in paths] for who, t in tokens.items()}
-        secret = await node.e_write(bob, title="<script>alert(1)</script>", text="mine",
-                                    visibility="private")  # fmt: skip
+        secret = await node.e_write(
+            bob, title="<script>alert(1)</script>", text="mine", visibility="private"
+        )
         await node.e_write(bob, sr_id=secret["sr_id"], text="still mine")
         await node.e_write(carol, title="theirs", text="another workspace")
         after = {who: [(await _get(port, p, t)).body for p in paths] for who, t in tokens.items()}

@@ -84,17 +84,20 @@ def test_the_mesh_page_of_two_syncing_nodes(tmp_path: Path, monkeypatch: pytest.
     for node_id, (seq, head), role in zip(
         (one, two), seen["heads"], (" (this node)", ""), strict=True
     ):
-        assert re.search(rf"<code>{node_id}</code>{re.escape(role)}</td>\s*<td><code>[0-9a-f]+"
-                         rf'</code></td><td class="num">{seq}</td>\s*<td><code>{head}</code>',
-                         logs), (node_id, seq, head)  # fmt: skip
+        assert re.search(
+            rf"<code>{node_id}</code>{re.escape(role)}</td>\s*<td><code>[0-9a-f]+"
+            rf'</code></td><td class="num">{seq}</td>\s*<td><code>{head}</code>',
+            logs,
+        ), (node_id, seq, head)
     assert "(authority)" in logs  # the authority's own log, which admitted two
     members = body[body.index("<h3>Members</h3>") : body.index("<h3>Peers</h3>")]
     assert f"<code>{one}</code> (this node)" in members
     assert f"<code>{two}</code>" in members
     peers = body[body.index("<h3>Peers</h3>") : body.index("<h3>Latest audit events</h3>")]
     assert "sync serving, listening at 127.0.0.1:" in peers
-    assert re.search(rf"<code>{two}</code></td><td>[^<]*</td><td>inbound</td>\s*<td>live</td>",
-                     peers), peers  # fmt: skip
+    assert re.search(
+        rf"<code>{two}</code></td><td>[^<]*</td><td>inbound</td>\s*<td>live</td>", peers
+    ), peers
     audit = body[body.index("<h3>Latest audit events</h3>") :]
     assert "<td>sr_synced</td>" in audit
     assert "<td>sr_written</td>" in audit
@@ -112,12 +115,14 @@ async def test_without_admin_the_page_is_refused_alike_whatever_the_node_holds(
     reader = (await node.create_token("alice", "team", ("read:workspace",))).token
     writer = (await node.create_token("bob", "team", ("write:workspace", "read:workspace"))).token
     async with served(node) as port:
-        empty = [await ask(port, "GET", "/mesh", cookie=f"memlane_token={t}")
-                 for t in (reader, writer)]  # fmt: skip
+        empty = [
+            await ask(port, "GET", "/mesh", cookie=f"memlane_token={t}") for t in (reader, writer)
+        ]
         await node.e_write(await make_caller("bob"), title="<script>alert(1)</script>", text="x")
         await node.e_write(await make_caller("carol", workspace="elsewhere"), title="y", text="y")
-        full = [await ask(port, "GET", "/mesh", cookie=f"memlane_token={t}")
-                for t in (reader, writer)]  # fmt: skip
+        full = [
+            await ask(port, "GET", "/mesh", cookie=f"memlane_token={t}") for t in (reader, writer)
+        ]
     for before, after in zip(empty, full, strict=True):
         assert (before.status, after.status) == (403, 403)
         assert before.body == after.body

@@ -31,8 +31,9 @@ async def test_a_record_its_versions_and_links(
 ) -> None:
     alice, bob = await make_caller("alice"), await make_caller("bob")
     target = (await node.e_write(alice, title="the target", text="t"))["sr_id"]
-    sr = (await node.e_write(alice, title="<script>alert(1)</script>", text="v1",
-                             links=[target]))["sr_id"]  # fmt: skip
+    sr = (await node.e_write(alice, title="<script>alert(1)</script>", text="v1", links=[target]))[
+        "sr_id"
+    ]
     source = (await node.e_write(bob, title="points here", text="s", links=[sr]))["sr_id"]
     wall.now += MINUTE
     await node.e_correct(bob, sr_id=sr, text="v2", reason="wrong")
@@ -76,8 +77,9 @@ async def test_the_page_is_the_same_whatever_the_token_cannot_read(
     token = await _token(node, "carol")
     before = await _record(node, sr, token)
     wall.now += MINUTE
-    hidden = (await node.e_write(bob, title="bob's", text="y", visibility="private",
-                                 links=[sr]))["sr_id"]  # fmt: skip
+    hidden = (await node.e_write(bob, title="bob's", text="y", visibility="private", links=[sr]))[
+        "sr_id"
+    ]
     await node.e_write(await make_caller("dave", workspace="lab"), title="lab's", text="z")
     assert await _record(node, sr, token) == before  # rows carol cannot read change nothing
     await node.e_write(alice, sr_id=sr, links=[hidden])  # a link to what carol cannot read
@@ -88,8 +90,9 @@ async def test_the_page_is_the_same_whatever_the_token_cannot_read(
     assert versions == 3
     assert after[1].count("changed in what this token cannot see") == 2
     assert "bob&#39;s" not in after[1]
-    owner = await _record(node, sr, (await node.create_token("bob", "team", (
-        "read:workspace",))).token)  # fmt: skip
+    owner = await _record(
+        node, sr, (await node.create_token("bob", "team", ("read:workspace",))).token
+    )
     assert "bob&#39;s" in owner[1]
 
 

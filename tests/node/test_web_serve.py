@@ -27,12 +27,12 @@ def _connection(url: str, trust: ssl.SSLContext | None = None) -> http.client.HT
     assert where.hostname is not None
     if trust is None:
         return http.client.HTTPConnection(where.hostname, where.port, timeout=TIMEOUT)
-    return http.client.HTTPSConnection(where.hostname, where.port, timeout=TIMEOUT,
-                                       context=trust)  # fmt: skip
+    return http.client.HTTPSConnection(where.hostname, where.port, timeout=TIMEOUT, context=trust)
 
 
-def _ask(url: str, path: str, *, token: str = "", cookie: str = "",
-         trust: ssl.SSLContext | None = None) -> tuple[int, dict[str, str], str]:  # fmt: skip
+def _ask(
+    url: str, path: str, *, token: str = "", cookie: str = "", trust: ssl.SSLContext | None = None
+) -> tuple[int, dict[str, str], str]:
     conn = _connection(url, trust)
     headers = {"cookie": cookie} if cookie else {}
     if token:
@@ -47,8 +47,17 @@ def _ask(url: str, path: str, *, token: str = "", cookie: str = "",
 
 
 def _written(site: Site) -> None:
-    memlane("write", "--data", str(site.data), "--token", site.tokens["alice"],
-            "--title", "served by the node", "--text", "the web view of one process")  # fmt: skip
+    memlane(
+        "write",
+        "--data",
+        str(site.data),
+        "--token",
+        site.tokens["alice"],
+        "--title",
+        "served by the node",
+        "--text",
+        "the web view of one process",
+    )
 
 
 def test_the_node_serves_the_web_view_beside_mcp(tmp_path):
@@ -78,9 +87,21 @@ def test_the_node_serves_the_web_view_beside_mcp(tmp_path):
 def test_plain_http_off_loopback_is_refused_for_the_web_view_too(tmp_path):
     site = make_site(tmp_path / "node")
     done = subprocess.run(
-        [str(MEMLANE), "serve", "--data", str(site.data), "--mcp-http", "127.0.0.1:0",
-         "--web", "0.0.0.0:0"], capture_output=True, text=True, timeout=TIMEOUT, check=False,
-    )  # fmt: skip
+        [
+            str(MEMLANE),
+            "serve",
+            "--data",
+            str(site.data),
+            "--mcp-http",
+            "127.0.0.1:0",
+            "--web",
+            "0.0.0.0:0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("memlane serve: refusing plain HTTP on 0.0.0.0, "), done.stderr
 
@@ -88,8 +109,9 @@ def test_plain_http_off_loopback_is_refused_for_the_web_view_too(tmp_path):
 def test_over_tls_the_cookie_is_secure(tmp_path):
     site = make_site(tmp_path / "node")
     cert, key = self_signed(tmp_path)
-    proc, shown = serve(site.data, "--web", "127.0.0.1:0", "--tls-cert", str(cert),
-                        "--tls-key", str(key))  # fmt: skip
+    proc, shown = serve(
+        site.data, "--web", "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key)
+    )
     try:
         assert shown["web"].startswith("https://127.0.0.1:")
         trust = ssl.create_default_context(cafile=str(cert))
@@ -121,8 +143,9 @@ def test_the_web_port_holds_its_own_bounded_connections(tmp_path):
         assert _count_closed(slow, 4, within=3) == 4  # dropped by the header timeout
         assert time.monotonic() - opened >= 0.5
         assert _ask(shown["web"], "/signin")[0] == 200
-        assert _refusals(shown["health"], "web_connections", "web_header_timeout",
-                         "mcp_connections") == [1, 3, 0]  # fmt: skip
+        assert _refusals(
+            shown["health"], "web_connections", "web_header_timeout", "mcp_connections"
+        ) == [1, 3, 0]
     finally:
         for conn in slow:
             conn.close()

@@ -24,8 +24,20 @@ def context(call_id: str, turn: int, **more: object) -> dict[str, object]:
 async def test_windows_list(tmp_path: Path) -> None:
     data = tmp_path / "node"
     ok(run("init", "--data", data))
-    token = ok(run("token", "create", "--data", data, "--principal", "alice", "--workspace",
-                   "team", "--scope", "read:workspace")).strip()  # fmt: skip
+    token = ok(
+        run(
+            "token",
+            "create",
+            "--data",
+            data,
+            "--principal",
+            "alice",
+            "--workspace",
+            "team",
+            "--scope",
+            "read:workspace",
+        )
+    ).strip()
     window = {"source": "answered", "mention": 0, "range": M}
     async with Node.open(data) as node:
         alice = await node.authenticate(token)
@@ -37,18 +49,27 @@ async def test_windows_list(tmp_path: Path) -> None:
         return ok(run("windows", "list", "--data", data, "--token", token, *argv))
 
     lines = windows().splitlines()
-    assert re.split(r" {2,}", lines[0]) == ["TURN", "TOOL CALL ID", "TOOL NAME", "HOW",
-                                            "WHY/REFUSED", "ASKED"]  # fmt: skip
+    assert re.split(r" {2,}", lines[0]) == [
+        "TURN",
+        "TOOL CALL ID",
+        "TOOL NAME",
+        "HOW",
+        "WHY/REFUSED",
+        "ASKED",
+    ]
     assert lines[1].split() == ["1", "c1", "e_timeline", "not-filled", "open-reading", "—"]
     assert lines[2].split()[:4] == ["1", "c1", "e_timeline", "filled"]
     assert lines[2].endswith(f"{M['from']} .. {M['to']}")
     assert lines[-1] == "page 1 (3 shown, no more)"
     latest = json.loads(windows("--latest", "--json"))
     assert [(r["toolCallId"], r["how"]) for r in latest["rows"]] == [
-        ("c1", "filled"), ("c2", "model"),
-    ]  # fmt: skip
-    assert latest["rows"][1]["asked"] == {"from": "2026-10-01T00:00:00.001Z",
-                                          "to": latest["rows"][1]["asked"]["to"]}  # fmt: skip
+        ("c1", "filled"),
+        ("c2", "model"),
+    ]
+    assert latest["rows"][1]["asked"] == {
+        "from": "2026-10-01T00:00:00.001Z",
+        "to": latest["rows"][1]["asked"]["to"],
+    }
     assert [r["turn"] for r in json.loads(windows("--turn", "2", "--json"))["rows"]] == [2]
     assert json.loads(windows("--tool", "e_audit", "--json"))["rows"] == []
     refused = run("windows", "list", "--data", data, "--token", token, "--turn", "-1")

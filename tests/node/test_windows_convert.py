@@ -33,15 +33,25 @@ from tests.node.windowkit import (
     rng,
     row,
     span,
-)  # fmt: skip
+)
 
 UTC = ZoneInfo("UTC")
 BERLIN_NAME = "Europe/Berlin"
-OBJ = {"kind": "object", "argument": "r", "as": "epoch-s", "edge": "inclusive",
-       "keys": {"from": "since", "to": "until"}}  # fmt: skip
+OBJ = {
+    "kind": "object",
+    "argument": "r",
+    "as": "epoch-s",
+    "edge": "inclusive",
+    "keys": {"from": "since", "to": "until"},
+}
 SLASH = {"kind": "joined", "argument": "w", "as": "epoch-ms", "joiner": "/", "edge": "exclusive"}
-JOINED_WALL = {"kind": "joined", "argument": "w", "as": "wall", "joiner": "..",
-               "zone": {"argument": "tz"}}  # fmt: skip
+JOINED_WALL = {
+    "kind": "joined",
+    "argument": "w",
+    "as": "wall",
+    "joiner": "..",
+    "zone": {"argument": "tz"},
+}
 UTC_DAY = {"kind": "day", "argument": "date"}
 
 
@@ -56,34 +66,53 @@ def back(form: dict[str, Any], args: dict[str, Any], app_zone: ZoneInfo | None =
 @pytest.mark.parametrize(
     ("form", "args", "read"),
     [
-        (bounds("iso", "inclusive"), {"start": "2026-10-09T08:00-07:00",
-                                      "end": "2026-10-09T08:40-07:00"}, M),
-        (bounds("iso", "inclusive"), {"start": "2026-10-09T08:00:00-07:00",
-                                      "end": "2026-10-09T08:40:59-07:00"}, M),
-        (bounds("iso", "inclusive"), {"start": "2026-10-09T15:00:00Z",
-                                      "end": "2026-10-09T15:40:59.999Z"}, M),
+        (
+            bounds("iso", "inclusive"),
+            {"start": "2026-10-09T08:00-07:00", "end": "2026-10-09T08:40-07:00"},
+            M,
+        ),
+        (
+            bounds("iso", "inclusive"),
+            {"start": "2026-10-09T08:00:00-07:00", "end": "2026-10-09T08:40:59-07:00"},
+            M,
+        ),
+        (
+            bounds("iso", "inclusive"),
+            {"start": "2026-10-09T15:00:00Z", "end": "2026-10-09T15:40:59.999Z"},
+            M,
+        ),
         (bounds("iso", "exclusive"), {"start": "2026-10-09T15:00Z", "end": "2026-10-09T15:41Z"}, M),
         (bounds("epoch-ms", "inclusive"), {"start": 1791558000000, "end": 1791560459999}, M),
         (bounds("epoch-s", "inclusive"), {"start": 1791558000, "end": 1791560459}, M),
         (bounds("epoch-s", "inclusive"), {"start": 1791558000.0, "end": 1791560459.0}, M),
         (bounds("epoch-s", "exclusive"), {"start": 1791558000, "end": 1791560460}, M),
         (WALL, {"start": "2026-10-09T08:00", "end": "2026-10-09T08:41", "tz": LA_NAME}, M),
-        (bounds("wall", "inclusive", zone=True), {
-            "start": "2026-10-09T08:00:00.000", "end": "2026-10-09T08:40:59.999", "tz": LA_NAME,
-        }, M),
+        (
+            bounds("wall", "inclusive", zone=True),
+            {
+                "start": "2026-10-09T08:00:00.000",
+                "end": "2026-10-09T08:40:59.999",
+                "tz": LA_NAME,
+            },
+            M,
+        ),
         (SLASH, {"w": "1791558000000/1791560460000"}, M),
         (OBJ, {"r": {"since": 1791558000, "until": 1791560459}}, M),
         (JOINED_WALL, {"w": "2026-10-09T08:00..2026-10-09T08:40", "tz": LA_NAME}, M),
         (LB, {"w": "40m"}, rng("2026-10-09T15:00:00Z", "2026-10-09T15:40:00.001Z")),
         (SLB, {"w": "-1h"}, rng("2026-10-09T14:40:00Z", "2026-10-09T15:40:00.001Z")),
-        (bounds("date", "inclusive", zone=True), {"start": "2026-10-08", "end": "2026-10-09",
-                                                  "tz": LA_NAME},
-         rng("2026-10-08T07:00:00Z", "2026-10-10T07:00:00Z")),
-        (bounds("date", "exclusive", zone=True), {"start": "2026-10-08", "end": "2026-10-09",
-                                                  "tz": LA_NAME},
-         rng("2026-10-08T07:00:00Z", "2026-10-09T07:00:00Z")),
+        (
+            bounds("date", "inclusive", zone=True),
+            {"start": "2026-10-08", "end": "2026-10-09", "tz": LA_NAME},
+            rng("2026-10-08T07:00:00Z", "2026-10-10T07:00:00Z"),
+        ),
+        (
+            bounds("date", "exclusive", zone=True),
+            {"start": "2026-10-08", "end": "2026-10-09", "tz": LA_NAME},
+            rng("2026-10-08T07:00:00Z", "2026-10-09T07:00:00Z"),
+        ),
     ],
-)  # fmt: skip
+)
 def test_sent_values_read_back_in_utc(form, args, read):
     assert back(form, args) == span(read).utc().wire()
 
@@ -91,8 +120,10 @@ def test_sent_values_read_back_in_utc(form, args, read):
 @pytest.mark.parametrize(
     ("form", "args"),
     [
-        (bounds("iso", "exclusive"), {"start": "2026-10-09T15:00:00.0001Z",
-                                      "end": "2026-10-09T15:41Z"}),  # finer than a millisecond
+        (
+            bounds("iso", "exclusive"),
+            {"start": "2026-10-09T15:00:00.0001Z", "end": "2026-10-09T15:41Z"},
+        ),  # finer than a millisecond
         (bounds("iso", "exclusive"), {"start": "2026-10-09 15:00Z", "end": "2026-10-09T15:41Z"}),
         (bounds("iso", "exclusive"), {"start": "2026-10-09T15:41Z", "end": "2026-10-09T15:00Z"}),
         (bounds("iso", "exclusive"), {"start": "2026-10-09T15:00Z"}),  # an end without default
@@ -115,7 +146,7 @@ def test_sent_values_read_back_in_utc(form, args, read):
         (WALL, {"start": "2026-11-01T01:30", "end": "2026-11-01T04:00", "tz": LA_NAME}),
         (WALL, {"start": "2026-10-09T08:00Z", "end": "2026-10-09T09:00", "tz": LA_NAME}),
     ],
-)  # fmt: skip
+)
 def test_values_no_form_reads(form, args):
     assert back(form, args) is None
 
@@ -157,8 +188,11 @@ def test_a_day_is_its_two_midnights_and_fills_back(zone, day, read):
 def test_a_wall_time_in_a_gap_is_refused_with_its_argument(zone, start, end, argument):
     wired = row([WALL], {"start": start, "end": end, "tz": zone})
     assert (wired["how"], wired["refused"], wired["form"], wired["argument"]) == (
-        "refused", "dst-gap", 0, argument,
-    )  # fmt: skip
+        "refused",
+        "dst-gap",
+        0,
+        argument,
+    )
     assert "asked" not in wired
 
 
@@ -206,8 +240,10 @@ def test_leap_days():
 def test_the_year_boundary():
     eve = rng("2026-12-31T00:00:00-08:00", "2027-01-01T00:00:00-08:00")
     assert exact(bounds("date", "inclusive", zone=True), eve) == {
-        "start": "2026-12-31", "end": "2026-12-31", "tz": LA_NAME,
-    }  # fmt: skip
+        "start": "2026-12-31",
+        "end": "2026-12-31",
+        "tz": LA_NAME,
+    }
     assert exact(bounds("date", "exclusive", zone=True), eve)["end"] == "2027-01-01"
     late = span(rng("2026-12-31T23:30:00Z", "2027-01-01T00:30:00Z"))
     berlin = convert_for(DAY, late, BERLIN)
@@ -253,14 +289,23 @@ def test_epoch_seconds_round_outward():
 def test_wall_values_keep_their_milliseconds():
     window = rng("2026-10-09T15:00:00.5Z", "2026-10-09T15:41:00.25Z")
     values = exact(WALL, window)
-    assert values == {"start": "2026-10-09T08:00:00.500", "end": "2026-10-09T08:41:00.250",
-                      "tz": LA_NAME}  # fmt: skip
+    assert values == {
+        "start": "2026-10-09T08:00:00.500",
+        "end": "2026-10-09T08:41:00.250",
+        "tz": LA_NAME,
+    }
     assert back(WALL, values) == span(window).utc().wire()
 
 
 def test_every_kind_round_trips_an_exact_fill():
-    kinds = ((EPOCH, None), (SLASH, None), (OBJ, None), (JOINED_WALL, None),
-             (bounds("iso", "inclusive"), None), (bounds("wall", "inclusive"), LA))  # fmt: skip
+    kinds = (
+        (EPOCH, None),
+        (SLASH, None),
+        (OBJ, None),
+        (JOINED_WALL, None),
+        (bounds("iso", "inclusive"), None),
+        (bounds("wall", "inclusive"), LA),
+    )
     for form, app in kinds:
         values = exact(form, M, app_zone=app)
         assert values is not None, form

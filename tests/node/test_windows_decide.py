@@ -27,7 +27,7 @@ from tests.node.windowkit import (
     decision,
     row,
     turn,
-)  # fmt: skip
+)
 
 SENT_M = {"start": 1791558000000, "end": 1791560460000}
 SENT_Y = {"start": 1791471600000, "end": 1791474060000}
@@ -48,8 +48,9 @@ def test_every_fact_refuses_a_fill_an_open_reading_and_a_sent_value(facts, windo
     filled = row([EPOCH], {}, turn(windows=[answered(window)]), **facts)
     assert filled == HEAD | {"how": "refused", "refused": code, "asked": window, "person": person}
     assert row([EPOCH], {}, turn(open=[[window]]), **facts) == HEAD | {
-        "how": "refused", "refused": code,
-    }  # fmt: skip
+        "how": "refused",
+        "refused": code,
+    }
     sent = SENT_Y if window is Y else {"start": 1791644400000, "end": 1791646860000}
     refused = row([EPOCH], sent, turn(windows=[answered(M)]), **facts)
     assert (refused["refused"], refused["form"], refused["person"]) == (code, 0, PERSON_M)
@@ -120,9 +121,14 @@ def test_a_zone_argument_alone_is_a_sent_period():
 def test_the_call_identity_is_the_turns():
     t = replace(turn(), turn=7, iteration=2, tool_call_id="tc-9")
     assert row([EPOCH], {}, t) == {
-        "kind": "call-window", "turn": 7, "iteration": 2, "toolCallId": "tc-9",
-        "toolName": "t", "how": "not-filled", "why": "no-window",
-    }  # fmt: skip
+        "kind": "call-window",
+        "turn": 7,
+        "iteration": 2,
+        "toolCallId": "tc-9",
+        "toolName": "t",
+        "how": "not-filled",
+        "why": "no-window",
+    }
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ from tests.node.windowkit import (
     span,
     sugar,
     turn,
-)  # fmt: skip
+)
 
 SENT_Y = rng("2026-10-08T15:00:00Z", "2026-10-09T15:40:00.001Z")
 
@@ -64,14 +64,16 @@ def test_1_iso_range_sugar():
 
 def test_2_bounds_iso_exclusive():
     assert exact(bounds("iso", "exclusive"), M) == {
-        "start": "2026-10-09T08:00:00-07:00", "end": "2026-10-09T08:41:00-07:00",
-    }  # fmt: skip
+        "start": "2026-10-09T08:00:00-07:00",
+        "end": "2026-10-09T08:41:00-07:00",
+    }
 
 
 def test_3_bounds_epoch_ms_inclusive():
     assert exact(bounds("epoch-ms", "inclusive"), M) == {
-        "start": 1791558000000, "end": 1791560459999,
-    }  # fmt: skip
+        "start": 1791558000000,
+        "end": 1791560459999,
+    }
 
 
 def test_5_wall_range_sugar_with_zone_argument():
@@ -82,8 +84,10 @@ def test_5_wall_range_sugar_with_zone_argument():
 def test_6_whole_day():
     assert exact(DAY, TD) == {"date": "2026-10-09", "tz": LA_NAME}
     assert exact(bounds("date", "inclusive", zone=True), TD) == {
-        "start": "2026-10-09", "end": "2026-10-09", "tz": LA_NAME,
-    }  # fmt: skip
+        "start": "2026-10-09",
+        "end": "2026-10-09",
+        "tz": LA_NAME,
+    }
     assert exact(DAY, M) is None
 
 
@@ -168,8 +172,9 @@ def test_18_max_range_edge():
     earlier = rng("2026-10-08T15:39:00Z", "2026-10-09T15:00:00Z")
     assert convert([LB], earlier, maxRange="24h") == "no-form-holds"
     assert exact(bounds("iso", "exclusive"), day, DAY_MS) == {
-        "start": "2026-10-08T15:40:00Z", "end": "2026-10-09T15:40:00Z",
-    }  # fmt: skip
+        "start": "2026-10-08T15:40:00Z",
+        "end": "2026-10-09T15:40:00Z",
+    }
 
 
 def _facts(**facts: Any) -> Any:
@@ -177,8 +182,12 @@ def _facts(**facts: Any) -> Any:
 
 
 def test_21_facts():
-    assert fact_problem(span(rng("2026-10-09T16:00:00Z", "2026-10-09T17:00:00Z")),
-                        _facts(direction="past"), NOW) == "time-future"  # fmt: skip
+    assert (
+        fact_problem(
+            span(rng("2026-10-09T16:00:00Z", "2026-10-09T17:00:00Z")), _facts(direction="past"), NOW
+        )
+        == "time-future"
+    )
     early = span(rng("2026-10-09T06:00:00-07:00", "2026-10-09T07:00:00-07:00"))
     assert fact_problem(early, _facts(direction="future"), NOW) == "time-past"
     august = span(rng("2026-08-01T00:00:00Z", "2026-08-02T00:00:00Z"))
@@ -195,11 +204,15 @@ def test_21_facts():
 def test_22_filled_from_an_answered_window():
     d_row = row([EPOCH], {}, turn(windows=[answered(M)]))
     assert d_row == HEAD | {
-        "how": "filled", "form": 0, "asked": M, "person": M | {"source": "answered", "mention": 0},
-    }  # fmt: skip
+        "how": "filled",
+        "form": 0,
+        "asked": M,
+        "person": M | {"source": "answered", "mention": 0},
+    }
     assert decision([EPOCH], {}, turn(windows=[answered(M)])).values == {
-        "start": 1791558000000, "end": 1791560460000,
-    }  # fmt: skip
+        "start": 1791558000000,
+        "end": 1791560460000,
+    }
 
 
 def test_23_no_window_and_several_mentions():
@@ -216,17 +229,23 @@ def test_24_open_mention():
 
 def test_26_no_form_holds_a_fill():
     assert row([LB], {}, turn(windows=[answered(T)])) == HEAD | {
-        "how": "refused", "refused": "no-form-holds", "asked": T,
+        "how": "refused",
+        "refused": "no-form-holds",
+        "asked": T,
         "person": T | {"source": "answered", "mention": 0},
-    }  # fmt: skip
+    }
 
 
 def test_28_sent_window_differs():
     sent = {"start": 1791561600000, "end": 1791565200000}  # [16:00Z, 17:00Z)
     asked = rng("2026-10-09T16:00:00Z", "2026-10-09T17:00:00Z")
     one = row([EPOCH], sent, turn(windows=[answered(M)]))
-    assert one == HEAD | {"how": "model-chosen", "form": 0, "asked": asked,
-                          "person": M | {"source": "answered", "mention": 0}}  # fmt: skip
+    assert one == HEAD | {
+        "how": "model-chosen",
+        "form": 0,
+        "asked": asked,
+        "person": M | {"source": "answered", "mention": 0},
+    }
     two = row([EPOCH], sent, turn(windows=[answered(M), answered(Y, mention=1)]))
     assert two == HEAD | {"how": "model-chosen", "form": 0, "asked": asked}
     assert row([EPOCH], sent) == HEAD | {"how": "model", "form": 0, "asked": asked}
@@ -249,12 +268,19 @@ def test_31_past_facts():
     t = turn(windows=[answered(T)])
     person = T | {"source": "answered", "mention": 0}
     assert row([EPOCH], {}, t, direction="past") == HEAD | {
-        "how": "refused", "refused": "time-future", "asked": T, "person": person,
-    }  # fmt: skip
+        "how": "refused",
+        "refused": "time-future",
+        "asked": T,
+        "person": person,
+    }
     sent_t = {"start": 1791644400000, "end": 1791646860000}  # T in epoch-ms
     refused = row([EPOCH], sent_t, direction="past")
-    assert refused == HEAD | {"how": "refused", "refused": "time-future", "form": 0,
-                              "asked": span(T).utc().wire()}  # fmt: skip
+    assert refused == HEAD | {
+        "how": "refused",
+        "refused": "time-future",
+        "form": 0,
+        "asked": span(T).utc().wire(),
+    }
     assert row([EPOCH], sent_t)["how"] == "model"
 
 
@@ -268,9 +294,11 @@ def test_32_sent_yesterday_against_facts():
 def test_34_day_form_fill():
     across = rng(Y["from"], M["to"])
     assert row([DAY], {}, turn(windows=[answered(across)])) == HEAD | {
-        "how": "refused", "refused": "multi-day", "asked": across,
+        "how": "refused",
+        "refused": "multi-day",
+        "asked": across,
         "person": across | {"source": "answered", "mention": 0},
-    }  # fmt: skip
+    }
     filled = decision([DAY], {}, turn(windows=[answered(M)]))
     assert filled.values == {"date": "2026-10-09", "tz": LA_NAME}
     wired = filled.row.wire()
@@ -293,8 +321,11 @@ def test_35_widened_row_and_trimmed_by_tool():
 def test_36_dst_gap_and_overlap_in_a_sent_wall_value():
     gap = {"start": "2026-03-08T02:30", "end": "2026-03-08T04:00", "tz": LA_NAME}
     assert row([WALL], gap) == HEAD | {
-        "how": "refused", "refused": "dst-gap", "form": 0, "argument": "start",
-    }  # fmt: skip
+        "how": "refused",
+        "refused": "dst-gap",
+        "form": 0,
+        "argument": "start",
+    }
     overlap = gap | {"start": "2026-11-01T01:30", "end": "2026-11-01T04:00"}
     assert row([WALL], overlap) == HEAD | {"how": "unread"}
 

@@ -28,8 +28,9 @@ HOUR = 3_600_000
 
 
 def client(data: Path, token: str) -> Client:
-    params = StdioServerParameters(command=str(MEMLANE), args=["mcp", "--data", str(data),
-                                                                "--token", token])  # fmt: skip
+    params = StdioServerParameters(
+        command=str(MEMLANE), args=["mcp", "--data", str(data), "--token", token]
+    )
     return Client(params, read_timeout_seconds=TIMEOUT)
 
 
@@ -48,11 +49,22 @@ async def token(data: Path) -> str:
 
 
 def turn(call_id: str, now: int, start: int, end: int) -> dict[str, Any]:
-    window = {"source": "answered", "mention": 0, "zone": "America/Los_Angeles",
-              "range": {"from": format_instant(start), "to": format_instant(end)}}  # fmt: skip
-    return {"memlane/turn": {"turn": 3, "iteration": 0, "toolCallId": call_id,
-                             "now": format_instant(now), "zone": "America/Los_Angeles",
-                             "windows": [window]}}  # fmt: skip
+    window = {
+        "source": "answered",
+        "mention": 0,
+        "zone": "America/Los_Angeles",
+        "range": {"from": format_instant(start), "to": format_instant(end)},
+    }
+    return {
+        "memlane/turn": {
+            "turn": 3,
+            "iteration": 0,
+            "toolCallId": call_id,
+            "now": format_instant(now),
+            "zone": "America/Los_Angeles",
+            "windows": [window],
+        }
+    }
 
 
 async def test_a_filled_call_runs_and_its_row_reaches_another_node(tmp_path: Path) -> None:
@@ -76,8 +88,9 @@ async def test_a_filled_call_runs_and_its_row_reaches_another_node(tmp_path: Pat
         assert "results" not in answer
         rows_a = decoded(await c.call_tool("call_windows", {}))["rows"]
     assert [(r["toolCallId"], r["how"]) for r in rows_a] == [
-        ("call-past", "filled"), ("call-ahead", "refused"),
-    ]  # fmt: skip
+        ("call-past", "filled"),
+        ("call-ahead", "refused"),
+    ]
     assert rows_a[1] == answer["call_window"]
     assert rows_a[0]["form"] == 1
     assert rows_a[0]["asked"] == past["memlane/turn"]["windows"][0]["range"]
@@ -125,8 +138,9 @@ async def test_the_turns_context_over_streamable_http(tmp_path: Path) -> None:
         async with session(served.url, site.tokens["alice"]) as c:
             rows = decoded(await c.call_tool("call_windows", {"latest": True}))["rows"]
         assert [(r["toolCallId"], r["how"]) for r in rows] == [
-            ("http-past", "filled"), ("http-ahead", "refused"),
-        ]  # fmt: skip
+            ("http-past", "filled"),
+            ("http-ahead", "refused"),
+        ]
     finally:
         code, err = served.stop()
     assert code == 0, err

@@ -71,10 +71,16 @@ async def test_a_filled_call_runs_with_the_filled_values(node, make_caller, thre
     assert titles(answer) == ["half past", "ten past"]
     (row,) = await rows(node, alice)
     assert row == {
-        "kind": "call-window", "turn": 1, "iteration": 0, "toolCallId": "c1",
-        "toolName": "e_timeline", "how": "filled", "form": 1, "asked": M,
+        "kind": "call-window",
+        "turn": 1,
+        "iteration": 0,
+        "toolCallId": "c1",
+        "toolName": "e_timeline",
+        "how": "filled",
+        "form": 1,
+        "asked": M,
         "person": M | {"source": "answered", "mention": 0},
-    }  # fmt: skip
+    }
 
 
 async def test_a_refused_call_does_not_run_and_answers_its_row(node, make_caller, three):
@@ -85,8 +91,9 @@ async def test_a_refused_call_does_not_run_and_answers_its_row(node, make_caller
     assert row["how"] == "refused"
     assert row["refused"] == "time-future"
     assert info.value.answer() == {
-        "error": "refused before dispatch: time-future", "call_window": row,
-    }  # fmt: skip
+        "error": "refused before dispatch: time-future",
+        "call_window": row,
+    }
 
 
 async def test_a_refused_call_never_reaches_the_tool(node, make_caller):
@@ -189,8 +196,9 @@ async def test_a_bad_turn_context_is_refused_and_stores_nothing(node, make_calle
 
 async def test_the_tools_own_refusal_wins_and_stores_nothing(node, make_caller):
     alice = await make_caller()
-    text = await refused(node, "e_timeline", alice, action="list", start_date="nope",
-                         turn=context())  # fmt: skip
+    text = await refused(
+        node, "e_timeline", alice, action="list", start_date="nope", turn=context()
+    )
     assert text.startswith("Invalid timeline spec: start_date")
     reader = await make_caller("reader", scopes=("write:workspace",))
     before = await stored(node)
@@ -206,8 +214,10 @@ async def test_the_latest_row_of_a_call_wins(node, make_caller, three):
     await node.e_timeline(alice, action="list", turn=context("c2", turn=2))
     every = await rows(node, alice)
     assert [(r["toolCallId"], r["how"]) for r in every] == [
-        ("c1", "not-filled"), ("c1", "filled"), ("c2", "not-filled"),
-    ]  # fmt: skip
+        ("c1", "not-filled"),
+        ("c1", "filled"),
+        ("c2", "not-filled"),
+    ]
     latest = await rows(node, alice, latest=True)
     assert [(r["toolCallId"], r["how"]) for r in latest] == [("c1", "filled"), ("c2", "not-filled")]
     assert [r["turn"] for r in await rows(node, alice, turn=2)] == [2]
@@ -256,10 +266,14 @@ async def test_call_windows_refuses_bad_arguments(node, make_caller, args, text)
 
 
 async def test_a_widened_fill_to_a_filtering_tool_keeps_only_the_asked(node, make_caller, three):
-    node.declare_periods({"e_timeline": {
-        "forms": [{"kind": "day", "argument": "start_date", "actions": ["list"]}],
-        "facts": {"filtersToAsked": True},
-    }})  # fmt: skip
+    node.declare_periods(
+        {
+            "e_timeline": {
+                "forms": [{"kind": "day", "argument": "start_date", "actions": ["list"]}],
+                "facts": {"filtersToAsked": True},
+            }
+        }
+    )
     alice = await make_caller()
     early = rng("2026-10-09T15:20:00Z", "2026-10-09T15:35:00Z")
     answer = await node.e_timeline(alice, action="list", turn=context(windows=[answered(early)]))
@@ -315,8 +329,9 @@ async def test_a_bare_date_is_read_in_the_nodes_zone(node_dir: Path, wall: Wall)
         assert answer["results"] == []
         (row,) = await rows(node, alice)
         assert row["asked"] == rng("2026-10-09T07:00:00Z", "2026-10-10T07:00:00Z")
-        eve = await node.e_timeline(alice, action="list", start_date="2026-10-08",
-                                    end_date="2026-10-08")  # fmt: skip
+        eve = await node.e_timeline(
+            alice, action="list", start_date="2026-10-08", end_date="2026-10-08"
+        )
         assert [r["sr_id"] for r in eve["results"]] == [late]
 
 
@@ -338,9 +353,14 @@ async def test_an_action_that_is_not_a_name_files_nothing(node, make_caller):
 
 
 DIFFERENTIAL_ASKS = [
-    {}, {"page_size": 2}, {"page_size": 2, "page": 2}, {"latest": True}, {"turn": 1},
-    {"tool_call_id": "c2"}, {"tool": "e_timeline", "page_size": 3},
-]  # fmt: skip
+    {},
+    {"page_size": 2},
+    {"page_size": 2, "page": 2},
+    {"latest": True},
+    {"turn": 1},
+    {"tool_call_id": "c2"},
+    {"tool": "e_timeline", "page_size": 3},
+]
 
 
 async def _alices_answers(path: Path, wall: Wall, *, others: bool) -> list[dict[str, Any]]:
@@ -372,15 +392,21 @@ async def test_rows_a_caller_cannot_read_change_nothing_it_sees(tmp_path: Path, 
 @pytest.mark.parametrize(
     ("turn", "why"),
     [
-        (context(windows=[answered(rng("1969-12-31T00:00:00Z", "1970-01-02T00:00:00Z"))]),
-         "windows[0].range must not start before 1970-01-01"),
-        (context(windows=[{"source": "control", "lookback": "99999999w"}]),
-         "windows[0].lookback must not start before 1970-01-01"),
-        (context(open=[[rng("0001-01-01T00:00:00Z", "0001-01-02T00:00:00Z")]]),
-         "open[0][0] must not start before 1970-01-01"),
+        (
+            context(windows=[answered(rng("1969-12-31T00:00:00Z", "1970-01-02T00:00:00Z"))]),
+            "windows[0].range must not start before 1970-01-01",
+        ),
+        (
+            context(windows=[{"source": "control", "lookback": "99999999w"}]),
+            "windows[0].lookback must not start before 1970-01-01",
+        ),
+        (
+            context(open=[[rng("0001-01-01T00:00:00Z", "0001-01-02T00:00:00Z")]]),
+            "open[0][0] must not start before 1970-01-01",
+        ),
         (context(now="1969-07-20T20:17:00Z"), "now must be a millisecond instant after 1970"),
     ],
-)  # fmt: skip
+)
 async def test_windows_before_the_epoch_are_refused(node, make_caller, turn, why):
     alice = await make_caller()
     assert why in await refused(node, "e_timeline", alice, action="list", turn=turn)
@@ -389,6 +415,7 @@ async def test_windows_before_the_epoch_are_refused(node, make_caller, turn, why
 async def test_windows_at_the_end_of_time_are_refused(node, make_caller):
     alice = await make_caller()
     late = rng("9999-12-30T00:00:00Z", "9999-12-31T00:00:00Z")
-    text = await refused(node, "e_timeline", alice, action="list",
-                         turn=context(windows=[answered(late)]))  # fmt: skip
+    text = await refused(
+        node, "e_timeline", alice, action="list", turn=context(windows=[answered(late)])
+    )
     assert text == "invalid memlane/turn: windows[0].range must end by 9999-12-30"

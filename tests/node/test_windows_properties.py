@@ -36,18 +36,32 @@ from tests.node.windowkit import (
     period,
     rng,
     turn,
-)  # fmt: skip
+)
 
 UTC = ZoneInfo("UTC")
 GRANULARITY = 60_000
 POOL = [
-    EPOCH, bounds("iso", "inclusive"), bounds("iso", "exclusive"), bounds("epoch-s", "exclusive"),
-    bounds("epoch-ms", "inclusive"), WALL, DAY, LB, SLB, LB | {"units": "d"},
-    bounds("date", "inclusive", zone=True), {"kind": "day", "argument": "date"},
+    EPOCH,
+    bounds("iso", "inclusive"),
+    bounds("iso", "exclusive"),
+    bounds("epoch-s", "exclusive"),
+    bounds("epoch-ms", "inclusive"),
+    WALL,
+    DAY,
+    LB,
+    SLB,
+    LB | {"units": "d"},
+    bounds("date", "inclusive", zone=True),
+    {"kind": "day", "argument": "date"},
     {"kind": "joined", "argument": "w", "as": "wall", "joiner": "..", "edge": "exclusive"},
-    {"kind": "object", "argument": "r", "as": "epoch-s", "edge": "inclusive",
-     "keys": {"from": "a", "to": "b"}},
-]  # fmt: skip
+    {
+        "kind": "object",
+        "argument": "r",
+        "as": "epoch-s",
+        "edge": "inclusive",
+        "keys": {"from": "a", "to": "b"},
+    },
+]
 SETTINGS = settings(max_examples=200, deadline=None)
 
 
@@ -178,25 +192,31 @@ window_dicts = st.fixed_dictionaries(
     optional={
         "source": st.sampled_from(["answered", "control", "said"]) | json_values,
         "mention": st.integers(-1, 3) | json_values,
-        "range": st.fixed_dictionaries({"from": st.sampled_from(
-            ["2026-10-09T08:00:00-07:00", "1969-01-01T00:00:00Z", "x"]), "to": st.sampled_from(
-            ["2026-10-09T08:41:00-07:00", "9999-12-31T00:00:00Z"])}) | json_values,
+        "range": st.fixed_dictionaries(
+            {
+                "from": st.sampled_from(["2026-10-09T08:00:00-07:00", "1969-01-01T00:00:00Z", "x"]),
+                "to": st.sampled_from(["2026-10-09T08:41:00-07:00", "9999-12-31T00:00:00Z"]),
+            }
+        )
+        | json_values,
         "lookback": st.sampled_from(["40m", "0m", "99999999999w", "1d"]) | json_values,
         "zone": st.sampled_from(["America/Los_Angeles", "PST", "+05:30", "Etc/GMT+5"]),
         "quote": json_values,
         "answer": st.sampled_from(["confirmed", "edited", "maybe"]),
     },
-)  # fmt: skip
+)
 turns = st.fixed_dictionaries(
     {"turn": st.integers(-1, 5) | json_values, "toolCallId": st.text(max_size=3) | json_values},
     optional={
-        "iteration": json_values, "now": st.sampled_from([NOW_TEXT, "2026-10-09", "nope"]),
+        "iteration": json_values,
+        "now": st.sampled_from([NOW_TEXT, "2026-10-09", "nope"]),
         "zone": st.sampled_from(["UTC", "Europe/Berlin", "Mars/Olympus"]) | json_values,
         "windows": st.lists(window_dicts, max_size=3) | json_values,
         "open": st.lists(st.lists(json_values, max_size=2), max_size=2) | json_values,
-        "mentions": st.integers(-1, 4) | json_values, "quotes": json_values,
+        "mentions": st.integers(-1, 4) | json_values,
+        "quotes": json_values,
     },
-)  # fmt: skip
+)
 
 
 @SETTINGS

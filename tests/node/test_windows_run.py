@@ -71,8 +71,9 @@ async def test_list_with_only_start_date_runs_to_the_turns_now(node, wall, make_
     await write_at(node, wall, alice, NOW + 10 * MIN, "after the turn")
     wall.now = NOW + 20 * MIN
     for call_id, start in (("c1", "2026-10-09"), ("c2", "2026-10-09T00:00:00Z")):
-        answer = await node.e_timeline(alice, action="list", start_date=start,
-                                       turn=context(call_id))  # fmt: skip
+        answer = await node.e_timeline(
+            alice, action="list", start_date=start, turn=context(call_id)
+        )
         row = await the_row(node, alice, call_id)
         assert row["asked"]["to"] == "2026-10-09T15:40:00.001Z"
         assert [r["title"] for r in answer["results"]] == ["before the turn"]
@@ -84,8 +85,9 @@ async def test_an_omitted_start_date_is_closed_too(node, wall, make_caller):
     await write_at(node, wall, alice, NOW - 30 * MIN, "before")
     await write_at(node, wall, alice, NOW + 10 * MIN, "after")
     wall.now = NOW + 20 * MIN
-    answer = await node.e_timeline(alice, action="list", end_date="2026-10-09T15:40:00Z",
-                                   turn=context())  # fmt: skip
+    answer = await node.e_timeline(
+        alice, action="list", end_date="2026-10-09T15:40:00Z", turn=context()
+    )
     row = await the_row(node, alice)
     assert row["asked"] == {"from": "1970-01-01T00:00:00Z", "to": "2026-10-09T15:40:00Z"}
     assert [r["title"] for r in answer["results"]] == ["before"]
@@ -122,7 +124,7 @@ READ_BACK = [
     {"action": "traverse", "sr_id": UNKNOWN, "end_date": "2026-10-09T12:00:00Z"},
     {"action": "changes", "since": "2026-10-01"},
     {"action": "changes", "since": "2026-10-01T00:00:00+02:00", "as_of": "2026-10-09T12:00:00Z"},
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("zone", ["UTC", LA_NAME])
@@ -153,8 +155,9 @@ async def test_the_row_reads_the_window_the_tool_runs_with(node_dir: Path, wall:
 
 async def test_an_unknown_anchor_files_no_row(node, make_caller):
     alice = await make_caller()
-    text = await refused(node, "e_timeline", alice, action="traverse", sr_id=UNKNOWN,
-                         turn=context())  # fmt: skip
+    text = await refused(
+        node, "e_timeline", alice, action="traverse", sr_id=UNKNOWN, turn=context()
+    )
     assert text == f"Invalid timeline spec: unknown sr_id: {UNKNOWN}"
     assert (await node.call_windows(alice))["rows"] == []
 
@@ -165,8 +168,9 @@ async def test_a_hidden_anchor_files_no_row_and_answers_like_an_unknown_one(node
     private = str((await node.e_write(bob, title="bob's", visibility="private"))["sr_id"])
     theirs = str((await node.e_write(olga, title="olga's"))["sr_id"])
     for i, anchor in enumerate((private, theirs)):
-        text = await refused(node, "e_timeline", alice, action="traverse", sr_id=anchor,
-                             turn=context(f"c{i}"))  # fmt: skip
+        text = await refused(
+            node, "e_timeline", alice, action="traverse", sr_id=anchor, turn=context(f"c{i}")
+        )
         assert text == f"Invalid timeline spec: unknown sr_id: {anchor}"
     assert (await node.call_windows(alice))["rows"] == []
     own = await node.e_timeline(bob, action="traverse", sr_id=private, turn=context("b1"))
@@ -179,7 +183,8 @@ async def test_a_since_after_both_clocks_files_no_row(node, wall, make_caller):
     sent to the node's clock) and that the tool refuses: nothing is filed."""
     alice = await make_caller()
     wall.now = NOW
-    text = await refused(node, "e_timeline", alice, action="changes",
-                         since="2026-10-10T00:00:00Z", turn=context())  # fmt: skip
+    text = await refused(
+        node, "e_timeline", alice, action="changes", since="2026-10-10T00:00:00Z", turn=context()
+    )
     assert text == "'since' must be before 'as_of'"
     assert (await node.call_windows(alice))["rows"] == []

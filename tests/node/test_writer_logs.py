@@ -55,8 +55,9 @@ async def _writer_logs(node: Node) -> list[bytes]:
 
 
 async def _titles(node: Node) -> list[str]:
-    caller = await node.authenticate((await node.create_token("r", "team", ("read:workspace",)))
-                                     .token)  # fmt: skip
+    caller = await node.authenticate(
+        (await node.create_token("r", "team", ("read:workspace",))).token
+    )
     result = await node.e_timeline(caller, action="list", page_size=100)
     return sorted(r["title"] for r in result["results"])
 
@@ -93,8 +94,10 @@ async def test_a_writer_holds_its_first_max_logs_whatever_order_they_arrive_in(t
 async def test_a_member_add_without_max_logs_grants_the_mesh_default(tmp_path):
     await _member_node(tmp_path / "n", max_logs=None)
     async with Node.open(tmp_path / "n", wall=Wall()) as node:
-        stored = [(await node.receive(_log(node.info.mesh, i, 1), source="p")).stored
-                  for i in range(DEFAULT_MAX_LOGS + 1)]  # fmt: skip
+        stored = [
+            (await node.receive(_log(node.info.mesh, i, 1), source="p")).stored
+            for i in range(DEFAULT_MAX_LOGS + 1)
+        ]
         assert stored == [1] * DEFAULT_MAX_LOGS + [0]
         assert len(await _writer_logs(node)) == DEFAULT_MAX_LOGS
 
@@ -122,8 +125,9 @@ async def test_a_node_of_more_logs_than_a_frontier_message_lists_exports_a_bundl
     n = MAX_FRONTIER_LOGS + 1
     await _member_node(tmp_path / "a", max_logs=n)
     async with Node.open(tmp_path / "a", wall=Wall()) as a:
-        report = await a.receive([e for i in range(n) for e in _log(a.info.mesh, i, 1)],
-                                 source="bundle")  # fmt: skip
+        report = await a.receive(
+            [e for i in range(n) for e in _log(a.info.mesh, i, 1)], source="bundle"
+        )
         assert report.stored == n
         exported = await a.export_bundle(tmp_path / "all.bundle")
         frontier = await a.write_frontier(tmp_path / "a.frontier")

@@ -104,8 +104,9 @@ def answered(r: dict[str, str] | None = None, mention: int = 0, **more: Any) -> 
 
 
 def turn(**raw: Any) -> Turn:
-    return parse_turn({"turn": 1, "toolCallId": "c1", "now": NOW_TEXT, "zone": LA_NAME, **raw},
-                      clock=0)  # fmt: skip
+    return parse_turn(
+        {"turn": 1, "toolCallId": "c1", "now": NOW_TEXT, "zone": LA_NAME, **raw}, clock=0
+    )
 
 
 def decision(

@@ -23,7 +23,7 @@ from protocol.bundle import (
     FrontierFile,
     decode_frontier_file,
     encode_frontier_file,
-)  # fmt: skip
+)
 from protocol.canonical import encode_canonical
 from protocol.clock import Hlc
 from protocol.entry import Entry, Header, payload_digest
@@ -40,8 +40,18 @@ def log(seed: int, n: int, *, mesh: bytes = MESH, epoch: bytes = b"\x05" * 8) ->
     key, out = SigningKey(bytes([seed]) * 32), []
     for seq in range(1, n + 1):
         prev = out[-1].id if out else None
-        out.append(seal(key, mesh=mesh, epoch=epoch, seq=seq, prev=prev, hlc=Hlc(1000 + seq, 0),
-                        kind="test.note", payload=b"payload %d" % seq))  # fmt: skip
+        out.append(
+            seal(
+                key,
+                mesh=mesh,
+                epoch=epoch,
+                seq=seq,
+                prev=prev,
+                hlc=Hlc(1000 + seq, 0),
+                kind="test.note",
+                payload=b"payload %d" % seq,
+            )
+        )
     return out
 
 
@@ -51,8 +61,9 @@ def header(**changes: object) -> BundleHeader:
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
-def bundle(entries: list[Entry], key: SigningKey = EXPORTER, head: BundleHeader | None = None
-           ) -> bytes:  # fmt: skip
+def bundle(
+    entries: list[Entry], key: SigningKey = EXPORTER, head: BundleHeader | None = None
+) -> bytes:
     writer = BundleWriter(key, head or header(exporter=key.public))
     return writer.start() + b"".join(writer.entry(e) for e in entries) + writer.finish()
 
@@ -138,8 +149,19 @@ def test_writer_refuses_to_sign_for_another_exporter() -> None:
 def forge(entry: Entry, payload: bytes) -> Entry:
     """The entry with another payload and the header changed to match it, signature kept."""
     h = entry.header
-    changed = Header(h.v, h.mesh, h.writer, h.epoch, h.seq, h.prev, h.hlc, h.kind,
-                     payload_digest(payload), len(payload), h.sig)  # fmt: skip
+    changed = Header(
+        h.v,
+        h.mesh,
+        h.writer,
+        h.epoch,
+        h.seq,
+        h.prev,
+        h.hlc,
+        h.kind,
+        payload_digest(payload),
+        len(payload),
+        h.sig,
+    )
     return Entry.of(changed, payload)
 
 
@@ -202,8 +224,11 @@ def test_a_frontier_file_round_trips_and_refuses_garbage() -> None:
 def test_frontiers_of_more_logs_than_a_frontier_message_travel_in_bundles() -> None:
     """A bundle cut from a node of 10,001 logs, and its frontier file, read back whole (the
     export raised "tips: must be a tuple of 0 to 10000 items" before)."""
-    tips = Frontier(tuple(Tip(i.to_bytes(32), b"\x05" * 8, 1, b"\x09" * 32)
-                          for i in range(MAX_FRONTIER_LOGS + 1)))  # fmt: skip
+    tips = Frontier(
+        tuple(
+            Tip(i.to_bytes(32), b"\x05" * 8, 1, b"\x09" * 32) for i in range(MAX_FRONTIER_LOGS + 1)
+        )
+    )
     head = header(frontier=tips, since=tips)
     (got, end) = read(bundle([], head=head))
     assert got == head

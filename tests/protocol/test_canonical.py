@@ -58,9 +58,18 @@ def test_canonical_bytes_round_trip(value: Any) -> None:
 
 @pytest.mark.parametrize(
     "padded",
-    [b"\xcc\x05", b"\xcd\x00\x05", b"\xce\x00\x00\x00\x05", b"\xcf" + bytes(7) + b"\x05",
-     b"\xd0\x05", b"\xd1\x00\x05", b"\xd0\xff", b"\xcd\x00\xff", b"\xd1\xff\x80"],
-)  # fmt: skip
+    [
+        b"\xcc\x05",
+        b"\xcd\x00\x05",
+        b"\xce\x00\x00\x00\x05",
+        b"\xcf" + bytes(7) + b"\x05",
+        b"\xd0\x05",
+        b"\xd1\x00\x05",
+        b"\xd0\xff",
+        b"\xcd\x00\xff",
+        b"\xd1\xff\x80",
+    ],
+)
 def test_integer_in_a_wider_form_is_refused(padded: bytes) -> None:
     assert msgpack.unpackb(padded) in (5, -1, 255, -128)
     _refused(padded)
@@ -68,9 +77,14 @@ def test_integer_in_a_wider_form_is_refused(padded: bytes) -> None:
 
 @pytest.mark.parametrize(
     "wide",
-    [b"\xd9\x02ab", b"\xda\x00\x02ab", b"\xc5\x00\x02ab", b"\xdc\x00\x01\x01",
-     b"\xde\x00\x01\xa1a\x01"],
-)  # fmt: skip
+    [
+        b"\xd9\x02ab",
+        b"\xda\x00\x02ab",
+        b"\xc5\x00\x02ab",
+        b"\xdc\x00\x01\x01",
+        b"\xde\x00\x01\xa1a\x01",
+    ],
+)
 def test_lengths_in_a_wider_form_are_refused(wide: bytes) -> None:
     msgpack.unpackb(wide)
     _refused(wide)

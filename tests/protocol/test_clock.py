@@ -17,9 +17,17 @@ walls = st.integers(-1000, MAX_WALL_MS + 1000)
 
 @pytest.mark.parametrize(
     ("wall", "counter"),
-    [(-1, 0), (MAX_WALL_MS + 1, 0), (0, -1), (0, MAX_COUNTER + 1), (True, 0), (0, False),
-     (1.0, 0), ("1", 0)],
-)  # fmt: skip
+    [
+        (-1, 0),
+        (MAX_WALL_MS + 1, 0),
+        (0, -1),
+        (0, MAX_COUNTER + 1),
+        (True, 0),
+        (0, False),
+        (1.0, 0),
+        ("1", 0),
+    ],
+)
 def test_hlc_fields_are_range_checked(wall: object, counter: object) -> None:
     with pytest.raises(ValueError, match="hlc"):
         Hlc(wall, counter)  # type: ignore[arg-type]

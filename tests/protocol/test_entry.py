@@ -21,27 +21,78 @@ from protocol.entry import (
 from protocol.errors import LocalProtocolError, RemoteProtocolError
 
 ENTRY = seal_one(2, hashlib.sha256(b"seq 1").digest())
-NAMES = ("v", "mesh", "writer", "epoch", "seq", "prev", "hlc", "kind", "payload_hash",
-         "payload_len", "sig")  # fmt: skip
+NAMES = (
+    "v",
+    "mesh",
+    "writer",
+    "epoch",
+    "seq",
+    "prev",
+    "hlc",
+    "kind",
+    "payload_hash",
+    "payload_len",
+    "sig",
+)
 BAD_VALUES: list[tuple[str, Any]] = [
-    ("v", 0), ("v", True), ("v", "1"), ("v", None), ("v", 1.0),
-    ("mesh", MESH[:15]), ("mesh", MESH + b"\x11"), ("mesh", "x" * 16), ("mesh", None),
-    ("writer", KEY.public[:31]), ("writer", None), ("writer", 5),
-    ("epoch", EPOCH + b"\x22"), ("epoch", []), ("epoch", EPOCH.hex()),
-    ("seq", 0), ("seq", -1), ("seq", True), ("seq", "2"), ("seq", MAX_SEQ + 1), ("seq", 2.0),
-    ("prev", bytes(31)), ("prev", bytes(33)), ("prev", "x" * 32), ("prev", False),
-    ("kind", "SR.PUT"), ("kind", "sr"), ("kind", "sr.put."), ("kind", "sr..put"),
-    ("kind", "a.b.c.d.e"), ("kind", "sr.p-t"), ("kind", b"sr.put"), ("kind", 5),
+    ("v", 0),
+    ("v", True),
+    ("v", "1"),
+    ("v", None),
+    ("v", 1.0),
+    ("mesh", MESH[:15]),
+    ("mesh", MESH + b"\x11"),
+    ("mesh", "x" * 16),
+    ("mesh", None),
+    ("writer", KEY.public[:31]),
+    ("writer", None),
+    ("writer", 5),
+    ("epoch", EPOCH + b"\x22"),
+    ("epoch", []),
+    ("epoch", EPOCH.hex()),
+    ("seq", 0),
+    ("seq", -1),
+    ("seq", True),
+    ("seq", "2"),
+    ("seq", MAX_SEQ + 1),
+    ("seq", 2.0),
+    ("prev", bytes(31)),
+    ("prev", bytes(33)),
+    ("prev", "x" * 32),
+    ("prev", False),
+    ("kind", "SR.PUT"),
+    ("kind", "sr"),
+    ("kind", "sr.put."),
+    ("kind", "sr..put"),
+    ("kind", "a.b.c.d.e"),
+    ("kind", "sr.p-t"),
+    ("kind", b"sr.put"),
+    ("kind", 5),
     ("kind", "s" * 32 + ".put"),
-    ("payload_hash", bytes(31)), ("payload_hash", None),
-    ("payload_len", -1), ("payload_len", MAX_PAYLOAD_BYTES + 1), ("payload_len", True),
+    ("payload_hash", bytes(31)),
+    ("payload_hash", None),
+    ("payload_len", -1),
+    ("payload_len", MAX_PAYLOAD_BYTES + 1),
+    ("payload_len", True),
     ("payload_len", 1.0),
-    ("sig", bytes(63)), ("sig", bytes(65)), ("sig", None),
-]  # fmt: skip
+    ("sig", bytes(63)),
+    ("sig", bytes(65)),
+    ("sig", None),
+]
 BAD_HLCS: list[Any] = [
-    [1], [1, 2, 3], "x", None, {"wall": 1}, [-1, 0], [True, 0], [0, 1 << 32], [0.0, 0],
-    [MAX_WALL_MS + 1, 0], [0, -1], [0, "1"],
-]  # fmt: skip
+    [1],
+    [1, 2, 3],
+    "x",
+    None,
+    {"wall": 1},
+    [-1, 0],
+    [True, 0],
+    [0, 1 << 32],
+    [0.0, 0],
+    [MAX_WALL_MS + 1, 0],
+    [0, -1],
+    [0, "1"],
+]
 
 
 def _parts(entry: Entry = ENTRY) -> list[bytes]:
@@ -90,10 +141,14 @@ def test_a_payload_attached_unchecked_is_checked_on_demand() -> None:
 
 @pytest.mark.parametrize(
     ("name", "padded"),
-    [("v", b"\xcc\x01"), ("seq", b"\xcd\x00\x02"), ("seq", b"\xd0\x02"),
-     ("payload_len", b"\xce" + ENTRY.header.payload_len.to_bytes(4, "big")),
-     ("hlc", b"\x92\xcf" + ENTRY.header.hlc.wall.to_bytes(8, "big") + b"\xcc\x00")],
-)  # fmt: skip
+    [
+        ("v", b"\xcc\x01"),
+        ("seq", b"\xcd\x00\x02"),
+        ("seq", b"\xd0\x02"),
+        ("payload_len", b"\xce" + ENTRY.header.payload_len.to_bytes(4, "big")),
+        ("hlc", b"\x92\xcf" + ENTRY.header.hlc.wall.to_bytes(8, "big") + b"\xcc\x00"),
+    ],
+)
 def test_integer_padded_to_a_wider_form_is_refused(name: str, padded: bytes) -> None:
     raw = _with(name, padded)
     assert msgpack.unpackb(raw) == msgpack.unpackb(ENTRY.raw)
@@ -201,8 +256,11 @@ def test_oversized_header_is_refused_before_decoding() -> None:
 def test_payload_must_match_the_header() -> None:
     body = ENTRY.payload
     assert body is not None
-    for tampered, hint in [(body[:-1], "length"), (body + b"\x00", "length"),
-                           (body[:-1] + bytes([body[-1] ^ 1]), "hash")]:  # fmt: skip
+    for tampered, hint in [
+        (body[:-1], "length"),
+        (body + b"\x00", "length"),
+        (body[:-1] + bytes([body[-1] ^ 1]), "hash"),
+    ]:
         with pytest.raises(RemoteProtocolError, match=hint) as info:
             Entry.decode(ENTRY.raw, tampered)
         assert info.value.field == "payload"
@@ -213,8 +271,11 @@ def test_payload_must_match_the_header() -> None:
 def test_the_largest_valid_header_fits_the_limit() -> None:
     longest_kind = "a" * 31 + ("." + "b" * 31) * 3
     h = replace(
-        ENTRY.header, seq=MAX_SEQ, hlc=Hlc(MAX_WALL_MS, (1 << 32) - 1), kind=longest_kind,
+        ENTRY.header,
+        seq=MAX_SEQ,
+        hlc=Hlc(MAX_WALL_MS, (1 << 32) - 1),
+        kind=longest_kind,
         payload_len=MAX_PAYLOAD_BYTES,
-    )  # fmt: skip
+    )
     assert len(h.encode()) <= MAX_HEADER_BYTES
     assert decode_header(h.encode()) == h

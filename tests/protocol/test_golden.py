@@ -66,8 +66,11 @@ def test_decoding_gives_the_listed_fields(vec: dict[str, Any]) -> None:
     h = decode_header(bytes.fromhex(vec["header"]))
     want = vec["fields"]
     assert (h.v, h.seq, h.kind, h.payload_len) == (
-        want["v"], want["seq"], want["kind"], want["payload_len"],
-    )  # fmt: skip
+        want["v"],
+        want["seq"],
+        want["kind"],
+        want["payload_len"],
+    )
     assert [getattr(h, name).hex() for name in BYTE_FIELDS] == [want[n] for n in BYTE_FIELDS]
     assert (h.prev.hex() if h.prev else None) == want["prev"]
     assert h.hlc == Hlc(*want["hlc"])
@@ -91,10 +94,15 @@ def test_id_is_sha256_of_the_header_bytes(vec: dict[str, Any]) -> None:
 def test_resealing_the_same_inputs_gives_identical_bytes(vec: dict[str, Any]) -> None:
     f = vec["fields"]
     entry = seal(
-        KEY, mesh=MESH, epoch=EPOCH, seq=f["seq"],
-        prev=bytes.fromhex(f["prev"]) if f["prev"] else None, hlc=Hlc(*f["hlc"]),
-        kind=f["kind"], payload=bytes.fromhex(vec["payload"]),
-    )  # fmt: skip
+        KEY,
+        mesh=MESH,
+        epoch=EPOCH,
+        seq=f["seq"],
+        prev=bytes.fromhex(f["prev"]) if f["prev"] else None,
+        hlc=Hlc(*f["hlc"]),
+        kind=f["kind"],
+        payload=bytes.fromhex(vec["payload"]),
+    )
     assert entry.raw.hex() == vec["header"]
     assert entry.id.hex() == vec["id"]
     assert entry.header.sig.hex() == vec["sig"]

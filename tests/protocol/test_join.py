@@ -24,8 +24,13 @@ from protocol.signing import SigningKey, verify_signature
 
 KEY = SigningKey(bytes(range(32)))
 REQUEST = JoinRequest("mli1.abc", KEY.public, KEY.sign(proof_message(b"i" * 16, KEY.public)))
-ANSWER = JoinAnswer(b"m" * 16, b"a" * 32, ((b"header", b"payload"), (b"bare", None)),
-                    b"-----BEGIN CERTIFICATE-----", b"-----BEGIN CERTIFICATE-----")  # fmt: skip
+ANSWER = JoinAnswer(
+    b"m" * 16,
+    b"a" * 32,
+    ((b"header", b"payload"), (b"bare", None)),
+    b"-----BEGIN CERTIFICATE-----",
+    b"-----BEGIN CERTIFICATE-----",
+)
 
 
 def test_request_round_trip_and_proof():
@@ -72,8 +77,15 @@ def test_requests_are_bounded_and_canonical():
 
 
 def _answer(**changes):
-    value = {"v": 1, "ok": True, "mesh": b"m" * 16, "authority": b"a" * 32,
-             "entries": [[b"h", b"p"]], "ca": b"pem", "cert": b"pem"}  # fmt: skip
+    value = {
+        "v": 1,
+        "ok": True,
+        "mesh": b"m" * 16,
+        "authority": b"a" * 32,
+        "entries": [[b"h", b"p"]],
+        "ca": b"pem",
+        "cert": b"pem",
+    }
     value.update(changes)
     return encode_canonical({k: v for k, v in value.items() if v is not ...})
 

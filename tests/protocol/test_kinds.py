@@ -31,8 +31,12 @@ from protocol.schema import (
 from protocol.signing import seal
 
 ALL_KINDS = sorted(KINDS)
-UUID_FIELDS = [(k, f.name) for k in ALL_KINDS for f in KINDS[k].schema.fields
-               if isinstance(f.type, Text) and f.type.max_len == 36 and f.type.pattern]  # fmt: skip
+UUID_FIELDS = [
+    (k, f.name)
+    for k in ALL_KINDS
+    for f in KINDS[k].schema.fields
+    if isinstance(f.type, Text) and f.type.max_len == 36 and f.type.pattern
+]
 WRONG: dict[type, list[Any]] = {
     Text: [1, True, b"x", ["x"]],
     Choice: [1, "no-such-choice", b"private"],
@@ -104,9 +108,9 @@ def test_missing_required_field_is_refused(kind: str, name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", [f.name for f in KINDS["call.window"].schema.by_name["row"].type.schema.fields
-             if f.required],
-)  # fmt: skip
+    "name",
+    [f.name for f in KINDS["call.window"].schema.by_name["row"].type.schema.fields if f.required],
+)
 def test_missing_nested_field_is_refused(name: str) -> None:
     row = {k: v for k, v in VALID["call.window"]["row"].items() if k != name}
     _refused_both_ways("call.window", {**VALID["call.window"], "row": row}, f"row.{name}")
@@ -135,9 +139,14 @@ def test_text_bounds_are_inclusive() -> None:
 @pytest.mark.parametrize(("kind", "name"), UUID_FIELDS)
 @pytest.mark.parametrize(
     "bad",
-    ["not-a-uuid", "0192A3B4-C5D6-7E8F-9A0B-1C2D3E4F5A6B", "0192a3b4c5d67e8f9a0b1c2d3e4f5a6b",
-     "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6g", "{192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6}"],
-)  # fmt: skip
+    [
+        "not-a-uuid",
+        "0192A3B4-C5D6-7E8F-9A0B-1C2D3E4F5A6B",
+        "0192a3b4c5d67e8f9a0b1c2d3e4f5a6b",
+        "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6g",
+        "{192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6}",
+    ],
+)
 def test_bad_uuid_is_refused(kind: str, name: str, bad: str) -> None:
     _refused_both_ways(kind, {**VALID[kind], name: bad}, name)
 
@@ -184,22 +193,30 @@ def test_non_finite_or_out_of_range_numbers_are_refused(kind: str, name: str, ba
 
 @pytest.mark.parametrize(
     ("kind", "change", "field"),
-    [("sr.put", {"tags": ["a", "a"]}, "tags"),
-     ("sr.put", {"tags": ["a", 1]}, "tags[1]"),
-     ("sr.put", {"links": ["nope"]}, "links[0]"),
-     ("sr.put", {"private_fields": {"bad key": "v"}}, "private_fields key"),
-     ("sr.put", {"private_fields": {"k": "v" * 10_001}}, "private_fields.k"),
-     ("sr.put", {"workspace": "-leading-dash"}, "workspace"),
-     ("sr.put", {"content_time": 253_402_300_800_000}, "content_time"),
-     ("member.add", {"workspaces": []}, "workspaces"),
-     ("member.add", {"workspaces": ["**"]}, "workspaces[0]"),
-     ("episode.record", {"trust": 1.01}, "trust"),
-     ("episode.record", {"duration_ms": 1 << 53}, "duration_ms"),
-     ("call.window", {"row": {**VALID["call.window"]["row"], "differs": {"extra": []}}},
-      "row.differs.extra"),
-     ("call.window", {"row": {**VALID["call.window"]["row"], "asked": {"from": "x"}}},
-      "row.asked.to")],
-)  # fmt: skip
+    [
+        ("sr.put", {"tags": ["a", "a"]}, "tags"),
+        ("sr.put", {"tags": ["a", 1]}, "tags[1]"),
+        ("sr.put", {"links": ["nope"]}, "links[0]"),
+        ("sr.put", {"private_fields": {"bad key": "v"}}, "private_fields key"),
+        ("sr.put", {"private_fields": {"k": "v" * 10_001}}, "private_fields.k"),
+        ("sr.put", {"workspace": "-leading-dash"}, "workspace"),
+        ("sr.put", {"content_time": 253_402_300_800_000}, "content_time"),
+        ("member.add", {"workspaces": []}, "workspaces"),
+        ("member.add", {"workspaces": ["**"]}, "workspaces[0]"),
+        ("episode.record", {"trust": 1.01}, "trust"),
+        ("episode.record", {"duration_ms": 1 << 53}, "duration_ms"),
+        (
+            "call.window",
+            {"row": {**VALID["call.window"]["row"], "differs": {"extra": []}}},
+            "row.differs.extra",
+        ),
+        (
+            "call.window",
+            {"row": {**VALID["call.window"]["row"], "asked": {"from": "x"}}},
+            "row.asked.to",
+        ),
+    ],
+)
 def test_item_level_refusals_name_the_item(kind: str, change: dict[str, Any], field: str) -> None:
     _refused_both_ways(kind, {**VALID[kind], **change}, field)
 
@@ -280,10 +297,18 @@ def test_oversized_payload_is_refused_both_ways() -> None:
 
 @pytest.mark.parametrize(
     ("kind", "want"),
-    [("sr.put", "team"), ("sr.correct", "team"), ("sr.adjust", "team"),
-     ("episode.record", "team"), ("episode.amend", "team"), ("episode.forget", "team"),
-     ("call.window", "team"), ("member.add", None), ("member.revoke", None)],
-)  # fmt: skip
+    [
+        ("sr.put", "team"),
+        ("sr.correct", "team"),
+        ("sr.adjust", "team"),
+        ("episode.record", "team"),
+        ("episode.amend", "team"),
+        ("episode.forget", "team"),
+        ("call.window", "team"),
+        ("member.add", None),
+        ("member.revoke", None),
+    ],
+)
 def test_workspace_of_names_the_workspace_written_into(kind: str, want: str | None) -> None:
     assert workspace_of(kind, VALID[kind]) == want
 

@@ -40,8 +40,22 @@ from protocol.payloads import MAX_WANT, Answer, Payloads, Want, payloads_room, p
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "messages.json").read_text("utf-8"))
 VECTORS: list[dict[str, Any]] = GOLDEN["messages"]
-CLASSES = {c.__name__: c for c in (Hello, FrontierDigest, FrontierPart, Entries, Credit, Push,
-                                   ForkProof, Error, Bye, Want, Payloads)}  # fmt: skip
+CLASSES = {
+    c.__name__: c
+    for c in (
+        Hello,
+        FrontierDigest,
+        FrontierPart,
+        Entries,
+        Credit,
+        Push,
+        ForkProof,
+        Error,
+        Bye,
+        Want,
+        Payloads,
+    )
+}
 MESH, NODE = b"\x11" * 16, b"\x22" * 32
 TIP = Tip(b"\x01" * 32, b"\x02" * 8, 5, b"\x03" * 32)
 PAIR = (b"\x90" * 100, b"payload")
@@ -59,8 +73,9 @@ def _from_json(value: Any) -> Any:
 def _message(vec: dict[str, Any]) -> Message:
     fields = {k: _from_json(v) for k, v in vec["fields"].items()}
     if vec["type"] == "FrontierPart":
-        fields["tips"] = tuple(Tip(**{k: _from_json(v) for k, v in t.items()})
-                               for t in vec["fields"]["tips"])  # fmt: skip
+        fields["tips"] = tuple(
+            Tip(**{k: _from_json(v) for k, v in t.items()}) for t in vec["fields"]["tips"]
+        )
     message: Message = CLASSES[vec["type"]](**fields)
     return message
 
@@ -156,8 +171,11 @@ BAD_BODIES: list[tuple[str, bytes, str]] = [
     ("hello features repeated", _raw(1, 1, 0, MESH, NODE, ["a", "a"]), "strictly ascending"),
     ("hello feature upper case", _raw(1, 1, 0, MESH, NODE, ["Push"]), "lower-case"),
     ("hello features not an array", _raw(1, 1, 0, MESH, NODE, "push"), "must be an array"),
-    ("too many features", _raw(1, 1, 0, MESH, NODE, [f"f{i:02}" for i in range(33)]),
-     "0 to 32 items"),
+    (
+        "too many features",
+        _raw(1, 1, 0, MESH, NODE, [f"f{i:02}" for i in range(33)]),
+        "0 to 32 items",
+    ),
     ("digest short", _raw(2, b"\x00" * 31), "must be 32 bytes"),
     ("frontier tip short", _raw(3, [TIP_ROW[:3]]), "each is [writer, epoch, seq, head]"),
     ("frontier seq 0", _raw(3, [[*TIP_ROW[:2], 0, TIP.head]]), "integer in [1,"),
@@ -176,8 +194,11 @@ BAD_BODIES: list[tuple[str, bytes, str]] = [
     ("entries tag of 65", _raw(4, [[b"h", "t" * 65]], True), "a workspace tag"),
     ("entries tag ending in a newline", _raw(4, [[b"h", "team\n"]], True), "a workspace tag"),
     ("push tag not a workspace", _raw(6, [[b"h", "*"]]), "a workspace tag"),
-    ("entries payload too long", _raw(4, [[b"h", bytes(MAX_PAYLOAD_BYTES + 1)]], True),
-     "not msgpack within limits"),
+    (
+        "entries payload too long",
+        _raw(4, [[b"h", bytes(MAX_PAYLOAD_BYTES + 1)]], True),
+        "not msgpack within limits",
+    ),
     ("entries beyond the batch limit", _raw(4, [[b"h", None]] * 1025, False), "1 to 1024 items"),
     ("push empty", _raw(6, []), "1 to 1024 items"),
     ("credit of nothing", _raw(5, 0, 0), "a grant of nothing"),
@@ -186,8 +207,11 @@ BAD_BODIES: list[tuple[str, bytes, str]] = [
     ("fork proof of one header twice", _raw(7, b"h", b"h"), "the same"),
     ("fork proof header too long", _raw(7, b"h", bytes(513)), "1 to 512 bytes"),
     ("error text too long", _raw(8, 1, "x" * 1025, []), "text of at most 1024"),
-    ("error text beyond the msgpack limit", _raw(8, 1, "é" * 2049, []),
-     "not msgpack within limits"),
+    (
+        "error text beyond the msgpack limit",
+        _raw(8, 1, "é" * 2049, []),
+        "not msgpack within limits",
+    ),
     ("error versions unsorted", _raw(8, 2, "", [2, 1]), "strictly ascending"),
     ("error code negative", _raw(8, -1, "", []), "integer in [0, 65535]"),
     ("bye with a field", _raw(9, 1), "has 0 fields"),
@@ -208,8 +232,11 @@ BAD_BODIES: list[tuple[str, bytes, str]] = [
     ("payloads answer as a bool", _raw(11, [[ID, False]]), "payload bytes or an answer code"),
     ("payloads answer as nil", _raw(11, [[ID, None]]), "payload bytes or an answer code"),
     ("payloads payload as text", _raw(11, [[ID, "p"]]), "payload bytes or an answer code"),
-    ("payloads payload too long", _raw(11, [[ID, bytes(MAX_PAYLOAD_BYTES + 1)]]),
-     "not msgpack within limits"),
+    (
+        "payloads payload too long",
+        _raw(11, [[ID, bytes(MAX_PAYLOAD_BYTES + 1)]]),
+        "not msgpack within limits",
+    ),
     ("payloads unsorted", _raw(11, [[b"\x0b" * 32, 0], [ID, 0]]), "strictly ascending"),
     ("payloads repeated", _raw(11, [[ID, 0], [ID, b"p"]]), "strictly ascending"),
     ("payloads beyond the limit", _raw(11, [[ID, 0]] * 257), "0 to 256 items"),
@@ -217,7 +244,7 @@ BAD_BODIES: list[tuple[str, bytes, str]] = [
     ("a wide integer", b"\x93\x05\xcd\x00\x01\x01", "not canonical"),
     ("a wide type", b"\x91\xcc\x09", "not canonical"),
     ("bytes as bin16", b"\x92\x02\xc5\x00\x20" + bytes(32), "not canonical"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -233,9 +260,11 @@ def test_bad_bodies_are_refused_with_a_hint(body: bytes, hint: str) -> None:
 BAD_BUILDS: list[tuple[str, Any, str]] = [
     ("hello node", lambda: Hello(1, 0, MESH, b"x"), "node"),
     ("hello features as list", lambda: Hello(1, 0, MESH, NODE, ["a"]), "features"),  # type: ignore[arg-type]
-    ("hello too many features",
-     lambda: Hello(1, 0, MESH, NODE, tuple(f"f{i:02}" for i in range(MAX_FEATURES + 1))),
-     "features"),
+    (
+        "hello too many features",
+        lambda: Hello(1, 0, MESH, NODE, tuple(f"f{i:02}" for i in range(MAX_FEATURES + 1))),
+        "features",
+    ),
     ("tip epoch", lambda: Tip(TIP.writer, b"\x00", 1, TIP.head), "epoch"),
     ("frontier of non-tips", lambda: FrontierPart((TIP_ROW,)), "tips"),  # type: ignore[arg-type]
     ("frontier unsorted", lambda: FrontierPart((Tip(b"\x09" * 32, *TIP_ROW[1:]), TIP)), "tips"),
@@ -243,8 +272,7 @@ BAD_BUILDS: list[tuple[str, Any, str]] = [
     ("whole frontier unsorted", lambda: Frontier((Tip(b"\x09" * 32, *TIP_ROW[1:]), TIP)), "tips"),
     ("entries too many", lambda: Entries((PAIR,) * (MAX_BATCH_ENTRIES + 1)), "entries"),
     ("entries pair as list", lambda: Entries(([b"h", None],)), "entries"),  # type: ignore[arg-type]
-    ("entries header too long", lambda: Entries(((bytes(MAX_HEADER_BYTES + 1), None),)),
-     "header"),
+    ("entries header too long", lambda: Entries(((bytes(MAX_HEADER_BYTES + 1), None),)), "header"),
     ("push empty", lambda: Push(()), "entries"),
     ("credit negative", lambda: Credit(-1, 5), "entries"),
     ("credit of nothing", lambda: Credit(0, 0), "credit"),
@@ -261,15 +289,21 @@ BAD_BUILDS: list[tuple[str, Any, str]] = [
     ("want unsorted", lambda: Want((b"\x0b" * 32, ID)), "ids"),
     ("payloads as a list", lambda: Payloads([(ID, 0)]), "items"),  # type: ignore[arg-type]
     ("payloads item as a list", lambda: Payloads(([ID, 0],)), "items"),  # type: ignore[arg-type]
-    ("payloads beyond the limit",
-     lambda: Payloads(tuple((i.to_bytes(32), 0) for i in range(MAX_WANT + 1))), "items"),
+    (
+        "payloads beyond the limit",
+        lambda: Payloads(tuple((i.to_bytes(32), 0) for i in range(MAX_WANT + 1))),
+        "items",
+    ),
     ("payloads id short", lambda: Payloads(((b"id", 0),)), "id"),
     ("payloads unknown answer", lambda: Payloads(((ID, 7),)), "answer"),
-    ("payloads payload too long", lambda: Payloads(((ID, bytes(MAX_PAYLOAD_BYTES + 1)),)),
-     "payload"),
+    (
+        "payloads payload too long",
+        lambda: Payloads(((ID, bytes(MAX_PAYLOAD_BYTES + 1)),)),
+        "payload",
+    ),
     ("payloads answer as None", lambda: Payloads(((ID, None),)), "payload"),  # type: ignore[arg-type]
     ("payloads repeated", lambda: Payloads(((ID, 0), (ID, 1))), "items"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -341,11 +375,12 @@ def test_lacking_names_the_spans_a_peer_is_missing() -> None:
 
 @FAST
 @given(
-    st.lists(st.tuples(st.integers(1, 512), st.none() | st.integers(0, MAX_PAYLOAD_BYTES)),
-             max_size=40),
+    st.lists(
+        st.tuples(st.integers(1, 512), st.none() | st.integers(0, MAX_PAYLOAD_BYTES)), max_size=40
+    ),
     st.integers(0, 50),
     st.integers(0, 3 * MAX_FRAME_BYTES),
-)  # fmt: skip
+)
 def test_batch_room_is_the_most_that_fits(
     sizes: list[tuple[int, int | None]], entries: int, nbytes: int
 ) -> None:

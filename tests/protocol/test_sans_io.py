@@ -8,10 +8,22 @@ from pathlib import Path
 import pytest
 
 PROTOCOL = Path(__file__).resolve().parents[2] / "protocol"
-FORBIDDEN = frozenset({
-    "asyncio", "aiosqlite", "sqlite3", "socket", "ssl", "time", "random", "secrets",
-    "logging", "structlog", "os", "node",
-})  # fmt: skip
+FORBIDDEN = frozenset(
+    {
+        "asyncio",
+        "aiosqlite",
+        "sqlite3",
+        "socket",
+        "ssl",
+        "time",
+        "random",
+        "secrets",
+        "logging",
+        "structlog",
+        "os",
+        "node",
+    }
+)
 MODULES = sorted(PROTOCOL.rglob("*.py"))
 
 
@@ -40,8 +52,16 @@ def test_the_walker_sees_every_form_of_import() -> None:
 
 def test_the_protocol_package_is_where_the_walk_looks() -> None:
     names = {p.name for p in MODULES}
-    assert names >= {"entry.py", "canonical.py", "signing.py", "kinds.py", "clock.py",
-                     "timefmt.py", "schema.py", "errors.py"}  # fmt: skip
+    assert names >= {
+        "entry.py",
+        "canonical.py",
+        "signing.py",
+        "kinds.py",
+        "clock.py",
+        "timefmt.py",
+        "schema.py",
+        "errors.py",
+    }
 
 
 @pytest.mark.parametrize("path", MODULES, ids=[p.name for p in MODULES])

@@ -398,8 +398,9 @@ def test_messages_in_many_frames_and_one_chunk_arrive_in_order() -> None:
 
 
 def _many_tips(n: int, start: int = 0) -> Frontier:
-    return Frontier(tuple(Tip((start + i).to_bytes(32), b"\x01" * 8, 1, b"\x02" * 32)
-                          for i in range(n)))  # fmt: skip
+    return Frontier(
+        tuple(Tip((start + i).to_bytes(32), b"\x01" * 8, 1, b"\x02" * 32) for i in range(n))
+    )
 
 
 def _round_in_digest(ours: Frontier) -> tuple[Session, Session]:
@@ -518,9 +519,10 @@ def test_tagged_entries_travel_and_their_tags_cost_credit_where_both_offer_parti
 
 
 @pytest.mark.parametrize(
-    "message", [Want(IDS), Payloads(), Payloads(((IDS[0], Answer.ABSENT),))],
+    "message",
+    [Want(IDS), Payloads(), Payloads(((IDS[0], Answer.ABSENT),))],
     ids=["want", "empty payloads", "payloads"],
-)  # fmt: skip
+)
 def test_wants_and_payloads_need_partial_on_both_sides(message: Message) -> None:
     a, b = pair_in(State.LIVE)
     with pytest.raises(LocalProtocolError, match=r"needs? 'partial' on both sides") as sent:

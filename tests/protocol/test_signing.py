@@ -131,8 +131,16 @@ def _run_with_break(kind: str) -> list[Entry]:
         e2 = seal_one(4, e1.id)
     else:
         e2 = seal_one(3, e1.id, key=OTHER)
-    return [e0, e1, *make_run(3, start_seq=e2.header.seq, prev=e2.header.prev,
-                              key=OTHER if kind == "other log" else KEY)]  # fmt: skip
+    return [
+        e0,
+        e1,
+        *make_run(
+            3,
+            start_seq=e2.header.seq,
+            prev=e2.header.prev,
+            key=OTHER if kind == "other log" else KEY,
+        ),
+    ]
 
 
 @pytest.mark.parametrize("kind", ["wrong prev", "skipped seq", "other log"])

@@ -151,8 +151,9 @@ class Size:
         if self.holds is None:
             return dict.fromkeys(PRINCIPALS, "team")
         held = self.holds[index]
-        return {f"{p}@{w}": w for w in self.workspaces for p in PRINCIPALS
-                if ALL in held or w in held}  # fmt: skip
+        return {
+            f"{p}@{w}": w for w in self.workspaces for p in PRINCIPALS if ALL in held or w in held
+        }
 
 
 # A mesh of mixed grants: the first node holds every payload (the full node the others are
@@ -222,8 +223,10 @@ async def template(size: Size) -> Template:
         tokens = []
         for i, name in enumerate(names):
             async with Node.open(dirs[name], wall=wall, options=OPTIONS) as node:
-                issued = {who: (await node.create_token(who.split("@")[0], ws, SCOPES)).token
-                          for who, ws in size.callers(i).items()}  # fmt: skip
+                issued = {
+                    who: (await node.create_token(who.split("@")[0], ws, SCOPES)).token
+                    for who, ws in size.callers(i).items()
+                }
             tokens.append(issued)
     made = _templates[key] = Template(tuple(dirs[n] for n in names), tuple(tokens))
     return made
@@ -385,8 +388,9 @@ class End:
         match message:
             case Hello(node=key):
                 self.source = f"peer:{node_id(key)}"
-                self.fetch = Fetch(self.host.replica, key, self.session.features,
-                                   retry=PAYLOAD_RETRY)  # fmt: skip
+                self.fetch = Fetch(
+                    self.host.replica, key, self.session.features, retry=PAYLOAD_RETRY
+                )
             case Entries(entries=items) | Push(entries=items):
                 await self.take(items)
             case Payloads():
@@ -587,8 +591,9 @@ class Sim:
         self.trace = hashlib.sha256()
         self.sr_ids: list[str] = []
         # Per caller, its episodes' ids, oldest first.
-        self.episodes: dict[str, list[str]] = {who: [] for i in range(size.nodes)
-                                               for who in size.callers(i)}  # fmt: skip
+        self.episodes: dict[str, list[str]] = {
+            who: [] for i in range(size.nodes) for who in size.callers(i)
+        }
         self.healed = False
         rng = self.rng
         self.loss = rng.choice((0.0, 0.002, 0.01, 0.03))
@@ -699,8 +704,10 @@ class Sim:
         holds: it asks again within ``PAYLOAD_RETRY``, so the mesh is not quiet yet."""
         given: dict[int, set[bytes]] = {}  # read only for the peers of a node lacking some
         for i, sn in enumerate(self.nodes):
-            lacking = {w.id for w in await sn.replica.wanted(after=0, limit=1 << 30,
-                                                             places=sn.replica.held())}  # fmt: skip
+            lacking = {
+                w.id
+                for w in await sn.replica.wanted(after=0, limit=1 << 30, places=sn.replica.held())
+            }
             if not lacking:
                 continue
             for j in sorted({b if a == i else a for a, b in self.edges if i in (a, b)}):
@@ -872,8 +879,11 @@ class Sim:
         rng, node, caller = self.rng, sn.node, sn.callers[who]
         word, pick, k = rng.choice(WORDS), rng.random(), self.stats["writes"]
         if pick < 0.5 or not self.sr_ids:
-            args: dict[str, Any] = {"title": f"{word} {k}", "text": f"{word} note {k}",
-                                    "tags": [word]}  # fmt: skip
+            args: dict[str, Any] = {
+                "title": f"{word} {k}",
+                "text": f"{word} note {k}",
+                "tags": [word],
+            }
             if rng.random() < 0.2:
                 args["visibility"] = "private"
             done = await node.e_write(caller, **args)
@@ -1025,8 +1035,10 @@ class Sim:
             got = {e[:-1] for e in held["ids"] if e.endswith(b"+")}
             self.stats["payloads withheld"] += len(full["ids"]) - len(got)
             if got != expected:
-                raise self.fail(f"node {i} holds {len(got - expected)} payloads outside its "
-                                f"grant and lacks {len(expected - got)} of it")  # fmt: skip
+                raise self.fail(
+                    f"node {i} holds {len(got - expected)} payloads outside its "
+                    f"grant and lacks {len(expected - got)} of it"
+                )
         await self.same_answers()
         self.stats["entries held"] = len(full["ids"])
         self.note("verdict", full["digest"])
@@ -1079,8 +1091,13 @@ async def holdings(node: Node) -> dict[str, Any]:
         nbytes += len(entry.payload or b"")
     forks = await node.replica().fork_proofs()
     digest = hashlib.sha256(b"".join(sorted(ids))).hexdigest()
-    return {"heads": heads, "ids": sorted(ids), "digest": digest, "forks": sorted(forks),
-            "payload bytes": nbytes}  # fmt: skip
+    return {
+        "heads": heads,
+        "ids": sorted(ids),
+        "digest": digest,
+        "forks": sorted(forks),
+        "payload bytes": nbytes,
+    }
 
 
 async def payload_ids(node: Node) -> set[bytes]:

@@ -124,8 +124,12 @@ def _record(note: _Note, names: dict[str, str]) -> Iterator[Read]:
             key = names.get(target.strip().lower())
             if key is None:
                 number = note.body_line + i
-                yield Problem(number, f"{note.where}: line {number}: a link to no note of the "
-                                      f"folder: {target.strip()}", note.where)  # fmt: skip
+                yield Problem(
+                    number,
+                    f"{note.where}: line {number}: a link to no note of the "
+                    f"folder: {target.strip()}",
+                    note.where,
+                )
             elif key not in links:
                 links.append(key)
     yield _sr(note, links)
@@ -144,15 +148,18 @@ def _memlane(note: _Note) -> Read:
     made = sr_record(1, {**note.front, "text": _text(note, _title(note))})
     if isinstance(made, Problem):
         return Problem(1, f"{note.where}: {made.message}", note.where)
-    return SrRecord(made.line, made.key, made.fields, made.links, made.corrected, made.adjusted,
-                    note.where)  # fmt: skip
+    return SrRecord(
+        made.line, made.key, made.fields, made.links, made.corrected, made.adjusted, note.where
+    )
 
 
 def _sr(note: _Note, links: list[str]) -> Read:
     title = _title(note)
     fields: dict[str, Any] = {"title": title, "text": _text(note, title), "tags": _tags(note.front)}
-    when = next((instant_of(note.front[k]) for k in ("content_time", "date", "created")
-                 if k in note.front), None)  # fmt: skip
+    when = next(
+        (instant_of(note.front[k]) for k in ("content_time", "date", "created") if k in note.front),
+        None,
+    )
     if when is not None:
         fields["content_time"] = when
     return SrRecord(1, _key(note), fields, tuple(links), at=note.where)

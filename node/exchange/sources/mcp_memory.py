@@ -37,8 +37,9 @@ def read(path: Path) -> Iterator[Read]:
     for number, source, to, kind in relations:
         if source not in entities or to not in entities:
             missing = source if source not in entities else to
-            yield Problem(number, f"line {number}: a relation to an entity not in the file: "
-                                  f"{missing}")  # fmt: skip
+            yield Problem(
+                number, f"line {number}: a relation to an entity not in the file: {missing}"
+            )
         else:
             entities[source].relations.append((kind, to))
     for name, e in entities.items():
@@ -66,8 +67,9 @@ def _take(
     if kind == "relation":
         names = [record.get(k) for k in ("from", "to", "relationType")]
         if not all(isinstance(n, str) and n for n in names):
-            return Problem(number, f"line {number}: a relation needs from, to and relationType "
-                                   "as text")  # fmt: skip
+            return Problem(
+                number, f"line {number}: a relation needs from, to and relationType as text"
+            )
         relations.append((number, names[0], names[1], names[2]))
         return None
     return Problem(number, f"line {number}: neither an entity nor a relation")

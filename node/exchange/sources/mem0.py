@@ -19,9 +19,22 @@ __all__ = ["MAX_FILE", "read"]
 
 MAX_FILE = 256 << 20  # a mem0 file is one JSON document, read whole: at most 256 MiB
 _KEYS = frozenset(
-    {"id", "memory", "hash", "metadata", "user_id", "agent_id", "run_id", "actor_id", "role",
-     "categories", "created_at", "updated_at", "score"}
-)  # fmt: skip
+    {
+        "id",
+        "memory",
+        "hash",
+        "metadata",
+        "user_id",
+        "agent_id",
+        "run_id",
+        "actor_id",
+        "role",
+        "categories",
+        "created_at",
+        "updated_at",
+        "score",
+    }
+)
 
 
 def read(path: Path) -> Iterator[Read]:
@@ -56,8 +69,11 @@ def _memory(number: int, m: Any) -> Read:
 
 
 def _tags(m: dict[str, Any]) -> list[str]:
-    tags = [f"{k.removesuffix('_id')}:{m[k]}" for k in ("user_id", "agent_id")
-            if isinstance(m.get(k), str) and m[k]]  # fmt: skip
+    tags = [
+        f"{k.removesuffix('_id')}:{m[k]}"
+        for k in ("user_id", "agent_id")
+        if isinstance(m.get(k), str) and m[k]
+    ]
     metadata = m["metadata"] if isinstance(m.get("metadata"), dict) else {}
     categories = m.get("categories") or metadata.get("categories") or []
     if isinstance(categories, list):

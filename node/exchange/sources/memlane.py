@@ -28,13 +28,34 @@ from node.views.shown import instant
 __all__ = ["read", "sr_record"]
 
 # The SR fields written again, and those shown that the node sets itself.
-_WRITTEN = ("title", "text", "tags", "lane", "lane_uuid", "visibility", "content_time",
-            "conversational")  # fmt: skip
+_WRITTEN = (
+    "title",
+    "text",
+    "tags",
+    "lane",
+    "lane_uuid",
+    "visibility",
+    "content_time",
+    "conversational",
+)
 _SR_KEYS = frozenset({"type", "text", *FRONT_MATTER})
 # The episode fields work_record takes (the rest are the node's: id, ts, vault, caller, …).
-_RECORDED = ("session_id", "channel", "episode_type", "task_result", "verdict_at", "tool",
-             "status", "error_code", "duration_ms", "result_size", "summary", "tags", "trust",
-             "eligibility")  # fmt: skip
+_RECORDED = (
+    "session_id",
+    "channel",
+    "episode_type",
+    "task_result",
+    "verdict_at",
+    "tool",
+    "status",
+    "error_code",
+    "duration_ms",
+    "result_size",
+    "summary",
+    "tags",
+    "trust",
+    "eligibility",
+)
 _EPISODE_KEYS = frozenset({"type", *COLUMNS})
 
 
@@ -67,8 +88,10 @@ def _check_header(record: dict[str, Any]) -> None:
     if record.get("format") != FORMAT or not isinstance(record.get("version"), int):
         raise FileError("not a memlane export: its first line is not a memlane-export header")
     if record["version"] > VERSION:
-        raise FileError(f"a memlane export of version {record['version']}: this node reads "
-                        f"version {VERSION} and before")  # fmt: skip
+        raise FileError(
+            f"a memlane export of version {record['version']}: this node reads "
+            f"version {VERSION} and before"
+        )
 
 
 def _checked(
@@ -89,10 +112,14 @@ def sr_record(number: int, record: dict[str, Any]) -> SrRecord | Problem:
     if not isinstance(links, list) or not all(isinstance(x, str) for x in links):
         return Problem(number, f"line {number}: links must be a list of sr_ids")
     fields = {k: record[k] for k in _WRITTEN if record.get(k) is not None}
-    return SrRecord(number, f"memlane:{record['sr_id']}", fields,
-                    tuple(f"memlane:{x}" for x in links),
-                    record.get("has_correction") is True,
-                    record.get("has_adjustment") is True)  # fmt: skip
+    return SrRecord(
+        number,
+        f"memlane:{record['sr_id']}",
+        fields,
+        tuple(f"memlane:{x}" for x in links),
+        record.get("has_correction") is True,
+        record.get("has_adjustment") is True,
+    )
 
 
 def _episode(number: int, record: dict[str, Any]) -> Read:

@@ -67,13 +67,15 @@ async def create_archive(
         tokens, state = await _snapshot(data / DB_FILE, copy)
         told("snapshot", 1, 1)
         node_key = key_file.read_bytes()
-        secrets = {"node_key": node_key, "tokens": tokens,
-                   "authority_key": _read_optional(data / AUTHORITY_KEY_FILE)}  # fmt: skip
+        secrets = {
+            "node_key": node_key,
+            "tokens": tokens,
+            "authority_key": _read_optional(data / AUTHORITY_KEY_FILE),
+        }
         files = {DB_FILE: copy} | {n: data / n for n in PLAIN_FILES if (data / n).exists()}
         manifest = _manifest(files, state, node_key, now, kdf)
         sealed = _seal(encode_canonical(secrets), passphrase, manifest)
-        size = await asyncio.to_thread(_write_tar, work / out.name, manifest, files, sealed,
-                                       told)  # fmt: skip
+        size = await asyncio.to_thread(_write_tar, work / out.name, manifest, files, sealed, told)
         (work / out.name).replace(out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -98,8 +100,12 @@ async def _snapshot(db: Path, copy: Path) -> tuple[list[list[Any]], dict[str, An
     the copy — overwritten on disk, not just unlinked — and return them with the state the
     manifest names."""
     tokens, state = await backup_without(db, copy, take=TAKE_ARCHIVED, drop=DROP_ARCHIVED)
-    info = {"mesh": state.get("mesh", b"").hex(), "feed_id": state.get("feed_id", b"").decode(),
-            "epoch": state.get("epoch", b"").hex(), "node_id": ""}  # fmt: skip
+    info = {
+        "mesh": state.get("mesh", b"").hex(),
+        "feed_id": state.get("feed_id", b"").decode(),
+        "epoch": state.get("epoch", b"").hex(),
+        "node_id": "",
+    }
     return tokens, info
 
 

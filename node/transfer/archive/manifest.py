@@ -83,12 +83,21 @@ def _manifest(
         sha, size = _digest(path)
         listed[name] = {"sha256": sha, "size": size}
     return {
-        "format": _FORMAT, "version": _VERSION, "created": now, "schema_version": SCHEMA_VERSION,
-        **state, "files": listed,
-        "kdf": {"name": "scrypt", "log_n": kdf.log_n, "r": kdf.r, "p": kdf.p,
-                "salt": random_bytes(16).hex()},
+        "format": _FORMAT,
+        "version": _VERSION,
+        "created": now,
+        "schema_version": SCHEMA_VERSION,
+        **state,
+        "files": listed,
+        "kdf": {
+            "name": "scrypt",
+            "log_n": kdf.log_n,
+            "r": kdf.r,
+            "p": kdf.p,
+            "salt": random_bytes(16).hex(),
+        },
         "cipher": {"name": "AES-256-GCM", "nonce": random_bytes(12).hex()},
-    }  # fmt: skip
+    }
 
 
 def _manifest_bytes(manifest: dict[str, Any]) -> bytes:

@@ -93,8 +93,9 @@ async def restore_archive(
     stage.mkdir(mode=0o700, parents=True)
     room = shutil.disk_usage(stage).free if max_bytes is None else max_bytes
     try:
-        manifest, secrets = await asyncio.to_thread(_unpack, archive, stage, passphrase,
-                                                    progress or _quiet, room)  # fmt: skip
+        manifest, secrets = await asyncio.to_thread(
+            _unpack, archive, stage, passphrase, progress or _quiet, room
+        )
         report = await _rebuild(stage, manifest, secrets, now=now, keep_tokens=keep_tokens)
         _move_into_place(stage, data)
     finally:
@@ -126,8 +127,10 @@ def _unpack(
                 listed = manifest["files"]
                 total = sum(_size(f) for f in listed.values())
                 if total > room:
-                    raise ArchiveError(f"the archive's files take {total:,} bytes, more than "
-                                       f"the {room:,} that may be written")  # fmt: skip
+                    raise ArchiveError(
+                        f"the archive's files take {total:,} bytes, more than "
+                        f"the {room:,} that may be written"
+                    )
                 stream.allow(total + _MAX_SECRETS + _HEADROOM)
                 sealed = _unpack_members(tar, stage, listed, _Counted("unpack", total, told))
             stream.drain()  # to the end: gzip checks its length and CRC there
@@ -217,8 +220,13 @@ async def _rebuild(
     if authority is not None:
         write_key(stage / AUTHORITY_KEY_FILE, authority)
         logs.append((SigningKey(authority).public, "authority_epoch"))
-    store = await Store.open(stage / DB_FILE, wall=lambda: now, options=StoreOptions(),
-                             views=default_views(), migrations=MIGRATIONS)  # fmt: skip
+    store = await Store.open(
+        stage / DB_FILE,
+        wall=lambda: now,
+        options=StoreOptions(),
+        views=default_views(),
+        migrations=MIGRATIONS,
+    )
     feed_id, epoch = random_bytes(8).hex(), random_bytes(8)
     tokens = [list(row) for row in secrets["tokens"]]
     revoked = 0 if keep_tokens else sum(row[7] is None for row in tokens)

@@ -66,8 +66,11 @@ def _is_secrets(secrets: Any) -> bool:
         return False
     keys = [secrets["node_key"]] + [k for k in [secrets["authority_key"]] if k is not None]
     tokens = secrets["tokens"]
-    return (all(type(k) is bytes and len(k) == 32 for k in keys) and isinstance(tokens, list)
-            and all(_is_token_row(row) for row in tokens))  # fmt: skip
+    return (
+        all(type(k) is bytes and len(k) == 32 for k in keys)
+        and isinstance(tokens, list)
+        and all(_is_token_row(row) for row in tokens)
+    )
 
 
 def _is_token_row(row: Any) -> bool:

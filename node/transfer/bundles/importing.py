@@ -66,10 +66,14 @@ class ImportReport:
 
     def detail(self) -> dict[str, Any]:
         return {
-            "bundle": self.bundle_id, "exporter": self.exporter, "new": self.new,
-            "already_present": self.already_present, "payloads_filled": self.payloads_filled,
-            "rejected": self.rejected, "pending": self.pending,
-        }  # fmt: skip
+            "bundle": self.bundle_id,
+            "exporter": self.exporter,
+            "new": self.new,
+            "already_present": self.already_present,
+            "payloads_filled": self.payloads_filled,
+            "rejected": self.rejected,
+            "pending": self.pending,
+        }
 
 
 async def import_bundle(
@@ -94,8 +98,9 @@ async def import_bundle(
             await run.apply(index, entries, pause)
             index += 1
     except _Changed as exc:
-        raise _Changed(f"{path} changed while it was being imported ({exc}); "
-                       f"{run.stored_so_far()}") from None  # fmt: skip
+        raise _Changed(
+            f"{path} changed while it was being imported ({exc}); {run.stored_so_far()}"
+        ) from None
     except StoreError as exc:
         if isinstance(exc.__cause__, BundleError):
             raise exc.__cause__ from None

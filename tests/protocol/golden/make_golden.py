@@ -33,51 +33,132 @@ RANGE = {"from": "2026-10-08T00:00:00Z", "to": "2026-10-09T00:00:00Z"}
 
 # (name, kind, payload, (hlc wall offset ms, hlc counter)) in log order, seq 1, 2, ...
 VECTORS: list[tuple[str, str, dict[str, Any], tuple[int, int]]] = [
-    ("member.add, seq 1 without prev", "member.add",
-     {"node": NODE, "workspaces": ["*"], "cert_expires": WALL + 86_400_000, "label": "laptop"},
-     (0, 0)),
-    ("sr.put creating an SR", "sr.put",
-     {**SR, "create": True, "title": "Deploy notes", "text": "Grüße ✓ — café",
-      "tags": ["ops", "deploy"], "content_time": WALL - 3_600_000, "visibility": "workspace"},
-     (1_000, 0)),
-    ("sr.put updating, same wall, counter 1", "sr.put",
-     {**SR, "create": False, "links": ["0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6c"],
-      "conversational": False, "private_fields": {"b": "2", "a": "1"}, "lane": "work",
-      "lane_uuid": "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6d"},
-     (1_000, 1)),
-    ("sr.correct", "sr.correct", {**SR, "reason": "wrong host", "text": "host is db-2"},
-     (2_000, 0)),
+    (
+        "member.add, seq 1 without prev",
+        "member.add",
+        {"node": NODE, "workspaces": ["*"], "cert_expires": WALL + 86_400_000, "label": "laptop"},
+        (0, 0),
+    ),
+    (
+        "sr.put creating an SR",
+        "sr.put",
+        {
+            **SR,
+            "create": True,
+            "title": "Deploy notes",
+            "text": "Grüße ✓ — café",
+            "tags": ["ops", "deploy"],
+            "content_time": WALL - 3_600_000,
+            "visibility": "workspace",
+        },
+        (1_000, 0),
+    ),
+    (
+        "sr.put updating, same wall, counter 1",
+        "sr.put",
+        {
+            **SR,
+            "create": False,
+            "links": ["0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6c"],
+            "conversational": False,
+            "private_fields": {"b": "2", "a": "1"},
+            "lane": "work",
+            "lane_uuid": "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6d",
+        },
+        (1_000, 1),
+    ),
+    (
+        "sr.correct",
+        "sr.correct",
+        {**SR, "reason": "wrong host", "text": "host is db-2"},
+        (2_000, 0),
+    ),
     ("sr.adjust", "sr.adjust", {**SR, "tags": [], "visibility": "private"}, (3_000, 0)),
-    ("episode.record with nulls and floats", "episode.record",
-     {**EP, "session_id": "s-1", "channel": "cli", "episode_type": "task", "tool": None,
-      "error_code": None, "duration_ms": 1234, "result_size": 0, "summary": "",
-      "tags": ["t"], "expires_at": None, "prev_id": None, "task_result": 0.75,
-      "trust": 0.5, "status": "ok"},
-     (4_000, 0)),
-    ("episode.amend", "episode.amend",
-     {**EP, "task_result": -2, "verdict_at": WALL + 5_000, "eligibility": "eligible",
-      "trust": None},
-     (5_000, 0)),
+    (
+        "episode.record with nulls and floats",
+        "episode.record",
+        {
+            **EP,
+            "session_id": "s-1",
+            "channel": "cli",
+            "episode_type": "task",
+            "tool": None,
+            "error_code": None,
+            "duration_ms": 1234,
+            "result_size": 0,
+            "summary": "",
+            "tags": ["t"],
+            "expires_at": None,
+            "prev_id": None,
+            "task_result": 0.75,
+            "trust": 0.5,
+            "status": "ok",
+        },
+        (4_000, 0),
+    ),
+    (
+        "episode.amend",
+        "episode.amend",
+        {
+            **EP,
+            "task_result": -2,
+            "verdict_at": WALL + 5_000,
+            "eligibility": "eligible",
+            "trust": None,
+        },
+        (5_000, 0),
+    ),
     ("episode.forget", "episode.forget", dict(EP), (6_000, 0)),
-    ("call.window with nested rows", "call.window",
-     {"workspace": "team", "principal": "ana", "row": {
-         "kind": "call-window", "turn": 3, "iteration": 1, "toolCallId": "call_9",
-         "toolName": "e_timeline", "how": "bound", "form": 2, "asked": RANGE,
-         "person": {**RANGE, "source": "said", "mention": 1}, "by": "quote",
-         "rounded": True, "sent": RANGE, "differs": {"extra": [RANGE]}}},
-     (7_000, 0)),
-    ("unknown kind x.future", "x.future",
-     {"hello": "world", "n": 7, "nested": {"b": 1, "a": [1, -1, None]}, "raw": b"\x00\xff"},
-     (8_000, 0)),
-    ("member.revoke, counter at its maximum", "member.revoke",
-     {"node": NODE, "last_epoch": b"\x44" * 8, "last_seq": 41}, (9_000, MAX_COUNTER)),
-    ("member.revoke without last_epoch, large wall", "member.revoke",
-     {"node": NODE, "last_epoch": None, "last_seq": 0}, (10**9, 0)),
+    (
+        "call.window with nested rows",
+        "call.window",
+        {
+            "workspace": "team",
+            "principal": "ana",
+            "row": {
+                "kind": "call-window",
+                "turn": 3,
+                "iteration": 1,
+                "toolCallId": "call_9",
+                "toolName": "e_timeline",
+                "how": "bound",
+                "form": 2,
+                "asked": RANGE,
+                "person": {**RANGE, "source": "said", "mention": 1},
+                "by": "quote",
+                "rounded": True,
+                "sent": RANGE,
+                "differs": {"extra": [RANGE]},
+            },
+        },
+        (7_000, 0),
+    ),
+    (
+        "unknown kind x.future",
+        "x.future",
+        {"hello": "world", "n": 7, "nested": {"b": 1, "a": [1, -1, None]}, "raw": b"\x00\xff"},
+        (8_000, 0),
+    ),
+    (
+        "member.revoke, counter at its maximum",
+        "member.revoke",
+        {"node": NODE, "last_epoch": b"\x44" * 8, "last_seq": 41},
+        (9_000, MAX_COUNTER),
+    ),
+    (
+        "member.revoke without last_epoch, large wall",
+        "member.revoke",
+        {"node": NODE, "last_epoch": None, "last_seq": 0},
+        (10**9, 0),
+    ),
     # Appended: the vectors before it keep their bytes.
-    ("sr.erase naming two entries", "sr.erase",
-     {**SR, "entries": ["0f" * 32, "e1" * 32], "reason": "asked to be forgotten"},
-     (10**9 + 1, 0)),
-]  # fmt: skip
+    (
+        "sr.erase naming two entries",
+        "sr.erase",
+        {**SR, "entries": ["0f" * 32, "e1" * 32], "reason": "asked to be forgotten"},
+        (10**9 + 1, 0),
+    ),
+]
 
 
 def to_json(value: Any) -> Any:
@@ -99,11 +180,17 @@ def vector(name: str, entry: Entry, payload: dict[str, Any]) -> dict[str, Any]:
     h = entry.header
     assert entry.payload is not None
     fields = {
-        "v": h.v, "mesh": h.mesh.hex(), "writer": h.writer.hex(), "epoch": h.epoch.hex(),
-        "seq": h.seq, "prev": h.prev.hex() if h.prev else None,
-        "hlc": [h.hlc.wall, h.hlc.counter], "kind": h.kind,
-        "payload_hash": h.payload_hash.hex(), "payload_len": h.payload_len,
-    }  # fmt: skip
+        "v": h.v,
+        "mesh": h.mesh.hex(),
+        "writer": h.writer.hex(),
+        "epoch": h.epoch.hex(),
+        "seq": h.seq,
+        "prev": h.prev.hex() if h.prev else None,
+        "hlc": [h.hlc.wall, h.hlc.counter],
+        "kind": h.kind,
+        "payload_hash": h.payload_hash.hex(),
+        "payload_len": h.payload_len,
+    }
     return {
         "name": name,
         "header": entry.raw.hex(),
@@ -120,9 +207,16 @@ def build() -> str:
     prev: bytes | None = None
     out = []
     for seq, (name, kind, payload, (dwall, counter)) in enumerate(VECTORS, start=1):
-        entry = seal(key, mesh=MESH, epoch=EPOCH, seq=seq, prev=prev,
-                     hlc=Hlc(WALL + dwall, counter), kind=kind,
-                     payload=encode(kind, payload))  # fmt: skip
+        entry = seal(
+            key,
+            mesh=MESH,
+            epoch=EPOCH,
+            seq=seq,
+            prev=prev,
+            hlc=Hlc(WALL + dwall, counter),
+            kind=kind,
+            payload=encode(kind, payload),
+        )
         out.append(vector(name, entry, payload))
         prev = entry.id
     doc = {

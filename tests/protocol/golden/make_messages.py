@@ -54,9 +54,14 @@ def fork_of(entry: Entry) -> Entry:
     h = entry.header
     return seal(
         SigningKey(bytes.fromhex(ENTRIES["key_seed"])),
-        mesh=h.mesh, epoch=h.epoch, seq=h.seq, prev=h.prev, hlc=Hlc(h.hlc.wall, 1),
-        kind=h.kind, payload=entry.payload or b"",
-    )  # fmt: skip
+        mesh=h.mesh,
+        epoch=h.epoch,
+        seq=h.seq,
+        prev=h.prev,
+        hlc=Hlc(h.hlc.wall, 1),
+        kind=h.kind,
+        payload=entry.payload or b"",
+    )
 
 
 def vectors() -> list[tuple[str, Message]]:
@@ -64,10 +69,12 @@ def vectors() -> list[tuple[str, Message]]:
     first, second = entries[0], entries[1]
     asked = sorted(e.id for e in entries[1:5])  # four sr entries of workspace "team"
     held = next(e for e in entries[1:5] if e.id == asked[1])
-    frontier = Frontier.of([
-        Tip(second.header.writer, second.header.epoch, 2, second.id),
-        Tip(b"\x44" * 32, b"\x55" * 8, 300, b"\x66" * 32),
-    ])  # fmt: skip
+    frontier = Frontier.of(
+        [
+            Tip(second.header.writer, second.header.epoch, 2, second.id),
+            Tip(b"\x44" * 32, b"\x55" * 8, 300, b"\x66" * 32),
+        ]
+    )
     return [
         ("hello with features", Hello(1, 0, MESH, NODE_A, ("bundles", "push"))),
         ("hello from a later major, no features", Hello(2, 3, MESH, NODE_B)),
@@ -75,28 +82,41 @@ def vectors() -> list[tuple[str, Message]]:
         ("frontier of two logs", *frontier.parts()),
         ("frontier in parts: a part with more to follow", *frontier.parts(1)[:1]),
         ("empty frontier", *Frontier().parts()),
-        ("entries: one with payload, one without", Entries(
-            ((first.raw, first.payload), (second.raw, None)))),
+        (
+            "entries: one with payload, one without",
+            Entries(((first.raw, first.payload), (second.raw, None))),
+        ),
         ("entries: the done marker", Entries(done=True)),
         ("entries: last batch", Entries.of([second], done=True)),
         ("push", Push.of([entries[2]])),
         ("credit", Credit(64, 1 << 20)),
         ("credit in bytes only", Credit(0, 300_000)),
         ("fork proof", ForkProof.of(first, fork_of(first))),
-        ("error: version refusal", Error(ErrorCode.VERSION,
-                                         "protocol 2 is not spoken here; this side speaks 1",
-                                         (1,))),
+        (
+            "error: version refusal",
+            Error(ErrorCode.VERSION, "protocol 2 is not spoken here; this side speaks 1", (1,)),
+        ),
         ("error: refused, non-ASCII text", Error(ErrorCode.REFUSED, "arrêt — shutting down")),
         ("bye", Bye()),
-        ("entries: one with payload, one header-only with a workspace tag", Entries(
-            ((first.raw, first.payload), (second.raw, "team")))),
+        (
+            "entries: one with payload, one header-only with a workspace tag",
+            Entries(((first.raw, first.payload), (second.raw, "team"))),
+        ),
         ("push: header-only with a workspace tag", Push(((entries[2].raw, "team"),))),
         ("want", Want(tuple(asked))),
-        ("payloads: a payload and each answer", Payloads((
-            (asked[0], Answer.ABSENT), (asked[1], held.payload or b""),
-            (asked[2], Answer.ERASED), (asked[3], Answer.WITHHELD)))),
+        (
+            "payloads: a payload and each answer",
+            Payloads(
+                (
+                    (asked[0], Answer.ABSENT),
+                    (asked[1], held.payload or b""),
+                    (asked[2], Answer.ERASED),
+                    (asked[3], Answer.WITHHELD),
+                )
+            ),
+        ),
         ("payloads: none answered", Payloads()),
-    ]  # fmt: skip
+    ]
 
 
 def to_json(value: Any) -> Any:
@@ -113,14 +133,18 @@ def to_json(value: Any) -> Any:
 def build() -> str:
     out = []
     for name, message in vectors():
-        out.append({
-            "name": name,
-            "type": type(message).__name__,
-            "frame": encode_frame(encode_message(message)).hex(),
-            "fields": to_json(message),
-        })  # fmt: skip
-    doc = {"about": "memlane sync message golden vectors; regenerate with make_messages.py",
-           "messages": out}  # fmt: skip
+        out.append(
+            {
+                "name": name,
+                "type": type(message).__name__,
+                "frame": encode_frame(encode_message(message)).hex(),
+                "fields": to_json(message),
+            }
+        )
+    doc = {
+        "about": "memlane sync message golden vectors; regenerate with make_messages.py",
+        "messages": out,
+    }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
