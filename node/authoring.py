@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from node.store import Authored, Store, Txn
-from node.store.sealing import Content
+from node.store import AuthoredEntry, Content, Store, Txn
 from protocol.signing import SigningKey
 
 __all__ = ["Author"]
 
-After = Callable[[Txn, Authored], None]
+After = Callable[[Txn, AuthoredEntry], None]
 
 
 @dataclass(slots=True)
@@ -23,6 +22,8 @@ class Author:
     mesh: bytes
     epoch: bytes
 
-    def write(self, kind: str, content: Content, after: After | None = None) -> Awaitable[Authored]:
+    def write(
+        self, kind: str, content: Content, after: After | None = None
+    ) -> Awaitable[AuthoredEntry]:
         """Author one entry; ``content`` is (payload bytes, payload) or an async builder."""
         return self.store.author(self.key, self.mesh, self.epoch, kind, content, after)

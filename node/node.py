@@ -31,7 +31,7 @@ from node.progress import Progress
 from node.replica import Replica
 from node.schema import MIGRATIONS
 from node.search.opened import open_index
-from node.store import Checked, Reader, Received, Report, Store, StoreOptions
+from node.store import Ingest, Prechecked, Reader, Received, Report, Store, StoreOptions
 from node.store.partial import not_held
 from node.store.pending import SourceRow
 from node.tools import windows
@@ -66,11 +66,9 @@ def system_wall() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _options(config: NodeConfig, serving: bool = False) -> StoreOptions:
-    process = config.statement_process
+def _options(config: NodeConfig) -> StoreOptions:
     return StoreOptions(
         synchronous=config.synchronous,
-        statement_process=False if process is None else process,
         max_clock_skew_ms=config.max_clock_skew_ms,
         pending_limit=config.pending_limit,
         pending_per_source=config.pending_per_source,
@@ -97,6 +95,7 @@ class Node:
     ) -> None:
         self.path = path
         self.store = store
+        self.ingest = Ingest(store)  # the receive path into it
         self.key = key
         self.info = info
         self.config = config
@@ -164,20 +163,17 @@ class Node:
         options: StoreOptions | None = None,
         config: NodeConfig | None = None,
         embed: bool = True,
-        serving: bool = False,
     ) -> AsyncIterator[Node]:
         """The node in ``path``, configured by ``config`` (default: the data directory's
-        ``config.toml``); ``serving``: a long-running node (``memlane serve``), whose store
-        writes through a statement process unless ``statement_process`` says otherwise.
-        With an embedder configured, ``embed`` embeds what waits in the background
-        (docs/search.md); without, find's vector leg uses what is embedded."""
+        ``config.toml``).  With an embedder configured, ``embed`` embeds what waits in the
+        background (docs/search.md); without, find's vector leg uses what is embedded."""
         path = _data_dir(path)
         if not (path / DB_FILE).exists():
             raise NotInitialised(f"no node in {path} (run `memlane init --data {path}`)")
         key = load_key(path / NODE_KEY_FILE)
         config = config or NodeConfig.load(path)
         membership = Membership(own=key.public)
-        options = options or _options(config, serving)
+        options = options or _options(config)
         store = await Store.open(
             path / DB_FILE,
             wall=wall,
@@ -280,9 +276,9 @@ class Node:
 
     # -- the log -------------------------------------------------------------------------------
 
-    async def receive(self, entries: Sequence[Received | Checked], *, source: str) -> Report:
-        """Append entries from elsewhere (see ``Store.receive``)."""
-        report = await self.store.receive(entries, source=source)
+    async def receive(self, entries: Sequence[Received | Prechecked], *, source: str) -> Report:
+        """Append entries from elsewhere (``Ingest.receive``)."""
+        report = await self.ingest.receive(entries, source=source)
         self._wake()
         return report
 
@@ -310,12 +306,12 @@ class Node:
 
     async def pending(self) -> tuple[list[SourceRow], StoreOptions]:
         """What each source holds in the pending area, and the bounds it is held within."""
-        return await self.store.select_pending(), self.store.options
+        return await self.ingest.select_pending(), self.store.options
 
     async def clear_pending(self, *, source: str | None = None, before: int | None = None) -> int:
         """Delete the waiting entries of ``source`` (all when None) that arrived before
         ``before`` (ms by the wall clock; any time when None); how many."""
-        return await self.store.clear_pending(source=source, before=before)
+        return await self.ingest.clear_pending(source=source, before=before)
 
     # -- bundles and the archive (docs/bundles.md, docs/operations.md §Backups) ------------------
 

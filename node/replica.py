@@ -19,9 +19,9 @@ from functools import partial
 
 from node.errors import StoreError
 from node.logging import get_logger
-from node.store import AuditEvent, Received, Report, Store, Txn
+from node.store import AuditEvent, Ingest, Received, Report, Store, Txn
 from node.store.erasure import ERASE
-from node.store.logbound import DROPPED
+from node.store.heads import DROPPED
 from node.store.partial import Wanted, answer_wants, holds_place, select_wanted
 from node.store.reader import ChangedLog, Marks, Reader, SpanEntry
 from protocol.canonical import decode_canonical, encode_canonical
@@ -68,6 +68,7 @@ class Replica:
     def __init__(self, store: Store, mesh: bytes) -> None:
         self.store = store
         self.mesh = mesh
+        self.ingest = Ingest(store)
 
     @property
     def reader(self) -> Reader:
@@ -137,7 +138,7 @@ class Replica:
 
     async def receive(self, items: Sequence[Received], *, source: str) -> Report:
         """The store's receive path: one transaction, one ``sr_synced`` per new entry."""
-        return await self.store.receive(items, source=source)
+        return await self.ingest.receive(items, source=source)
 
     async def take_fork_proof(self, first: bytes, second: bytes, *, source: str) -> str | None:
         """Keep a fork proof from a peer (docs/protocol.md §3.7), or say why not.
@@ -163,7 +164,7 @@ class Replica:
         if held is None:
             return None
         others = [e for e in (a, b) if e.id != held]
-        await self.store.receive([(e.raw, None) for e in others], source=source, event=None)
+        await self.ingest.receive([(e.raw, None) for e in others], source=source, event=None)
         return None
 
     async def _refuse_proof(self, reason: str, source: str) -> str:

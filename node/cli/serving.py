@@ -259,7 +259,7 @@ async def _serve(
     from node.ports import quiet_accept_errors
 
     quiet_accept_errors(asyncio.get_running_loop())  # out of descriptors: one line, not one a try
-    async with Node.open(args.data, config=config, serving=True) as node:
+    async with Node.open(args.data, config=config) as node:
         sync_listen = args.sync_listen or config.mesh_listen
         peers = args.peers if args.peers is not None else config.mesh_peers
         discover = config.discovery if args.discovery is None else args.discovery == "on"

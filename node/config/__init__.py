@@ -4,8 +4,6 @@
   this node's clock;
 - ``synchronous`` (``"FULL"``): SQLite durability; FULL makes every acknowledged write survive
   a crash;
-- ``statement_process`` (``false``): the store's
-  SQLite writes in a child process, so they run on a second core beside the node's Python;
 - ``pending_limit`` (``10000``): entries that may wait for a gap or an authenticating entry;
 - ``pending_per_source`` (``1000``): of those, the entries one source (a peer node, a bundle)
   may hold; it holds at most the same share of ``pending_bytes``;

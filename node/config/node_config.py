@@ -31,7 +31,6 @@ _PENDING = {"pending_per_source": 1_000, "pending_bytes": 64 << 20}
 _KEYS = {
     "max_clock_skew",
     "synchronous",
-    "statement_process",
     "pending_limit",
     "zone",
     "profiles",
@@ -58,7 +57,6 @@ ENVIRONMENT: dict[str, tuple[str, str, Any]] = {
 class NodeConfig:
     max_clock_skew_ms: int = 5 * 60_000
     synchronous: str = "FULL"
-    statement_process: bool | None = None  # None: for ``memlane serve`` only
     pending_limit: int = 10_000
     pending_per_source: int = 1_000
     pending_bytes: int = 64 << 20
@@ -114,10 +112,6 @@ class NodeConfig:
         if sync not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             problems.append("synchronous must be OFF, NORMAL, FULL or EXTRA")
         values["synchronous"] = sync
-        process = raw.get("statement_process")
-        if process is not None and type(process) is not bool:
-            problems.append("statement_process must be true or false")
-        values["statement_process"] = process
         limit = raw.get("pending_limit", 10_000)
         if type(limit) is not int or limit < 0:
             problems.append("pending_limit must be a non-negative integer")

@@ -20,7 +20,7 @@ from node.identity import load_key, node_id, random_bytes
 from node.members import certs, invites
 from node.members.errors import MeshError, NotAuthority, UnknownMember
 from node.members.membership import ALL_WORKSPACES, Member, Membership, grant_payload
-from node.store import Store, Txn
+from node.store import Ingest, Store, Txn
 from protocol.kinds import encode_payload
 from protocol.signing import SigningKey
 
@@ -185,7 +185,7 @@ class MeshAuthority:
     async def _release(self, key: bytes) -> None:
         """Entries of ``key`` that waited for its ``member.add`` are stored now."""
         if any(log[0] == key for log in self.store.logs.pending_logs):
-            await self.store.receive((), source="membership")
+            await Ingest(self.store).receive((), source="membership")
 
     # -- invites -------------------------------------------------------------------------------
 

@@ -30,9 +30,9 @@ from node.identity import node_id
 from node.members.errors import MeshError, UnknownMember
 from node.store.members import select_authority, select_member_entries
 from node.store.partial import holds_place
-from node.store.received import Wait
+from node.store.store import Wait
 from node.store.txn import Txn
-from node.store.views import Applied, Erased, Hidden
+from node.store.views import AppliedEntry, Erased, HiddenEntries
 from protocol.clock import Hlc
 from protocol.entry import Header, decode_header
 from protocol.errors import PayloadError
@@ -192,7 +192,7 @@ class Membership:
         self._admitted: set[bytes] = set()
         self._narrowed = False
 
-    # -- the receive path (node.store.received.Admission) -------------------------------------
+    # -- the receive path (node.store.store.Admission) -------------------------------------
 
     def check(self, header: Header, payload: dict[str, Any] | None) -> str | Wait | None:
         writer = header.writer
@@ -267,9 +267,6 @@ class Membership:
 
     # -- the view (node.store.views.View) ------------------------------------------------------
 
-    def bind(self, moment: Callable[[], int]) -> None:
-        """Membership takes effect on arrival, not at a moment."""
-
     async def load(self, scalar: Callable[[str], Awaitable[Any]]) -> None:
         self.reset()
         self.authority = await select_authority(scalar) or self.authority
@@ -282,7 +279,7 @@ class Membership:
     async def prepare(self, txn: Txn, payloads: Sequence[tuple[str, dict[str, Any]]]) -> None:
         """Nothing to read ahead: the members are in memory."""
 
-    async def apply(self, txn: Txn, item: Applied) -> None:
+    async def apply(self, txn: Txn, item: AppliedEntry) -> None:
         if item.writer != self.authority or (item.log_id, item.seq) in self._entries:
             return
         entry = _entry(item.hlc, item.epoch, item.seq, item.log_id, item.kind, item.payload)
@@ -305,7 +302,7 @@ class Membership:
     async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased:
         return Erased()  # nothing here is derived from SR entries
 
-    async def hide(self, txn: Txn, hidden: Hidden) -> None:
+    async def hide(self, txn: Txn, hidden: HiddenEntries) -> None:
         gone = [k for k in self._entries if k[0] == hidden.log_id and k[1] >= hidden.from_seq]
         for k in gone:
             del self._entries[k]

@@ -1,4 +1,4 @@
-"""One SQLite connection and the thread it lives on.
+"""One SQLite connection and the thread it lives on; ``sqlite3``'s errors as the store's.
 
 ``sqlite3`` blocks, so each of the store's connections is opened on a thread of its own and
 used only there: ``call`` hands that thread a function of the ``sqlite3.Connection`` and awaits
@@ -6,6 +6,10 @@ its result on the event loop.  Calls run one at a time, in the order they were m
 whose awaiting task is cancelled still runs to its end (a commit is not torn in half); its
 result is dropped.  ``close`` lets every call already made run, then closes the connection and
 ends the thread.
+
+The store reaches SQLite only through here, so its errors are translated here once
+(``translated``, ``store_error``): the operator's message names what failed, then SQLite's own
+words (node/errors.py).
 """
 
 from __future__ import annotations
@@ -14,15 +18,15 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from queue import SimpleQueue
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
-from node.store.statements import StatementProcess
+from node.errors import StoreError
 
-__all__ = ["Connection"]
+__all__ = ["Connection", "store_error", "translated", "truncate_wal"]
 
 T = TypeVar("T")
 Args = Sequence[Any] | Mapping[str, Any]
@@ -38,16 +42,14 @@ class Connection:
         self._open = True
 
     @classmethod
-    async def open(cls, path: Path | str, *, process: bool = False, **options: Any) -> Connection:
+    async def open(cls, path: Path | str, **options: Any) -> Connection:
         """Open the database at ``path`` on a new thread (``options`` go to
-        ``sqlite3.connect``: ``isolation_level=None`` for explicit transactions); with
-        ``process``, the thread drives a connection in a child process
-        (node/store/statements.py)."""
+        ``sqlite3.connect``: ``isolation_level=None`` for explicit transactions)."""
         ready = asyncio.get_running_loop().create_future()
         jobs: SimpleQueue[_Job] = SimpleQueue()
         thread = threading.Thread(
             target=_serve,
-            args=(str(path), process, options, jobs, ready),
+            args=(str(path), options, jobs, ready),
             name="memlane-sqlite",
         )
         thread.start()
@@ -107,17 +109,13 @@ class Connection:
 
 def _serve(
     path: str,
-    process: bool,
     options: dict[str, Any],
     jobs: SimpleQueue[_Job],
     ready: asyncio.Future[None],
 ) -> None:
     """The connection's thread: open, then run each job in turn until told to stop."""
     try:
-        if process:
-            db = cast(sqlite3.Connection, StatementProcess(path, **options))
-        else:
-            db = sqlite3.connect(path, **options)
+        db = sqlite3.connect(path, **options)
     except BaseException as exc:
         _settle(ready, None, exc)
         return
@@ -155,3 +153,37 @@ def _set(done: asyncio.Future[Any], value: Any, error: BaseException | None) -> 
         done.set_exception(error)
     else:
         done.set_result(value)
+
+
+def store_error(what: str, exc: BaseException) -> StoreError:
+    """``exc`` (an ``sqlite3.Error``, or the ``ValueError`` of a call on a closed
+    ``Connection``) as the store's error: ``what`` failed, and SQLite's reason."""
+    return StoreError(f"{what}: {exc}")
+
+
+@contextlib.contextmanager
+def translated(what: str) -> Iterator[None]:
+    """Raise an ``sqlite3.Error`` of the block as ``store_error(what, …)``."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise store_error(what, exc) from exc
+
+
+_CHECKPOINT_TRIES = 100  # ~5 s of readers finishing before the WAL is left for the next time
+
+
+async def truncate_wal(path: Path) -> bool:
+    """Checkpoint the WAL of the database at ``path`` into its file and cut it to nothing (what
+    was written to it is then gone); a reader still on an older snapshot makes it wait a
+    little.  False when readers kept it busy throughout."""
+    conn = await Connection.open(path, isolation_level=None)
+    try:
+        for _ in range(_CHECKPOINT_TRIES):
+            busy = (await conn.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)"))[0][0]
+            if not busy:
+                return True
+            await asyncio.sleep(0.05)
+        return False
+    finally:
+        await conn.close()

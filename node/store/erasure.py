@@ -22,7 +22,7 @@ from typing import Any
 from node.store.audit import AuditEvent, audit
 from node.store.connection import Connection
 from node.store.txn import Txn
-from node.store.views import Applied, View
+from node.store.views import AppliedEntry, View
 from protocol.entry import decode_header
 from protocol.errors import ProtocolError
 from protocol.kinds import decode_payload
@@ -115,7 +115,7 @@ class Erasures:
         """Record that the entry at ``pos`` is kept without the payload it arrived with."""
         txn.add(_MARK, (pos, self.srs[sr_id][1]))
 
-    async def erase(self, txn: Txn, views: Sequence[View], item: Applied, at: int) -> None:
+    async def erase(self, txn: Txn, views: Sequence[View], item: AppliedEntry, at: int) -> None:
         """Apply the erase ``item``: purge its SR's payloads and derived rows, record it;
         ``at`` stamps its ``sr_erased`` event."""
         sr_id, workspace = item.payload["sr_id"], item.payload["workspace"]

@@ -8,9 +8,10 @@ alike, so that every node ends holding the same logs whatever order they arrived
   the writer signed, the same on every node;
 - a node holds at most ``max_logs`` of them: the first-ranked it has seen.  The first entry of
   a log ranked after all those it holds, once it holds ``max_logs``, is rejected;
-- one ranked before the last it holds takes that one's place: the last is dropped — hidden whole
-  (``DROPPED``), left out of the frontier, and refused any further entry — so a node that saw
-  a later log first ends, once it has seen the earlier ones, where every other node does.
+- one ranked before the last it holds takes that one's place: the last is dropped — hidden
+  whole (``node.store.heads.DROPPED``), left out of the frontier, and refused any further
+  entry — so a node that saw a later log first ends, once it has seen the earlier ones, where
+  every other node does.
 
 A dropped log's rows stay, as a fork's do: the log is append-only, and what a hidden log held
 changes no answer.
@@ -20,11 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from node.store.heads import DROPPED, LogHead, LogTable
+from node.store.heads import LogHead, LogTable
 from node.store.txn import Txn
 from protocol.entry import Header
 
-__all__ = ["DROPPED", "Crowded", "make_room"]  # DROPPED lives in heads, beside LogHead
+__all__ = ["TooManyLogs", "make_room"]
 
 _HELD = (
     "SELECT l.epoch, h.hlc_wall, h.hlc_counter FROM logs l "
@@ -34,7 +35,7 @@ _HELD = (
 
 
 @dataclass(frozen=True, slots=True)
-class Crowded:
+class TooManyLogs:
     """The writer holds ``most`` logs ranked before the new one: it is rejected."""
 
     most: int
@@ -47,9 +48,11 @@ class Crowded:
         )
 
 
-async def make_room(txn: Txn, logs: LogTable, first: Header, most: int) -> Crowded | LogHead | None:
+async def make_room(
+    txn: Txn, logs: LogTable, first: Header, most: int
+) -> TooManyLogs | LogHead | None:
     """Whether ``first`` (seq 1 of a log its writer does not hold yet) may open it: None when
-    the writer holds fewer than ``most`` logs, ``Crowded`` when it holds ``most`` ranked before,
+    the writer holds fewer than ``most`` logs, ``TooManyLogs`` when it holds ``most`` ranked before,
     else the head of the held log it displaces (the caller drops it)."""
     if logs.writer_logs[first.writer] < most:
         logs.writer_logs[first.writer] += 1
@@ -59,5 +62,5 @@ async def make_room(txn: Txn, logs: LogTable, first: Header, most: int) -> Crowd
     if len(ranked) < most:  # the count ran ahead of the rows (it is a cache): trust the rows
         return None
     if (first.hlc.wall, first.hlc.counter, first.epoch) > ranked[most - 1]:
-        return Crowded(most)
+        return TooManyLogs(most)
     return logs.heads[(first.writer, ranked[-1][2])]  # dropped; ``first`` takes its place

@@ -6,7 +6,7 @@ Every entry's header is held everywhere; its payload only by the nodes whose gra
 every node keeps whole).  ``headers.workspace`` records each entry's place: read from its
 payload, or from the workspace tag a peer sent with a header-only entry.  ``missing`` lists
 the entries held without their payload (and not erased), with their place, for the fetch
-(node/mesh/fetch.py); the fill path of the receive (node/store/attach.py) takes them off.
+(node/mesh/fetch.py); the fill path of the receive (node/store/ingest.py) takes them off.
 """
 
 from __future__ import annotations

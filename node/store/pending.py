@@ -73,6 +73,7 @@ class PendingTally:
     by_source: dict[str, _Held] = field(default_factory=dict)
     total: _Held = field(default_factory=_Held)
     stale: bool = True
+    swept: int | None = None  # when expired rows were last looked for (``SWEEP_EVERY_MS``)
 
     async def recount(self, fetch: Fetch) -> None:
         rows = await fetch(_TALLY, ())

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from node.store.connection import Connection
-from node.store.failures import translated
+from node.store.connection import Connection, translated
 from protocol.canonical import decode_canonical
 
 __all__ = [

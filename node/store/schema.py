@@ -16,9 +16,8 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 
 from node.errors import StoreVersionError
-from node.store.connection import Connection
+from node.store.connection import Connection, translated
 from node.store.erasure import ERASE_STEP
-from node.store.failures import translated
 from node.store.partial import PARTIAL_STEP
 
 __all__ = ["LOG_STEPS", "VIEWS_STALE", "compose", "migrate", "refuse_newer"]

@@ -21,13 +21,23 @@ from typing import Any, ClassVar, Protocol
 from node.store.txn import Txn
 from protocol.clock import Hlc
 
-__all__ = ["ENTRY_COLUMNS", "Applied", "Erased", "Hidden", "View", "entries_at", "entry_id_at"]
+__all__ = [
+    "ENTRY_COLUMNS",
+    "AppliedEntry",
+    "Erased",
+    "HiddenEntries",
+    "View",
+    "entries_at",
+    "entry_id_at",
+]
 
 
 @dataclass(frozen=True, slots=True)
-class Applied:
+class AppliedEntry:
     """One entry being applied: its store position, place in its log, clock, kind and
-    decoded payload (everything but its signature, which may still be being made)."""
+    decoded payload (everything but its signature, which may still be being made), and this
+    node's moment as it is applied: a version whose time has not come by then is kept until
+    it has (``View.catch_up``)."""
 
     pos: int
     log_id: int
@@ -37,16 +47,19 @@ class Applied:
     hlc: Hlc
     kind: str
     payload: dict[str, Any]
+    moment: int
     fresh: bool = False  # authored here with a new id: nothing of it can exist yet
 
 
 @dataclass(frozen=True, slots=True)
-class Hidden:
-    """What ``hide`` withdraws: a log's entries from ``from_seq`` on (a fork).  ``positions``
-    lists their store positions, for a view's ``pos IN (…)`` (its ``args`` fill it)."""
+class HiddenEntries:
+    """What ``hide`` withdraws: a log's entries from ``from_seq`` on (a fork), at this node's
+    ``moment``.  ``positions`` lists their store positions, for a view's ``pos IN (…)`` (its
+    ``args`` fill it)."""
 
     log_id: int
     from_seq: int
+    moment: int
     positions: ClassVar[str] = "SELECT pos FROM headers WHERE log_id = ? AND seq >= ?"
 
     @property
@@ -90,18 +103,15 @@ class View(Protocol):
     scrub: tuple[str, ...]  # merging away what erased rows left (node/store/erasure.py)
     next_due: int | None
 
-    def bind(self, moment: Callable[[], int]) -> None:
-        """Receive the store's moment (this node's clock, in ms)."""
-
     async def load(self, scalar: Callable[[str], Awaitable[Any]]) -> None:
         """Load in-memory state at open and after a rolled-back batch."""
 
     async def prepare(self, txn: Txn, payloads: Sequence[tuple[str, dict[str, Any]]]) -> None:
         """Before a received batch is applied: read ahead what its (kind, payload)s touch."""
 
-    async def apply(self, txn: Txn, item: Applied) -> None: ...
+    async def apply(self, txn: Txn, item: AppliedEntry) -> None: ...
 
-    async def hide(self, txn: Txn, hidden: Hidden) -> None: ...
+    async def hide(self, txn: Txn, hidden: HiddenEntries) -> None: ...
 
     async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased | None:
         """Withdraw every row derived from the SR ``sr_id`` of ``workspace``

@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from node.errors import NodeError, StoreError
-from node.store.connection import Connection
-from node.store.failures import store_error
+from node.store.connection import Connection, store_error
 from node.store.txn import Fetch, Stale, Txn
 
 __all__ = ["GroupWriter", "Operation"]

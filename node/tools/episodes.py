@@ -13,7 +13,7 @@ from typing import Any
 from node.access.callers import Caller
 from node.errors import Refusal
 from node.ids import uuid7
-from node.store import AuditEvent, Authored, Txn
+from node.store import AuditEvent, AuthoredEntry, Txn
 from node.store.audit import audit
 from node.tools.args import check_names, encode, optional_time, present
 from node.tools.context import ToolContext
@@ -135,7 +135,7 @@ async def work_forget(ctx: ToolContext, caller: Caller, args: Mapping[str, Any])
         await _manageable(txn, caller, episode_id)
         return encode("episode.forget", payload), payload
 
-    def after(txn: Txn, authored: Authored) -> None:
+    def after(txn: Txn, authored: AuthoredEntry) -> None:
         audit(
             txn,
             AuditEvent.EPISODE_FORGOTTEN,

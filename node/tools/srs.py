@@ -14,9 +14,8 @@ from node.access.callers import Caller
 from node.authoring import Author
 from node.errors import Refusal
 from node.ids import uuid7
-from node.store import AuditEvent, Authored, Txn
+from node.store import AuditEvent, AuthoredEntry, Content, Txn
 from node.store.audit import audit
-from node.store.sealing import Content
 from node.tools.args import check_names, encode, optional_time, present
 from node.tools.context import ToolContext
 from node.views.read_rule import may_read_sr
@@ -86,7 +85,7 @@ def _result(sr_id: str, entry: Entry, created: bool) -> dict[str, Any]:
 
 
 def _audit_written(caller: Caller, sr_id: str) -> Any:
-    def after(txn: Txn, authored: Authored) -> None:
+    def after(txn: Txn, authored: AuthoredEntry) -> None:
         audit(
             txn,
             AuditEvent.SR_WRITTEN,

@@ -7,12 +7,12 @@ The interface the store calls is ``node.store.views``.
 
 from __future__ import annotations
 
-from node.store.views import Applied, View
+from node.store.views import AppliedEntry, View
 from node.views.call_windows import CallWindowView
 from node.views.episodes import EpisodeView
 from node.views.srs import SrView
 
-__all__ = ["Applied", "View", "default_views"]
+__all__ = ["AppliedEntry", "View", "default_views"]
 
 
 def default_views() -> tuple[View, ...]:

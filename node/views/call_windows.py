@@ -17,7 +17,7 @@ from typing import Any
 from node.access.callers import Caller
 from node.store import Reader
 from node.store.txn import Txn
-from node.store.views import Applied, Erased, Hidden
+from node.store.views import AppliedEntry, Erased, HiddenEntries
 from node.views.fold import order_key
 
 __all__ = ["CallWindowView", "select_call_windows"]
@@ -27,7 +27,7 @@ _INSERT = (
     "call_id, row) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
-_HIDE = f"DELETE FROM call_windows WHERE pos IN ({Hidden.positions})"  # noqa: S608
+_HIDE = f"DELETE FROM call_windows WHERE pos IN ({HiddenEntries.positions})"  # noqa: S608
 
 
 class CallWindowView:
@@ -40,9 +40,6 @@ class CallWindowView:
     scrub: tuple[str, ...] = ()
     next_due: int | None = None  # rows are listed once their time has come, by the reader
 
-    def bind(self, moment: Callable[[], int]) -> None:
-        pass
-
     async def load(self, scalar: Callable[[str], Awaitable[Any]]) -> None:
         pass
 
@@ -52,7 +49,7 @@ class CallWindowView:
     def reset(self) -> None:
         pass
 
-    async def apply(self, txn: Txn, item: Applied) -> None:
+    async def apply(self, txn: Txn, item: AppliedEntry) -> None:
         p = item.payload
         row = p["row"]
         text = json.dumps(row, separators=(",", ":"), ensure_ascii=False)
@@ -72,7 +69,7 @@ class CallWindowView:
             ),
         )
 
-    async def hide(self, txn: Txn, hidden: Hidden) -> None:
+    async def hide(self, txn: Txn, hidden: HiddenEntries) -> None:
         txn.add(_HIDE, hidden.args)
 
     async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased:

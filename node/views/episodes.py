@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from node.store.txn import Txn
-from node.store.views import Applied, Erased, Hidden
+from node.store.views import AppliedEntry, Erased, HiddenEntries
 from node.views.fold import order_key
 
 __all__ = ["LATER", "EpisodeView", "select_manager", "select_newest_id"]
@@ -86,7 +86,7 @@ def _later(payload: dict[str, Any]) -> str:
     return json.dumps({k: payload[k] for k in LATER if k in payload}, separators=(",", ":"))
 
 
-def _record_row(item: Applied) -> tuple[Any, ...]:
+def _record_row(item: AppliedEntry) -> tuple[Any, ...]:
     p = item.payload
     return (
         p["id"],
@@ -123,11 +123,7 @@ class EpisodeView:
     scrub: tuple[str, ...] = ()
 
     def __init__(self) -> None:
-        self._horizon: Callable[[], int] = lambda: 0
         self.next_due: int | None = None
-
-    def bind(self, moment: Callable[[], int]) -> None:
-        self._horizon = moment
 
     async def load(self, scalar: Callable[[str], Awaitable[Any]]) -> None:
         self.next_due = await scalar("SELECT min(wall) FROM episode_due")
@@ -138,11 +134,11 @@ class EpisodeView:
     def reset(self) -> None:
         pass  # keeps nothing in memory but ``next_due``, which ``load`` restores
 
-    async def apply(self, txn: Txn, item: Applied) -> None:
+    async def apply(self, txn: Txn, item: AppliedEntry) -> None:
         p, kind, wall = item.payload, _KIND[item.kind], item.hlc.wall
         ord_ = order_key(item.hlc, item.writer, item.epoch, item.seq)
         txn.add(_ENTRY, (p["id"], ord_, item.pos, wall, kind, p["vault"], _later(p)))
-        key = (p["id"], self._horizon(), p["vault"])
+        key = (p["id"], item.moment, p["vault"])
         if kind == 0:
             txn.add(_RECORD, _record_row(item))
             txn.add(_REFRESH_RECORD, key)
@@ -155,7 +151,7 @@ class EpisodeView:
     async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased:
         return Erased()  # nothing here is derived from SR entries
 
-    async def hide(self, txn: Txn, hidden: Hidden) -> None:
+    async def hide(self, txn: Txn, hidden: HiddenEntries) -> None:
         """Withdraw a forked log's records and amendments.  Its forgets stay: hiding never
         brings a forgotten episode back."""
         at = hidden.positions
@@ -166,7 +162,7 @@ class EpisodeView:
         txn.add(f"DELETE FROM episodes WHERE pos IN ({at})", hidden.args)  # noqa: S608
         txn.add(f"DELETE FROM episode_entries WHERE pos IN ({at}) AND kind < 2", hidden.args)  # noqa: S608
         for episode_id, vault in rows:
-            txn.add(_REFRESH, (episode_id, self._horizon(), vault))
+            txn.add(_REFRESH, (episode_id, hidden.moment, vault))
 
     async def catch_up(self, txn: Txn, moment: int) -> None:
         """Apply the amendments whose time has come by ``moment``."""

@@ -27,7 +27,14 @@ from typing import Any
 
 from node.identity import node_id
 from node.store.txn import Fetch, Txn
-from node.store.views import ENTRY_COLUMNS, Applied, Erased, Hidden, entries_at, entry_id_at
+from node.store.views import (
+    ENTRY_COLUMNS,
+    AppliedEntry,
+    Erased,
+    HiddenEntries,
+    entries_at,
+    entry_id_at,
+)
 from node.views.fold import SrState, digests, fold_all, fold_entry, order_key
 from node.views.shown import shown_blob
 from protocol.canonical import decode_canonical
@@ -110,8 +117,8 @@ _TAGS_OUT = "DELETE FROM sr_tags WHERE sr_id = ?"
 _TAGS_IN = "INSERT OR IGNORE INTO sr_tags (tag, sr_id) SELECT value, ?1 FROM json_each(?2)"
 _LINKS_OUT = "DELETE FROM sr_links WHERE src = ?"
 _LINKS_IN = "INSERT OR IGNORE INTO sr_links (src, dst) SELECT ?1, value FROM json_each(?2)"
-_HIDE = f"DELETE FROM sr_versions WHERE pos IN ({Hidden.positions})"  # noqa: S608
-_HIDDEN = f"SELECT DISTINCT sr_id FROM sr_versions WHERE pos IN ({Hidden.positions})"  # noqa: S608
+_HIDE = f"DELETE FROM sr_versions WHERE pos IN ({HiddenEntries.positions})"  # noqa: S608
+_HIDDEN = f"SELECT DISTINCT sr_id FROM sr_versions WHERE pos IN ({HiddenEntries.positions})"  # noqa: S608
 _LOGGED = (  # every version of an SR, with the entry it was folded from
     f"SELECT v.ord, v.pos, v.wall, {ENTRY_COLUMNS} FROM sr_versions v {entries_at('v.pos')} "  # noqa: S608
     "WHERE v.sr_id = ? ORDER BY v.ord"
@@ -180,7 +187,6 @@ class SrView:
     scrub: tuple[str, ...] = ("INSERT INTO sr_fts (sr_fts) VALUES ('optimize')",)
 
     def __init__(self) -> None:
-        self._horizon: Callable[[], int] = lambda: 0  # this node's moment, given by bind
         self._latest: OrderedDict[str, tuple[bytes, SrState] | None] = OrderedDict()
         # The SRs written by the transaction being built (``_serial``) and by the one before,
         # which may still be committing: their rows are read through the transaction, every
@@ -191,9 +197,6 @@ class SrView:
         # The earliest version still waiting for its time (None: none).  Reads check it before
         # every answer, so it is kept here (loaded with the store's other in-memory state).
         self.next_due: int | None = None
-
-    def bind(self, moment: Callable[[], int]) -> None:
-        self._horizon = moment
 
     async def load(self, scalar: Callable[[str], Awaitable[Any]]) -> None:
         self.next_due = await scalar("SELECT min(wall) FROM sr_due")
@@ -206,7 +209,7 @@ class SrView:
         txn.add(_DUE, (wall, sr_id))
         self.next_due = wall if self.next_due is None else min(self.next_due, wall)
 
-    async def apply(self, txn: Txn, item: Applied) -> None:
+    async def apply(self, txn: Txn, item: AppliedEntry) -> None:
         sr_id = item.payload["sr_id"]
         ord_ = order_key(item.hlc, item.writer, item.epoch, item.seq)
         latest = await self._latest_of(txn, sr_id, fresh=item.fresh)
@@ -216,16 +219,16 @@ class SrView:
             state = fold_entry(prev, item.kind, item.hlc.wall, item.payload, writer)
             txn.add(_VERSION, _version_row(sr_id, ord_, item.pos, item.hlc.wall, state))
             self._remember(txn, sr_id, ord_, state)
-            self._show(txn, sr_id, item.hlc.wall, state, shown=latest is not None)
+            self._show(txn, sr_id, item, state, shown=latest is not None)
         else:
-            await self._refold(txn, sr_id, item, ord_)
+            await self._refold(txn, sr_id, item.moment, item, ord_)
 
-    async def hide(self, txn: Txn, hidden: Hidden) -> None:
+    async def hide(self, txn: Txn, hidden: HiddenEntries) -> None:
         rows = await txn.fetchall(_HIDDEN, hidden.args)
         txn.add(_HIDE, hidden.args)
         for (sr_id,) in rows:
             self._latest.pop(sr_id, None)
-            await self._refold(txn, sr_id, None, b"")
+            await self._refold(txn, sr_id, hidden.moment, None, b"")
 
     async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased | None:
         """Withdraw the SR whole (node/store/erasure.py): its search, tag and link rows, its
@@ -300,9 +303,12 @@ class SrView:
 
     # -- folding again from the start ------------------------------------------------------
 
-    async def _refold(self, txn: Txn, sr_id: str, item: Applied | None, ord_: bytes) -> None:
+    async def _refold(
+        self, txn: Txn, sr_id: str, moment: int, item: AppliedEntry | None, ord_: bytes
+    ) -> None:
         """Fold every version of the SR again (an entry landed before others, or a create
-        arrived after entries it precedes, or a log was hidden)."""
+        arrived after entries it precedes, or a log was hidden) and show the newest whose time
+        has come by ``moment``."""
         rows = await txn.fetchall(_LOGGED, (sr_id,))
         entries = [
             (
@@ -323,23 +329,25 @@ class SrView:
         states = fold_all(sr_id, [(k, w, p, n) for _, _, w, k, p, n in entries])
         for (o, pos, wall, _, _, _), state in zip(entries, states, strict=True):
             txn.add(_VERSION, _version_row(sr_id, o, pos, wall, state))
-        await self._show_latest(txn, sr_id, entries, states)
+        await self._show_latest(txn, sr_id, moment, entries, states)
 
     async def _show_latest(
-        self, txn: Txn, sr_id: str, entries: list[Any], states: list[SrState]
+        self, txn: Txn, sr_id: str, moment: int, entries: list[Any], states: list[SrState]
     ) -> None:
-        horizon = self._horizon()
-        due = [(e[2], s) for e, s in zip(entries, states, strict=True) if e[2] <= horizon]
+        due = [(e[2], s) for e, s in zip(entries, states, strict=True) if e[2] <= moment]
         for e in entries:
-            if e[2] > horizon:
+            if e[2] > moment:
                 self._note_due(txn, e[2], sr_id)
         if entries:
             self._remember(txn, sr_id, entries[-1][0], states[-1])
         self._write_current(txn, sr_id, due[-1][1] if due else SrState(sr_id))
 
-    def _show(self, txn: Txn, sr_id: str, wall: int, state: SrState, *, shown: bool) -> None:
-        """Make ``state`` current, or queue it until its time comes."""
-        if wall > self._horizon():
+    def _show(
+        self, txn: Txn, sr_id: str, item: AppliedEntry, state: SrState, *, shown: bool
+    ) -> None:
+        """Make ``state`` (``item``'s) current, or queue it until its time comes."""
+        wall = item.hlc.wall
+        if wall > item.moment:
             self._note_due(txn, wall, sr_id)
         else:
             self._write_current(txn, sr_id, state, shown=shown)
@@ -418,7 +426,7 @@ def _version_row(sr_id: str, ord_: bytes, pos: int, wall: int, state: SrState) -
     )
 
 
-def _creates(item: Applied) -> bool:
+def _creates(item: AppliedEntry) -> bool:
     return item.kind == "sr.put" and bool(item.payload.get("create"))
 
 

@@ -35,12 +35,11 @@ import sqlite3
 import ssl
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from node.config import NodeConfig
 from node.identity import DB_FILE, NODE_KEY_FILE
 from node.logging import configure_logging
 from node.members import certs
@@ -77,12 +76,10 @@ SYNC = "sync over TLS, end to end"
 RAW = "raw pipeline, chain-amortised"
 PER_ENTRY = "raw pipeline, per-entry verify"
 RECEIVE = "memlane receive, no protocol"
-RECEIVE_PROCESS = "memlane receive, statement process"
-ROWS = (SYNC, RAW, PER_ENTRY, RECEIVE, RECEIVE_PROCESS)
+ROWS = (SYNC, RAW, PER_ENTRY, RECEIVE)
 RATIOS = (
     Ratio("sync / raw pipeline", SYNC, RAW, target=0.6),
     Ratio("memlane receive / raw pipeline", RECEIVE, RAW, target=0.65),
-    Ratio("receive, statement process / raw pipeline", RECEIVE_PROCESS, RAW),
     # Information since the apply-path work: it measures the crypto library, not memlane.
     Ratio("sync / per-entry-verify pipeline", SYNC, PER_ENTRY),
     Ratio("sync / memlane receive, no protocol", SYNC, RECEIVE),
@@ -308,7 +305,7 @@ def _sender_main(path: str, receiver_key: bytes, conn: Connection) -> None:
 
 async def _sender(path: Path, receiver_key: bytes, conn: Connection) -> None:
     """Serve the store over TLS until told to stop; then say what was sent, and the RSS."""
-    async with Node.open(path, serving=True) as node:
+    async with Node.open(path) as node:
         ca = certs.pem(node.membership.authority_certificate())
         context = _context(node, ca, certs.pem(node.membership.node_certificate()), server=True)
         entries = sum(log.head_seq for log in await _logs(node))
@@ -355,7 +352,7 @@ def _receiver_main(path: str, info: dict[str, Any], conn: Connection) -> None:
 
 async def _receiver(path: Path, info: dict[str, Any], conn: Connection) -> None:
     """Dial the sender over TLS and time it until the frontier is the sender's."""
-    async with Node.open(path, serving=True) as node:
+    async with Node.open(path) as node:
         context = _context(node, info["ca"], info["receiver_cert"], server=False)
         held = {log.log_id: log.head_seq for log in await _logs(node)}
         lacking = info["lacking"]
@@ -643,34 +640,29 @@ def _by_batch(table: _Table, bounds: list[tuple[int, int]]) -> list[list[tuple[A
     return chunks
 
 
-def _receive_alone(synced: Path, cached: Path, work: Path, *, process: bool | None) -> float:
+def _receive_alone(synced: Path, cached: Path, work: Path) -> float:
     """Seconds for ``node.receive`` to take the entries the sync stored in ``synced``, in
     the sync's batches, into a copy of the cached receiver: the store's receive path without
     the protocol, in a process of its own as the sync's receiver is (this one holds every
-    row of the raw pipelines, which the cycle collector would walk); ``process``: the
-    writer's statements in a statement process or not (``statement_process``; None: as
-    ``memlane serve`` runs it)."""
-    seconds: float = in_child(_receive_alone_main, str(synced), str(cached), str(work), process)
+    row of the raw pipelines, which the cycle collector would walk)."""
+    seconds: float = in_child(_receive_alone_main, str(synced), str(cached), str(work))
     shutil.rmtree(work)
     return seconds
 
 
-def _receive_alone_main(synced: str, cached: str, work: str, process: bool | None) -> float:
+def _receive_alone_main(synced: str, cached: str, work: str) -> float:
     configure_logging()
     shutil.copytree(Path(cached) / "receiver", work)
     with _attached(Path(synced), Path(cached) / "receiver" / DB_FILE) as db:
         entries = _arrived(db)[1]
-    return asyncio.run(_receive_batches(Path(work), entries, process))
+    return asyncio.run(_receive_batches(Path(work), entries))
 
 
-async def _receive_batches(work: Path, entries: Received, process: bool | None) -> float:
+async def _receive_batches(work: Path, entries: Received) -> float:
     batches = [
         entries[i : i + MAX_BATCH_ENTRIES] for i in range(0, len(entries), MAX_BATCH_ENTRIES)
     ]
-    config = NodeConfig.load(work)
-    if process is not None:
-        config = replace(config, statement_process=process)
-    async with Node.open(work, config=config, serving=True) as node:
+    async with Node.open(work) as node:
         with Stopwatch() as sw:  # as a link hands them over: ``STORING`` batches at once
             storing: list[asyncio.Future[float]] = []
             for batch in batches:
@@ -762,8 +754,7 @@ async def _measure(workdir: Path, sizes: Sizes) -> Checked:
     same = _same_counts(workdir / "raw.db", workdir / "clean" / "receiver" / DB_FILE, tables)
     per_s = _raw_pipeline(workdir / "per-entry.db", template, entries, tables, amortised=False)
     synced = workdir / "clean" / "receiver" / DB_FILE
-    alone_s = _receive_alone(synced, cached, workdir / "receive", process=None)
-    process_s = _receive_alone(synced, cached, workdir / "receive", process=True)
+    alone_s = _receive_alone(synced, cached, workdir / "receive")
     shutil.rmtree(workdir / "clean")
     del entries, tables
 
@@ -789,7 +780,6 @@ async def _measure(workdir: Path, sizes: Sizes) -> Checked:
         Row(RAW, n, (raw_s,), note=batch),
         Row(PER_ENTRY, n, (per_s,), note=batch),
         Row(RECEIVE, n, (alone_s,), note=f"{MAX_BATCH_ENTRIES:,} entries/receive, as served"),
-        Row(RECEIVE_PROCESS, n, (process_s,), note="the same, statement_process = true"),
     ]
     wire = clean.up + clean.down
     resent = cut.sent - cut.lacking

@@ -202,11 +202,11 @@ class StoreContract:
         self, node: Node, writer: ForeignWriter
     ) -> None:
         entries = writer.run(6)
-        first = await node.store.receive(entries, source="peer")
+        first = await node.ingest.receive(entries, source="peer")
         assert (first.stored, first.stored_ids) == (6, [e.id for e in entries])
         before, digest = await tally(node), await held(node)
         for batch in (entries, entries[2:4], list(reversed(entries))):
-            again = await node.store.receive(batch, source="another")
+            again = await node.ingest.receive(batch, source="another")
             assert (again.stored, again.duplicate, again.pending) == (0, len(batch), 0)
         assert await tally(node) == before
         assert await held(node) == digest
@@ -215,21 +215,21 @@ class StoreContract:
         self, node: Node, writer: ForeignWriter
     ) -> None:
         e1, e2, e3, e4 = writer.run(4)
-        await node.store.receive([e1], source="peer")
+        await node.ingest.receive([e1], source="peer")
         before = await tally(node)
         reader = reader_of(node)
 
-        gap = await node.store.receive([e4, e3], source="peer")
+        gap = await node.ingest.receive([e4, e3], source="peer")
         assert (gap.stored, gap.pending, gap.rejected) == (0, 2, 0)
         assert await tally(node) == before | {"pending": 2}
-        (row,) = await node.store.select_pending()
+        (row,) = await node.ingest.select_pending()
         assert (row.source, row.entries, row.logs) == ("peer", 2, 1)
         waiting = sum(len(e.raw) + len(e.payload or b"") for e in (e3, e4))
         assert row.bytes == await reader.sum_pending_bytes() == waiting
 
-        filled = await node.store.receive([e2], source="peer")
+        filled = await node.ingest.receive([e2], source="peer")
         assert filled.stored_ids == [e2.id, e3.id, e4.id]
-        assert await node.store.select_pending() == []
+        assert await node.ingest.select_pending() == []
         assert (await reader.count("pending"), await reader.sum_pending_bytes()) == (0, 0)
         log = await log_of(node, writer.key.public, writer.epoch)
         assert log is not None
@@ -242,9 +242,9 @@ class StoreContract:
     async def test_malformed_input_is_rejected_and_nothing_is_stored(
         self, node: Node, writer: ForeignWriter, case: str
     ) -> None:
-        await node.store.receive(writer.run(2), source="peer")
+        await node.ingest.receive(writer.run(2), source="peer")
         before, digest = await tally(node), await held(node)
-        report = await node.store.receive([BAD_INPUTS[case](writer)], source="peer")
+        report = await node.ingest.receive([BAD_INPUTS[case](writer)], source="peer")
         assert (report.rejected, report.stored, report.pending) == (1, 0, 0)
         assert await tally(node) == before | {"audit": before["audit"] + 1}
         assert await held(node) == digest
@@ -256,7 +256,7 @@ class StoreContract:
     ) -> None:
         forged = forge(writer.next())
         before, digest = await tally(node), await held(node)
-        report = await node.store.receive([forged], source="peer")
+        report = await node.ingest.receive([forged], source="peer")
         assert (report.stored, report.pending, report.rejected) == (0, 1, 0)
         assert await tally(node) == before | {"pending": 1}
         assert await held(node) == digest
@@ -266,11 +266,11 @@ class StoreContract:
         self, node: Node, writer: ForeignWriter
     ) -> None:
         entries = writer.run(5)
-        await node.store.receive(entries, source="peer")
+        await node.ingest.receive(entries, source="peer")
         other = twin_at(writer, 3)
         reader = reader_of(node)
 
-        report = await node.store.receive([other], source="peer")
+        report = await node.ingest.receive([other], source="peer")
         assert (report.forks, report.stored) == (1, 0)
         assert await reader.select_forks() == [(entries[2].raw, other.raw)]
         assert (await reader.select_marks()).forks == await reader.count("forks") == 1
@@ -282,7 +282,7 @@ class StoreContract:
         events = Counter(r.event for r in await reader.select_audit(limit=1000))
         assert events["fork_detected"] == 1
 
-        again = await node.store.receive([other, entries[2]], source="another")
+        again = await node.ingest.receive([other, entries[2]], source="another")
         assert again.forks == 0
         assert len(await reader.select_forks()) == 1
 
@@ -291,12 +291,12 @@ class StoreContract:
     ) -> None:
         a, b = twins
         logs = [bounded_log(a.info.mesh, i) for i in range(MAX_LOGS + 2)]
-        in_order = await a.store.receive(logs, source="peer")
+        in_order = await a.ingest.receive(logs, source="peer")
         assert (in_order.stored, in_order.rejected) == (MAX_LOGS, 2)
         assert in_order.stored_ids == [e.id for e in logs[:MAX_LOGS]]
         late_first = logs[::-1]  # the late logs are held first, then displaced
         for lo in range(0, len(late_first), 16):
-            await b.store.receive(late_first[lo : lo + 16], source="peer")
+            await b.ingest.receive(late_first[lo : lo + 16], source="peer")
 
         key = ForeignWriter(b"", seed=BOUNDED_SEED).key.public
         for node in (a, b):
@@ -311,7 +311,7 @@ class StoreContract:
         self, node: Node, writer: ForeignWriter
     ) -> None:
         entries = writer.run(10)
-        await node.store.receive(entries, source="peer")
+        await node.ingest.receive(entries, source="peer")
         log = await log_of(node, writer.key.public, writer.epoch)
         assert log is not None
         reader = reader_of(node)
@@ -333,7 +333,7 @@ class StoreContract:
         self, node: Node, writer: ForeignWriter
     ) -> None:
         entries = writer.run(6)
-        await node.store.receive(entries, source="peer")
+        await node.ingest.receive(entries, source="peer")
         log = await log_of(node, writer.key.public, writer.epoch)
         assert log is not None
         cost = [len(e.raw) + len(e.payload or b"") for e in entries]
@@ -349,8 +349,8 @@ class StoreContract:
         assert await span(log.log_id, gt=1, lte=6, limit=100, max_bytes=cost[1] - 1) == []
 
     async def test_the_audit_feed_reads_by_seq(self, node: Node, writer: ForeignWriter) -> None:
-        await node.store.receive(writer.run(5), source="peer")
-        await node.store.receive([BAD_INPUTS["another mesh"](writer)], source="hostile")
+        await node.ingest.receive(writer.run(5), source="peer")
+        await node.ingest.receive([BAD_INPUTS["another mesh"](writer)], source="hostile")
         reader = reader_of(node)
         feed = await reader.select_audit(limit=1000)
         seqs = [r.seq for r in feed]
@@ -376,8 +376,8 @@ class StoreContract:
         self, node: Node, writer: ForeignWriter
     ) -> None:
         entries = writer.run(4)
-        await node.store.receive([(e.raw, None) for e in entries[:2]], source="peer")  # bare
-        await node.store.receive(entries[2:], source="peer")
+        await node.ingest.receive([(e.raw, None) for e in entries[:2]], source="peer")  # bare
+        await node.ingest.receive(entries[2:], source="peer")
         reader = reader_of(node)
         logs = await reader.select_logs()
         stored = [s for g in logs for s in await reader.select_entries(g.log_id)]
@@ -393,10 +393,10 @@ class StoreContract:
     async def test_select_changed_names_the_logs_that_grew(
         self, node: Node, writer: ForeignWriter
     ) -> None:
-        await node.store.receive(writer.run(2), source="peer")
+        await node.ingest.receive(writer.run(2), source="peer")
         mark = await reader_of(node).max_pos()
         assert await reader_of(node).select_changed(gt=mark) == []
-        await node.store.receive(writer.run(3), source="peer")
+        await node.ingest.receive(writer.run(3), source="peer")
         (changed,) = await reader_of(node).select_changed(gt=mark)
         assert (changed.writer, changed.epoch, changed.head_seq) == (
             writer.key.public,
@@ -410,7 +410,7 @@ class StoreContract:
     async def test_the_frontier_is_every_held_logs_head(
         self, node: Node, writer: ForeignWriter
     ) -> None:
-        await node.store.receive(writer.run(3), source="peer")
+        await node.ingest.receive(writer.run(3), source="peer")
         await asyncio.gather(*self._author(node, 2))
         snap = await Replica(node.store, node.info.mesh).snapshot()
         logs = await reader_of(node).select_logs()
@@ -428,7 +428,7 @@ class StoreContract:
 
     async def test_the_heads_are_the_same_after_a_restart(self, home: Path, opened: Opener) -> None:
         async with opened(home) as node:
-            await node.store.receive(ForeignWriter(node.info.mesh).run(4), source="peer")
+            await node.ingest.receive(ForeignWriter(node.info.mesh).run(4), source="peer")
             before = await frontier_of(node)
         async with opened(home) as node:
             assert await frontier_of(node) == before
@@ -440,9 +440,9 @@ class StoreContract:
         writers = [ForeignWriter(a.info.mesh), ForeignWriter(a.info.mesh, epoch=b"\x02" * 8)]
         entries = [e for w in writers for e in w.run(8)]
         shuffled = random.Random(7).sample(entries, len(entries))
-        assert (await a.store.receive(entries, source="peer")).stored == 16
+        assert (await a.ingest.receive(entries, source="peer")).stored == 16
         for lo in range(0, 16, 3):  # another order, in batches
-            await b.store.receive(shuffled[lo : lo + 3], source="peer")
+            await b.ingest.receive(shuffled[lo : lo + 3], source="peer")
 
         assert await frontier_of(a) == await frontier_of(b)
         assert await held(a) == await held(b)

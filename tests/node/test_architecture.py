@@ -1,10 +1,10 @@
 """The house's rules that imports and SQL can show (docs/architecture.md §Table owners).
 
 - Every table of the store file has one owning package, and only that package names the table
-  in SQL — an owner hands another the statements it needs of its tables (``Hidden.positions``,
-  ``entries_at``, ``shown_at``, ``Semantic.queued``).  ``FROZEN`` lists the statements of
-  migration steps, which cannot change, that name another's table; an entry that no longer
-  holds fails the test too.
+  in SQL — an owner hands another the statements it needs of its tables
+  (``HiddenEntries.positions``, ``entries_at``, ``shown_at``, ``Semantic.queued``).
+  ``FROZEN`` lists the statements of migration steps, which cannot change, that name another's
+  table; an entry that no longer holds fails the test too.
 - No module of ``node`` or ``protocol`` imports a private name (``_x``) from another package.
 """
 

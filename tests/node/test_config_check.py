@@ -18,7 +18,6 @@ from tests.node.test_mcp import MEMLANE, TIMEOUT
 BAD = """\
 zone = "PST"
 synchronous = "SOMETIMES"
-statement_process = "yes"
 [serve]
 health = "nowhere"
 [discovery]
@@ -33,7 +32,6 @@ batch = 0
 """
 BAD_PROBLEMS = [
     "synchronous must be OFF, NORMAL, FULL or EXTRA",
-    "statement_process must be true or false",
     "zone: 'PST' is not an IANA time zone name (e.g. Europe/Berlin)",
     "serve.health: 'nowhere' is not HOST:PORT (e.g. 127.0.0.1:8765)",
     "discovery.enabled must be true or false (on or off)",
@@ -73,20 +71,6 @@ def test_the_serving_keys_and_their_defaults():
     assert (default.discovery_max_waiting, default.discovery_evict_after_ms) == (64, 10_000)
     turns = NodeConfig.from_mapping({"discovery": {"max_waiting": 8, "evict_after": "1s"}})
     assert (turns.discovery_max_waiting, turns.discovery_evict_after_ms) == (8, 1000)
-
-
-def test_the_statement_process_is_off_unless_the_configuration_says():
-    from node.node import _options
-
-    default = NodeConfig.from_mapping({})
-    # Off unless asked for: a served node out of file descriptors must still answer.
-    assert (_options(default).statement_process, _options(default, True).statement_process) == (
-        False,
-        False,
-    )
-    for value in (False, True):
-        config = NodeConfig.from_mapping({"statement_process": value})
-        assert {_options(config, s).statement_process for s in (False, True)} == {value}
 
 
 def test_the_search_keys_and_their_defaults():

@@ -22,7 +22,7 @@ from node.members.errors import MeshError, NotAuthority, UnknownMember
 from node.members.membership import Cutoff, Membership
 from node.node import Node
 from node.store import StoreOptions
-from node.store.views import Applied, Hidden
+from node.store.views import AppliedEntry, HiddenEntries
 from protocol.clock import Hlc
 from protocol.entry import Entry
 from protocol.kinds import encode_payload
@@ -378,9 +378,11 @@ async def test_membership_survives_a_restart_and_a_views_rebuild(node_dir: Path,
         assert (await node.receive([kept.next(payload=sr_in("team", 2))], source="p")).stored
 
 
-def _applied(log_id: int, epoch: bytes, seq: int, wall: int, kind: str, payload: Any) -> Applied:
+def _applied(
+    log_id: int, epoch: bytes, seq: int, wall: int, kind: str, payload: Any
+) -> AppliedEntry:
     encode_payload(kind, payload)  # a valid payload
-    return Applied(seq, log_id, AUTHORITY, epoch, seq, Hlc(wall, 0), kind, payload)
+    return AppliedEntry(seq, log_id, AUTHORITY, epoch, seq, Hlc(wall, 0), kind, payload, wall)
 
 
 AUTHORITY = b"\xaa" * 32
@@ -419,6 +421,6 @@ async def test_member_entries_fold_alike_in_any_arrival_order() -> None:
     membership = Membership(AUTHORITY)
     for item in items:
         await membership.apply(None, item)
-    await membership.hide(None, Hidden(2, 1))
+    await membership.hide(None, HiddenEntries(2, 1, 0))
     k1, k2 = membership.members()
     assert (k1.workspaces, k2.workspaces, k2.revoked) == (("team",), ("team",), None)

@@ -15,7 +15,7 @@ import pytest
 from node.errors import StoreVersionError
 from node.node import Node
 from node.schema import MIGRATIONS, SCHEMA_VERSION
-from node.store import Store
+from node.store import Ingest, Store
 from node.store.connection import Connection
 from node.store.schema import migrate
 from node.views import default_views
@@ -68,7 +68,7 @@ async def test_a_version_1_store_is_migrated_on_open(tmp_path: Path, wall: Any) 
         # The migrated tables work: a received entry is stored and applied to the SR view.
         foreign = ForeignWriter(b"m" * 16)
         entry = foreign.next()
-        assert (await store.receive([entry], source="peer")).stored_ids == [entry.id]
+        assert (await Ingest(store).receive([entry], source="peer")).stored_ids == [entry.id]
         assert store.reader is not None
         assert await store.reader.count("srs") == 1
     finally:
@@ -111,7 +111,9 @@ async def test_a_newer_store_is_refused_and_left_untouched(
     path = tmp_path / "memlane.db"
     store = await Store.open(path, wall=wall, views=default_views(), migrations=MIGRATIONS)
     try:
-        await store.receive([ForeignWriter(b"m" * 16).next(hlc=Hlc(wall.now, 0))], source="peer")
+        await Ingest(store).receive(
+            [ForeignWriter(b"m" * 16).next(hlc=Hlc(wall.now, 0))], source="peer"
+        )
     finally:
         await store.close()
     await bump_version(path, SCHEMA_VERSION + 1)

@@ -210,7 +210,7 @@ async def test_bad_input_is_rejected_and_nothing_is_stored(
     before, before_digest = await counts(node), await digest(node)
     before_audit = await events(node, "entry_rejected")
 
-    items = node.store.precheck([item]) if prechecked else [item]
+    items = node.ingest.precheck([item]) if prechecked else [item]
     report = await node.receive(items, source="peer")
 
     assert (report.rejected, report.stored, report.pending) == (1, 0, 0)
@@ -234,7 +234,7 @@ async def test_a_bad_entry_does_not_spoil_the_good_ones_beside_it(
     bad = _tampered_payload(other)
     report = await node.receive([good[0], bad, good[1]], source="peer")
     assert (report.stored, report.rejected) == (2, 1)
-    prechecked = node.store.precheck([_tampered_payload(other), good[2]])
+    prechecked = node.ingest.precheck([_tampered_payload(other), good[2]])
     again = await node.receive(prechecked, source="peer")
     assert (again.stored, again.rejected) == (1, 1)
     assert set(report.stored_ids + again.stored_ids) == {e.id for e in good}

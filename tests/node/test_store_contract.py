@@ -17,10 +17,3 @@ class TestStore(StoreContract):
 class TestStorePerEntry(StoreContract):
     def options(self) -> StoreOptions:
         return StoreOptions(amortised_verification=False, max_batch=1)
-
-
-class TestStoreStatementProcess(StoreContract):
-    """The writer's connection in a child process (node/store/statements.py)."""
-
-    def options(self) -> StoreOptions:
-        return StoreOptions(statement_process=True)

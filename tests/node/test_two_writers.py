@@ -1,7 +1,6 @@
 """Two processes writing one node's store — a ``memlane write`` beside a running ``memlane
 serve`` — each see what the other committed: a batch that begins after another connection
-committed is built again on reloaded state, with the batch built behind it (the writer's
-connection on a thread, and in a process of its own)."""
+committed is built again on reloaded state, with the batch built behind it."""
 
 from __future__ import annotations
 
@@ -21,9 +20,8 @@ SCOPES = ("read:workspace", "write:workspace")
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("process", [False, True], ids=["thread", "process"])
-async def test_two_openers_of_one_store_write_in_turn(node_dir: Path, wall: Wall, process: bool):
-    options = StoreOptions(statement_process=process)
+async def test_two_openers_of_one_store_write_in_turn(node_dir: Path, wall: Wall):
+    options = StoreOptions()
     async with (
         Node.open(node_dir, wall=wall, options=options) as a,
         Node.open(node_dir, wall=wall, options=options) as b,
@@ -57,26 +55,23 @@ async def test_two_openers_of_one_store_write_in_turn(node_dir: Path, wall: Wall
 _PUT = "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)"
 
 
-async def _open(path: Path, wall: Wall, process: bool) -> Store:
+async def _open(path: Path, wall: Wall) -> Store:
     return await Store.open(
         path,
         wall=wall,
-        options=StoreOptions(statement_process=process),
+        options=StoreOptions(),
         views=default_views(),
         migrations=MIGRATIONS,
     )
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("process", [False, True], ids=["thread", "process"])
-async def test_a_batch_gone_stale_with_nothing_behind_it_is_redone(
-    tmp_path: Path, wall: Wall, process: bool
-):
+async def test_a_batch_gone_stale_with_nothing_behind_it_is_redone(tmp_path: Path, wall: Wall):
     """The last batch before a quiet spell meets another connection's commit: the writer
     redoes it at once, not when the next write comes."""
     a, b = (
-        await _open(tmp_path / "s.db", wall, process),
-        await _open(tmp_path / "s.db", wall, process),
+        await _open(tmp_path / "s.db", wall),
+        await _open(tmp_path / "s.db", wall),
     )
     runs = 0
     try:
@@ -101,17 +96,16 @@ async def test_a_batch_gone_stale_with_nothing_behind_it_is_redone(
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("process", [False, True], ids=["thread", "process"])
 async def test_a_batch_gone_stale_while_the_next_was_built_is_redone_with_it(
-    tmp_path: Path, wall: Wall, process: bool
+    tmp_path: Path, wall: Wall
 ):
     """Batch 1 meets another connection's commit before its first trip; batch 2 was built
     behind it on the same state.  Both are built again, in order, and both commit."""
     runs = {"first": 0, "second": 0}
     building = asyncio.Event()
     a, b = (
-        await _open(tmp_path / "s.db", wall, process),
-        await _open(tmp_path / "s.db", wall, process),
+        await _open(tmp_path / "s.db", wall),
+        await _open(tmp_path / "s.db", wall),
     )
     assert a._writer is not None
     commits = a._writer.commits

@@ -26,7 +26,7 @@ from node.errors import StoreError
 from node.identity import node_id
 from node.members.membership import Membership
 from node.progress import Progress
-from node.store import AuditEvent, Checked, Report, Store, Txn
+from node.store import AuditEvent, Ingest, Prechecked, Report, Store, Txn
 from node.store.audit import audit, bundle_subjects
 from node.store.writer import Operation
 from node.transfer.bundles.files import _BATCH, BundleError
@@ -161,6 +161,7 @@ class _Import:
         self, store: Store, path: Path, verified: _Verified, resumed: _Resumed | None, size: int
     ) -> None:
         self.store, self.path, self.verified, self.size = store, path, verified, size
+        self.ingest = Ingest(store)
         self.saved = resumed  # what ``state`` holds now, as this run knows it
         self.key = resumed.key if resumed else os.urandom(16)  # names what it brought
         self.done = resumed.done if resumed else 0
@@ -190,7 +191,7 @@ class _Import:
         fresh = chunk[max(0, self.done - start) :]
         if not fresh and not last:
             return
-        checked = self.store.precheck(fresh)  # while the write lock is left free
+        checked = self.ingest.precheck(fresh)  # while the write lock is left free
         await self._pause(pause)
         done = start + len(chunk)
         result: tuple[Report, _Resumed] = await self.store.run(self._op(checked, done, last))
@@ -214,12 +215,12 @@ class _Import:
         if wait > 0:
             await asyncio.sleep(wait)
 
-    def _op(self, fresh: list[Checked], done: int, last: bool) -> Operation:
+    def _op(self, fresh: list[Prechecked], done: int, last: bool) -> Operation:
         async def op(txn: Txn) -> tuple[Report, _Resumed]:
             await self._same_progress(txn)
             total = _copy(self.total)
             for i in range(0, len(fresh), _BATCH):
-                part = await self.store.receive_in(
+                part = await self.ingest.receive_in(
                     txn, fresh[i : i + _BATCH], source=self.source, event=None
                 )
                 _add(total, part)
