@@ -1,4 +1,5 @@
-"""A node's identity on disk: its Ed25519 key (and, on an authority, the mesh authority key).
+"""A node's identity on disk: its Ed25519 key (and, on an authority, the mesh authority key);
+the random bytes it draws, and the identifiers it makes of them (UUIDv7).
 
 Keys are 32-byte seeds in files of mode 0600 inside a data directory of mode 0700.  A node id
 is the short readable form of its public key: base32 of its first 10 bytes, in groups of four.
@@ -25,6 +26,7 @@ __all__ = [
     "node_id",
     "random_bytes",
     "random_source",
+    "uuid7",
     "write_key",
 ]
 
@@ -87,3 +89,15 @@ def load_key(path: Path) -> SigningKey:
     if path.stat().st_mode & 0o077:
         raise ConfigError(f"{path} is readable by others; run `chmod 600 {path}`")
     return SigningKey(seed)
+
+
+def uuid7(ms: int) -> str:
+    """A UUIDv7 (RFC 9562): 48-bit Unix ms, version 7, 74 random bits, variant 10."""
+    rand = int.from_bytes(random_bytes(10))
+    value = (ms & _MS_MASK) << 80 | 0x7 << 76 | (rand >> 62 & 0xFFF) << 64 | 0b10 << 62
+    h = f"{value | rand & _LOW62:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_MS_MASK = (1 << 48) - 1
+_LOW62 = (1 << 62) - 1

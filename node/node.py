@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from node.access import tokens
 from node.access.callers import Caller
-from node.authoring import Author
 from node.config import NodeConfig
 from node.errors import ConfigError, NotInitialised, Refusal
 from node.identity import AUTHORITY_KEY_FILE, DB_FILE, NODE_KEY_FILE, create_key, load_key
@@ -37,7 +36,7 @@ from node.store.pending import SourceRow
 from node.tools import windows
 from node.tools.args import check_unicode
 from node.tools.catalog import by_name, unknown_tool
-from node.tools.context import Handler, ToolContext
+from node.tools.context import Author, Handler, ToolContext
 from node.tools.looks import LOOKS, unknown_look
 from node.tools.periods import declared_periods
 from node.transfer.verify import VerifyReport, verify_log

@@ -31,8 +31,8 @@ from node.members.errors import MeshError, UnknownMember
 from node.store.members import select_authority, select_member_entries
 from node.store.partial import holds_place
 from node.store.store import Wait
-from node.store.txn import Txn
 from node.store.views import AppliedEntry, Erased, HiddenEntries
+from node.store.writer import Txn
 from protocol.clock import Hlc
 from protocol.entry import Header, decode_header
 from protocol.errors import PayloadError

@@ -26,7 +26,7 @@ from node.search.embedders import Embedder
 from node.search.held import Held, Near, Quantised, Scored, quantise
 from node.search.tables import QUEUED_DOCS, forgetting, queue_live, select_queued
 from node.store import Store
-from node.store.txn import Txn
+from node.store.writer import Txn
 from node.views.sr_queries import select_embedded
 
 __all__ = ["IndexStatus", "VectorIndex", "embedded_text"]

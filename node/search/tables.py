@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from node.store import Reader, Store
-from node.store.txn import Txn
+from node.store.writer import Txn
 from node.views.sr_queries import LIVE_DOCS, SHOWN_COLUMNS, shown_at
 
 __all__ = ["QUEUED_DOCS", "forget_index", "forgetting", "queue_live", "select_queued"]

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from node.store.txn import Txn
+from node.store.writer import Txn
 from protocol.canonical import encode_canonical
 
 __all__ = [

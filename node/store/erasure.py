@@ -21,8 +21,8 @@ from typing import Any
 
 from node.store.audit import AuditEvent, audit
 from node.store.connection import Connection
-from node.store.txn import Txn
 from node.store.views import AppliedEntry, View
+from node.store.writer import Txn
 from protocol.entry import decode_header
 from protocol.errors import ProtocolError
 from protocol.kinds import decode_payload

@@ -40,7 +40,7 @@ from node.store.pending import (
     select_sources,
 )
 from node.store.store import Admission, Store, Wait
-from node.store.txn import Txn
+from node.store.writer import Txn
 from protocol.canonical import encode_canonical
 from protocol.entry import Entry, LogId
 from protocol.errors import ProtocolError
@@ -156,7 +156,7 @@ class Ingest:
     def precheck(self, entries: Sequence[Received]) -> list[Prechecked]:
         """Step 1 for each entry, which reads nothing of the store: done before a
         transaction, it is not done in it."""
-        return [precheck(self.store, entry) for entry in entries]
+        return [_precheck(self.store, entry) for entry in entries]
 
     # -- the pending area (node/store/pending.py) ----------------------------------------------
 
@@ -195,7 +195,7 @@ class Ingest:
             store.audit_rejection(txn, row.source, AuditEvent.ENTRY_REJECTED, _EXPIRED, row.id)
 
 
-def precheck(store: Store, item: Received | Prechecked) -> Prechecked:
+def _precheck(store: Store, item: Received | Prechecked) -> Prechecked:
     """Step 1 for one entry: it decodes, its payload is the one its header names, it is of
     ``store``'s mesh, and a payload of a known kind meets its schema."""
     if isinstance(item, Candidate | RejectedEntry):
@@ -253,7 +253,7 @@ class _Batch:
         self.txn.reserve(MISSING_INSERT, MISSING_DELETE)  # in this order, whatever comes first
         by_log: dict[LogId, dict[bytes, Candidate]] = {}
         for item in items:
-            cand = precheck(self.store, item)
+            cand = _precheck(self.store, item)
             if isinstance(cand, RejectedEntry):
                 self._reject(cand.reason, cand.entry_id)
             else:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from node.store.heads import LogHead, LogTable
-from node.store.txn import Txn
+from node.store.writer import Txn
 from protocol.entry import Header
 
 __all__ = ["TooManyLogs", "make_room"]

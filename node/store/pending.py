@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from node.refusals import REFUSALS
-from node.store.txn import Txn
+from node.store.writer import Txn
 
 __all__ = [
     "SWEEP_EVERY_MS",

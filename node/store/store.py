@@ -39,9 +39,8 @@ from node.store.partial import (
 )
 from node.store.reader import Reader
 from node.store.schema import migrate, refuse_newer
-from node.store.txn import Txn
 from node.store.views import AppliedEntry, HiddenEntries, View
-from node.store.writer import GroupWriter
+from node.store.writer import GroupWriter, Txn
 from protocol.clock import Hlc, HybridClock
 from protocol.entry import Entry, Header, LogId, decode_header
 from protocol.errors import ProtocolError
@@ -492,7 +491,7 @@ class Store:
         if head.forked_at is not None and head.forked_at <= from_seq:
             return
         head.forked_at = from_seq
-        txn.wide = True
+        txn.views_rewritten = True
         for view in self.views:
             await view.hide(txn, HiddenEntries(head.log_id, from_seq, self.moment()))
         txn.add(
@@ -510,7 +509,7 @@ class Store:
         return count
 
     async def _replay(self, txn: Txn, progress: Progress | None) -> int:
-        txn.wide = True
+        txn.views_rewritten = True
         for view in self.views:
             view.reset()
             for sql in view.clear:

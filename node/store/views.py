@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from node.store.txn import Txn
+from node.store.writer import Txn
 from protocol.clock import Hlc
 
 __all__ = [

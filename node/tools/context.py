@@ -1,6 +1,7 @@
 """What a tool's handler is handed of the node (``ToolContext``), and the one signature every
 handler has (``Handler``): ``await handler(ctx, caller, args)`` → the tool's answer, a
-JSON-ready dict, or a ``Refusal`` with the exact text a caller is shown.
+JSON-ready dict, or a ``Refusal`` with the exact text a caller is shown.  ``Author`` is the
+node's writing identity, through which handlers write.
 
 The node builds a context for each call from what it holds at that moment — its writing
 identity, its store, the config's profiles and response format, the window guard, the vector
@@ -15,17 +16,35 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from node.access.callers import Caller
-from node.authoring import Author
-from node.store import Reader, Store
+from node.store import AuthoredEntry, Content, Reader, Store, Txn
+from protocol.signing import SigningKey
 
 if TYPE_CHECKING:  # the guard imports the tool modules; numpy loads only with an embedder
     from node.search.index import VectorIndex
     from node.tools.timeline_spec import Profile
     from node.tools.windows import WindowGuard
 
-__all__ = ["Handler", "ToolContext"]
+__all__ = ["After", "Author", "Handler", "ToolContext"]
 
 T = TypeVar("T")
+After = Callable[[Txn, AuthoredEntry], None]
+
+
+@dataclass(slots=True)
+class Author:
+    """This node's writing identity: key, mesh and current epoch, over its store."""
+
+    store: Store
+    key: SigningKey
+    mesh: bytes
+    epoch: bytes
+
+    def write(
+        self, kind: str, content: Content, after: After | None = None
+    ) -> Awaitable[AuthoredEntry]:
+        """Author one entry (``Store.author``); ``content`` is (payload bytes, payload) or an
+        async builder, ``after`` queues its audit event."""
+        return self.store.author(self.key, self.mesh, self.epoch, kind, content, after)
 
 
 @dataclass(frozen=True, slots=True)

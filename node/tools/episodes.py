@@ -12,7 +12,7 @@ from typing import Any
 
 from node.access.callers import Caller
 from node.errors import Refusal
-from node.ids import uuid7
+from node.identity import uuid7
 from node.store import AuditEvent, AuthoredEntry, Txn
 from node.store.audit import audit
 from node.tools.args import check_names, encode, optional_time, present

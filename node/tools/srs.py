@@ -11,13 +11,12 @@ from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from node.access.callers import Caller
-from node.authoring import Author
 from node.errors import Refusal
-from node.ids import uuid7
+from node.identity import uuid7
 from node.store import AuditEvent, AuthoredEntry, Content, Txn
 from node.store.audit import audit
 from node.tools.args import check_names, encode, optional_time, present
-from node.tools.context import ToolContext
+from node.tools.context import Author, ToolContext
 from node.views.read_rule import may_read_sr
 from node.views.srs import entry_ids, mark_deleted, select_live
 from protocol.entry import Entry

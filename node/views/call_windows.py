@@ -16,8 +16,8 @@ from typing import Any
 
 from node.access.callers import Caller
 from node.store import Reader
-from node.store.txn import Txn
 from node.store.views import AppliedEntry, Erased, HiddenEntries
+from node.store.writer import Txn
 from node.views.fold import order_key
 
 __all__ = ["CallWindowView", "select_call_windows"]

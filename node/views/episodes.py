@@ -24,8 +24,8 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from node.store.txn import Txn
 from node.store.views import AppliedEntry, Erased, HiddenEntries
+from node.store.writer import Txn
 from node.views.fold import order_key
 
 __all__ = ["LATER", "EpisodeView", "select_manager", "select_newest_id"]

@@ -11,7 +11,7 @@ from typing import Any
 
 from node.access.callers import Caller
 from node.store import Reader
-from node.store.txn import Txn
+from node.store.writer import Txn
 from node.views.read_rule import readable_srs
 from node.views.timeline import Page, Query, select_page
 

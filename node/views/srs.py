@@ -26,7 +26,6 @@ from functools import lru_cache
 from typing import Any
 
 from node.identity import node_id
-from node.store.txn import Fetch, Txn
 from node.store.views import (
     ENTRY_COLUMNS,
     AppliedEntry,
@@ -35,6 +34,7 @@ from node.store.views import (
     entries_at,
     entry_id_at,
 )
+from node.store.writer import Fetch, Txn
 from node.views.fold import SrState, digests, fold_all, fold_entry, order_key
 from node.views.shown import shown_blob
 from protocol.canonical import decode_canonical

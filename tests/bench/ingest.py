@@ -37,8 +37,7 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate
 
 from node.access.callers import Caller
-from node.identity import node_id
-from node.ids import uuid7
+from node.identity import node_id, uuid7
 from node.node import Node
 from node.schema import MIGRATIONS, SCHEMA_VERSION
 from node.store import StoreOptions
@@ -222,6 +221,13 @@ class RawLog:
 
     def write(self, batch: Sequence[tuple[str, dict[str, Any]]]) -> None:
         """Seal and durably write one transaction of (principal, fields) SRs."""
+        self.db.execute("BEGIN IMMEDIATE")
+        for sql, rows in self.rows(batch):
+            self.db.executemany(sql, rows)
+        self.db.execute("COMMIT")
+
+    def rows(self, batch: Sequence[tuple[str, dict[str, Any]]]) -> list[tuple[str, list[Any]]]:
+        """Seal one transaction of (principal, fields) SRs: the rows it writes, by statement."""
         headers, payloads, versions, srs, fts, tags, audits = [], [], [], [], [], [], []
         for principal, fields in batch:
             self._tick()
@@ -305,18 +311,17 @@ class RawLog:
             fts.append((doc, fields["title"], fields["text"], tags_text))
             tags += [(tag, sr_id) for tag in fields["tags"]]
             audits.append(("sr_written", self.wall, WORKSPACE, sr_id, principal, entry_id, None))
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        db.execute(_LOG_UPSERT, (1, self.public, self.epoch, self.seq, self.prev, None))
-        db.executemany(_HEADER_INSERT, headers)
-        db.executemany(_PAYLOAD_INSERT, payloads)
-        db.executemany(_VERSION_INSERT, versions)
-        db.executemany(_SRS_INSERT, srs)
-        db.executemany(_FTS_INSERT, fts)
-        db.executemany(_TAG_INSERT, tags)
-        db.executemany(_AUDIT_INSERT, audits)
-        db.execute(_STATE_UPSERT, ("hlc", msgpack.packb([self.wall, self.counter])))
-        db.execute("COMMIT")
+        return [
+            (_LOG_UPSERT, [(1, self.public, self.epoch, self.seq, self.prev, None)]),
+            (_HEADER_INSERT, headers),
+            (_PAYLOAD_INSERT, payloads),
+            (_VERSION_INSERT, versions),
+            (_SRS_INSERT, srs),
+            (_FTS_INSERT, fts),
+            (_TAG_INSERT, tags),
+            (_AUDIT_INSERT, audits),
+            (_STATE_UPSERT, [("hlc", msgpack.packb([self.wall, self.counter]))]),
+        ]
 
     def _digests(self, fields: dict[str, Any]) -> tuple[bytes, bytes]:
         """The digests of what ``changes`` compares (node.views.fold.digests), by hand."""

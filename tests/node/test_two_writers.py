@@ -12,7 +12,7 @@ import pytest
 from node.node import Node
 from node.schema import MIGRATIONS
 from node.store import Store, StoreOptions
-from node.store.txn import Txn
+from node.store.writer import Txn
 from node.views import default_views
 from tests.node.conftest import Wall
 
