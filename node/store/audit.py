@@ -19,6 +19,7 @@ __all__ = [
     "AUDIT_INSERT",
     "AUDIT_INSERT_AT_POS",
     "AuditEvent",
+    "EntryEvent",
     "RejectionLimiter",
     "audit",
     "bundle_subjects",
@@ -48,6 +49,17 @@ class AuditEvent(enum.StrEnum):
     FORK_DETECTED = "fork_detected"
     PEER_CONNECTED = "peer_connected"
     PEER_DISCONNECTED = "peer_disconnected"
+
+
+@dataclass(frozen=True, slots=True)
+class EntryEvent:
+    """The event an entry this node authors writes with it (``Store.author``): stamped at the
+    entry's clock and naming it by its store position (its id is known once it is sealed)."""
+
+    event: AuditEvent
+    workspace: str
+    subject: str
+    principal: str
 
 
 def audit(

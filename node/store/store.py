@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from node.errors import Refusal, StoreError
 from node.logging import get_logger
 from node.progress import Progress
-from node.store.audit import AuditEvent, RejectionLimiter, audit
+from node.store.audit import AuditEvent, EntryEvent, RejectionLimiter, audit
 from node.store.connection import Connection, translated, truncate_wal
 from node.store.erasure import ERASE, HELD, HELD_ERASES, SCRUB, SCRUB_INTERVAL, Erasures, scrub_step
 from node.store.heads import LOG_UPSERT, LogHead, LogTable, decode_hlc, encode_hlc
@@ -408,10 +408,10 @@ class Store:
         epoch: bytes,
         kind: str,
         content: Content,
-        after: Callable[[Txn, AuthoredEntry], None] | None = None,
+        event: EntryEvent | None = None,
     ) -> asyncio.Future[AuthoredEntry]:
         """Append one entry of this node's log (``key``'s, epoch ``epoch``), sealed when its
-        batch is written (``AuthoredEntry.seal``); ``after`` queues the entry's audit event.
+        batch is written (``AuthoredEntry.seal``), with its audit ``event`` if it has one.
         A write placed in a workspace this node's grant no longer holds is refused (a token
         issued before the grant narrowed, docs/partial.md)."""
 
@@ -430,8 +430,16 @@ class Store:
             at = (authored.pos, head.log_id, key.public, epoch, head.seq, authored.hlc)
             item = AppliedEntry(*at, kind, payload, self.moment(), fresh)
             await self._apply(txn, item, authored.hlc.wall)
-            if after is not None:
-                after(txn, authored)
+            if event is not None:
+                audit(
+                    txn,
+                    event.event,
+                    authored.hlc.wall,
+                    workspace=event.workspace,
+                    subject=event.subject,
+                    principal=event.principal,
+                    entry_pos=authored.pos,
+                )
             return authored
 
         return self.run(op)

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from node.access.callers import Caller
-from node.store import AuthoredEntry, Content, Reader, Store, Txn
+from node.store import AuthoredEntry, Content, Reader, Store
+from node.store.audit import EntryEvent
 from protocol.signing import SigningKey
 
 if TYPE_CHECKING:  # the guard imports the tool modules; numpy loads only with an embedder
@@ -24,10 +25,9 @@ if TYPE_CHECKING:  # the guard imports the tool modules; numpy loads only with a
     from node.tools.timeline_spec import Profile
     from node.tools.windows import WindowGuard
 
-__all__ = ["After", "Author", "Handler", "ToolContext"]
+__all__ = ["Author", "Handler", "ToolContext"]
 
 T = TypeVar("T")
-After = Callable[[Txn, AuthoredEntry], None]
 
 
 @dataclass(slots=True)
@@ -40,11 +40,11 @@ class Author:
     epoch: bytes
 
     def write(
-        self, kind: str, content: Content, after: After | None = None
+        self, kind: str, content: Content, event: EntryEvent | None = None
     ) -> Awaitable[AuthoredEntry]:
         """Author one entry (``Store.author``); ``content`` is (payload bytes, payload) or an
-        async builder, ``after`` queues its audit event."""
-        return self.store.author(self.key, self.mesh, self.epoch, kind, content, after)
+        async builder; ``event``, the audit event it writes with it."""
+        return self.store.author(self.key, self.mesh, self.epoch, kind, content, event)
 
 
 @dataclass(frozen=True, slots=True)

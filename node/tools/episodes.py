@@ -13,8 +13,8 @@ from typing import Any
 from node.access.callers import Caller
 from node.errors import Refusal
 from node.identity import uuid7
-from node.store import AuditEvent, AuthoredEntry, Txn
-from node.store.audit import audit
+from node.store import AuditEvent, Txn
+from node.store.audit import EntryEvent
 from node.tools.args import check_names, encode, optional_time, present
 from node.tools.context import ToolContext
 from node.views.episodes import select_manager, select_newest_id
@@ -135,16 +135,6 @@ async def work_forget(ctx: ToolContext, caller: Caller, args: Mapping[str, Any])
         await _manageable(txn, caller, episode_id)
         return encode("episode.forget", payload), payload
 
-    def after(txn: Txn, authored: AuthoredEntry) -> None:
-        audit(
-            txn,
-            AuditEvent.EPISODE_FORGOTTEN,
-            authored.hlc.wall,
-            workspace=caller.workspace,
-            subject=episode_id,
-            principal=caller.principal,
-            entry_pos=authored.pos,
-        )
-
-    await ctx.author.write("episode.forget", build, after)
+    event = EntryEvent(AuditEvent.EPISODE_FORGOTTEN, caller.workspace, episode_id, caller.principal)
+    await ctx.author.write("episode.forget", build, event)
     return {"id": episode_id, "forgotten": True}

@@ -13,8 +13,8 @@ from typing import Any, TypeGuard
 from node.access.callers import Caller
 from node.errors import Refusal
 from node.identity import uuid7
-from node.store import AuditEvent, AuthoredEntry, Content, Txn
-from node.store.audit import audit
+from node.store import AuditEvent, Content, Txn
+from node.store.audit import EntryEvent, audit
 from node.tools.args import check_names, encode, optional_time, present
 from node.tools.context import Author, ToolContext
 from node.views.read_rule import may_read_sr
@@ -83,19 +83,8 @@ def _result(sr_id: str, entry: Entry, created: bool) -> dict[str, Any]:
     }
 
 
-def _audit_written(caller: Caller, sr_id: str) -> Any:
-    def after(txn: Txn, authored: AuthoredEntry) -> None:
-        audit(
-            txn,
-            AuditEvent.SR_WRITTEN,
-            authored.hlc.wall,
-            workspace=caller.workspace,
-            subject=sr_id,
-            principal=caller.principal,
-            entry_pos=authored.pos,
-        )
-
-    return after
+def _audit_written(caller: Caller, sr_id: str) -> EntryEvent:
+    return EntryEvent(AuditEvent.SR_WRITTEN, caller.workspace, sr_id, caller.principal)
 
 
 def _payload(caller: Caller, sr_id: str, body: dict[str, Any]) -> dict[str, Any]:
