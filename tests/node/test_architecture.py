@@ -145,3 +145,21 @@ def test_no_private_name_is_imported_across_packages():
                 if private and _package(node.module) != here:
                     crossing.append(f"{path}: from {node.module} import {alias.name}")
     assert crossing == []
+
+
+def _rooms_named(markdown: str) -> set[str]:
+    """The names in the first column of docs/architecture.md's table of ``node/``'s rooms."""
+    section = markdown.split("## `node/` — the node", 1)[1].split("\n## ", 1)[0]
+    firsts = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    return {name for cell in firsts for name in re.findall(r"`([^`]+)`", cell)}
+
+
+def test_every_room_of_the_node_is_in_the_architecture_table():
+    """Each package and module of ``node/`` has its row (a package's docstring says the rest)."""
+    named = _rooms_named((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    node = ROOT / "node"
+    rooms = {f"{p.name}/" for p in node.iterdir() if (p / "__init__.py").exists()}
+    rooms |= {p.name for p in node.glob("*.py") if p.name != "__init__.py"}
+    assert rooms - named == set()
+    assert named - rooms == set()  # and no row names a room that is gone
+    assert _rooms_named("## `node/` — the node\n\n| `a.py`, `b/` | x |\n") == {"a.py", "b/"}
