@@ -24,8 +24,10 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from typing_extensions import override
+
 from node.store.txn import Txn
-from node.store.views import AppliedEntry, Erased, HiddenEntries
+from node.store.views import AppliedEntry, Erased, HiddenEntries, View
 from node.views.fold import order_key
 
 __all__ = ["LATER", "EpisodeView", "select_manager", "select_newest_id"]
@@ -109,7 +111,7 @@ def _record_row(item: AppliedEntry) -> tuple[Any, ...]:
     )
 
 
-class EpisodeView:
+class EpisodeView(View):
     """Keeps ``episodes`` from the episode entries."""
 
     kinds = frozenset(_KIND)
@@ -148,6 +150,7 @@ class EpisodeView:
             txn.add(_DUE, (wall, p["vault"], p["id"]))
             self.next_due = wall if self.next_due is None else min(self.next_due, wall)
 
+    @override
     async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased:
         return Erased()  # nothing here is derived from SR entries
 

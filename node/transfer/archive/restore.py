@@ -93,10 +93,10 @@ async def restore_archive(
     stage.mkdir(mode=0o700, parents=True)
     room = shutil.disk_usage(stage).free if max_bytes is None else max_bytes
     try:
-        manifest, secrets = await asyncio.to_thread(
+        secrets = await asyncio.to_thread(
             _unpack, archive, stage, passphrase, progress or quiet, room
         )
-        report = await _rebuild(stage, manifest, secrets, now=now, keep_tokens=keep_tokens)
+        report = await _rebuild(stage, secrets, now=now, keep_tokens=keep_tokens)
         _move_into_place(stage, data)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
@@ -114,11 +114,9 @@ def _move_into_place(stage: Path, data: Path) -> None:
     stage.replace(data)
 
 
-def _unpack(
-    archive: Path, stage: Path, passphrase: bytes, told: Progress, room: int
-) -> tuple[dict[str, Any], Any]:
-    """Extract the listed files into ``stage``, each checked against the manifest, and open
-    the secrets; anything amiss raises ``ArchiveError`` (``stage`` is then thrown away)."""
+def _unpack(archive: Path, stage: Path, passphrase: bytes, told: Progress, room: int) -> Any:
+    """Extract the listed files into ``stage``, each checked against the manifest; the
+    secrets, opened.  Anything amiss raises ``ArchiveError`` (``stage`` is then thrown away)."""
     try:
         with gzip.open(archive, "rb") as raw:
             stream = _Inflated(cast(IO[bytes], raw), MAX_MANIFEST_BYTES + TAR_HEADROOM)
@@ -136,7 +134,7 @@ def _unpack(
             stream.drain()  # to the end: gzip checks its length and CRC there
     except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
         raise ArchiveError(f"{archive} is not a readable memlane archive: {exc}") from exc
-    return manifest, open_secrets(sealed, passphrase, manifest)
+    return open_secrets(sealed, passphrase, manifest)
 
 
 class _Inflated:
@@ -210,7 +208,7 @@ def _extract(
 
 
 async def _rebuild(
-    stage: Path, manifest: dict[str, Any], secrets: Any, *, now: int, keep_tokens: bool
+    stage: Path, secrets: Any, *, now: int, keep_tokens: bool
 ) -> tuple[str, str, str, int, int]:
     """Keys back in their files, tokens back in the store, a new epoch for each log this node
     writes, a new feed id — all without an audit event."""
