@@ -44,7 +44,7 @@ class _Watch:
         self.files: set[str] = set()
         self.watching = False
 
-    def trace(self, frame: FrameType, event: str, arg: Any) -> None:
+    def trace(self, frame: FrameType, _event: str, _arg: Any) -> None:
         if self.watching:
             self.files.add(frame.f_code.co_filename)
 
