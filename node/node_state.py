@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from node.errors import NotInitialised
 from node.identity import node_id, random_bytes
@@ -52,10 +51,7 @@ async def new_mesh(store: Store, key: SigningKey, authority: SigningKey) -> Node
     payload = {"node": key.public, "workspaces": ["*"], "cert_expires": _FAR_FUTURE_MS}
     data = encode_payload("member.add", payload)
 
-    async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
-        return data, payload
-
-    await store.author(authority, mesh, authority_epoch, "member.add", build)
+    await store.author(authority, mesh, authority_epoch, "member.add", (data, payload))
     return NodeInfo(node_id(key.public), key.public, mesh, epoch, feed_id)
 
 

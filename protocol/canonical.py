@@ -65,7 +65,7 @@ def _sorted_map(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
     return value
 
 
-def _refuse_ext(code: int, data: bytes) -> Any:
+def _refuse_ext(code: int, _data: bytes) -> Any:
     # No ext types at all: max_ext_len=0 still lets a zero-length ext through.
     raise ValueError(f"ext type {code} is not allowed")
 

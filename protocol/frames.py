@@ -195,7 +195,7 @@ def scan_body(body: bytes, *, max_objects: int, max_depth: int) -> None:
             return
 
 
-def _refuse_ext(code: int, data: bytes) -> Any:
+def _refuse_ext(code: int, _data: bytes) -> Any:
     # max_ext_len=0 still lets a zero-length ext through; no message has any.
     raise ValueError(f"ext type {code} is not allowed")
 

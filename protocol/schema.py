@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from typing_extensions import override
+
 from protocol.errors import PayloadError
 
 __all__ = [
@@ -50,6 +52,7 @@ class Text(_Type):
         compiled = re.compile(self.pattern) if self.pattern else None
         object.__setattr__(self, "_compiled", compiled)
 
+    @override
     def ok(self, value: Any, authoring: bool) -> bool:
         return (
             type(value) is str
@@ -57,6 +60,7 @@ class Text(_Type):
             and (self._compiled is None or self._compiled.fullmatch(value) is not None)
         )
 
+    @override
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not str:
             raise PayloadError("must be text", field=name)
@@ -70,9 +74,11 @@ class Text(_Type):
 class Choice(_Type):
     values: tuple[str, ...]
 
+    @override
     def ok(self, value: Any, authoring: bool) -> bool:
         return type(value) is str and value in self.values
 
+    @override
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not str or value not in self.values:
             raise PayloadError(f"must be one of {', '.join(self.values)}", field=name)
@@ -83,9 +89,11 @@ class Integer(_Type):
     lo: int
     hi: int
 
+    @override
     def ok(self, value: Any, authoring: bool) -> bool:
         return type(value) is int and self.lo <= value <= self.hi
 
+    @override
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not int or not self.lo <= value <= self.hi:
             raise PayloadError(f"must be an integer in [{self.lo}, {self.hi}]", field=name)
@@ -96,12 +104,14 @@ class Number(_Type):
     lo: float = -1e15
     hi: float = 1e15
 
+    @override
     def ok(self, value: Any, authoring: bool) -> bool:
         kind = type(value)
         if kind is float:
             return math.isfinite(value) and self.lo <= value <= self.hi
         return kind is int and self.lo <= value <= self.hi
 
+    @override
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         # ints are always finite; math.isfinite would overflow on ints beyond float range
         if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
@@ -112,9 +122,11 @@ class Number(_Type):
 
 @dataclass(frozen=True, slots=True)
 class Flag(_Type):
+    @override
     def ok(self, value: Any, authoring: bool) -> bool:
         return type(value) is bool
 
+    @override
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not bool:
             raise PayloadError("must be true or false", field=name)
@@ -124,9 +136,11 @@ class Flag(_Type):
 class Binary(_Type):
     length: int
 
+    @override
     def ok(self, value: Any, authoring: bool) -> bool:
         return type(value) is bytes and len(value) == self.length
 
+    @override
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not bytes or len(value) != self.length:
             raise PayloadError(f"must be {self.length} bytes", field=name)
@@ -147,6 +161,7 @@ class TextList(_Type):
             and (not self.unique or len(set(value)) == len(value))
         )
 
+    @override
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not list or not self.min_items <= len(value) <= self.max_items:
             raise PayloadError(f"must be a list of {self.min_items}–{self.max_items}", field=name)
@@ -171,6 +186,7 @@ class TextMap(_Type):
             )
         )
 
+    @override
     def check(self, value: Any, name: str, authoring: bool = True) -> None:
         if type(value) is not dict or len(value) > self.max_keys:
             raise PayloadError(f"must be a map of at most {self.max_keys} keys", field=name)

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import override
+
 from node.cli import bundles, commands, exchange, mesh, pending, search, serving, tools
 from node.cli.table import visible_lines
 from node.cli.times import expiry
@@ -34,6 +36,7 @@ class _Version(argparse.Action):
     """``--version``: the installed package's version, read from its metadata only when asked
     (reading it costs every other command's start-up some 20 ms)."""
 
+    @override
     def __init__(self, option_strings: Sequence[str], dest: str, **_: Any) -> None:
         super().__init__(
             option_strings,

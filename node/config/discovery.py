@@ -9,10 +9,11 @@ from typing import Any
 from node.config.values import parse_duration_ms
 from node.errors import ConfigError
 
-__all__: list[str] = []
+__all__ = ["read_discovery"]
 
 
-def _discovery(raw: Any, problems: list[str]) -> dict[str, Any]:
+def read_discovery(raw: Any, problems: list[str]) -> dict[str, Any]:
+    """``NodeConfig``'s ``discovery*`` values of ``[discovery]``."""
     if not isinstance(raw, dict) or set(raw) - {"enabled", "interfaces", *_DISCOVERY_BOUNDS}:
         problems.append(
             "discovery may set only enabled, interfaces, max_peers, max_waiting and evict_after"

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from node.address import Listen
-from node.config.values import _address, _bounds, _counts, _timeout
+from node.config.values import count_keys, read_address, read_bounds, read_timeout
 
-__all__ = ["MeshLimits"]
+__all__ = ["MeshLimits", "read_mesh", "read_mesh_limits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,28 +24,30 @@ class MeshLimits:
     handshake_timeout_ms: int = 10_000
 
 
-_MESH_LIMITS = _counts(MeshLimits)
+_MESH_LIMITS = count_keys(MeshLimits)
 
 _MESH_KEYS = (*_MESH_LIMITS, "handshake_timeout")
 
 
-def _mesh(raw: Any, problems: list[str]) -> tuple[Listen | None, tuple[Listen, ...]]:
+def read_mesh(raw: Any, problems: list[str]) -> tuple[Listen | None, tuple[Listen, ...]]:
+    """``[mesh]``'s listener and peers."""
     if not isinstance(raw, dict) or set(raw) - {"listen", "peers", *_MESH_KEYS}:
         problems.append(f"mesh may set only listen, peers and {', '.join(_MESH_KEYS)}")
         return None, ()
     listen = None
     if "listen" in raw:
-        listen = _address(raw["listen"], "mesh.listen", problems, any_port=True)
+        listen = read_address(raw["listen"], "mesh.listen", problems, any_port=True)
     peers = raw.get("peers", [])
     if not isinstance(peers, list):
         problems.append('mesh.peers must be a list of "HOST:PORT" strings')
         return listen, ()
-    found = [_address(p, "mesh.peers", problems, any_port=False) for p in peers]
+    found = [read_address(p, "mesh.peers", problems, any_port=False) for p in peers]
     return listen, tuple(p for p in found if p is not None)
 
 
-def _mesh_limits(raw: Any, problems: list[str]) -> MeshLimits:
+def read_mesh_limits(raw: Any, problems: list[str]) -> MeshLimits:
+    """``[mesh]``'s limits (a table ``read_mesh`` refused gives the defaults)."""
     if not isinstance(raw, dict) or set(raw) - {"listen", "peers", *_MESH_KEYS}:
-        return MeshLimits()  # _mesh said so
-    values = _bounds(raw, _MESH_LIMITS, "mesh", problems)
-    return MeshLimits(**values, **_timeout(raw, "handshake_timeout", "mesh", problems))
+        return MeshLimits()  # read_mesh said so
+    values = read_bounds(raw, _MESH_LIMITS, "mesh", problems)
+    return MeshLimits(**values, **read_timeout(raw, "handshake_timeout", "mesh", problems))

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from node.address import Listen
-from node.config.discovery import _discovery
-from node.config.mesh import MeshLimits, _mesh, _mesh_limits
-from node.config.search import _search
-from node.config.serve import _HEALTH, _MCP_HTTP, ServeLimits, _serve
-from node.config.tools import _profiles, _response_format, _zone
+from node.address import DEFAULT_HEALTH, DEFAULT_LISTEN, Listen, parse_listen
+from node.config.discovery import read_discovery
+from node.config.mesh import MeshLimits, read_mesh, read_mesh_limits
+from node.config.search import read_search
+from node.config.serve import ServeLimits, read_serve
+from node.config.tools import read_profiles, read_response_format, read_zone
 from node.config.values import InvalidConfig, parse_duration_ms
 from node.errors import ConfigError
 from node.search.settings import SearchConfig
@@ -26,6 +26,8 @@ __all__ = ["CONFIG_FILE", "ENVIRONMENT", "NodeConfig"]
 
 
 CONFIG_FILE = "config.toml"
+
+_MCP_HTTP, _HEALTH = parse_listen(DEFAULT_LISTEN), parse_listen(DEFAULT_HEALTH)
 
 _PENDING = {"pending_per_source": 1_000, "pending_bytes": 64 << 20}
 _KEYS = {
@@ -117,19 +119,19 @@ class NodeConfig:
             problems.append("pending_limit must be a non-negative integer")
         values["pending_limit"] = limit
         values.update(_pending(raw, problems))
-        values["zone"] = _zone(raw.get("zone", "UTC"), problems)
+        values["zone"] = read_zone(raw.get("zone", "UTC"), problems)
         try:
             if "retention" in raw:
                 values["retention_ms"] = parse_duration_ms(raw["retention"])
         except ConfigError as exc:
             problems.append(f"retention: {exc}")
-        values["profiles"] = _profiles(raw.get("profiles", {}), problems)
-        values["response_format"] = _response_format(raw.get("tools", {}), problems)
-        values["mesh_listen"], values["mesh_peers"] = _mesh(raw.get("mesh", {}), problems)
-        values["mesh_limits"] = _mesh_limits(raw.get("mesh", {}), problems)
-        values.update(_serve(raw.get("serve", {}), problems))
-        values.update(_discovery(raw.get("discovery", {}), problems))
-        values["search"] = _search(raw.get("search", {}), problems)
+        values["profiles"] = read_profiles(raw.get("profiles", {}), problems)
+        values["response_format"] = read_response_format(raw.get("tools", {}), problems)
+        values["mesh_listen"], values["mesh_peers"] = read_mesh(raw.get("mesh", {}), problems)
+        values["mesh_limits"] = read_mesh_limits(raw.get("mesh", {}), problems)
+        values.update(read_serve(raw.get("serve", {}), problems))
+        values.update(read_discovery(raw.get("discovery", {}), problems))
+        values["search"] = read_search(raw.get("search", {}), problems)
         if problems:
             raise InvalidConfig(where, problems)
         return cls(**values)

@@ -8,18 +8,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-from node.config.values import _MAX_TIMEOUT_MS, parse_duration_ms
+from node.config.values import MAX_TIMEOUT_MS, parse_duration_ms
 from node.errors import ConfigError
 from node.search.settings import EMBEDDERS, SearchConfig
 
-__all__: list[str] = []
+__all__ = ["read_search"]
 
 
 _SEARCH_KEYS = {"embedder", "url", "model", "key_file", "timeout", "batch", "fusion_weight"}
 _MAX_BATCH = 256
 
 
-def _search(raw: Any, problems: list[str]) -> SearchConfig:
+def read_search(raw: Any, problems: list[str]) -> SearchConfig:
+    """``[search]`` as a ``SearchConfig`` (the default one when it has problems)."""
     if not isinstance(raw, dict) or set(raw) - _SEARCH_KEYS:
         problems.append(f"search may set only {', '.join(sorted(_SEARCH_KEYS))}")
         return SearchConfig()
@@ -87,7 +88,7 @@ def _search_bounds(raw: dict[str, Any], problems: list[str]) -> dict[str, Any]:
     try:
         if "timeout" in raw:
             out["timeout_ms"] = parse_duration_ms(raw["timeout"])
-            if out["timeout_ms"] > _MAX_TIMEOUT_MS:
+            if out["timeout_ms"] > MAX_TIMEOUT_MS:
                 problems.append("search.timeout must be at most 10m")
     except ConfigError as exc:
         problems.append(f"search.timeout: {exc}")

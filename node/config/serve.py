@@ -6,13 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from node.address import DEFAULT_HEALTH, DEFAULT_LISTEN, parse_listen
-from node.config.values import _address, _bounds, _counts, _timeout
+from node.config.values import count_keys, read_address, read_bounds, read_timeout
 
-__all__ = ["ServeLimits"]
-
-
-_MCP_HTTP, _HEALTH = parse_listen(DEFAULT_LISTEN), parse_listen(DEFAULT_HEALTH)
+__all__ = ["ServeLimits", "read_serve"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,25 +24,26 @@ class ServeLimits:
     header_timeout_ms: int = 10_000
 
 
-_LIMITS = _counts(ServeLimits)
+_LIMITS = count_keys(ServeLimits)
 
 _SERVE_KEYS = (*_LIMITS, "header_timeout")
 
 
-def _serve(raw: Any, problems: list[str]) -> dict[str, Any]:
+def read_serve(raw: Any, problems: list[str]) -> dict[str, Any]:
+    """``NodeConfig``'s values of ``[serve]``: its addresses and ``serve_limits``."""
     if not isinstance(raw, dict) or set(raw) - {"mcp_http", "health", *_SERVE_KEYS}:
         problems.append(f"serve may set only mcp_http, health and {', '.join(_SERVE_KEYS)}")
         return {}
     out: dict[str, Any] = {"serve_limits": _serve_limits(raw, problems)}
     if "mcp_http" in raw:
-        out["mcp_http"] = _address(raw["mcp_http"], "serve.mcp_http", problems, any_port=True)
+        out["mcp_http"] = read_address(raw["mcp_http"], "serve.mcp_http", problems, any_port=True)
     if raw.get("health") == "off":
         out["health"] = None
     elif "health" in raw:
-        out["health"] = _address(raw["health"], "serve.health", problems, any_port=True)
+        out["health"] = read_address(raw["health"], "serve.health", problems, any_port=True)
     return out
 
 
 def _serve_limits(raw: dict[str, Any], problems: list[str]) -> ServeLimits:
-    values = _bounds(raw, _LIMITS, "serve", problems)
-    return ServeLimits(**values, **_timeout(raw, "header_timeout", "serve", problems))
+    values = read_bounds(raw, _LIMITS, "serve", problems)
+    return ServeLimits(**values, **read_timeout(raw, "header_timeout", "serve", problems))

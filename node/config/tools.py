@@ -8,17 +8,19 @@ from typing import Any
 from node.tools.timeline_spec import MAX_PAGE_SIZE, ORDERS, Profile
 from node.windows.zones import zone_named
 
-__all__: list[str] = []
+__all__ = ["read_profiles", "read_response_format", "read_zone"]
 
 
-def _zone(value: Any, problems: list[str]) -> str:
+def read_zone(value: Any, problems: list[str]) -> str:
+    """``zone``: an IANA zone name (UTC when it is not one)."""
     if not isinstance(value, str) or zone_named(value) is None:  # IANA only: no PST, +05:30
         problems.append(f"zone: {value!r} is not an IANA time zone name (e.g. Europe/Berlin)")
         return "UTC"
     return value
 
 
-def _profiles(raw: Any, problems: list[str]) -> dict[str, Profile]:
+def read_profiles(raw: Any, problems: list[str]) -> dict[str, Profile]:
+    """``[profiles.NAME]``: e_timeline's presets, by name."""
     if not isinstance(raw, dict):
         problems.append("profiles must be a table of tables")
         return {}
@@ -40,7 +42,8 @@ def _profiles(raw: Any, problems: list[str]) -> dict[str, Profile]:
     return out
 
 
-def _response_format(raw: Any, problems: list[str]) -> str:
+def read_response_format(raw: Any, problems: list[str]) -> str:
+    """``[tools.defaults] responseFormat``: ``concise`` or ``detailed``."""
     defaults = raw.get("defaults", {}) if isinstance(raw, dict) else None
     if (
         not isinstance(defaults, dict)

@@ -11,10 +11,18 @@ from typing import Any
 from node.address import Listen, parse_listen
 from node.errors import ConfigError
 
-__all__ = ["InvalidConfig", "parse_duration_ms"]
+__all__ = [
+    "MAX_TIMEOUT_MS",
+    "InvalidConfig",
+    "count_keys",
+    "parse_duration_ms",
+    "read_address",
+    "read_bounds",
+    "read_timeout",
+]
 
 
-def _counts(cls: type) -> tuple[str, ...]:
+def count_keys(cls: type) -> tuple[str, ...]:
     """The integer bounds of a limits class (a ``*_ms`` field is a duration key)."""
     return tuple(f.name for f in fields(cls) if not f.name.endswith("_ms"))
 
@@ -39,10 +47,11 @@ def parse_duration_ms(text: str) -> int:
     return int(m[1]) * _UNIT_MS[m[2]]
 
 
-_MAX_TIMEOUT_MS = 10 * 60_000
+MAX_TIMEOUT_MS = 10 * 60_000
 
 
-def _address(text: Any, where: str, problems: list[str], *, any_port: bool) -> Listen | None:
+def read_address(text: Any, where: str, problems: list[str], *, any_port: bool) -> Listen | None:
+    """``"HOST:PORT"`` as a ``Listen`` (port 0 only with ``any_port``); None when it is not."""
     try:
         if not isinstance(text, str):
             raise ValueError(f'{text!r} is not a "HOST:PORT" string')
@@ -55,9 +64,10 @@ def _address(text: Any, where: str, problems: list[str], *, any_port: bool) -> L
     return address
 
 
-def _bounds(
+def read_bounds(
     raw: dict[str, Any], keys: tuple[str, ...], table: str, problems: list[str]
 ) -> dict[str, int]:
+    """The ``keys`` of ``raw`` that are set, each a positive integer."""
     values = {key: raw[key] for key in keys if key in raw}
     for key, value in values.items():
         if type(value) is not int or value < 1:
@@ -65,7 +75,7 @@ def _bounds(
     return values
 
 
-def _timeout(raw: dict[str, Any], key: str, table: str, problems: list[str]) -> dict[str, int]:
+def read_timeout(raw: dict[str, Any], key: str, table: str, problems: list[str]) -> dict[str, int]:
     """``{key}_ms`` from a duration key, at most ten minutes; nothing when it is absent."""
     if key not in raw:
         return {}
@@ -74,6 +84,6 @@ def _timeout(raw: dict[str, Any], key: str, table: str, problems: list[str]) -> 
     except ConfigError as exc:
         problems.append(f"{table}.{key}: {exc}")
         return {}
-    if ms > _MAX_TIMEOUT_MS:
+    if ms > MAX_TIMEOUT_MS:
         problems.append(f"{table}.{key} must be at most 10m")
     return {f"{key}_ms": ms}

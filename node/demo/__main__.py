@@ -69,7 +69,7 @@ async def _form_mesh(base: Path) -> dict[str, Served]:
         data.joinpath("config.toml").write_text(CONFIG)
         nodes[name] = await Served.start(name, data, *SERVE)
         print(f"2. node {name.upper()} ({nodes[name].node_id}) joined by invite")
-    await until("every node linked to the two others by zeroconf", _all_linked, nodes)
+    await until(_all_linked, nodes)
     print("3. no static peers: the three found each other by zeroconf and linked over TLS")
     return nodes
 
@@ -98,14 +98,14 @@ async def _run(base: Path) -> bool:
                 ]
             )
             print("4. A's agent wrote 2 SRs and 2 episodes over MCP")
-            await until("B holding what A wrote", _converged, nodes)
+            await until(_converged, nodes)
             held = await nodes["b"].metric("memlane_entries")
             print(f"5. node B stops (SIGTERM) holding {held} entries; A's agent goes on writing")
             await nodes["b"].stop()
             second = await writer.work(["canary drained", "TLS change reverted"])
             print("   … and 2 more of each while B was down")
             nodes["b"] = await nodes["b"].restart()
-            await until("B caught up after its restart", _converged, nodes)
+            await until(_converged, nodes)
             print(
                 f"6. node B restarted and caught up: A, B and C hold "
                 f"{await nodes['a'].metric('memlane_entries')} entries"

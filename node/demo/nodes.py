@@ -31,8 +31,8 @@ def memlane(*args: str) -> str:
     return done.stdout.strip()
 
 
-async def until(what: str, probe: Callable[[T], Awaitable[bool]], arg: T) -> None:
-    """Wait until ``probe(arg)`` holds; ``TimeoutError`` naming ``what`` after WAIT s."""
+async def until(probe: Callable[[T], Awaitable[bool]], arg: T) -> None:
+    """Wait until ``probe(arg)`` holds; ``TimeoutError`` after WAIT s."""
     async with asyncio.timeout(WAIT):
         while not await probe(arg):  # noqa: ASYNC110 — the state is another process's
             await asyncio.sleep(0.2)

@@ -137,7 +137,7 @@ class _Tools:
         return await self.node.authenticate(self.token)
 
     async def list_tools(
-        self, ctx: Context, params: types.PaginatedRequestParams | None
+        self, _ctx: Context, _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         return self.listing
 
@@ -173,7 +173,7 @@ class _Tools:
             return _refused(INTERNAL_ERROR)
 
 
-def _input_schema(name: str) -> Mapping[str, Any] | None:
+def _input_schema(_name: str) -> Mapping[str, Any] | None:
     """No tool declares an argument carried in an ``Mcp-Param-*`` header, so there is nothing
     for the SDK to check against a schema (None skips a scan of it on every call)."""
     return None

@@ -166,7 +166,7 @@ class MeshAuthority:
         """Author ``member.add`` with ``payload``, unless ``key`` was revoked meanwhile."""
         data = encode_payload("member.add", payload)
 
-        async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
+        async def build(_txn: Txn) -> tuple[bytes, dict[str, Any]]:
             self._refuse_revoked(key)
             return data, payload
 

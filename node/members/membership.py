@@ -26,12 +26,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from typing_extensions import override
+
 from node.identity import node_id
 from node.members.errors import MeshError, UnknownMember
 from node.store.members import select_authority, select_member_entries
 from node.store.partial import holds_place
 from node.store.store import Wait
-from node.store.views import AppliedEntry, Erased, HiddenEntries
+from node.store.views import AppliedEntry, Erased, HiddenEntries, View
 from node.store.writer import Txn
 from protocol.clock import Hlc
 from protocol.entry import Header, decode_header
@@ -173,7 +175,7 @@ def _revoked(key: bytes, old: Member | None, entry: _Entry) -> Member:
     return dataclasses.replace(old, revoked=cut)
 
 
-class Membership:
+class Membership(View):
     """The members of this mesh, from the authority's log; the store's ``Admission``."""
 
     kinds = MEMBER_KINDS
@@ -279,6 +281,7 @@ class Membership:
     async def prepare(self, txn: Txn, payloads: Sequence[tuple[str, dict[str, Any]]]) -> None:
         """Nothing to read ahead: the members are in memory."""
 
+    @override
     async def apply(self, txn: Txn, item: AppliedEntry) -> None:
         if item.writer != self.authority or (item.log_id, item.seq) in self._entries:
             return
@@ -299,9 +302,11 @@ class Membership:
         narrowed, self._narrowed = self._narrowed, False
         return narrowed
 
+    @override
     async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased:
         return Erased()  # nothing here is derived from SR entries
 
+    @override
     async def hide(self, txn: Txn, hidden: HiddenEntries) -> None:
         gone = [k for k in self._entries if k[0] == hidden.log_id and k[1] >= hidden.from_seq]
         for k in gone:

@@ -130,7 +130,11 @@ class Discovery:
         self._browser = self._zc = None
 
     def _changed(
-        self, zeroconf: Zeroconf, service_type: str, name: str, state_change: ServiceStateChange
+        self,
+        zeroconf: Zeroconf,
+        service_type: str,  # noqa: ARG002 - zeroconf passes each argument by its name
+        name: str,
+        state_change: ServiceStateChange,
     ) -> None:
         if name == self.name:
             return

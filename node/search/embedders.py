@@ -20,6 +20,7 @@ from urllib.parse import SplitResult, urlsplit
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import override
 
 from node.errors import ConfigError, EmbedderError, EmbedderUnavailable
 from node.logging import get_logger
@@ -91,12 +92,13 @@ def make_embedder(config: SearchConfig) -> Embedder:
     return NoEmbedder()
 
 
-class NoEmbedder:
+class NoEmbedder(Embedder):
     """``[search] embedder = "none"``: no semantic leg; find ranks by BM25 alone."""
 
     model = "none"
     dim: int | None = None
 
+    @override
     async def embed(self, texts: Sequence[str]) -> Vectors:
         raise EmbedderError('no embedder is configured ([search] embedder = "none")')
 

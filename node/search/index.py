@@ -135,7 +135,7 @@ class VectorIndex:
         computed on the first call (on the reader's thread), once."""
         held = self.held
         if held is None:
-            return lambda count: []
+            return lambda _count: []
         return _Nearest(held, query)
 
     async def status(self) -> IndexStatus:

@@ -325,7 +325,7 @@ class Store:
         reloads the in-memory state if the database changed.  ``StoreError`` if no write
         transaction can be begun."""
 
-        async def nothing(txn: Txn) -> None:
+        async def nothing(_txn: Txn) -> None:
             return None
 
         await self.run(nothing)

@@ -23,21 +23,7 @@ from typing import Any
 
 from node.tools import audit, call_windows, episode_reads, episodes, srs, timeline
 from node.tools.context import Handler
-from node.tools.inputs import (
-    _AUDIT,
-    _CALL_WINDOWS,
-    _CHAIN,
-    _E_ADJUST,
-    _E_CORRECT,
-    _E_ERASE,
-    _E_WRITE,
-    _EPISODES,
-    _SR_ONLY,
-    _TIMELINE,
-    _WORK_FORGET,
-    _WORK_RECORD,
-    _WORK_RESULT,
-)
+from node.tools.inputs import INPUTS
 from node.tools.outputs import OUTPUTS
 
 __all__ = [
@@ -129,15 +115,16 @@ def _tool(
     name: str,
     title: str,
     description: str,
-    schema: Mapping[str, Any],
     hints: Hints,
     handler: Handler,
 ) -> ToolSpec:
-    return ToolSpec(name, title, description, schema, hints, handler, output_schema=OUTPUTS[name])
+    return ToolSpec(
+        name, title, description, INPUTS[name], hints, handler, output_schema=OUTPUTS[name]
+    )
 
 
 CATALOG: tuple[ToolSpec, ...] = (
-    _tool("e_timeline", "Timeline", E_TIMELINE_GUIDANCE, _TIMELINE, _READ, timeline.e_timeline),
+    _tool("e_timeline", "Timeline", E_TIMELINE_GUIDANCE, _READ, timeline.e_timeline),
     _tool(
         "e_audit",
         "Audit feed",
@@ -151,7 +138,6 @@ CATALOG: tuple[ToolSpec, ...] = (
             "since_seq; fewer than limit events means you are caught up. When feed_id changes "
             "(the node was restored from its archive), start again from since_seq 0."
         ),
-        _AUDIT,
         _READ,
         audit.e_audit,
     ),
@@ -159,7 +145,6 @@ CATALOG: tuple[ToolSpec, ...] = (
         "work_episode_chain",
         "Episode chain",
         WORK_EPISODE_CHAIN_GUIDANCE,
-        _CHAIN,
         _READ,
         episode_reads.work_episode_chain,
     ),
@@ -172,7 +157,6 @@ CATALOG: tuple[ToolSpec, ...] = (
             "(admin:workspace) lists every principal's episodes of the workspace. "
             "response_format=concise returns only the high-signal fields."
         ),
-        _EPISODES,
         _READ,
         episode_reads.work_episodes,
     ),
@@ -185,7 +169,6 @@ CATALOG: tuple[ToolSpec, ...] = (
             "previous episode), so work_episode_chain can walk your work back. Times are "
             "ISO-8601 instants with an offset or YYYY-MM-DD dates."
         ),
-        _WORK_RECORD,
         Hints(read_only=False, destructive=False, idempotent=False),
         episodes.work_record,
     ),
@@ -197,7 +180,6 @@ CATALOG: tuple[ToolSpec, ...] = (
             "status, eligibility, trust; each replaces the value shown. Your own episodes, or "
             "any of the workspace's with admin:workspace."
         ),
-        _WORK_RESULT,
         Hints(read_only=False, destructive=True, idempotent=False),
         episodes.work_result,
     ),
@@ -209,7 +191,6 @@ CATALOG: tuple[ToolSpec, ...] = (
             "next episode links past it. Your own episodes, or any of the workspace's with "
             "admin:workspace."
         ),
-        _WORK_FORGET,
         Hints(read_only=False, destructive=True, idempotent=True),
         episodes.work_forget,
     ),
@@ -223,7 +204,6 @@ CATALOG: tuple[ToolSpec, ...] = (
             "private_fields, tags; fields left out keep their value. content_time, lane, "
             "lane_uuid and visibility of an existing SR change only through e_adjust."
         ),
-        _E_WRITE,
         Hints(read_only=False, destructive=True, idempotent=False),
         srs.e_write,
     ),
@@ -234,7 +214,6 @@ CATALOG: tuple[ToolSpec, ...] = (
             "Correct the content of an SR (title, text, links, conversational, private_fields), "
             "saying why in reason; the SR is then flagged has_correction."
         ),
-        _E_CORRECT,
         Hints(read_only=False, destructive=True, idempotent=False),
         srs.e_correct,
     ),
@@ -246,7 +225,6 @@ CATALOG: tuple[ToolSpec, ...] = (
             "SR is then flagged has_adjustment. Your own SRs, or any of the workspace's with "
             "admin:workspace."
         ),
-        _E_ADJUST,
         Hints(read_only=False, destructive=True, idempotent=False),
         srs.e_adjust,
     ),
@@ -258,7 +236,6 @@ CATALOG: tuple[ToolSpec, ...] = (
             "e_undelete restores it. Your own SRs, or any of the workspace's with "
             "admin:workspace. Deleting a deleted SR changes nothing."
         ),
-        _SR_ONLY,
         Hints(read_only=False, destructive=True, idempotent=True),
         srs.e_delete,
     ),
@@ -269,7 +246,6 @@ CATALOG: tuple[ToolSpec, ...] = (
             "Restore an SR this node deleted. Your own SRs, or any of the workspace's with "
             "admin:workspace. Undeleting a shown SR changes nothing."
         ),
-        _SR_ONLY,
         Hints(read_only=False, destructive=False, idempotent=True),
         srs.e_undelete,
     ),
@@ -283,7 +259,6 @@ CATALOG: tuple[ToolSpec, ...] = (
             "one never written. Give a reason — it travels to every node, so put no erased "
             "content in it. Your own SRs, or any of the workspace's with admin:workspace."
         ),
-        _E_ERASE,
         Hints(read_only=False, destructive=True, idempotent=False),
         srs.e_erase,
     ),
@@ -299,7 +274,6 @@ CATALOG: tuple[ToolSpec, ...] = (
             "Filter by tool, turn and tool_call_id. Your own calls' rows; with admin:workspace, "
             "every principal's of the workspace."
         ),
-        _CALL_WINDOWS,
         _READ,
         call_windows.call_windows,
     ),

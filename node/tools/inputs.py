@@ -22,7 +22,7 @@ from node.tools import audit, call_windows, episode_reads, timeline_spec
 from protocol.kinds import KINDS
 from protocol.schema import Choice, Flag, Integer, Number, Text, TextList, TextMap
 
-__all__: list[str] = []
+__all__ = ["INPUTS"]
 
 
 # -- schema pieces ---------------------------------------------------------------------------
@@ -299,5 +299,26 @@ _CALL_WINDOWS = _object(
         "latest": _boolean(False, "only each call's latest row: the window it ran with"),
         "page": _integer(1, 100_000, 1),
         "page_size": _integer(1, call_windows.MAX_PAGE_SIZE, call_windows.DEFAULT_PAGE_SIZE),
+    }
+)
+
+# -- by tool ----------------------------------------------------------------------------------
+
+INPUTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        "e_timeline": _TIMELINE,
+        "e_audit": _AUDIT,
+        "work_episode_chain": _CHAIN,
+        "work_episodes": _EPISODES,
+        "work_record": _WORK_RECORD,
+        "work_result": _WORK_RESULT,
+        "work_forget": _WORK_FORGET,
+        "e_write": _E_WRITE,
+        "e_correct": _E_CORRECT,
+        "e_adjust": _E_ADJUST,
+        "e_delete": _SR_ONLY,
+        "e_undelete": _SR_ONLY,
+        "e_erase": _E_ERASE,
+        "call_windows": _CALL_WINDOWS,
     }
 )

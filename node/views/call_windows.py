@@ -14,9 +14,11 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from typing_extensions import override
+
 from node.access.callers import Caller
 from node.store import Reader
-from node.store.views import AppliedEntry, Erased, HiddenEntries
+from node.store.views import AppliedEntry, Erased, HiddenEntries, View
 from node.store.writer import Txn
 from node.views.fold import order_key
 
@@ -30,7 +32,7 @@ _INSERT = (
 _HIDE = f"DELETE FROM call_windows WHERE pos IN ({HiddenEntries.positions})"  # noqa: S608
 
 
-class CallWindowView:
+class CallWindowView(View):
     """Keeps ``call_windows`` from the ``call.window`` entries."""
 
     kinds = frozenset({"call.window"})
@@ -72,6 +74,7 @@ class CallWindowView:
     async def hide(self, txn: Txn, hidden: HiddenEntries) -> None:
         txn.add(_HIDE, hidden.args)
 
+    @override
     async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased:
         return Erased()  # nothing here is derived from SR entries
 

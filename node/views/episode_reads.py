@@ -27,7 +27,16 @@ from typing import Any
 from node.access.callers import Caller
 from node.store import Reader
 
-__all__ = ["COLUMNS", "Filters", "Scope", "page", "select_episode_readers", "walk"]
+__all__ = [
+    "COLUMNS",
+    "Filters",
+    "Scope",
+    "columns_of",
+    "page",
+    "select_episode_readers",
+    "shown_episode",
+    "walk",
+]
 
 # The chain fields, in the order of the tool's specification (docs/tools/work_episode_chain.md
 # §Each episode (detailed); ``tags`` is JSON text, ``blocked`` an integer).
@@ -81,7 +90,8 @@ class Scope:
         )
 
 
-def _select(e: str) -> str:
+def columns_of(e: str) -> str:
+    """SQL: the ``COLUMNS`` of the episode row ``e``, in their order."""
     return ", ".join(f"{e}.{c}" for c in COLUMNS)
 
 
@@ -92,7 +102,7 @@ _SLACK = 8
 def _range(scope: Scope) -> str:
     """The start's caller's episodes with ``ts`` up to the start's, newest first, each with
     whether it passes: the rows a chain normally runs through."""
-    passes, columns = scope.passes("e"), _select("e")
+    passes, columns = scope.passes("e"), columns_of("e")
     start = "(SELECT {} FROM episodes WHERE vault = :vault AND id = :id)"
     return (
         f"SELECT {passes}, {columns} FROM episodes e WHERE e.vault = :vault "  # noqa: S608
@@ -105,7 +115,7 @@ def _walk(scope: Scope) -> str:
     """Each step reads one episode by its id; ``ok`` says whether it passes, and only a
     passing one is followed.  ``n`` runs to ``k``: the row after the k-th tells whether more
     passes."""
-    passes, columns = scope.passes("e"), _select("e")
+    passes, columns = scope.passes("e"), columns_of("e")
     return (
         f"WITH RECURSIVE walk(n, ok, {', '.join(COLUMNS)}) AS ("  # noqa: S608
         f"SELECT 0, {passes}, {columns} FROM episodes e WHERE e.vault = :vault AND e.id = :id "
@@ -137,7 +147,9 @@ def _tags(text: str) -> tuple[str, ...]:
     return tuple(json.loads(text))
 
 
-def _episode(row: Any, prev_shown: bool) -> dict[str, Any]:
+def shown_episode(row: Any, prev_shown: bool) -> dict[str, Any]:
+    """An episode row (``COLUMNS``) as the tools show it; its ``prev_id`` only when
+    ``prev_shown``."""
     out = dict(zip(COLUMNS, row, strict=True))
     out["tags"] = list(_tags(out["tags"]))
     out["blocked"] = bool(out["blocked"])
@@ -175,7 +187,7 @@ def _chain(hops: list[Any], k: int) -> tuple[list[dict[str, Any]], bool] | None:
         return None
     followed = after is not None and bool(after[0])
     truncated = followed and after[1] not in seen
-    chain = [_episode(e, True) for e in kept[:-1]] + [_episode(kept[-1], followed)]
+    chain = [shown_episode(e, True) for e in kept[:-1]] + [shown_episode(kept[-1], followed)]
     return chain, truncated
 
 
@@ -205,13 +217,13 @@ async def page(
         where.append(f"EXISTS (SELECT 1 FROM json_each(e.tags) WHERE value = :tag{i})")  # noqa: S608
         args[f"tag{i}"] = tag
     rows = await reader.fetchall(
-        f"SELECT {_select('e')}, {scope.passes('p')} FROM episodes e "  # noqa: S608
+        f"SELECT {columns_of('e')}, {scope.passes('p')} FROM episodes e "  # noqa: S608
         "LEFT JOIN episodes p ON p.vault = e.vault AND p.id = e.prev_id "
         f"WHERE {' AND '.join(where)} ORDER BY e.ts DESC, e.ord DESC "
         "LIMIT :limit OFFSET :offset",
         args | {"limit": size + 1, "offset": (number - 1) * size},
     )
-    return [_episode(r[:-1], bool(r[-1])) for r in rows[:size]], len(rows) > size
+    return [shown_episode(r[:-1], bool(r[-1])) for r in rows[:size]], len(rows) > size
 
 
 _READERS = "SELECT id, vault, caller, 0 FROM episodes WHERE vault = ? AND id IN ({})"

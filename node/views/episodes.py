@@ -24,7 +24,9 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from node.store.views import AppliedEntry, Erased, HiddenEntries
+from typing_extensions import override
+
+from node.store.views import AppliedEntry, Erased, HiddenEntries, View
 from node.store.writer import Txn
 from node.views.fold import order_key
 
@@ -109,7 +111,7 @@ def _record_row(item: AppliedEntry) -> tuple[Any, ...]:
     )
 
 
-class EpisodeView:
+class EpisodeView(View):
     """Keeps ``episodes`` from the episode entries."""
 
     kinds = frozenset(_KIND)
@@ -148,6 +150,7 @@ class EpisodeView:
             txn.add(_DUE, (wall, p["vault"], p["id"]))
             self.next_due = wall if self.next_due is None else min(self.next_due, wall)
 
+    @override
     async def erase(self, txn: Txn, sr_id: str, workspace: str) -> Erased:
         return Erased()  # nothing here is derived from SR entries
 

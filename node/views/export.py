@@ -19,9 +19,9 @@ from typing import Any
 
 from node.access.callers import Caller
 from node.store import Reader
-from node.views.episode_reads import COLUMNS, Scope, _episode, _select
+from node.views.episode_reads import COLUMNS, Scope, columns_of, shown_episode
 from node.views.read_rule import readable_srs
-from node.views.timeline import _doc
+from node.views.shown import shown_from_blob
 
 __all__ = ["EpisodeKey", "SrKey", "count_srs", "select_episodes", "select_present", "select_srs"]
 
@@ -66,7 +66,7 @@ async def select_srs(
         return [], None
     links = await _linked(reader, rule, params, [r[1] for r in rows])
     out = [
-        _doc(shown)
+        shown_from_blob(shown)
         | {"visibility": "private" if private else "workspace", "links": links.get(sr_id, [])}
         for _, sr_id, private, shown in rows
     ]
@@ -88,7 +88,7 @@ async def _linked(
 def _episodes(scope: Scope, since: bool) -> str:
     after = " AND e.ts >= :since" if since else ""
     return (
-        f"SELECT {_select('e')}, {scope.passes('p')}, e.ord FROM episodes e "  # noqa: S608
+        f"SELECT {columns_of('e')}, {scope.passes('p')}, e.ord FROM episodes e "  # noqa: S608
         "LEFT JOIN episodes p ON p.vault = e.vault AND p.id = e.prev_id "
         f"WHERE {scope.passes('e')} AND (e.caller, e.ts, e.ord) > (:caller, :ts, :ord){after} "
         "ORDER BY e.caller, e.ts, e.ord LIMIT :limit"
@@ -107,7 +107,7 @@ async def select_episodes(
     if not rows:
         return [], None
     width = len(COLUMNS)
-    out = [_episode(r[:width], bool(r[width])) for r in rows]
+    out = [shown_episode(r[:width], bool(r[width])) for r in rows]
     last = rows[-1]
     return out, (last[COLUMNS.index("caller")], last[COLUMNS.index("ts")], bytes(last[-1]))
 

@@ -20,7 +20,8 @@ from typing import Any, Protocol
 from node.store import Reader
 from node.store.reader import Fetch
 from node.views.read_rule import readable_srs
-from node.views.timeline import Page, Query, _doc, _narrowing, _stats
+from node.views.shown import shown_from_blob
+from node.views.timeline import Page, Query, narrowing, scope_stats_query
 
 __all__ = ["FUSION_K", "VECTOR_DEPTH", "Neighbour", "Semantic", "find"]
 
@@ -89,7 +90,7 @@ def _find(fetch: Fetch, q: Query, wanted: list[str], semantic: Semantic | None) 
     )
     rows.sort(key=lambda r: (-1 if r[2] is None else r[2], r[3]), reverse=way == "desc")
     found = [
-        _doc(shown) | {"score": _shown_score(chosen[doc][1]), "rank": chosen[doc][0]}
+        shown_from_blob(shown) | {"score": _shown_score(chosen[doc][1]), "rank": chosen[doc][0]}
         for shown, doc, _, _ in rows
     ]
     return Page(found, len(ranked) > first + q.page_size, pending)
@@ -111,9 +112,9 @@ def _postings(fetch: Fetch, q: Query, wanted: list[str]) -> list[Any]:
     passes the filters comes along.  Each doc is looked up in ``sr_docs`` (a narrow row per
     readable SR), not in the wide ``srs``.  One statement: a compound SELECT gives its parts'
     rows in order."""
-    stats, stats_args = _stats(q.caller, "NULL")
+    stats, stats_args = scope_stats_query(q.caller, "NULL")
     rule, params = readable_srs(q.caller, "srs")
-    narrow, narrow_args = _narrowing(q)
+    narrow, narrow_args = narrowing(q)
     passes = " AND ".join(narrow) or "1"
     rows = fetch(
         f"SELECT NULL, NULL, * FROM ({stats}) UNION ALL "  # noqa: S608
@@ -206,7 +207,7 @@ def _passing(
     """(doc, sr_id) of the SRs of ``found`` the caller can read, its filters pass, and whose
     vector is of their current text (not queued)."""
     rule, params = readable_srs(q.caller, "srs")
-    narrow, narrow_args = _narrowing(q)
+    narrow, narrow_args = narrowing(q)
     passes = " AND ".join([rule, *narrow])
     out: set[tuple[int, str]] = set()
     for start in range(0, len(found), 500):

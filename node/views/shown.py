@@ -13,7 +13,7 @@ import msgpack
 from node.views.fold import SrState
 from protocol.timefmt import format_instant
 
-__all__ = ["instant", "shown", "shown_blob"]
+__all__ = ["instant", "shown", "shown_blob", "shown_from_blob"]
 
 _DAY_MS = 86_400_000
 _HH_MM = [f"T{h:02d}:{m:02d}:" for h in range(24) for m in range(60)]
@@ -71,3 +71,10 @@ def shown_blob(state: SrState) -> bytes:
     """``shown(state)`` as ``srs.shown`` stores it (msgpack; read back with a plain decode)."""
     blob: bytes = msgpack.packb(shown(state), use_bin_type=True)
     return blob
+
+
+def shown_from_blob(blob: bytes) -> dict[str, Any]:
+    """An SR as e_timeline shows it, as the SR view stored it (``shown_blob``): written here,
+    never received, so a plain decode reads it."""
+    doc: dict[str, Any] = msgpack.unpackb(blob, raw=False)
+    return doc

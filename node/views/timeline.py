@@ -12,12 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
-
 from node.access.callers import Caller
 from node.store import Reader
 from node.store.reader import Fetch
 from node.views.read_rule import readable_scopes, readable_srs
+from node.views.shown import shown_from_blob
 from node.views.srs import DOC_SLOTS, LAST_MS, terms
 
 __all__ = [
@@ -27,7 +26,9 @@ __all__ = [
     "Query",
     "intersect",
     "intersect_plain",
+    "narrowing",
     "scope_stats",
+    "scope_stats_query",
     "select_page",
     "term_share",
 ]
@@ -69,7 +70,7 @@ def _order(order_by: str, table: str = "srs") -> tuple[str, str]:
 
 def _filters(q: Query) -> tuple[list[str], list[Any]]:
     rule, params = readable_srs(q.caller)
-    narrow, narrow_args = _narrowing(q)
+    narrow, narrow_args = narrowing(q)
     where: list[str] = [rule, *narrow]
     args: list[Any] = [*params, *narrow_args]
     column, _ = _order(q.order_by)
@@ -82,7 +83,7 @@ def _filters(q: Query) -> tuple[list[str], list[Any]]:
     return where, args
 
 
-def _narrowing(q: Query) -> tuple[list[str], list[Any]]:
+def narrowing(q: Query) -> tuple[list[str], list[Any]]:
     """What the caller asks to see of what it can read, besides the window."""
     where: list[str] = []
     args: list[Any] = []
@@ -116,7 +117,7 @@ async def select_page(
         f"ORDER BY {order} LIMIT ? OFFSET ?",
         (*source_args, *args, q.page_size + 1, (q.page - 1) * q.page_size),
     )
-    return Page([_doc(r[0]) for r in rows[: q.page_size]], len(rows) > q.page_size)
+    return Page([shown_from_blob(r[0]) for r in rows[: q.page_size]], len(rows) > q.page_size)
 
 
 # A tag is checked row by row (one primary-key probe) rather than listed whole first: the rows
@@ -202,14 +203,7 @@ def _in_time_order(rows: list[Keyed], q: Query) -> Page:
         key=lambda r: (-1 if r[2] is None else r[2], r[3]), reverse=q.order_by.endswith("desc")
     )
     chosen = rows[(q.page - 1) * q.page_size : q.page * q.page_size + 1]
-    return Page([_doc(r[0]) for r in chosen[: q.page_size]], len(chosen) > q.page_size)
-
-
-def _doc(blob: bytes) -> Doc:
-    """An SR as e_timeline shows it, as the SR view stored it (``shown_blob``): written here,
-    never received, so a plain decode reads it."""
-    doc: Doc = msgpack.unpackb(blob, raw=False)
-    return doc
+    return Page([shown_from_blob(r[0]) for r in chosen[: q.page_size]], len(chosen) > q.page_size)
 
 
 async def term_share(reader: Reader, caller: Caller, text: str) -> float:
@@ -243,12 +237,12 @@ async def _readable_count(reader: Reader, caller: Caller) -> int:
 
 async def scope_stats(reader: Reader, caller: Caller) -> tuple[int, int]:
     """(documents, total length) over what ``caller`` can read — from ``sr_stats``."""
-    sql, args = _stats(caller)
+    sql, args = scope_stats_query(caller)
     rows = await reader.fetchall(sql, args)
     return int(rows[0][0]), int(rows[0][1])
 
 
-def _stats(caller: Caller, *more: str) -> tuple[str, list[Any]]:
+def scope_stats_query(caller: Caller, *more: str) -> tuple[str, list[Any]]:
     """The query of ``caller``'s scope statistics (each of ``more`` a column after them)."""
     where, args = readable_scopes(caller)
     columns = ", ".join(("coalesce(sum(docs), 0)", "coalesce(sum(length), 0)", *more))

@@ -51,7 +51,7 @@ class _Headers:
 def web_app(node: Node, *, secure: bool = False) -> ASGIApp:
     """The view of ``node``; ``secure``: it is served over TLS (the cookie says so)."""
 
-    async def home(request: Request) -> Response:
+    async def home(_request: Request) -> Response:
         return RedirectResponse("/timeline", status_code=303)
 
     async def sign_in(request: Request) -> Response:
@@ -64,7 +64,7 @@ def web_app(node: Node, *, secure: bool = False) -> ASGIApp:
         session.keep(answer, token, secure=secure)
         return answer
 
-    async def sign_out(request: Request) -> Response:
+    async def sign_out(_request: Request) -> Response:
         answer = RedirectResponse("/signin", status_code=303)
         session.forget(answer)
         return answer
@@ -80,7 +80,7 @@ def web_app(node: Node, *, secure: bool = False) -> ASGIApp:
 
         return page
 
-    async def style(request: Request) -> Response:
+    async def style(_request: Request) -> Response:
         return Response(_STYLE, media_type="text/css")
 
     routes = [

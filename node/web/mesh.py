@@ -16,7 +16,7 @@ from node.web.pages import render
 __all__ = ["mesh"]
 
 
-async def mesh(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLResponse:
+async def mesh(node: Node, caller: Caller, _query: Mapping[str, str]) -> HTMLResponse:
     """The look's answer, or its refusal with status 403."""
     try:
         shown = await node.look("mesh", caller)

@@ -136,7 +136,7 @@ def _import_main(node_dir: str, bundle: str) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
         seen = {"import": 0}
 
-        def progress_of(phase: str, done: int, total: int) -> None:
+        def progress_of(phase: str, done: int, _total: int) -> None:
             if phase == "import":
                 seen["import"] = done
 

@@ -554,10 +554,10 @@ def _floor_app(host: str, same: dict[str, Any]) -> Any:
         ]
     )
 
-    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
         return listing
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         return results[params.name]
 
     server = Server("floor", on_list_tools=list_tools, on_call_tool=call_tool)

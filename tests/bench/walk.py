@@ -44,7 +44,7 @@ class _Watch:
         self.files: set[str] = set()
         self.watching = False
 
-    def trace(self, frame: FrameType, event: str, arg: Any) -> None:
+    def trace(self, frame: FrameType, _event: str, _arg: Any) -> None:
         if self.watching:
             self.files.add(frame.f_code.co_filename)
 
@@ -99,7 +99,11 @@ async def walk_receive(root: Path, watch: _Watch) -> list[str]:
     return [f for f in files if f.startswith("node/store/")]
 
 
-def run(*, quick: bool = False, workdir: Path | None = None) -> str:
+def run(
+    *,
+    quick: bool = False,  # noqa: ARG001 - the runner passes quick to every bench
+    workdir: Path | None = None,
+) -> str:
     watch = _Watch()
     sys.settrace(watch.trace)
     threading.settrace(watch.trace)

@@ -131,7 +131,7 @@ def test_search_marks_the_matched_words(page: WebDriver, site: Site, shot: Shot)
     assert page.find_elements(By.CSS_SELECTOR, "article.sr b") == []
 
 
-async def _inline(scope: Scope, receive: Receive, send: Send) -> None:
+async def _inline(_scope: Scope, _receive: Receive, send: Send) -> None:
     """Serves ``INLINE``."""
     head = [(b"content-type", b"text/html; charset=utf-8")]
     await send({"type": "http.response.start", "status": 200, "headers": head})

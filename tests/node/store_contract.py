@@ -101,8 +101,8 @@ def trailing(fw: ForeignWriter) -> Received:
 
 BAD_INPUTS: dict[str, Callable[[ForeignWriter], Received]] = {
     "payload hash": tampered,
-    "another mesh": lambda fw: ForeignWriter(b"\x99" * 16).next(),
-    "not msgpack": lambda fw: (b"\xc1\x00\xff", None),
+    "another mesh": lambda _fw: ForeignWriter(b"\x99" * 16).next(),
+    "not msgpack": lambda _fw: (b"\xc1\x00\xff", None),
     "trailing byte": trailing,
 }
 

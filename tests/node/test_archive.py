@@ -387,7 +387,7 @@ async def test_the_command_refuses_a_deeply_nested_manifest_without_a_traceback(
 
 def resealed(archive: Path, out: Path, plain: bytes) -> Path:
     """The archive with other secrets sealed in it, under its own passphrase and manifest."""
-    sealed = sealing._seal(plain, SECRET, manifest_of(archive))
+    sealed = sealing.seal_secrets(plain, SECRET, manifest_of(archive))
     return rewritten(archive, out, {"secrets.enc": sealed})
 
 

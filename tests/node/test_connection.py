@@ -44,7 +44,7 @@ async def test_an_error_reaches_the_caller_and_the_connection_goes_on(tmp_path: 
         with pytest.raises(sqlite3.OperationalError, match="no such table"):
             await conn.execute_fetchall("SELECT * FROM missing")
 
-        def boom(db: sqlite3.Connection) -> None:
+        def boom(_db: sqlite3.Connection) -> None:
             raise KeyError("mine")
 
         with pytest.raises(KeyError, match="mine"):

@@ -32,7 +32,7 @@ from node.node import Node, system_wall
 from node.tools.catalog import CATALOG
 from node.tools.outputs import REFUSAL
 from protocol.timefmt import format_instant
-from tests.node.conftest import CallerFactory, Wall
+from tests.node.conftest import Wall
 from tests.node.test_mcp import MEMLANE, TIMEOUT, TOOLS, Site, _type_arrays, make_site
 from tests.node.test_mcp_http import serve
 
@@ -285,9 +285,7 @@ def test_a_closed_schema_names_every_property():
 
 
 @pytest.mark.asyncio
-async def test_the_python_sdk_checks_every_answer(
-    node: Node, make_caller: CallerFactory, wall: Wall
-):
+async def test_the_python_sdk_checks_every_answer(node: Node, wall: Wall):
     issued = await node.create_token("alice", "team", ("read:workspace", "write:workspace"))
     # A second a call: changes reads from between the first SR's creation and its update.
     calls = plan(wall.now, since=wall.now + 1_500)

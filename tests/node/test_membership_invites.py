@@ -141,7 +141,7 @@ def test_an_invite_is_refused_when(invite: Any, now: int, used: bool, reason: st
 
 
 @pytest.mark.asyncio
-async def test_the_authority_node_admits_a_joiner_once(node: Node, wall: Any) -> None:
+async def test_the_authority_node_admits_a_joiner_once(node: Node) -> None:
     text = node.membership.create_invite(workspaces=["team"], lifetime_ms=HOUR, label="laptop")
     done = await node.membership.redeem_invite(text, JOINER)
 

@@ -798,7 +798,7 @@ def test_the_bundle_imports_compared_are_there_and_a_leak_in_them_shows(
     assert [e["detail"]["entries"] > 0 for e in shown] == [True, True]
     assert len([e for e in _whole_feed(mesh, "X", "root") if e["event"] == "bundle_imported"]) == 3
 
-    async def everything(reader: Any, caller: Caller, row: Any) -> dict[str, int] | None:
+    async def everything(reader: Any, _caller: Caller, row: Any) -> dict[str, int] | None:
         brought = await reader.select_bundle_subjects(row.detail["subjects"])
         return {"entries": sum(brought.values()), "srs": 0, "episodes": 0} if brought else None
 

@@ -124,7 +124,7 @@ def _tampered_entry_object(fw: ForeignWriter) -> Received:
     return Entry(entry.header, entry.raw, entry.id, other)
 
 
-def _other_mesh(fw: ForeignWriter) -> Received:
+def _other_mesh(_fw: ForeignWriter) -> Received:
     return ForeignWriter(b"\x99" * 16).next()
 
 
@@ -140,7 +140,7 @@ def _trailing_byte(fw: ForeignWriter) -> Received:
     return entry.raw + b"\x00", entry.payload
 
 
-def _garbage(fw: ForeignWriter) -> Received:
+def _garbage(_fw: ForeignWriter) -> Received:
     return b"\xc1\x00\xff", None
 
 
@@ -242,9 +242,8 @@ async def test_a_bad_entry_does_not_spoil_the_good_ones_beside_it(
 
 
 @pytest.mark.asyncio
-async def test_rejections_are_rate_limited_per_source(
-    node: Node, foreign: ForeignWriter, wall: Any
-) -> None:
+@pytest.mark.usefixtures("foreign")
+async def test_rejections_are_rate_limited_per_source(node: Node, wall: Any) -> None:
     other_mesh = ForeignWriter(b"\x99" * 16)
     before = await counts(node)
     for _ in range(3):

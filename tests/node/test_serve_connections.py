@@ -389,7 +389,7 @@ def test_an_accept_retry_after_its_port_closed_says_nothing(caplog):
     async def run() -> None:
         loop = asyncio.get_running_loop()
         quiet_accept_errors(loop)
-        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        server = await asyncio.start_server(lambda _r, _w: None, "127.0.0.1", 0)
         server.close()
         await server.wait_closed()
         closed = socket.socket()

@@ -395,8 +395,9 @@ async def test_arguments_equal_to_their_defaults_count_as_not_sent(
 
 
 @pytest.mark.asyncio
+@pytest.mark.usefixtures("alice")
 async def test_a_caller_without_read_scope_is_forbidden(
-    node: Node, alice: Caller, make_caller: CallerFactory
+    node: Node, make_caller: CallerFactory
 ) -> None:
     writer = await make_caller("wendy", "team", ("write:workspace",))
     for args in (

@@ -67,7 +67,7 @@ def _headed(answer: Answer) -> None:
         assert answer.headers[name] == value
 
 
-async def test_signing_in_and_what_no_token_shows(node: Node, wall: Wall) -> None:
+async def test_signing_in_and_what_no_token_shows(node: Node) -> None:
     who = await caller(node)
     await node.e_write(who, title="the plan", text="ship on friday")
     token = (await node.create_token("alice", "team", ("read:workspace",))).token

@@ -19,7 +19,7 @@ from node.mesh import service as sync_service
 from node.mesh.service import SyncService
 from node.node import Node
 from tests.node.bundlekit import caller
-from tests.node.conftest import CallerFactory, Wall
+from tests.node.conftest import CallerFactory
 from tests.node.servekit import certified_mesh
 from tests.node.synckit import FAST, converged
 from tests.node.test_web import ask, served
@@ -110,7 +110,7 @@ def test_the_mesh_page_of_two_syncing_nodes(tmp_path: Path, monkeypatch: pytest.
 
 @pytest.mark.asyncio
 async def test_without_admin_the_page_is_refused_alike_whatever_the_node_holds(
-    node: Node, wall: Wall, make_caller: CallerFactory
+    node: Node, make_caller: CallerFactory
 ) -> None:
     reader = (await node.create_token("alice", "team", ("read:workspace",))).token
     writer = (await node.create_token("bob", "team", ("write:workspace", "read:workspace"))).token

@@ -70,7 +70,7 @@ async def test_an_id_it_cannot_read_is_one_never_written(
 
 
 async def test_the_page_is_the_same_whatever_the_token_cannot_read(
-    node: Node, wall: Wall, make_caller: CallerFactory, tmp_path
+    node: Node, wall: Wall, make_caller: CallerFactory
 ) -> None:
     alice, bob = await make_caller("alice"), await make_caller("bob")
     sr = (await node.e_write(alice, title="shared", text="x"))["sr_id"]

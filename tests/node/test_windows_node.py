@@ -65,7 +65,8 @@ def titles(answer: dict[str, Any]) -> list[str]:
     return sorted(r["title"] for r in answer["results"])
 
 
-async def test_a_filled_call_runs_with_the_filled_values(node, make_caller, three):
+@pytest.mark.usefixtures("three")
+async def test_a_filled_call_runs_with_the_filled_values(node, make_caller):
     alice = await make_caller()
     answer = await node.e_timeline(alice, action="list", turn=context(windows=[answered(M)]))
     assert titles(answer) == ["half past", "ten past"]
@@ -83,7 +84,8 @@ async def test_a_filled_call_runs_with_the_filled_values(node, make_caller, thre
     }
 
 
-async def test_a_refused_call_does_not_run_and_answers_its_row(node, make_caller, three):
+@pytest.mark.usefixtures("three")
+async def test_a_refused_call_does_not_run_and_answers_its_row(node, make_caller):
     alice = await make_caller()
     with pytest.raises(RefusedBeforeDispatch) as info:
         await node.e_timeline(alice, action="list", turn=context(windows=[answered(T)]))
@@ -117,7 +119,8 @@ async def test_a_refused_call_never_reaches_the_tool(node, make_caller):
     assert ran == [({"action": "list", "start_date": M["from"], "end_date": M["to"]}, NOW)]
 
 
-async def test_list_with_only_start_date_reads_to_now(node, make_caller, three):
+@pytest.mark.usefixtures("three")
+async def test_list_with_only_start_date_reads_to_now(node, make_caller):
     alice = await make_caller()
     answer = await node.e_timeline(alice, action="list", start_date="2026-10-09", turn=context())
     assert titles(answer) == ["half past", "ten past"]
@@ -127,7 +130,8 @@ async def test_list_with_only_start_date_reads_to_now(node, make_caller, three):
     assert row["asked"] == rng("2026-10-09T00:00:00Z", "2026-10-09T15:40:00.001Z")
 
 
-async def test_changes_with_only_since_is_read(node, make_caller, three):
+@pytest.mark.usefixtures("three")
+async def test_changes_with_only_since_is_read(node, make_caller):
     alice = await make_caller()
     await node.e_timeline(alice, action="changes", since="2026-10-09T15:00:00Z", turn=context())
     (row,) = await rows(node, alice)
@@ -143,7 +147,8 @@ async def test_changes_is_filled_half_open(node, make_caller, three):
     assert (row["how"], row["form"]) == ("filled", 0)
 
 
-async def test_a_bound_end_date_includes_the_day(node, make_caller, three):
+@pytest.mark.usefixtures("three")
+async def test_a_bound_end_date_includes_the_day(node, make_caller):
     alice = await make_caller()
     whole = {"start_date": "2026-10-08", "end_date": "2026-10-08"}
     answer = await node.e_timeline(alice, action="list", **whole, turn=context())
@@ -159,7 +164,8 @@ async def test_a_bound_end_date_includes_the_day(node, make_caller, three):
         ({"action": "list"}, None),
     ],
 )
-async def test_no_row_without_forms_or_context(node, make_caller, three, args, turn):
+@pytest.mark.usefixtures("three")
+async def test_no_row_without_forms_or_context(node, make_caller, args, turn):
     alice = await make_caller()
     await node.e_timeline(alice, **args, turn=turn)
     assert await rows(node, alice) == []
@@ -207,7 +213,8 @@ async def test_the_tools_own_refusal_wins_and_stores_nothing(node, make_caller):
     assert await stored(node) == before
 
 
-async def test_the_latest_row_of_a_call_wins(node, make_caller, three):
+@pytest.mark.usefixtures("three")
+async def test_the_latest_row_of_a_call_wins(node, make_caller):
     alice = await make_caller()
     await node.e_timeline(alice, action="list", turn=context(open=[[M]]))
     await node.e_timeline(alice, action="list", turn=context(windows=[answered(M)]))
@@ -265,7 +272,8 @@ async def test_call_windows_refuses_bad_arguments(node, make_caller, args, text)
     assert (await refused(node, "call_windows", alice, **args)).startswith(text)
 
 
-async def test_a_widened_fill_to_a_filtering_tool_keeps_only_the_asked(node, make_caller, three):
+@pytest.mark.usefixtures("three")
+async def test_a_widened_fill_to_a_filtering_tool_keeps_only_the_asked(node, make_caller):
     node.declare_periods(
         {
             "e_timeline": {
@@ -335,7 +343,8 @@ async def test_a_bare_date_is_read_in_the_nodes_zone(node_dir: Path, wall: Wall)
         assert [r["sr_id"] for r in eve["results"]] == [late]
 
 
-async def test_rows_are_derived_from_the_log(node, make_caller, three):
+@pytest.mark.usefixtures("three")
+async def test_rows_are_derived_from_the_log(node, make_caller):
     alice = await make_caller()
     await node.e_timeline(alice, action="list", turn=context(open=[[M]]))
     await node.e_timeline(alice, action="list", turn=context(windows=[answered(M)]))

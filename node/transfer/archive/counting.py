@@ -6,14 +6,14 @@ from typing import IO
 
 from node.progress import Progress
 
-__all__: list[str] = []
+__all__ = ["ByteCounter", "CountingReader", "quiet"]
 
 
-def _quiet(phase: str, done: int, total: int) -> None:
-    pass
+def quiet(phase: str, done: int, total: int) -> None:
+    """The ``Progress`` of a caller that asked to be told nothing."""
 
 
-class _Counted:
+class ByteCounter:
     """Bytes gone through, told to ``told`` a MiB at a time, and once at the end."""
 
     def __init__(self, phase: str, total: int, told: Progress) -> None:
@@ -28,10 +28,10 @@ class _Counted:
         self.told(self.phase, self.done, self.done)
 
 
-class _Reading:
+class CountingReader:
     """A file that counts the bytes read from it (all ``tarfile`` asks of a file)."""
 
-    def __init__(self, f: IO[bytes], counted: _Counted) -> None:
+    def __init__(self, f: IO[bytes], counted: ByteCounter) -> None:
         self.f, self.counted = f, counted
 
     def read(self, size: int = -1) -> bytes:

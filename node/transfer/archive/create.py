@@ -21,17 +21,17 @@ from node.identity import (
 )
 from node.progress import Progress
 from node.store.backup import backup_without
-from node.transfer.archive.counting import _Counted, _quiet, _Reading
+from node.transfer.archive.counting import ByteCounter, CountingReader, quiet
 from node.transfer.archive.manifest import (
-    _MANIFEST,
-    _SECRETS,
+    MANIFEST_MEMBER,
     PLAIN_FILES,
+    SECRETS_MEMBER,
     ArchiveError,
     Kdf,
-    _manifest,
-    _manifest_bytes,
+    make_manifest,
+    manifest_bytes,
 )
-from node.transfer.archive.secrets import _seal
+from node.transfer.archive.secrets import seal_secrets
 from protocol.canonical import encode_canonical
 
 __all__ = ["ArchiveReport", "create_archive"]
@@ -60,7 +60,7 @@ async def create_archive(
     key_file = _check_source(data, out)
     work = out.with_name(f".{out.name}.{random_bytes(4).hex()}")
     work.mkdir(mode=0o700)
-    told = progress or _quiet
+    told = progress or quiet
     try:
         copy = work / DB_FILE
         told("snapshot", 0, 1)
@@ -73,8 +73,8 @@ async def create_archive(
             "authority_key": _read_optional(data / AUTHORITY_KEY_FILE),
         }
         files = {DB_FILE: copy} | {n: data / n for n in PLAIN_FILES if (data / n).exists()}
-        manifest = _manifest(files, state, node_key, now, kdf)
-        sealed = _seal(encode_canonical(secrets), passphrase, manifest)
+        manifest = make_manifest(files, state, node_key, now, kdf)
+        sealed = seal_secrets(encode_canonical(secrets), passphrase, manifest)
         size = await asyncio.to_thread(_write_tar, work / out.name, manifest, files, sealed, told)
         (work / out.name).replace(out)
     finally:
@@ -114,14 +114,16 @@ def _write_tar(
 ) -> int:
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     total = sum(path.stat().st_size for path in files.values())
-    done = _Counted("write", total, told)
+    done = ByteCounter("write", total, told)
     with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
-        _add_bytes(tar, _MANIFEST, _manifest_bytes(manifest))
+        _add_bytes(tar, MANIFEST_MEMBER, manifest_bytes(manifest))
         for name, path in files.items():
             with path.open("rb") as f:
-                tar.addfile(tar.gettarinfo(path, arcname=name), cast(IO[bytes], _Reading(f, done)))
+                tar.addfile(
+                    tar.gettarinfo(path, arcname=name), cast(IO[bytes], CountingReader(f, done))
+                )
         done.finish()
-        _add_bytes(tar, _SECRETS, sealed)
+        _add_bytes(tar, SECRETS_MEMBER, sealed)
         tar.close()
         raw.flush()
         os.fsync(raw.fileno())

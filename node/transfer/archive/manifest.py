@@ -22,7 +22,23 @@ from node.identity import (
 from node.schema import SCHEMA_VERSION
 from protocol.signing import SigningKey
 
-__all__ = ["PLAIN_FILES", "ArchiveError", "Kdf", "WrongPassphrase"]
+__all__ = [
+    "MANIFEST_MEMBER",
+    "MAX_MANIFEST_BYTES",
+    "MAX_SECRETS_BYTES",
+    "PLAIN_FILES",
+    "SECRETS_MEMBER",
+    "TAR_HEADROOM",
+    "ArchiveError",
+    "Kdf",
+    "WrongPassphrase",
+    "listed_size",
+    "make_manifest",
+    "manifest_bytes",
+    "manifest_kdf",
+    "member_file",
+    "read_manifest",
+]
 
 
 PLAIN_FILES = ("config.toml", "ca.crt", "node.crt")
@@ -30,9 +46,9 @@ PLAIN_FILES = ("config.toml", "ca.crt", "node.crt")
 
 _FORMAT = "memlane-archive"
 _VERSION = 1
-_MANIFEST, _SECRETS = "manifest.json", "secrets.enc"
-_MAX_SECRETS = 1 << 26  # bytes: the key files and every token row, with room to spare
-_MAX_MANIFEST = 1 << 16  # bytes: memlane writes about 1 KiB
+MANIFEST_MEMBER, SECRETS_MEMBER = "manifest.json", "secrets.enc"
+MAX_SECRETS_BYTES = 1 << 26  # bytes: the key files and every token row, with room to spare
+MAX_MANIFEST_BYTES = 1 << 16  # bytes: memlane writes about 1 KiB
 _MAX_MANIFEST_DEPTH = 8  # levels of arrays and objects: memlane writes 3
 # Scrypt's cost as a manifest may ask for it: near the default memlane writes (Kdf), since the
 # derivation runs before the passphrase can be checked (docs/operations.md §Backups).
@@ -40,7 +56,7 @@ _LOG_N, _MAX_R, _MAX_P, _MAX_KDF_MEMORY = range(10, 18), 8, 1, 128 << 20
 _SALT_BYTES = range(16, 65)
 # Decompressed bytes beyond the members' own: tar headers (pax ones included), padding and the
 # end of the archive — memlane's take a few KiB.
-_HEADROOM = 1 << 16
+TAR_HEADROOM = 1 << 16
 
 
 class ArchiveError(NodeError):
@@ -74,9 +90,11 @@ def _digest(path: Path) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
-def _manifest(
+def make_manifest(
     files: dict[str, Path], state: dict[str, Any], node_key: bytes, now: int, kdf: Kdf
 ) -> dict[str, Any]:
+    """The manifest of an archive of ``files``: each one's SHA-256 and size, the node's
+    ``state``, and the key derivation's and cipher's parameters (a fresh salt and nonce)."""
     state["node_id"] = node_id(SigningKey(node_key).public)
     listed = {}
     for name, path in files.items():
@@ -100,11 +118,12 @@ def _manifest(
     }
 
 
-def _manifest_bytes(manifest: dict[str, Any]) -> bytes:
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """The manifest as ``manifest.json`` holds it, and as the secrets' associated data."""
     return json.dumps(manifest, sort_keys=True, indent=2).encode()
 
 
-def _kdf(manifest: dict[str, Any]) -> Kdf:
+def manifest_kdf(manifest: dict[str, Any]) -> Kdf:
     """The manifest's Scrypt cost — bounded, since it is read before anything is verified: at
     most 128 MiB and well under a second, near what memlane writes."""
     spec = manifest.get("kdf")
@@ -132,14 +151,16 @@ def _is_hex(value: Any, sizes: range) -> bool:
         return False
 
 
-def _member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
+def member_file(tar: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
+    """The content of ``member``, which must be a file."""
     f = tar.extractfile(member)
     if f is None:
         raise ArchiveError(f"the archive's {member.name} is not a file")
     return f
 
 
-def _read_manifest(tar: tarfile.TarFile) -> dict[str, Any]:
+def read_manifest(tar: tarfile.TarFile) -> dict[str, Any]:
+    """The archive's manifest, refused unless it is one memlane writes."""
     manifest = _parse_manifest(tar)
     if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT:
         raise ArchiveError("not a memlane archive (no manifest of one)")
@@ -152,7 +173,7 @@ def _read_manifest(tar: tarfile.TarFile) -> dict[str, Any]:
         raise ArchiveError(f"the archive lacks {DB_FILE}")
     if not all(_is_listing(v) for v in manifest["files"].values()):
         raise ArchiveError("the archive's manifest is malformed: a file without its checksum")
-    _kdf(manifest)  # refused here, before any file is unpacked
+    manifest_kdf(manifest)  # refused here, before any file is unpacked
     return manifest
 
 
@@ -160,12 +181,12 @@ def _parse_manifest(tar: tarfile.TarFile) -> Any:
     """The manifest's JSON — the archive's first member, as memlane writes it — refused
     unread when it is larger or deeper than memlane writes."""
     member = tar.next()
-    if member is None or member.name != _MANIFEST:
+    if member is None or member.name != MANIFEST_MEMBER:
         raise ArchiveError("not a memlane archive (no manifest of one)")
-    if member.size > _MAX_MANIFEST:
-        raise ArchiveError(f"the archive's manifest is larger than {_MAX_MANIFEST:,} bytes")
+    if member.size > MAX_MANIFEST_BYTES:
+        raise ArchiveError(f"the archive's manifest is larger than {MAX_MANIFEST_BYTES:,} bytes")
     try:
-        text = _member(tar, member).read().decode()
+        text = member_file(tar, member).read().decode()
     except UnicodeDecodeError as exc:
         raise ArchiveError("the archive's manifest is not JSON") from exc
     if _too_deep(text, _MAX_MANIFEST_DEPTH):
@@ -205,6 +226,7 @@ def _is_listing(listed: Any) -> bool:
     )
 
 
-def _size(listed: Any) -> int:
+def listed_size(listed: Any) -> int:
+    """The size a manifest lists for a file (0 when it lists none)."""
     size = listed.get("size") if isinstance(listed, dict) else None
     return size if isinstance(size, int) else 0

@@ -47,18 +47,18 @@ from node.identity import (
 from node.progress import Progress
 from node.schema import MIGRATIONS
 from node.store import Store, StoreOptions, Txn
-from node.transfer.archive.counting import _Counted, _quiet
+from node.transfer.archive.counting import ByteCounter, quiet
 from node.transfer.archive.manifest import (
-    _HEADROOM,
-    _MAX_MANIFEST,
-    _MAX_SECRETS,
-    _SECRETS,
+    MAX_MANIFEST_BYTES,
+    MAX_SECRETS_BYTES,
+    SECRETS_MEMBER,
+    TAR_HEADROOM,
     ArchiveError,
-    _member,
-    _read_manifest,
-    _size,
+    listed_size,
+    member_file,
+    read_manifest,
 )
-from node.transfer.archive.secrets import _open_secrets
+from node.transfer.archive.secrets import open_secrets
 from node.views import default_views
 from protocol.signing import SigningKey
 
@@ -93,10 +93,10 @@ async def restore_archive(
     stage.mkdir(mode=0o700, parents=True)
     room = shutil.disk_usage(stage).free if max_bytes is None else max_bytes
     try:
-        manifest, secrets = await asyncio.to_thread(
-            _unpack, archive, stage, passphrase, progress or _quiet, room
+        secrets = await asyncio.to_thread(
+            _unpack, archive, stage, passphrase, progress or quiet, room
         )
-        report = await _rebuild(stage, manifest, secrets, now=now, keep_tokens=keep_tokens)
+        report = await _rebuild(stage, secrets, now=now, keep_tokens=keep_tokens)
         _move_into_place(stage, data)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
@@ -114,29 +114,27 @@ def _move_into_place(stage: Path, data: Path) -> None:
     stage.replace(data)
 
 
-def _unpack(
-    archive: Path, stage: Path, passphrase: bytes, told: Progress, room: int
-) -> tuple[dict[str, Any], Any]:
-    """Extract the listed files into ``stage``, each checked against the manifest, and open
-    the secrets; anything amiss raises ``ArchiveError`` (``stage`` is then thrown away)."""
+def _unpack(archive: Path, stage: Path, passphrase: bytes, told: Progress, room: int) -> Any:
+    """Extract the listed files into ``stage``, each checked against the manifest; the
+    secrets, opened.  Anything amiss raises ``ArchiveError`` (``stage`` is then thrown away)."""
     try:
         with gzip.open(archive, "rb") as raw:
-            stream = _Inflated(cast(IO[bytes], raw), _MAX_MANIFEST + _HEADROOM)
+            stream = _Inflated(cast(IO[bytes], raw), MAX_MANIFEST_BYTES + TAR_HEADROOM)
             with tarfile.open(fileobj=cast(IO[bytes], stream), mode="r|") as tar:
-                manifest = _read_manifest(tar)
+                manifest = read_manifest(tar)
                 listed = manifest["files"]
-                total = sum(_size(f) for f in listed.values())
+                total = sum(listed_size(f) for f in listed.values())
                 if total > room:
                     raise ArchiveError(
                         f"the archive's files take {total:,} bytes, more than "
                         f"the {room:,} that may be written"
                     )
-                stream.allow(total + _MAX_SECRETS + _HEADROOM)
-                sealed = _unpack_members(tar, stage, listed, _Counted("unpack", total, told))
+                stream.allow(total + MAX_SECRETS_BYTES + TAR_HEADROOM)
+                sealed = _unpack_members(tar, stage, listed, ByteCounter("unpack", total, told))
             stream.drain()  # to the end: gzip checks its length and CRC there
     except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
         raise ArchiveError(f"{archive} is not a readable memlane archive: {exc}") from exc
-    return manifest, _open_secrets(sealed, passphrase, manifest)
+    return open_secrets(sealed, passphrase, manifest)
 
 
 class _Inflated:
@@ -165,16 +163,16 @@ class _Inflated:
 
 
 def _unpack_members(
-    tar: tarfile.TarFile, stage: Path, listed: dict[str, Any], done: _Counted
+    tar: tarfile.TarFile, stage: Path, listed: dict[str, Any], done: ByteCounter
 ) -> bytes:
     """Every member after the manifest — each listed file once, then the secrets — refused
     from its header when it is anything else; return the sealed secrets."""
-    expected, sealed = {*listed, _SECRETS}, b""
+    expected, sealed = {*listed, SECRETS_MEMBER}, b""
     while (member := tar.next()) is not None:
         if member.name not in expected or not member.isreg():
             raise ArchiveError("the archive holds other files than its manifest lists")
         expected.discard(member.name)
-        if member.name == _SECRETS:
+        if member.name == SECRETS_MEMBER:
             sealed = _read_secrets(tar, member)
         else:
             _extract(tar, member, stage, listed[member.name], done)
@@ -186,18 +184,18 @@ def _unpack_members(
 
 def _read_secrets(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
     """``secrets.enc``, refused from its size in the tar before a byte of it is read."""
-    if member.size > _MAX_SECRETS:
-        raise ArchiveError(f"the archive's secrets are larger than {_MAX_SECRETS:,} bytes")
-    return _member(tar, member).read()
+    if member.size > MAX_SECRETS_BYTES:
+        raise ArchiveError(f"the archive's secrets are larger than {MAX_SECRETS_BYTES:,} bytes")
+    return member_file(tar, member).read()
 
 
 def _extract(
-    tar: tarfile.TarFile, member: tarfile.TarInfo, stage: Path, listed: Any, done: _Counted
+    tar: tarfile.TarFile, member: tarfile.TarInfo, stage: Path, listed: Any, done: ByteCounter
 ) -> None:
     name = member.name
     if member.size != listed.get("size"):  # refused from its header, before a byte is written
         raise ArchiveError(f"{name} in the archive does not match its checksum")
-    src, h, size = _member(tar, member), hashlib.sha256(), 0
+    src, h, size = member_file(tar, member), hashlib.sha256(), 0
     fd = os.open(stage / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as dst:
         while chunk := src.read(1 << 20):
@@ -210,7 +208,7 @@ def _extract(
 
 
 async def _rebuild(
-    stage: Path, manifest: dict[str, Any], secrets: Any, *, now: int, keep_tokens: bool
+    stage: Path, secrets: Any, *, now: int, keep_tokens: bool
 ) -> tuple[str, str, str, int, int]:
     """Keys back in their files, tokens back in the store, a new epoch for each log this node
     writes, a new feed id — all without an audit event."""

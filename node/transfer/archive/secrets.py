@@ -11,16 +11,16 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from node.transfer.archive.manifest import (
-    _MAX_SECRETS,
+    MAX_SECRETS_BYTES,
     ArchiveError,
     WrongPassphrase,
-    _kdf,
-    _manifest_bytes,
+    manifest_bytes,
+    manifest_kdf,
 )
 from protocol.canonical import decode_canonical
 from protocol.errors import ProtocolError
 
-__all__ = ["read_passphrase"]
+__all__ = ["open_secrets", "read_passphrase", "seal_secrets"]
 
 
 def read_passphrase(path: Path) -> bytes:
@@ -34,17 +34,19 @@ def read_passphrase(path: Path) -> bytes:
     return text
 
 
-def _seal(plain: bytes, passphrase: bytes, manifest: dict[str, Any]) -> bytes:
-    key = _kdf(manifest).derive(passphrase, bytes.fromhex(manifest["kdf"]["salt"]))
+def seal_secrets(plain: bytes, passphrase: bytes, manifest: dict[str, Any]) -> bytes:
+    """``plain`` encrypted under the passphrase's key, ``manifest`` as associated data."""
+    key = manifest_kdf(manifest).derive(passphrase, bytes.fromhex(manifest["kdf"]["salt"]))
     nonce = bytes.fromhex(manifest["cipher"]["nonce"])
-    return AESGCM(key).encrypt(nonce, plain, _manifest_bytes(manifest))
+    return AESGCM(key).encrypt(nonce, plain, manifest_bytes(manifest))
 
 
-def _open_secrets(sealed: bytes, passphrase: bytes, manifest: dict[str, Any]) -> Any:
+def open_secrets(sealed: bytes, passphrase: bytes, manifest: dict[str, Any]) -> Any:
+    """The secrets ``seal_secrets`` sealed, refused unless they have the shape it seals."""
     try:
-        key = _kdf(manifest).derive(passphrase, bytes.fromhex(manifest["kdf"]["salt"]))
+        key = manifest_kdf(manifest).derive(passphrase, bytes.fromhex(manifest["kdf"]["salt"]))
         nonce = bytes.fromhex(manifest["cipher"]["nonce"])
-        plain = AESGCM(key).decrypt(nonce, sealed, _manifest_bytes(manifest))
+        plain = AESGCM(key).decrypt(nonce, sealed, manifest_bytes(manifest))
     except InvalidTag as exc:
         raise WrongPassphrase(
             "the passphrase does not open this archive (or the archive was altered)"
@@ -52,7 +54,7 @@ def _open_secrets(sealed: bytes, passphrase: bytes, manifest: dict[str, Any]) ->
     except (KeyError, TypeError, ValueError) as exc:
         raise ArchiveError(f"the archive's manifest is malformed: {exc}") from exc
     try:
-        secrets = decode_canonical(plain, what="secrets", max_bytes=_MAX_SECRETS)
+        secrets = decode_canonical(plain, what="secrets", max_bytes=MAX_SECRETS_BYTES)
     except ProtocolError as exc:
         raise ArchiveError(f"the archive's secrets are malformed: {exc}") from exc
     if not _is_secrets(secrets):

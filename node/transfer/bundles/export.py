@@ -10,12 +10,12 @@ from node.progress import Progress
 from node.replica import Replica
 from node.store import Store
 from node.transfer.bundles.files import (
-    _BATCH,
+    BATCH_ENTRIES,
     BundleError,
-    _finish_file,
-    _open_write,
-    _refuse_existing,
+    finish_file,
+    open_write,
     read_frontier,
+    refuse_existing,
 )
 from protocol.bundle import BundleHeader, BundleWriter
 from protocol.entry import Entry
@@ -50,7 +50,7 @@ async def export_bundle(
     """Write a bundle of what this node holds (all of it, or what the frontier in ``since``
     lacks); with ``workspace``, every header but only that workspace's payloads.  ``progress``
     is told the entries written (phase ``export``)."""
-    _refuse_existing(out)
+    refuse_existing(out)
     theirs = read_frontier(since, mesh) if since is not None else None
     replica = Replica(store, mesh)
     snap = await replica.snapshot()
@@ -61,7 +61,7 @@ async def export_bundle(
     writer = BundleWriter(key, header)
     spans = replica.authority_first(snap.frontier.lacking(theirs or Frontier()))
     tmp = out.with_name(out.name + ".partial")
-    f = _open_write(tmp)
+    f = open_write(tmp)
     size, payloads, total = 0, 0, sum(s.last - s.first + 1 for s in spans)
     try:
         size += f.write(writer.start())
@@ -70,12 +70,12 @@ async def export_bundle(
                 kept = entry if _carries(entry, workspace) else entry.without_payload()
                 payloads += kept.payload is not None
                 size += f.write(writer.entry(kept))
-                if progress is not None and writer.count % _BATCH == 0:
+                if progress is not None and writer.count % BATCH_ENTRIES == 0:
                     progress("export", writer.count, total)
         size += f.write(writer.finish())
         if progress is not None:
             progress("export", writer.count, writer.count)
-        _finish_file(f, tmp, out)
+        finish_file(f, tmp, out)
     except BaseException:
         f.close()
         tmp.unlink(missing_ok=True)
@@ -87,7 +87,9 @@ async def export_bundle(
 async def _span_entries(replica: Replica, log_id: int, span: LogRange) -> AsyncIterator[Entry]:
     after = span.first - 1
     while after < span.last:
-        rows = await replica.span(log_id, gt=after, lte=span.last, limit=_BATCH, max_bytes=1 << 62)
+        rows = await replica.span(
+            log_id, gt=after, lte=span.last, limit=BATCH_ENTRIES, max_bytes=1 << 62
+        )
         if not rows:
             return
         for row in rows:

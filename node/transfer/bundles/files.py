@@ -16,37 +16,50 @@ from protocol.errors import ProtocolError
 from protocol.frontier import Frontier
 from protocol.signing import SigningKey
 
-__all__ = ["BundleError", "read_frontier", "write_frontier"]
+__all__ = [
+    "BATCH_ENTRIES",
+    "READ_BYTES",
+    "BundleError",
+    "finish_file",
+    "open_read",
+    "open_write",
+    "read_frontier",
+    "refuse_existing",
+    "write_frontier",
+]
 
 
-_CHUNK = 1 << 20  # bytes read at a time
-_BATCH = 1000  # entries per receive batch (and per read of the store on export)
+READ_BYTES = 1 << 20  # bytes read at a time
+BATCH_ENTRIES = 1000  # entries per receive batch (and per read of the store on export)
 
 
 class BundleError(NodeError):
     """A bundle (or frontier file) was refused; nothing of it was stored."""
 
 
-def _open_read(path: Path) -> IO[bytes]:
+def open_read(path: Path) -> IO[bytes]:
+    """``path`` opened to read; ``BundleError`` when it cannot be."""
     try:
         return path.open("rb")
     except OSError as exc:
         raise BundleError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
-def _open_write(path: Path) -> IO[bytes]:
+def open_write(path: Path) -> IO[bytes]:
+    """A new file at ``path``, opened to write; ``BundleError`` when it cannot be made."""
     try:
         return path.open("xb")
     except OSError as exc:
         raise BundleError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
-def _refuse_existing(out: Path) -> None:
+def refuse_existing(out: Path) -> None:
     if out.exists():
         raise BundleError(f"{out} already exists")
 
 
-def _finish_file(f: IO[bytes], tmp: Path, out: Path) -> None:
+def finish_file(f: IO[bytes], tmp: Path, out: Path) -> None:
+    """``f``, written at ``tmp``, made durable, closed and moved to ``out``."""
     f.flush()
     os.fsync(f.fileno())
     f.close()
@@ -58,14 +71,14 @@ async def write_frontier(store: Store, key: SigningKey, mesh: bytes, out: Path) 
     frontier = (await Replica(store, mesh).snapshot()).frontier
     data = encode_frontier_file(FrontierFile(mesh, key.public, frontier))
     tmp = out.with_name(out.name + ".partial")
-    f = _open_write(tmp)
+    f = open_write(tmp)
     f.write(data)
-    _finish_file(f, tmp, out)
+    finish_file(f, tmp, out)
     return frontier
 
 
 def read_frontier(path: Path, mesh: bytes) -> Frontier:
-    f = _open_read(path)
+    f = open_read(path)
     with f:
         data = f.read(1 << 22)
     try:

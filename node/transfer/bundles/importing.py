@@ -29,8 +29,13 @@ from node.progress import Progress
 from node.store import AuditEvent, Ingest, Prechecked, Report, Store, Txn
 from node.store.audit import audit, bundle_subjects
 from node.store.writer import Operation
-from node.transfer.bundles.files import _BATCH, BundleError
-from node.transfer.bundles.reading import _events, _fingerprint, _Verified, _verify
+from node.transfer.bundles.files import BATCH_ENTRIES, BundleError
+from node.transfer.bundles.reading import (
+    VerifiedBundle,
+    bundle_events,
+    chunk_fingerprint,
+    verify_bundle,
+)
 from protocol.bundle import BundleEnd
 from protocol.canonical import decode_canonical, encode_canonical
 from protocol.entry import Entry
@@ -89,7 +94,7 @@ async def import_bundle(
     write lock left free at least ``pause`` seconds between two (see the module docstring); a
     refused bundle raises ``BundleError`` and leaves the store as it was."""
     membership = store.membership if isinstance(store.membership, Membership) else None
-    verified = await _verify(path, mesh, membership, progress, chunk)
+    verified = await verify_bundle(path, mesh, membership, progress, chunk)
     resumed = await _Resumed.read(store, verified.end.bundle_id)
     run = _Import(store, path, verified, resumed, chunk)
     index = 0
@@ -114,7 +119,7 @@ async def _chunks(
     """The bundle's entries, ``size`` at a time; the last chunk (empty for a bundle of none)
     only once the end frame has matched the verified one and the file has ended."""
     chunk = list[Entry]()
-    async for event in _events(path, "import", progress):
+    async for event in bundle_events(path, "import", progress):
         if isinstance(event, Entry):
             if len(chunk) == size:
                 yield chunk
@@ -158,7 +163,12 @@ class _Import:
     they did with those of earlier runs of the same bundle."""
 
     def __init__(
-        self, store: Store, path: Path, verified: _Verified, resumed: _Resumed | None, size: int
+        self,
+        store: Store,
+        path: Path,
+        verified: VerifiedBundle,
+        resumed: _Resumed | None,
+        size: int,
     ) -> None:
         self.store, self.path, self.verified, self.size = store, path, verified, size
         self.ingest = Ingest(store)
@@ -203,7 +213,7 @@ class _Import:
     def _check(self, index: int, chunk: list[Entry]) -> None:
         """The file still holds, here, what the verifying pass saw (it was verified whole)."""
         prints = self.verified.prints
-        if chunk and (index >= len(prints) or _fingerprint(chunk) != prints[index]):
+        if chunk and (index >= len(prints) or chunk_fingerprint(chunk) != prints[index]):
             raise _Changed(f"its entries from entry {index * self.size + 1:,} on differ")
 
     async def _pause(self, pause: float) -> None:
@@ -219,9 +229,9 @@ class _Import:
         async def op(txn: Txn) -> tuple[Report, _Resumed]:
             await self._same_progress(txn)
             total = _copy(self.total)
-            for i in range(0, len(fresh), _BATCH):
+            for i in range(0, len(fresh), BATCH_ENTRIES):
                 part = await self.ingest.receive_in(
-                    txn, fresh[i : i + _BATCH], source=self.source, event=None
+                    txn, fresh[i : i + BATCH_ENTRIES], source=self.source, event=None
                 )
                 _add(total, part)
                 bundle_subjects(txn, self.key, part.subjects)

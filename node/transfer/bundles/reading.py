@@ -13,22 +13,24 @@ from pathlib import Path
 from node.identity import node_id
 from node.members.membership import Membership
 from node.progress import Progress
-from node.transfer.bundles.files import _CHUNK, BundleError, _open_read
+from node.transfer.bundles.files import READ_BYTES, BundleError, open_read
 from protocol.bundle import BundleEnd, BundleEvent, BundleHeader, BundleReader
 from protocol.entry import Entry
 from protocol.errors import ProtocolError
 from protocol.kinds import decode_payload
 
-__all__: list[str] = []
+__all__ = ["VerifiedBundle", "bundle_events", "chunk_fingerprint", "verify_bundle"]
 
 
-async def _events(path: Path, phase: str, progress: Progress | None) -> AsyncIterator[BundleEvent]:
+async def bundle_events(
+    path: Path, phase: str, progress: Progress | None
+) -> AsyncIterator[BundleEvent]:
     """Every event of the bundle at ``path``; a bad file raises ``BundleError``."""
-    f = _open_read(path)
+    f = open_read(path)
     total, done = os.fstat(f.fileno()).st_size, 0
     reader = BundleReader()
     try:
-        while chunk := await asyncio.to_thread(f.read, _CHUNK):
+        while chunk := await asyncio.to_thread(f.read, READ_BYTES):
             done += len(chunk)
             reader.feed(chunk)
             while (event := reader.next_event()) is not None:
@@ -45,21 +47,25 @@ async def _events(path: Path, phase: str, progress: Progress | None) -> AsyncIte
 
 
 @dataclass(slots=True)
-class _Verified:
+class VerifiedBundle:
+    """A bundle's first pass done: its header, its end, and what each chunk of it holds."""
+
     header: BundleHeader
     end: BundleEnd
     prints: list[bytes]  # each chunk's fingerprint, in the file's order
 
 
-async def _verify(
+async def verify_bundle(
     path: Path, mesh: bytes, membership: Membership | None, progress: Progress | None, size: int
-) -> _Verified:
+) -> VerifiedBundle:
+    """Every entry of the bundle at ``path`` verified and its exporter a member, each chunk of
+    ``size`` entries fingerprinted; a refused bundle raises ``BundleError``."""
     header: BundleHeader | None = None
     end: BundleEnd | None = None
     added: set[bytes] = set()
     authority = membership.authority if membership is not None else None
     chunk, prints = list[Entry](), list[bytes]()
-    async for event in _events(path, "verify", progress):
+    async for event in bundle_events(path, "verify", progress):
         if isinstance(event, BundleHeader):
             if event.mesh != mesh:
                 raise BundleError(
@@ -71,17 +77,17 @@ async def _verify(
             added |= _admits(event, authority)
             chunk.append(event)
             if len(chunk) == size:
-                prints.append(_fingerprint(chunk))
+                prints.append(chunk_fingerprint(chunk))
                 chunk = []
         else:
             end = event  # the reader refuses anything after it, at the end of the file
     assert header is not None  # else the reader has refused the file
     assert end is not None
     _check_exporter(path, header.exporter, membership, added)
-    return _Verified(header, end, prints + ([_fingerprint(chunk)] if chunk else []))
+    return VerifiedBundle(header, end, prints + ([chunk_fingerprint(chunk)] if chunk else []))
 
 
-def _fingerprint(chunk: Sequence[Entry]) -> bytes:
+def chunk_fingerprint(chunk: Sequence[Entry]) -> bytes:
     """What a chunk holds: its entries' ids (each binds its header, and so its payload's hash)
     and which of them carry their payload."""
     h = hashlib.sha256()
