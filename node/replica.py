@@ -22,12 +22,13 @@ from node.logging import get_logger
 from node.store import AuditEvent, Ingest, Received, Report, Store, Txn
 from node.store.erasure import ERASE
 from node.store.heads import DROPPED
-from node.store.partial import Wanted, answer_wants, holds_place, select_wanted
+from node.store.partial import Wanted, answer_wants, select_wanted
 from node.store.reader import ChangedLog, Marks, Reader, SpanEntry
 from protocol.canonical import decode_canonical, encode_canonical
 from protocol.entry import Entry, LogId
 from protocol.errors import ProtocolError
 from protocol.frontier import Frontier, LogRange, Tip
+from protocol.kinds import holds_place
 from protocol.payloads import PARTIAL
 from protocol.signing import verify_signature
 

@@ -45,6 +45,7 @@ __all__ = [
     "decode_payload",
     "encode_payload",
     "has_place",
+    "holds_place",
     "is_known",
     "place_of",
     "workspace_of",
@@ -328,3 +329,9 @@ def has_place(kind: str) -> bool:
 def place_of(kind: str, payload: Mapping[str, Any]) -> str | None:
     """The workspace an entry's payload is placed in, or None (``has_place``)."""
     return workspace_of(kind, payload) if has_place(kind) else None
+
+
+def holds_place(held: frozenset[str] | None, place: str | None) -> bool:
+    """Whether a grant holding the payloads of ``held`` (None: all) holds those placed in
+    ``place`` (None: the entries every node keeps whole) — docs/partial.md."""
+    return held is None or place is None or place in held

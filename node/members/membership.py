@@ -31,14 +31,13 @@ from typing_extensions import override
 from node.identity import node_id
 from node.members.errors import MeshError, UnknownMember
 from node.store.members import select_authority, select_member_entries
-from node.store.partial import holds_place
 from node.store.store import Wait
 from node.store.views import AppliedEntry, Erased, HiddenEntries, View
 from node.store.writer import Txn
 from protocol.clock import Hlc
 from protocol.entry import Header, decode_header
 from protocol.errors import PayloadError
-from protocol.kinds import KINDS, decode_payload, workspace_of
+from protocol.kinds import KINDS, decode_payload, holds_place, workspace_of
 
 __all__ = [
     "ALL_WORKSPACES",

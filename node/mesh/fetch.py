@@ -16,9 +16,9 @@ from collections.abc import Collection, Sequence
 
 from node.replica import Replica
 from node.store import Received
-from node.store.partial import holds_place
 from node.store.reader import SpanEntry
 from protocol.batch import WireEntry
+from protocol.kinds import holds_place
 from protocol.payloads import MAX_WANT, PARTIAL, Payloads, Want, payloads_room
 
 __all__ = ["MAX_REFILLS", "PAYLOAD_RETRY", "Fetch", "Filled"]

@@ -25,7 +25,6 @@ __all__ = [
     "WITHHOLD_DUE",
     "Wanted",
     "answer_wants",
-    "holds_place",
     "not_held",
     "select_wanted",
     "unplaced",
@@ -66,12 +65,6 @@ _ANSWERS = (
 )
 
 Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Any]]]
-
-
-def holds_place(held: frozenset[str] | None, place: str | None) -> bool:
-    """Whether a grant holding ``held`` (None: all) holds the payloads placed in ``place``
-    (None: the entries every node keeps whole)."""
-    return held is None or place is None or place in held
 
 
 def not_held(workspace: str | None) -> str:
