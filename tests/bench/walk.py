@@ -27,14 +27,17 @@ from mcp.client.streamable_http import streamable_http_client
 
 from node.mcp.http import http_server
 from node.node import Node, system_wall
-from tests.bench.common import Check, tail, verdict
+from tests.bench.common import SMOKE, Check, tail, verdict
 from tests.node.synckit import make_mesh
 
 __all__ = ["run", "walk_receive", "walk_write"]
 
 ROOT = Path(__file__).resolve().parents[2]
-WRITE_FILES = 15  # files of node/ and protocol/ for one e_write over MCP HTTP, at most
-RECEIVE_FILES = 8  # files of node/store/ for one received batch, at most
+# At most: the files of node/ and protocol/ one e_write over MCP HTTP runs, and of node/store/
+# one received batch runs (issue 40 asked 15 and 8; by this count the write's floor is the rooms
+# it passes, each a job of its own: docs/benchmarks.md §walk).
+WRITE_FILES = 30
+RECEIVE_FILES = 8
 
 
 class _Watch:
@@ -101,7 +104,7 @@ async def walk_receive(root: Path, watch: _Watch) -> list[str]:
 
 def run(
     *,
-    quick: bool = False,  # noqa: ARG001 - the runner passes quick to every bench
+    quick: bool = False,
     workdir: Path | None = None,
 ) -> str:
     watch = _Watch()
@@ -131,4 +134,5 @@ def run(
         Check("modules of node/store/", str(len(modules)), "", "(info)"),
     ]
     notes = [f"e_write: {' '.join(write)}", f"receive: {' '.join(receive)}"]
-    return "\n".join(["The walk of one entry: the files whose code runs", *tail(checks, notes)])
+    title = "The walk of one entry: the files whose code runs" + (SMOKE if quick else "")
+    return "\n".join([title, *tail(checks, notes)])
