@@ -11,6 +11,7 @@ import pytest_asyncio
 from node.access.callers import Caller
 from node.config import ENVIRONMENT
 from node.node import Node
+from tests.node.clikit import make_token, ok, run
 from tests.node.embedserver import EmbedServer, reference_model
 from tests.node.helpers import ForeignWriter, admit
 
@@ -95,9 +96,9 @@ def embed_server(_embed_server: EmbedServer) -> Iterator[EmbedServer]:
 
 @pytest.fixture
 def auth(tmp_path: Path) -> list[str]:
-    """The flags that reach a new node, made with the installed command, as a reader and
-    writer of workspace team (the CLI tests' common start)."""
-    from tests.node.test_cli import make_token, ok, run
+    """The flags that reach a new node, made with the command line (in-process,
+    tests/node/clikit.py), as a reader and writer of workspace team (the CLI tests' common
+    start)."""
 
     data = tmp_path / "node"
     ok(run("init", "--data", data))

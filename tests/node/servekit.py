@@ -17,6 +17,7 @@ import pytest
 from node.members import certs
 from node.mesh.service import CA_FILE, NODE_CERT_FILE
 from node.node import Node, system_wall
+from tests.node.clikit import run
 from tests.node.synckit import make_mesh
 from tests.node.test_mcp import MEMLANE, TIMEOUT, read_line
 
@@ -24,9 +25,11 @@ CONVERGE = 20.0  # seconds for an SR or a connection to show up on the other nod
 
 
 def memlane(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [str(MEMLANE), *args], capture_output=True, text=True, timeout=TIMEOUT, check=False
-    )
+    """A short command beside the served nodes (``peers``, ``mesh invite``, a listing), run
+    in-process through the command line's entry point (tests/node/clikit.py): the served
+    nodes are the processes these tests are about, and a poll of ``peers`` every 0.2 s need
+    not start an interpreter each time."""
+    done = run(*args)
     if check:
         assert done.returncode == 0, done.stderr
     return done

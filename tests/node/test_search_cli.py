@@ -1,6 +1,7 @@
 """``memlane search status`` and ``memlane search rebuild`` end to end (docs/cli.md,
-docs/search.md §The vector index and fusion): the installed command on real data
-directories, wordllama from its wheel, a closed loopback port for an endpoint that is down."""
+docs/search.md §The vector index and fusion): the command line (in-process,
+tests/node/clikit.py; in a real process on a terminal) on real data directories, wordllama
+from its wheel, a closed loopback port for an endpoint that is down."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ import pytest_asyncio
 
 from node.node import Node
 from tests.node.bundlekit import caller, write
-from tests.node.test_bundles_cli import drawn, on_terminal
-from tests.node.test_cli import MEMLANE, count, database, fails, ok, run
+from tests.node.clikit import MEMLANE, count, database, drawn, fails, ok, on_terminal, run
 
 WORDLLAMA = "wordllama:l2_supercat_256@0.4.0.post1"
 TITLES = ("gateway rollout", "certificate renewal", "disk alarms")
