@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ from node.config import ENVIRONMENT
 from node.node import Node
 from tests.node.clikit import make_token, ok, run
 from tests.node.embedserver import EmbedServer, reference_model
-from tests.node.helpers import ForeignWriter, admit
+from tests.node.helpers import CallerFactory, ForeignWriter, Wall, admit
 
 
 @pytest.fixture(autouse=True)
@@ -25,16 +25,6 @@ def _quiet_serving(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MEMLANE_HEALTH", "127.0.0.1:0")
     monkeypatch.setenv("MEMLANE_DISCOVERY", "off")
-
-
-class Wall:
-    """A wall clock the test moves by hand (ms since the Unix epoch)."""
-
-    def __init__(self, now: int = 1_790_000_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @pytest.fixture
@@ -52,9 +42,6 @@ async def node_dir(tmp_path: Path, wall: Wall) -> Path:
 async def node(node_dir: Path, wall: Wall) -> AsyncIterator[Node]:
     async with Node.open(node_dir, wall=wall) as opened:
         yield opened
-
-
-CallerFactory = Callable[..., Awaitable[Caller]]
 
 
 @pytest.fixture

@@ -12,8 +12,7 @@ import pytest
 from node.node import Node
 from tests.node.bundlekit import caller, write
 from tests.node.clikit import MEMLANE, drawn, ok, on_terminal, run
-from tests.node.conftest import Wall
-from tests.node.helpers import events
+from tests.node.helpers import Wall, events
 from tests.node.synckit import held, make_mesh
 
 

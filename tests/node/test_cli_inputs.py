@@ -16,7 +16,7 @@ import pytest
 from node.errors import Refusal
 from node.node import Node
 from tests.node.clikit import MEMLANE, database, environment, fails, ok, run
-from tests.node.conftest import CallerFactory
+from tests.node.helpers import CallerFactory
 
 ESCAPES = "\x1b[2J\x1b[31mred\x9b\x07"  # clear the screen, turn red, a C1 CSI, the bell
 SHOWN = "\\x1b[2J\\x1b[31mred\\x9b\\x07"

@@ -17,7 +17,7 @@ from node.node import Node
 from protocol.timefmt import format_instant
 from tests.node.bundlekit import caller
 from tests.node.clikit import MEMLANE, drawn, fails, ok, on_terminal, run
-from tests.node.conftest import Wall
+from tests.node.helpers import Wall
 
 pytestmark = pytest.mark.asyncio
 

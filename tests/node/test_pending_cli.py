@@ -13,7 +13,7 @@ from pathlib import Path
 
 from node.node import Node
 from tests.node.clikit import fails, ok, run, run_all
-from tests.node.test_pending import size, strangers
+from tests.node.helpers import size, strangers
 
 HOSTILE = "peer:\x1b]0;owned\x07\x1b[2J"  # a title change and a screen clear, if shown raw
 HOUR = 3_600_000

@@ -27,9 +27,8 @@ from node.config import NodeConfig
 from node.node import Node
 from node.search.embedders import WordLlamaEmbedder
 from protocol.clock import Hlc
-from tests.node.conftest import Wall
 from tests.node.embedserver import EmbedServer
-from tests.node.helpers import ForeignWriter, admit, sr_payload
+from tests.node.helpers import ForeignWriter, Wall, admit, sr_payload
 from tests.node.offline import offline_or_skip, run_offline
 
 REPO = Path(__file__).resolve().parents[2]

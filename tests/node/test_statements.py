@@ -21,7 +21,7 @@ from node.schema import MIGRATIONS
 from node.store import Store, StoreOptions
 from node.store.txn import Txn
 from node.views import default_views
-from tests.node.conftest import Wall
+from tests.node.helpers import Wall
 
 _PUT = "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)"
 

@@ -23,8 +23,7 @@ from node.node import Node
 from node.views.srs import DOC_SLOTS
 from protocol.clock import Hlc
 from protocol.entry import Entry
-from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, admit, held_entries, sr_payload
+from tests.node.helpers import ForeignWriter, Wall, admit, held_entries, sr_payload
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
