@@ -1,4 +1,4 @@
-"""What every test's child processes share.
+"""What every test's child processes share, and the tests that need an optional extra.
 
 The tests launch hundreds of Python processes: the ``memlane`` command, served nodes, the crash
 tests' children, the benchmarks' smoke runs and the workers they spawn.  Where the environment
@@ -14,5 +14,15 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+
+from tests.extras import need
+
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``extra(NAME)`` skips, saying why, without that extra (tests/extras.py)."""
+    for mark in item.iter_markers("extra"):
+        need(mark.args[0])

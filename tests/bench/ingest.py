@@ -425,7 +425,7 @@ def eventsourcing_saves(workdir: Path, calls: int) -> float:
     """Seconds for ``calls`` calls that each create an aggregate (one event) and save it."""
     path = Path(tempfile.mkdtemp(prefix="es-", dir=workdir))
     env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path / "es.db")}
-    from tests.bench.es_records import Records  # (the bench extra's, imported when it runs)
+    from tests.bench._eventsourcing import Records  # (the bench extra's, imported when it runs)
 
     app = Records(env=env)
     with app.factory.datastore.transaction(commit=False) as cursor:

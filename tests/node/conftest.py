@@ -11,6 +11,7 @@ import pytest_asyncio
 from node.access.callers import Caller
 from node.config import ENVIRONMENT
 from node.node import Node
+from tests.extras import need
 from tests.node.clikit import make_token, ok, run
 from tests.node.embedserver import EmbedServer, reference_model
 from tests.node.helpers import CallerFactory, ForeignWriter, Wall, admit
@@ -67,6 +68,7 @@ async def foreign(node: Node) -> ForeignWriter:
 
 @pytest.fixture(scope="module")
 def _embed_server() -> Iterator[EmbedServer]:
+    need("semantic")  # its vectors are wordllama's
     server = EmbedServer(reference_model())
     yield server
     server.close()

@@ -79,6 +79,7 @@ async def test_without_an_embedder_status_says_bm25_and_rebuild_is_refused(data)
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_status_shows_the_queue_and_rebuild_embeds_every_sr(data):
     path, token = data
     configure(path, 'embedder = "wordllama"')
@@ -127,6 +128,7 @@ async def test_status_shows_the_queue_and_rebuild_embeds_every_sr(data):
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_rebuild_shows_its_progress_on_a_terminal(data):
     path, _ = data
     configure(path, 'embedder = "wordllama"\nbatch = 1')  # a step per SR

@@ -187,6 +187,7 @@ def _search_samples(samples: list[Sample]) -> dict[str, int]:
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_the_vector_index_metrics(tmp_path):
     data = tmp_path / "node"
     await Node.init(data)

@@ -1,5 +1,6 @@
 """The ingest benchmark's (c): an SR as an ``eventsourcing`` aggregate (v9), apart from
-``ingest`` so that eventsourcing, the ``bench`` extra's, is imported only when (c) runs."""
+``ingest`` (and, its name starting with ``_``, no benchmark of its own) so that eventsourcing,
+the ``bench`` extra's, is imported only when (c) runs."""
 
 from __future__ import annotations
 
