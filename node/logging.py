@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
+from typing import TextIO, cast
 
 import structlog
 
 __all__ = ["configure_logging", "get_logger"]
 
 _configured = False
+
+
+class _Stderr(io.TextIOBase):
+    """``sys.stderr`` as it is when a line is written, not as it was when logging was
+    configured: in a process of its own that is one stream all along, and a caller that runs
+    the command line's ``main`` in-process with its streams swapped (the tests) gets the
+    lines of each run in that run's stderr."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -30,7 +45,7 @@ def configure_logging(level: str = "INFO") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _Stderr())),
         cache_logger_on_first_use=True,
     )
     _configured = True

@@ -1,4 +1,5 @@
-"""What every test's child processes share.
+"""What every test's child processes share; the tests that need an optional extra; how
+``pytest -n N`` spreads the tests over its workers (tests/parallel.py).
 
 The tests launch hundreds of Python processes: the ``memlane`` command, served nodes, the crash
 tests' children, the benchmarks' smoke runs and the workers they spawn.  Where the environment
@@ -13,6 +14,28 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
+
+import pytest
+
+from tests.extras import need
 
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+
+
+@pytest.hookimpl(optionalhook=True)  # (a hook of pytest-xdist, the dev extra's)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``pytest -n N`` (xdist's default ``--dist load``), the groups of
+    tests/parallel.py each run in one worker; another ``--dist`` is left as asked."""
+    if config.getoption("dist") != "load":
+        return None
+    from tests.parallel import Grouped
+
+    return Grouped(config, log)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``extra(NAME)`` skips, saying why, without that extra (tests/extras.py)."""
+    for mark in item.iter_markers("extra"):
+        need(mark.args[0])

@@ -62,13 +62,21 @@ from protocol.entry import Entry
 from protocol.frames import MAX_FRAME_BYTES
 from protocol.messages import Credit, Error, FrontierDigest, Push
 from tests.bench.common import SMOKE, peak_rss_mib, progress, table
+from tests.node.bundlekit import deeper, manifest_of, rewritten
+from tests.node.clikit import MEMLANE
 from tests.node.helpers import FAR_FUTURE_MS, ForeignWriter, admit, pending
-from tests.node.servekit import certified_mesh, connected, issue, memlane, node_id_of, peers
+from tests.node.mcpkit import ACCEPT, INITIALIZE, TIMEOUT, read_line
+from tests.node.servekit import (
+    Advertiser,
+    certified_mesh,
+    closed_port,
+    connected,
+    issue,
+    memlane,
+    node_id_of,
+    peers,
+)
 from tests.node.synckit import RawPeer, converged, frontier_digest, wire
-from tests.node.test_archive import deeper, manifest_of, rewritten
-from tests.node.test_mcp import MEMLANE, TIMEOUT, read_line
-from tests.node.test_mcp_http import ACCEPT, INITIALIZE
-from tests.node.test_serve_discovery import Advertiser, closed_port
 
 __all__ = ["ATTACKS", "FULL", "QUICK", "Sizes", "run"]
 

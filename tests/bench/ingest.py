@@ -33,8 +33,6 @@ from typing import Any
 import msgpack
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from eventsourcing.application import Application
-from eventsourcing.domain import Aggregate
 
 from node.access.callers import Caller
 from node.identity import node_id, uuid7
@@ -428,23 +426,13 @@ def commit_latency_ms(workdir: Path, commits: int = 200) -> float:
 # -- (c) eventsourcing ---------------------------------------------------------------------
 
 
-class _Record(Aggregate):
-    """An SR as an event-sourced aggregate: created with its fields (one event)."""
-
-    def __init__(self, title: str, text: str, tags: list[str]) -> None:
-        self.title, self.text, self.tags = title, text, tags
-
-
-class _Records(Application):
-    def write(self, fields: dict[str, Any]) -> None:
-        self.save(_Record(**fields))
-
-
 def eventsourcing_saves(workdir: Path, calls: int) -> float:
     """Seconds for ``calls`` calls that each create an aggregate (one event) and save it."""
     path = Path(tempfile.mkdtemp(prefix="es-", dir=workdir))
     env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path / "es.db")}
-    app = _Records(env=env)
+    from tests.bench._eventsourcing import Records  # (the bench extra's, imported when it runs)
+
+    app = Records(env=env)
     with app.factory.datastore.transaction(commit=False) as cursor:
         cursor.execute("PRAGMA synchronous")
         if cursor.fetchone()[0] != _FULL:

@@ -28,7 +28,7 @@ from typing import Any
 from node.node import Node
 from tests.bench.common import Ratio, Result, Row, cached, progress
 from tests.node.servekit import certified_mesh
-from tests.node.test_sync_crash import write_own
+from tests.node.synckit import write_own
 
 __all__ = ["FULL", "QUICK", "ROWS", "Sizes", "run"]
 

@@ -39,6 +39,7 @@ AUTHORED_TABLES = (
 )
 
 
+@pytest.mark.extra("bench")
 def test_quick_run_prints_every_row_and_ratio(tmp_path: Path) -> None:
     constants = {"tests.bench.ingest.QUICK": INGEST}
     done = run_smoke("ingest", "--dir", str(tmp_path), constants=constants)

@@ -10,12 +10,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.bench import semantic
 from tests.bench._smoke import SEMANTIC, run_smoke
 
 _MS = r"[\d,]+\.\d+"
 
 
+@pytest.mark.extra("semantic")
 def test_quick_run_prints_every_query_and_bound(tmp_path: Path) -> None:
     cache, work = tmp_path / "cache", tmp_path / "work"
     constants = {"tests.bench.semantic.QUICK": SEMANTIC}

@@ -25,9 +25,9 @@ from node.node import Node
 from node.web import changes
 from node.web.app import _Headers
 from protocol.timefmt import format_instant
-from tests.browser.conftest import WAIT, Loop, Shot, Site, served_app
+from tests.browser.browserkit import WAIT, Loop, Shot, Site, served_app
 from tests.node.bundlekit import caller
-from tests.node.conftest import Wall
+from tests.node.helpers import Wall
 from tests.node.servekit import certified_mesh
 from tests.node.synckit import FAST, converged
 

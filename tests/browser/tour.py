@@ -15,7 +15,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from node.access.callers import Caller
 from node.node import Node
 from protocol.timefmt import format_instant
-from tests.browser.conftest import Loop, Site, chromium, whole_page
+from tests.browser.browserkit import Loop, Site, chromium, whole_page
 from tests.node.bundlekit import caller
 
 HOUR = 3_600_000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,8 +11,10 @@ import pytest_asyncio
 from node.access.callers import Caller
 from node.config import ENVIRONMENT
 from node.node import Node
+from tests.extras import need
+from tests.node.clikit import make_token, ok, run
 from tests.node.embedserver import EmbedServer, reference_model
-from tests.node.helpers import ForeignWriter, admit
+from tests.node.helpers import CallerFactory, ForeignWriter, Wall, admit
 
 
 @pytest.fixture(autouse=True)
@@ -24,16 +26,6 @@ def _quiet_serving(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MEMLANE_HEALTH", "127.0.0.1:0")
     monkeypatch.setenv("MEMLANE_DISCOVERY", "off")
-
-
-class Wall:
-    """A wall clock the test moves by hand (ms since the Unix epoch)."""
-
-    def __init__(self, now: int = 1_790_000_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @pytest.fixture
@@ -51,9 +43,6 @@ async def node_dir(tmp_path: Path, wall: Wall) -> Path:
 async def node(node_dir: Path, wall: Wall) -> AsyncIterator[Node]:
     async with Node.open(node_dir, wall=wall) as opened:
         yield opened
-
-
-CallerFactory = Callable[..., Awaitable[Caller]]
 
 
 @pytest.fixture
@@ -79,6 +68,7 @@ async def foreign(node: Node) -> ForeignWriter:
 
 @pytest.fixture(scope="module")
 def _embed_server() -> Iterator[EmbedServer]:
+    need("semantic")  # its vectors are wordllama's
     server = EmbedServer(reference_model())
     yield server
     server.close()
@@ -95,9 +85,9 @@ def embed_server(_embed_server: EmbedServer) -> Iterator[EmbedServer]:
 
 @pytest.fixture
 def auth(tmp_path: Path) -> list[str]:
-    """The flags that reach a new node, made with the installed command, as a reader and
-    writer of workspace team (the CLI tests' common start)."""
-    from tests.node.test_cli import make_token, ok, run
+    """The flags that reach a new node, made with the command line (in-process,
+    tests/node/clikit.py), as a reader and writer of workspace team (the CLI tests' common
+    start)."""
 
     data = tmp_path / "node"
     ok(run("init", "--data", data))

@@ -1,15 +1,17 @@
-"""Shared test helpers: a writer of another node (and its admission to the node's mesh), and
-row counts for "nothing stored"."""
+"""Shared test helpers: a wall clock the test moves, a writer of another node (and its
+admission to the node's mesh), and row counts for "nothing stored"."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import os
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from node.access.callers import Caller
 from node.errors import Refusal
 from node.node import Node
 from node.store.reader import AuditRow, LogRow, StoredEntry
@@ -148,3 +150,25 @@ async def pending(node: Node) -> set[bytes]:
     """The ids of the entries waiting in the pending area."""
     reader = node.reader()
     return {bytes(r[0]) for r in await reader.fetchall("SELECT id FROM pending")}
+
+
+def strangers(mesh: bytes, n: int) -> list[Entry]:
+    """Junk: first entries of writers no ``member.add`` admits, each left waiting for one."""
+    return [ForeignWriter(mesh, seed=os.urandom(32)).next() for _ in range(n)]
+
+
+def size(entry: Entry) -> int:
+    return len(entry.raw) + len(entry.payload or b"")
+
+
+class Wall:
+    """A wall clock the test moves by hand (ms since the Unix epoch)."""
+
+    def __init__(self, now: int = 1_790_000_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+CallerFactory = Callable[..., Awaitable[Caller]]

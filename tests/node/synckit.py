@@ -274,3 +274,9 @@ def frame(message: Message) -> bytes:
 
 def wire(entries: Sequence[Entry]) -> tuple[tuple[bytes, bytes | None], ...]:
     return tuple((e.raw, e.payload) for e in entries)
+
+
+async def write_own(node: Node, n: int) -> None:
+    issued = await node.create_token("a", "team", ("read:workspace", "write:workspace"))
+    caller = await node.authenticate(issued.token)
+    await asyncio.gather(*(node.e_write(caller, title=f"a {i}", text="a" * 300) for i in range(n)))

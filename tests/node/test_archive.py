@@ -33,9 +33,8 @@ from node.transfer.archive import (
     restore_archive,
 )
 from node.transfer.archive import secrets as sealing
-from tests.node.bundlekit import answers, caller, write
-from tests.node.conftest import Wall
-from tests.node.helpers import admit, events
+from tests.node.bundlekit import answers, caller, deeper, manifest_of, nested, rewritten, write
+from tests.node.helpers import Wall, admit, events
 from tests.node.synckit import converged, held, make_mesh, own_ids, syncing
 
 pytestmark = pytest.mark.asyncio
@@ -153,20 +152,6 @@ async def test_a_wrong_passphrase_restores_nothing(tmp_path: Path, wall: Wall) -
     assert names(tmp_path) == ["A", "a.archive"]
 
 
-def rewritten(archive: Path, out: Path, change: dict[str, bytes]) -> Path:
-    """The archive with some members' contents replaced (sizes follow)."""
-    with tarfile.open(archive) as src, tarfile.open(out, "w:gz") as dst:
-        for member in src.getmembers():
-            data = change.get(member.name)
-            if data is None:
-                f = src.extractfile(member)
-                assert f is not None
-                data = f.read()
-            member.size = len(data)
-            dst.addfile(member, io.BytesIO(data))
-    return out
-
-
 async def test_an_altered_archive_restores_nothing(tmp_path: Path, wall: Wall) -> None:
     await Node.init(tmp_path / "A", wall=wall)
     archive = tmp_path / "a.archive"
@@ -242,28 +227,11 @@ async def test_an_archive_made_while_the_node_writes_is_consistent(
         assert len(await b.entries()) <= 41
 
 
-def manifest_of(archive: Path) -> dict[str, Any]:
-    with tarfile.open(archive) as tar:
-        f = tar.extractfile("manifest.json")
-        assert f is not None
-        manifest: dict[str, Any] = json.load(f)
-        return manifest
-
-
 async def an_archive(tmp_path: Path, wall: Wall) -> Path:
     await Node.init(tmp_path / "A", wall=wall)
     archive = tmp_path / "a.archive"
     await create_archive(tmp_path / "A", archive, SECRET, now=wall(), kdf=FAST_KDF)
     return archive
-
-
-def nested(depth: int) -> str:
-    return "[" * depth + "]" * depth
-
-
-def deeper(manifest: dict[str, Any], depth: int) -> str:
-    """The manifest's JSON with a member nested ``depth`` deep (too deep for ``json.loads``)."""
-    return json.dumps(manifest)[:-1] + f', "x": {nested(depth)}}}'
 
 
 def with_manifest(archive: Path, out: Path, text: str) -> Path:

@@ -18,8 +18,7 @@ from node.errors import Forbidden, Refusal
 from node.node import Node
 from protocol.clock import Hlc
 from protocol.timefmt import format_instant
-from tests.node.conftest import CallerFactory, Wall
-from tests.node.helpers import ForeignWriter, admit, sr_payload, stored
+from tests.node.helpers import CallerFactory, ForeignWriter, Wall, admit, sr_payload, stored
 
 READ_WRITE = ("read:workspace", "write:workspace")
 ADMIN = ("read:workspace", "write:workspace", "admin:workspace")

@@ -12,8 +12,7 @@ import pytest
 
 from node.node import Node
 from tests.node.bundlekit import answers, caller, write
-from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, events
+from tests.node.helpers import ForeignWriter, Wall, events
 from tests.node.synckit import held, make_mesh
 
 pytestmark = pytest.mark.asyncio

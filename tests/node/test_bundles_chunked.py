@@ -26,8 +26,7 @@ from protocol.bundle import BundleHeader, BundleWriter
 from protocol.entry import Entry
 from protocol.frontier import Frontier
 from tests.node.bundlekit import caller
-from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, events
+from tests.node.helpers import ForeignWriter, Wall, events
 from tests.node.synckit import held, make_mesh
 
 pytestmark = pytest.mark.asyncio

@@ -1,26 +1,19 @@
-"""``memlane bundle`` and ``memlane archive`` end to end: real subprocesses, real data
-directories (docs/cli.md)."""
+"""``memlane bundle`` and ``memlane archive`` end to end: real data directories, each command
+in-process through the command line's entry point (tests/node/clikit.py), on a terminal in a
+real process (docs/cli.md)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import pty
-import re
-import struct
-import subprocess
-import termios
 from pathlib import Path
 
 import pytest
 
 from node.node import Node
 from tests.node.bundlekit import caller, write
-from tests.node.conftest import Wall
-from tests.node.helpers import events
+from tests.node.clikit import MEMLANE, drawn, ok, on_terminal, run
+from tests.node.helpers import Wall, events
 from tests.node.synckit import held, make_mesh
-from tests.node.test_cli import MEMLANE, ok, run
 
 
 @pytest.mark.asyncio
@@ -122,26 +115,6 @@ async def test_bundles_and_archives_from_the_command_line(tmp_path: Path, wall: 
         assert await held(a2) == await held(b)
         assert len(await events(b, "bundle_imported")) == 2
         assert a2.info.feed_id == restored["feed_id"]
-
-
-def on_terminal(argv: list[str]) -> tuple[int, str]:
-    """Run ``argv`` with its stderr on a pseudo-terminal; its exit code and what it showed."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLANE_")}
-    main, terminal = pty.openpty()
-    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
-    try:
-        done = subprocess.run(
-            argv, stdout=subprocess.PIPE, stderr=terminal, env=env, timeout=60, check=False
-        )
-        return done.returncode, os.read(main, 1 << 16).decode()
-    finally:
-        os.close(main)
-        os.close(terminal)
-
-
-def drawn(shown: str, phase: str) -> bool:
-    """Whether a terminal was shown ``phase``'s bar, whole: ``phase  : 100%|█…█|``."""
-    return re.search(rf"{phase}\s*: 100%\|█+\|", shown) is not None
 
 
 @pytest.mark.asyncio

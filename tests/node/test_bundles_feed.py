@@ -14,8 +14,7 @@ import pytest
 from node.access.callers import Caller
 from node.node import Node
 from tests.node.bundlekit import write
-from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter
+from tests.node.helpers import ForeignWriter, Wall
 from tests.node.synckit import make_mesh
 
 pytestmark = pytest.mark.asyncio

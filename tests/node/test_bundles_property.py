@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 
 from node.node import Node
 from tests.node.bundlekit import answers, caller, write
-from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, pending
+from tests.node.helpers import ForeignWriter, Wall, pending
 from tests.node.synckit import converged, held, make_mesh, syncing
 
 # One stage: (SRs written in team, in other, entries of the foreign writer, workspace bundle?)

@@ -19,8 +19,7 @@ from protocol.entry import Entry, Header, payload_digest
 from protocol.frontier import Frontier
 from protocol.signing import SigningKey, seal
 from tests.node.bundlekit import caller, snapshot, write
-from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, events
+from tests.node.helpers import ForeignWriter, Wall, events
 from tests.node.synckit import make_mesh
 
 pytestmark = pytest.mark.asyncio

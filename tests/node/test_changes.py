@@ -30,8 +30,7 @@ from node.views.fold import lane_uuid_of
 from protocol.clock import Hlc
 from protocol.entry import Entry
 from protocol.timefmt import format_instant, parse_instant
-from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, admit, sr_payload
+from tests.node.helpers import ForeignWriter, Wall, admit, sr_payload
 
 SECOND = 1000
 READ_WRITE = ("read:workspace", "write:workspace")

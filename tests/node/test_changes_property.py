@@ -40,7 +40,7 @@ from node.errors import Refusal
 from node.node import Node
 from node.views.fold import COMPARED, lane_uuid_of
 from protocol.timefmt import format_instant, parse_instant
-from tests.node.conftest import Wall
+from tests.node.helpers import Wall
 
 READ_WRITE = ("read:workspace", "write:workspace")
 SCOPES = {

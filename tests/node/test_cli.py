@@ -1,18 +1,15 @@
-"""The installed ``memlane`` command, end to end (docs/cli.md): real subprocesses, real data
-directories.  Exit codes: 0 ok, 1 refused or invalid input, 2 usage."""
+"""The ``memlane`` command, end to end (docs/cli.md): real data directories, each command run
+in-process through the command line's entry point (tests/node/clikit.py), and as the installed
+command in a real process where that is what is looked at: a directory without a node, the
+token's sources (MEMLANE_TOKEN, --token-file) and usage errors with their exit code.  Exit
+codes: 0 ok, 1 refused or invalid input, 2 usage."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import sqlite3
 import stat
-import subprocess
-import sys
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,75 +17,17 @@ import pytest
 from node.identity import node_id
 from protocol.signing import SigningKey
 from protocol.timefmt import format_instant
-
-MEMLANE = Path(sys.executable).parent / "memlane"
-UNAUTHENTICATED = "unauthenticated: a valid token is required"
-
-
-def _env(extra: dict[str, str] | None, home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "MEMLANE_TOKEN"}
-    env["XDG_DATA_HOME"] = str(home)  # never the real default data dir
-    return env | (extra or {})
-
-
-def run(
-    *args: str | Path, env: dict[str, str] | None = None, home: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(MEMLANE), *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=_env(env, home or Path("/nonexistent-memlane-home")),
-    )
-
-
-def run_all(argvs: Sequence[Sequence[str]], home: Path) -> list[subprocess.CompletedProcess[str]]:
-    """Run several commands at once (each is a separate process; they share no data dir)."""
-    procs = [
-        (
-            argv,
-            subprocess.Popen(
-                [str(MEMLANE), *argv],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=_env(None, home),
-            ),
-        )
-        for argv in argvs
-    ]
-    done = []
-    for argv, proc in procs:
-        out, err = proc.communicate(timeout=60)
-        done.append(subprocess.CompletedProcess(list(argv), proc.returncode, out, err))
-    return done
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, (result.args, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    return result.stdout
-
-
-def fails(result: subprocess.CompletedProcess[str], code: int = 1) -> str:
-    assert result.returncode == code, (result.args, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    assert result.stdout == ""
-    return result.stderr
-
-
-@contextmanager
-def database(data: Path) -> Iterator[sqlite3.Connection]:
-    """The node's SQLite file, opened directly (committed and closed on leaving)."""
-    with closing(sqlite3.connect(data / "memlane.db")) as db, db:
-        yield db
-
-
-def count(data: Path, table: str) -> int:
-    with database(data) as db:
-        return int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+from tests.node.clikit import (
+    UNAUTHENTICATED,
+    count,
+    database,
+    fails,
+    make_token,
+    ok,
+    run,
+    run_process,
+    run_processes,
+)
 
 
 @pytest.fixture
@@ -96,24 +35,6 @@ def data(tmp_path: Path) -> Path:
     path = tmp_path / "node"
     ok(run("init", "--data", path))
     return path
-
-
-def make_token(data: Path, *scopes: str, principal: str = "alice") -> str:
-    scope_args = [a for s in scopes or ("write:workspace",) for a in ("--scope", s)]
-    out = ok(
-        run(
-            "token",
-            "create",
-            "--data",
-            data,
-            "--principal",
-            principal,
-            "--workspace",
-            "team",
-            *scope_args,
-        )
-    )
-    return out.strip()
 
 
 # -- init ----------------------------------------------------------------------------------------
@@ -154,7 +75,7 @@ def test_init_where_no_directory_can_be_made(tmp_path):
 def test_commands_on_a_directory_without_a_node(tmp_path):
     empty = tmp_path / "empty"
     for argv in (("token", "list"), ("log", "verify"), ("put", "--token", "mlt_x", "--title", "t")):
-        err = fails(run(*argv, "--data", empty))
+        err = fails(run_process(*argv, "--data", empty))
         assert "no node in" in err
         assert "memlane init" in err
     assert not empty.exists()
@@ -263,16 +184,20 @@ def test_put_prints_the_sr_id_entry_and_ingest_time(data):
 
 def test_put_token_sources(data, tmp_path):
     token = make_token(data)
-    env_out = ok(run("put", "--data", data, "--title", "via env", env={"MEMLANE_TOKEN": token}))
+    env_out = ok(
+        run_process("put", "--data", data, "--title", "via env", env={"MEMLANE_TOKEN": token})
+    )
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n")
-    file_out = ok(run("put", "--data", data, "--title", "via file", "--token-file", token_file))
+    file_out = ok(
+        run_process("put", "--data", data, "--title", "via file", "--token-file", token_file)
+    )
     assert uuid.UUID(env_out.split()[0]).version == 7
     assert uuid.UUID(file_out.split()[0]).version == 7
     assert count(data, "srs") == 2
     # --token wins over the environment
     bad_env = {"MEMLANE_TOKEN": "mlt_wrong"}
-    ok(run("put", "--data", data, "--token", token, "--title", "flag wins", env=bad_env))
+    ok(run_process("put", "--data", data, "--token", token, "--title", "flag wins", env=bad_env))
     assert count(data, "srs") == 3
 
 
@@ -374,7 +299,7 @@ def test_usage_errors_exit_2(tmp_path):
         ["log", "verify", "--data"],
         ["init", "--data", d, "extra"],
     ]
-    for result in run_all(argvs, tmp_path):
+    for result in run_processes(argvs, tmp_path):
         err = fails(result, code=2)
         assert err.startswith("usage: memlane"), (result.args, err)
         assert "error:" in err

@@ -1,6 +1,6 @@
-"""The flags of the installed ``memlane`` (docs/cli.md): only those a command's tool can take,
-one duration and time form for every ``--expires``, times refused with what is wrong, and a
-missing token or token file said with how to give one."""
+"""The flags of ``memlane`` (docs/cli.md): only those a command's tool can take, one duration
+and time form for every ``--expires``, times refused with what is wrong, and a missing token
+or token file said with how to give one.  In-process (tests/node/clikit.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from node.errors import Refusal
 from node.members import invites
 from node.node import Node, system_wall
 from protocol.timefmt import parse_time
-from tests.node.test_cli import count, fails, make_token, ok, run, run_all
+from tests.node.clikit import count, fails, make_token, ok, run, run_all
 
 HOUR, DAY = 3_600_000, 86_400_000
 MISSING_OFFSET = "missing offset: add Z or ±HH:MM"

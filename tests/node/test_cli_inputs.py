@@ -1,7 +1,9 @@
-"""What the installed ``memlane`` does with input that is not text, or never ends, and with
+"""What ``memlane`` does with input that is not text, or never ends, and with
 stored or remote text that holds terminal escapes (docs/cli.md §Conventions, §Output): a
 one-line error and exit 1 (2 for a command line that is not UTF-8), never a traceback; text
-output shows control characters as their escapes, ``--json`` keeps them exact."""
+output shows control characters as their escapes, ``--json`` keeps them exact.
+In-process (tests/node/clikit.py), but the command line that is not UTF-8 in a process of the
+installed command."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import pytest
 
 from node.errors import Refusal
 from node.node import Node
-from tests.node.conftest import CallerFactory
-from tests.node.test_cli import MEMLANE, _env, database, fails, ok, run
+from tests.node.clikit import MEMLANE, database, environment, fails, ok, run
+from tests.node.helpers import CallerFactory
 
 ESCAPES = "\x1b[2J\x1b[31mred\x9b\x07"  # clear the screen, turn red, a C1 CSI, the bell
 SHOWN = "\\x1b[2J\\x1b[31mred\\x9b\\x07"
@@ -28,7 +30,7 @@ def one_line(stderr: str) -> str:
 def test_an_argument_that_is_not_utf8_is_a_usage_error(auth, tmp_path):
     argv = [bytes(MEMLANE), b"write", b"--title", b"\xff", *(a.encode() for a in auth)]
     result = subprocess.run(
-        argv, capture_output=True, timeout=60, check=False, env=_env(None, tmp_path)
+        argv, capture_output=True, timeout=60, check=False, env=environment(None, tmp_path)
     )
     assert result.returncode == 2, result
     assert result.stdout == b""

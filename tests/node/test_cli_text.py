@@ -1,13 +1,14 @@
-"""What the installed ``memlane`` prints for people (docs/cli.md §Output): every list as a
+"""What ``memlane`` prints for people (docs/cli.md §Output): every list as a
 table under a header row, no Python ``None`` and no epoch milliseconds, counts with their
-noun in the right number, the words of the JSON; ``put`` is ``write``."""
+noun in the right number, the words of the JSON; ``put`` is ``write``.
+In-process through the command line's entry point (tests/node/clikit.py)."""
 
 from __future__ import annotations
 
 import json
 import re
 
-from tests.node.test_cli import fails, ok, run, run_all
+from tests.node.clikit import fails, ok, run, run_all
 
 EPOCH_MS = re.compile(r"\b1\d{12}\b")  # an instant in milliseconds, 2001 to 2286
 

@@ -1,4 +1,5 @@
-"""The tool commands of the installed ``memlane`` (docs/cli.md), end to end in subprocesses:
+"""The tool commands of ``memlane`` (docs/cli.md), end to end in-process through the command
+line's entry point (tests/node/clikit.py; ``--help`` of the installed command in a process):
 each flag reaches the tool as its argument, answers print as tables or JSON, refusals exit 1
 with the tool's exact text, usage errors exit 2."""
 
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from node.cli.main import build_parser
-from tests.node.test_cli import count, database, fails, ok, run, run_all
+from tests.node.clikit import count, database, fails, ok, run, run_all, run_processes
 
 
 def subcommands(
@@ -37,7 +38,7 @@ def subcommands(
 def test_help_on_every_command(tmp_path):
     # The installed command answers --help; every command's help is then asked of its parser
     # in this process (one interpreter start each cost ~20 s of the suite).
-    (top,) = run_all([["--help"]], tmp_path)
+    (top,) = run_processes([["--help"]], tmp_path)
     assert ok(top) == _help(())
     paths = subcommands(build_parser())
     assert {("episode", "chain"), ("timeline", "changes"), ("audit",), ("write",)} <= set(paths)

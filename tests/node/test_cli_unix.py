@@ -1,6 +1,7 @@
 """The installed ``memlane`` as a Unix tool (docs/cli.md §Conventions): a reader that closes
 its pipe early ends the command quietly; the global options go before or after any command
-word; ``--version``."""
+word; ``--version``.  The pipe and ``--version`` in real processes of the installed command;
+the options' order in-process (tests/node/clikit.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from node.node import Node
-from tests.node.test_cli import MEMLANE, _env, make_token, ok, run, run_all
+from tests.node.clikit import MEMLANE, environment, make_token, ok, run, run_all, run_processes
 
 SIGPIPE_STATUS = 141  # what a shell reports for a tool ended by SIGPIPE: 128 + 13
 
@@ -46,7 +47,7 @@ def first_line_then_close(*argv: str | Path) -> tuple[bytes, int, str]:
         [str(MEMLANE), *map(str, argv)],
         stdout=write_end,
         stderr=subprocess.PIPE,
-        env=_env(None, Path("/nonexistent")),
+        env=environment(None, Path("/nonexistent")),
     ) as proc:
         os.close(write_end)
         with os.fdopen(read_end, "rb") as reader:
@@ -101,6 +102,6 @@ def test_global_options_before_or_after_any_command_word(crowded, tmp_path):
 
 
 def test_version_comes_from_the_package_metadata(tmp_path):
-    (shown, helped) = run_all([["--version"], ["--help"]], tmp_path)
+    (shown, helped) = run_processes([["--version"], ["--help"]], tmp_path)
     assert ok(shown) == f"memlane {version('memlane')}\n"
     assert "--version" in ok(helped)

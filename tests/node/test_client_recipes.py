@@ -19,8 +19,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.node.test_mcp import MEMLANE, TIMEOUT, TOOLS, Site, make_site
-from tests.node.test_mcp_http import Served, serve
+from tests.node.clikit import MEMLANE
+from tests.node.mcpkit import TIMEOUT, TOOLS, Served, Site, make_site, serve
 
 DOC = Path(__file__).parents[2] / "docs" / "clients.md"
 RECIPES = (

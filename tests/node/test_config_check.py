@@ -12,8 +12,9 @@ import pytest
 
 from node.address import Listen
 from node.config import InvalidConfig, NodeConfig, SearchConfig
+from tests.node.clikit import MEMLANE
+from tests.node.mcpkit import TIMEOUT
 from tests.node.servekit import memlane, peers, serve, setup, stop
-from tests.node.test_mcp import MEMLANE, TIMEOUT
 
 BAD = """\
 zone = "PST"

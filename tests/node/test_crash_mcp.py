@@ -29,7 +29,7 @@ from typing import IO, Any
 import pytest
 
 from node.identity import DB_FILE
-from tests.node.test_cli import make_token, ok, run
+from tests.node.clikit import make_token, ok, run
 
 MEMLANE = Path(sys.executable).with_name("memlane")
 PROCESSES = 8

@@ -26,8 +26,9 @@ from typing import Any
 import pytest
 
 from node.config import ENVIRONMENT
+from tests.node.clikit import MEMLANE
+from tests.node.mcpkit import TIMEOUT, read_line
 from tests.node.servekit import stop
-from tests.node.test_mcp import MEMLANE, TIMEOUT, read_line
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 ROOT = DEPLOY.parent

@@ -51,6 +51,7 @@ def _sha(vectors: np.ndarray) -> str:
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_wordllama_embeds_from_its_wheel():
     embedder = WordLlamaEmbedder()
     assert (embedder.model, embedder.dim) == ("wordllama:l2_supercat_256@0.4.0.post1", 256)
@@ -66,6 +67,7 @@ async def test_wordllama_embeds_from_its_wheel():
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_a_texts_vector_does_not_depend_on_its_batch():
     embedder = WordLlamaEmbedder()
     alone = await embedder.embed(TEXTS[:1])
@@ -81,6 +83,7 @@ async def test_a_texts_vector_does_not_depend_on_its_batch():
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_wordllama_loads_and_embeds_off_the_event_loop():
     embedder = WordLlamaEmbedder()
     ticks = 0
@@ -137,6 +140,7 @@ print(json.dumps({"interfaces": sorted(name for _, name in socket.if_nameindex()
 """
 
 
+@pytest.mark.extra("semantic")
 def test_wordllama_loads_and_embeds_with_no_network():
     offline_or_skip()
     done = run_offline("-c", CHILD, json.dumps(TEXTS), cwd=REPO)

@@ -43,9 +43,8 @@ from protocol.clock import Hlc
 from protocol.entry import Entry
 from protocol.signing import SigningKey
 from protocol.timefmt import format_instant
-from tests.node.conftest import Wall
 from tests.node.episode_helpers import UNKNOWN, about, record, unavailable
-from tests.node.helpers import ForeignWriter, admit
+from tests.node.helpers import ForeignWriter, Wall, admit
 
 BASE = 1_790_000_000_000
 SECOND, MINUTE, HOUR, DAY = 1000, 60_000, 3_600_000, 86_400_000

@@ -13,9 +13,8 @@ import pytest
 
 from node.errors import Forbidden
 from protocol.timefmt import format_instant
-from tests.node.conftest import CallerFactory
 from tests.node.episode_helpers import NOW, UNKNOWN, listed, unavailable, walk
-from tests.node.helpers import refused, stored
+from tests.node.helpers import CallerFactory, refused, stored
 
 ID_TEXT = "invalid id: must be a string of 1 to 256 characters"
 K_TEXT = "invalid k: must be an integer from 1 to 200"

@@ -20,7 +20,6 @@ from node.access.callers import Caller
 from node.node import Node
 from protocol.clock import Hlc
 from protocol.timefmt import format_instant
-from tests.node.conftest import Wall
 from tests.node.episode_helpers import (
     NOW,
     UNKNOWN,
@@ -33,7 +32,7 @@ from tests.node.episode_helpers import (
     unavailable,
     walk,
 )
-from tests.node.helpers import ForeignWriter, admit, refused, stored
+from tests.node.helpers import ForeignWriter, Wall, admit, refused, stored
 
 SECOND, MINUTE, HOUR = 1000, 60_000, 3_600_000
 RW = ("read:workspace", "write:workspace")

@@ -22,6 +22,7 @@ from node.store.erasure import ERASE
 from node.transfer.archive import Kdf, create_archive
 from node.transfer.verify import verify_log
 from protocol.entry import Entry
+from tests.node.clikit import ok, run
 from tests.node.helpers import (
     ForeignWriter,
     admit,
@@ -32,7 +33,6 @@ from tests.node.helpers import (
     sr_payload,
 )
 from tests.node.synckit import FAST, converged, make_mesh, syncing
-from tests.node.test_cli import ok, run
 
 SECRET = "zanzibarquux"  # a token no other text holds
 UNKNOWN = "00000000-0000-7000-8000-0000000000aa"

@@ -16,9 +16,8 @@ from node.exchange.records import derived_id
 from node.node import Node
 from protocol.timefmt import format_instant
 from tests.node.bundlekit import caller
-from tests.node.conftest import Wall
-from tests.node.test_bundles_cli import drawn, on_terminal
-from tests.node.test_cli import MEMLANE, fails, ok, run
+from tests.node.clikit import MEMLANE, drawn, fails, ok, on_terminal, run
+from tests.node.helpers import Wall
 
 pytestmark = pytest.mark.asyncio
 

@@ -25,8 +25,7 @@ import pytest
 from node.access.callers import Caller
 from node.node import Node
 from protocol.clock import Hlc
-from tests.node.conftest import CallerFactory, Wall
-from tests.node.helpers import ForeignWriter, sr_payload
+from tests.node.helpers import CallerFactory, ForeignWriter, Wall, sr_payload
 
 WORDS = ("run", "runs", "running", "dog", "dogs", "cat", "quiet", "quietly", "fig", "plum")
 ORDERS = ("ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_time_asc")

@@ -9,46 +9,23 @@ from typing import Any
 
 import pytest
 
-from node.access.callers import Caller
 from node.errors import Forbidden, Refusal
 from node.node import Node
-from tests.node.conftest import CallerFactory, Wall
+from tests.node.activitykit import HOUR, T0, WINDOW, writes
+from tests.node.helpers import CallerFactory, Wall
 
 pytestmark = pytest.mark.asyncio
-
-HOUR = 3_600_000
-T0 = 1_789_999_200_000  # 2026-09-21T14:00:00Z, a whole hour
-WINDOW = {"by": "hour", "start_date": "2026-09-21T14:00:00Z", "end_date": "2026-09-21T18:00:00Z"}
 
 
 def counts(answer: dict[str, Any]) -> list[tuple[str, int]]:
     return [(s["at"], s["count"]) for s in answer["slots"]]
 
 
-async def _writes(node: Node, wall: Wall, who: Caller, *hidden: Caller) -> None:
-    """Two SRs at 14:10, one at 16:05 and a correction of it at 16:59; with ``hidden``, each
-    of those callers also writes a private SR at 14:15 and 15:20 (the clock only moves on)."""
-    wall.now = T0 + 10 * 60_000
-    await node.e_write(who, title="first", text="a")
-    await node.e_write(who, title="second", text="b")
-    for at in (T0 + 15 * 60_000, T0 + HOUR + 20 * 60_000) if hidden else ():
-        wall.now = at
-        for other in hidden:
-            await node.e_write(
-                other, title=f"{other.principal}'s own", text="x", visibility="private"
-            )
-    wall.now = T0 + 2 * HOUR + 5 * 60_000
-    third = await node.e_write(who, title="third", text="c")
-    wall.now = T0 + 2 * HOUR + 59 * 60_000
-    await node.e_correct(who, sr_id=third["sr_id"], reason="typo", text="c, corrected")
-    wall.now = T0 + 3 * HOUR + 30 * 60_000
-
-
 async def test_versions_are_counted_per_hour_and_per_day(
     node: Node, wall: Wall, make_caller: CallerFactory
 ) -> None:
     alice = await make_caller("alice")
-    await _writes(node, wall, alice)
+    await writes(node, wall, alice)
     answer = await node.look("activity", alice, **WINDOW)
     assert counts(answer) == [
         ("2026-09-21T14:00:00Z", 2),
@@ -68,7 +45,7 @@ async def test_the_default_window_ends_with_the_current_hour_or_day(
     node: Node, wall: Wall, make_caller: CallerFactory
 ) -> None:
     alice = await make_caller("alice")
-    await _writes(node, wall, alice)  # the clock is at 17:30
+    await writes(node, wall, alice)  # the clock is at 17:30
     hours = await node.look("activity", alice)
     assert len(hours["slots"]) == 48
     assert hours["end"] == "2026-09-21T18:00:00Z"
@@ -86,7 +63,7 @@ async def test_what_the_caller_cannot_read_counts_nothing(
     alice, bob = await make_caller("alice"), await make_caller("bob")
     stranger = await make_caller("carol", workspace="elsewhere")
     admin = await make_caller("root", scopes=("admin:workspace",))
-    await _writes(node, wall, alice, bob, stranger)
+    await writes(node, wall, alice, bob, stranger)
     alone = [
         ("2026-09-21T14:00:00Z", 2),
         ("2026-09-21T15:00:00Z", 0),

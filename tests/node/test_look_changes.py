@@ -9,7 +9,7 @@ import pytest
 from node.errors import Refusal
 from node.node import Node
 from protocol.timefmt import format_instant
-from tests.node.conftest import CallerFactory, Wall
+from tests.node.helpers import CallerFactory, Wall
 
 pytestmark = pytest.mark.asyncio
 

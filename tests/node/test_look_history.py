@@ -12,7 +12,7 @@ from node.errors import Refusal
 from node.node import Node
 from node.views import sr_history
 from protocol.timefmt import format_instant
-from tests.node.conftest import CallerFactory, Wall
+from tests.node.helpers import CallerFactory, Wall
 
 pytestmark = pytest.mark.asyncio
 

@@ -11,30 +11,35 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import selectors
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.types import CallToolResult, Tool
+from mcp.types import Tool
 from structlog.testing import capture_logs
 
 from node.mcp.server import build_server
 from node.node import Node
 from node.tools.catalog import CATALOG
-
-MEMLANE = Path(sys.executable).parent / "memlane"
-UNAUTHENTICATED = "unauthenticated: a valid token is required"
-TIMEOUT = 30  # seconds for any one exchange; a hang fails the test instead of stalling it
+from tests.node.clikit import MEMLANE, UNAUTHENTICATED
+from tests.node.mcpkit import (
+    TIMEOUT,
+    TOOLS,
+    Site,
+    ask,
+    ids,
+    make_site,
+    read_line,
+    refusal,
+    refused,
+    type_arrays,
+)
 
 SEED_000_GUIDANCE = (
     "Retrieve knowledge ordered by time (scoped to your read authority).\n"
@@ -98,22 +103,6 @@ SEED_002_FORMAT = (
     "tools.defaults.responseFormat applies."
 )
 SEED_002_VERBOSITY = "Legacy alias for response_format: terse = concise, full = detailed."
-TOOLS = (
-    "e_timeline",
-    "e_audit",
-    "work_episode_chain",
-    "work_episodes",
-    "work_record",
-    "work_result",
-    "work_forget",
-    "e_write",
-    "e_correct",
-    "e_adjust",
-    "e_delete",
-    "e_undelete",
-    "e_erase",
-    "call_windows",
-)
 READS = {"e_timeline", "e_audit", "work_episode_chain", "work_episodes", "call_windows"}
 PAGE_NEEDS_AS_OF = (
     "a page after the first needs as_of: pass back the as_of page 1 returned, "
@@ -122,55 +111,6 @@ PAGE_NEEDS_AS_OF = (
 NO_DEFAULT = object()
 
 # -- a node, its tokens, a client ------------------------------------------------------------
-
-READ_WRITE = ("read:workspace", "write:workspace")
-TOKENS = {  # name: (principal, workspace, scopes)
-    "alice": ("alice", "team", READ_WRITE),
-    "bob": ("bob", "team", ("read:workspace",)),
-    "carol": ("carol", "lab", READ_WRITE),
-    "revoked": ("dave", "team", READ_WRITE),
-    "expired": ("erin", "team", READ_WRITE),
-}
-
-
-@dataclass(frozen=True)
-class Site:
-    """A node's data directory and the tokens issued on it (by name, as in ``TOKENS``)."""
-
-    data: Path
-    tokens: dict[str, str]
-    token_ids: dict[str, str]
-
-    def revoke(self, name: str) -> None:
-        """With the command an operator would use, while the node may be serving."""
-        done = subprocess.run(
-            [str(MEMLANE), "token", "revoke", "--data", str(self.data), self.token_ids[name]],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-
-    def expire(self, name: str) -> None:
-        """Its expiry moved into the past, as if the time had come."""
-        with closing(sqlite3.connect(self.data / "memlane.db")) as db, db:
-            db.execute("UPDATE tokens SET expires = 1 WHERE token_id = ?", (self.token_ids[name],))
-
-
-def make_site(path: Path) -> Site:
-    async def setup() -> dict[str, tuple[str, str]]:
-        await Node.init(path)
-        async with Node.open(path) as node:
-            issued = {n: await node.create_token(*spec) for n, spec in TOKENS.items()}
-        return {n: (i.token, i.token_id) for n, i in issued.items()}
-
-    # A loop of its own, in a thread: never the one pytest-asyncio gives the test.
-    with ThreadPoolExecutor(1) as pool:
-        issued = pool.submit(asyncio.run, setup()).result()
-    return Site(
-        path, {n: t for n, (t, _) in issued.items()}, {n: i for n, (_, i) in issued.items()}
-    )
 
 
 @pytest.fixture
@@ -184,40 +124,6 @@ def stdio(site: Site, *args: str, env: dict[str, str] | None = None) -> Client:
         command=str(MEMLANE), args=["mcp", "--data", str(site.data), *args], env=env
     )
     return Client(params, read_timeout_seconds=TIMEOUT)
-
-
-def _decoded(result: CallToolResult) -> dict[str, Any]:
-    """The answer as structured content, and the very same JSON as the one text block."""
-    (block,) = result.content
-    assert block.type == "text"
-    data: dict[str, Any] = json.loads(block.text)
-    assert data == result.structured_content
-    return data
-
-
-def answer(result: CallToolResult) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    return _decoded(result)
-
-
-def refusal(result: CallToolResult) -> str:
-    assert result.is_error, result.content
-    data = _decoded(result)
-    assert list(data) == ["error"], data
-    text: str = data["error"]
-    return text
-
-
-async def ask(client: Client, tool: str, /, **arguments: Any) -> dict[str, Any]:
-    return answer(await client.call_tool(tool, arguments))
-
-
-async def refused(client: Client, tool: str, /, **arguments: Any) -> str:
-    return refusal(await client.call_tool(tool, arguments))
-
-
-def ids(items: list[dict[str, Any]], key: str = "sr_id") -> list[str]:
-    return [item[key] for item in items]
 
 
 # -- the catalog ---------------------------------------------------------------------------------
@@ -238,22 +144,12 @@ def test_the_catalog_names_every_tool_and_the_handler_that_answers_it():
         assert not spec.hints.open_world
 
 
-def _type_arrays(schema: Any, where: str = "") -> list[str]:
-    """Where in ``schema`` a ``type`` is a list (``["string", "null"]``)."""
-    if isinstance(schema, dict):
-        found = [where] if isinstance(schema.get("type"), list) else []
-        return found + [p for k, v in schema.items() for p in _type_arrays(v, f"{where}/{k}")]
-    if isinstance(schema, list):
-        return [p for i, v in enumerate(schema) for p in _type_arrays(v, f"{where}/{i}")]
-    return []
-
-
 def test_no_schema_gives_a_field_a_list_of_types():
     """One type per field: clients that take one (and MCP Inspector's strict check) read every
     schema; null counts as not sent, so no argument needs to admit it."""
-    assert _type_arrays({"type": ["string", "null"], "x": [{"type": ["a"]}]}) == ["", "/x/0"]
+    assert type_arrays({"type": ["string", "null"], "x": [{"type": ["a"]}]}) == ["", "/x/0"]
     for spec in CATALOG:
-        assert _type_arrays(dict(spec.input_schema)) == [], spec.name
+        assert type_arrays(dict(spec.input_schema)) == [], spec.name
 
 
 # -- over stdio ----------------------------------------------------------------------------------
@@ -312,7 +208,7 @@ async def test_the_tools_listed_are_the_seeds(site, tmp_path):
         False,
     )
     for tool in tools.values():
-        assert _type_arrays(tool.model_dump(mode="json", by_alias=True)) == [], tool.name
+        assert type_arrays(tool.model_dump(mode="json", by_alias=True)) == [], tool.name
         assert tool.annotations is not None
         assert tool.description
         assert tool.annotations.read_only_hint == (tool.name in READS), tool.name
@@ -602,14 +498,6 @@ def test_a_bad_token_at_start_up_exits_1(site, tmp_path):
         given = f"{UNAUTHENTICATED} (pass --token, MEMLANE_TOKEN or --token-file)"
         none = "unauthenticated: no token given: pass --token TOKEN, set MEMLANE_TOKEN or pass "
         assert done.stderr == f"memlane mcp: {given if args else none + '--token-file FILE'}\n"
-
-
-def read_line(stream: Any, timeout: float) -> str:
-    with selectors.DefaultSelector() as selector:
-        selector.register(stream, selectors.EVENT_READ)
-        assert selector.select(timeout), "no answer in time"
-    line: str = stream.readline()
-    return line
 
 
 def test_sigterm_stops_serving_and_closes_the_store(site):

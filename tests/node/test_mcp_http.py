@@ -8,82 +8,33 @@ closed."""
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
-import signal
 import socket
 import ssl
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import httpx2
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
-from tests.node.test_mcp import (
-    MEMLANE,
+from tests.node.clikit import MEMLANE, UNAUTHENTICATED
+from tests.node.mcpkit import (
+    ACCEPT,
+    INITIALIZE,
     TIMEOUT,
     TOOLS,
-    UNAUTHENTICATED,
+    Served,
     Site,
     ask,
     ids,
     make_site,
-    read_line,
     refused,
+    self_signed,
+    serve,
+    session,
 )
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    },
-}
-ACCEPT = {"Accept": "application/json, text/event-stream"}
-
-
-@dataclass
-class Served:
-    proc: subprocess.Popen[str]
-    url: str
-
-    def stop(self) -> tuple[int, str]:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=TIMEOUT)
-        finally:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-        return code, err
-
-
-def serve(site: Site, *args: str) -> Served:
-    proc = subprocess.Popen(
-        [str(MEMLANE), "serve", "--data", str(site.data), "--json", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    line = read_line(proc.stdout, TIMEOUT)
-    if not line:
-        proc.kill()
-        pytest.fail(f"memlane serve did not start: {proc.communicate()[1]}")
-    return Served(proc, json.loads(line)["mcp_http"])
 
 
 @pytest.fixture(scope="module")
@@ -97,18 +48,6 @@ def served(site: Site) -> Iterator[Served]:
     yield running
     code, err = running.stop()
     assert code == 0, err
-
-
-@asynccontextmanager
-async def session(
-    url: str, token: str, *, mode: str = "auto", verify: ssl.SSLContext | bool = True
-) -> AsyncIterator[Client]:
-    """The SDK's client over streamable HTTP, sending ``token`` as a bearer on every request."""
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx2.AsyncClient(headers=headers, verify=verify, timeout=TIMEOUT) as http:
-        transport = streamable_http_client(url, http_client=http)
-        async with Client(transport, mode=mode, read_timeout_seconds=TIMEOUT) as client:
-            yield client
 
 
 # -- a session ---------------------------------------------------------------------------------
@@ -384,36 +323,6 @@ def test_a_port_in_use_exits_1(site):
     assert done.stderr.startswith(f"memlane serve: cannot listen on 127.0.0.1:{port}: "), (
         done.stderr
     )
-
-
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and localhost, signed by its own key (PEM files)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "memlane test")])
-    now = datetime.now(UTC)
-    names = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_file, key_file
 
 
 @pytest.mark.asyncio

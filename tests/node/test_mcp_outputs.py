@@ -32,9 +32,9 @@ from node.node import Node, system_wall
 from node.tools.catalog import CATALOG
 from node.tools.outputs import REFUSAL
 from protocol.timefmt import format_instant
-from tests.node.conftest import Wall
-from tests.node.test_mcp import MEMLANE, TIMEOUT, TOOLS, Site, _type_arrays, make_site
-from tests.node.test_mcp_http import serve
+from tests.node.clikit import MEMLANE
+from tests.node.helpers import Wall
+from tests.node.mcpkit import TIMEOUT, TOOLS, Site, make_site, serve, type_arrays
 
 HOUR = 3_600_000
 TS_CLIENT = Path(__file__).parent / "mcp_ts"
@@ -255,7 +255,7 @@ def test_every_tool_declares_an_object_schema_that_admits_its_refusal():
         assert dict(REFUSAL) in schema["anyOf"], name
         Draft202012Validator.check_schema(schema)
         Draft7Validator.check_schema(schema)  # ajv's default dialect
-        assert _type_arrays(schema) == [], name
+        assert type_arrays(schema) == [], name
         check(name, {"error": "a refusal"})
         check(name, {"error": "refused before dispatch: time-future", "call_window": row})
 

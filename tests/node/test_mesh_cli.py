@@ -1,5 +1,6 @@
-"""``memlane mesh invite | members | revoke`` end to end, in subprocesses over a real data
-directory (docs/mesh.md, docs/cli.md)."""
+"""``memlane mesh invite | members | revoke`` end to end, in-process through the command
+line's entry point (tests/node/clikit.py) over a real data directory (docs/mesh.md,
+docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from node.members import invites
 from node.members.errors import InviteError
 from node.node import Node, system_wall
 from protocol.signing import SigningKey
+from tests.node.clikit import count, fails, ok, run, run_all
 from tests.node.helpers import ForeignWriter, admit
-from tests.node.test_cli import count, fails, ok, run, run_all
 
 HOUR = 3_600_000
 JOINER = SigningKey(b"\x0f" * 32).public

@@ -49,9 +49,8 @@ from protocol.bundle import BundleHeader, BundleWriter
 from protocol.clock import Hlc
 from protocol.frontier import Frontier
 from protocol.timefmt import format_instant
-from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, admit
-from tests.node.test_web import ask, served
+from tests.node.helpers import ForeignWriter, Wall, admit
+from tests.node.webkit import ask, served
 
 # -- the moment, the vocabulary --------------------------------------------------------------------
 

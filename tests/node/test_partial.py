@@ -35,8 +35,7 @@ from protocol.kinds import decode_payload
 from protocol.messages import Credit, Entries, Error, ErrorCode, FrontierDigest, Hello
 from protocol.payloads import PARTIAL, Answer, Payloads, Want
 from protocol.signing import SigningKey
-from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, counts, sr_payload
+from tests.node.helpers import ForeignWriter, Wall, counts, sr_payload
 from tests.node.synckit import RawPeer, converged, make_mesh
 
 pytestmark = pytest.mark.asyncio

@@ -9,7 +9,6 @@ driven by hand (tests/node/synckit.py); and the schema migration that adds the c
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import time
 from collections.abc import AsyncIterator
@@ -31,7 +30,7 @@ from node.store.connection import Connection
 from node.store.schema import migrate
 from protocol.entry import Entry
 from protocol.messages import Credit, FrontierDigest, Push
-from tests.node.helpers import ForeignWriter, admit, events, pending
+from tests.node.helpers import ForeignWriter, admit, events, pending, size, strangers
 from tests.node.synckit import RawPeer, wire
 
 pytestmark = pytest.mark.asyncio
@@ -40,15 +39,6 @@ SHARE = "this source's share of the pending area is used up"
 FULL = "the pending area is full"
 BYTES = "the pending area's bytes are used up"
 HOUR = 3_600_000
-
-
-def strangers(mesh: bytes, n: int) -> list[Entry]:
-    """Junk: first entries of writers no ``member.add`` admits, each left waiting for one."""
-    return [ForeignWriter(mesh, seed=os.urandom(32)).next() for _ in range(n)]
-
-
-def size(entry: Entry) -> int:
-    return len(entry.raw) + len(entry.payload or b"")
 
 
 def counted() -> dict[str, int]:

@@ -1,6 +1,7 @@
-"""``memlane pending list`` and ``memlane pending clear`` through the installed command
+"""``memlane pending list`` and ``memlane pending clear`` through the command line
 (docs/cli.md): per source its entries, bytes, oldest arrival and logs, control characters of
-a source shown as escapes, the same as JSON; clearing by source and by age."""
+a source shown as escapes, the same as JSON; clearing by source and by age.  In-process
+(tests/node/clikit.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import time
 from pathlib import Path
 
 from node.node import Node
-from tests.node.test_cli import fails, ok, run, run_all
-from tests.node.test_pending import size, strangers
+from tests.node.clikit import fails, ok, run, run_all
+from tests.node.helpers import size, strangers
 
 HOSTILE = "peer:\x1b]0;owned\x07\x1b[2J"  # a title change and a screen clear, if shown raw
 HOUR = 3_600_000

@@ -27,8 +27,7 @@ from node.access.callers import Caller
 from node.errors import Refusal
 from node.node import Node
 from protocol.clock import Hlc
-from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, admit, sr_payload
+from tests.node.helpers import ForeignWriter, Wall, admit, sr_payload
 
 BASE = 1_790_000_000_000
 DAY = 86_400_000

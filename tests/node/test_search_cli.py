@@ -1,6 +1,7 @@
 """``memlane search status`` and ``memlane search rebuild`` end to end (docs/cli.md,
-docs/search.md §The vector index and fusion): the installed command on real data
-directories, wordllama from its wheel, a closed loopback port for an endpoint that is down."""
+docs/search.md §The vector index and fusion): the command line (in-process,
+tests/node/clikit.py; in a real process on a terminal) on real data directories, wordllama
+from its wheel, a closed loopback port for an endpoint that is down."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ import pytest_asyncio
 
 from node.node import Node
 from tests.node.bundlekit import caller, write
-from tests.node.test_bundles_cli import drawn, on_terminal
-from tests.node.test_cli import MEMLANE, count, database, fails, ok, run
+from tests.node.clikit import MEMLANE, count, database, drawn, fails, ok, on_terminal, run
 
 WORDLLAMA = "wordllama:l2_supercat_256@0.4.0.post1"
 TITLES = ("gateway rollout", "certificate renewal", "disk alarms")
@@ -79,6 +79,7 @@ async def test_without_an_embedder_status_says_bm25_and_rebuild_is_refused(data)
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_status_shows_the_queue_and_rebuild_embeds_every_sr(data):
     path, token = data
     configure(path, 'embedder = "wordllama"')
@@ -127,6 +128,7 @@ async def test_status_shows_the_queue_and_rebuild_embeds_every_sr(data):
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_rebuild_shows_its_progress_on_a_terminal(data):
     path, _ = data
     configure(path, 'embedder = "wordllama"\nbatch = 1')  # a step per SR

@@ -27,9 +27,8 @@ from node.config import NodeConfig
 from node.node import Node
 from node.search.embedders import WordLlamaEmbedder
 from protocol.clock import Hlc
-from tests.node.conftest import Wall
 from tests.node.embedserver import EmbedServer
-from tests.node.helpers import ForeignWriter, admit, sr_payload
+from tests.node.helpers import ForeignWriter, Wall, admit, sr_payload
 from tests.node.offline import offline_or_skip, run_offline
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,6 +76,7 @@ def names(answer: dict[str, Any], ids: dict[str, str]) -> list[str]:
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_the_vector_leg_follows_embedding_deletion_and_correction(
     tmp_path: Path, wall: Wall
 ) -> None:
@@ -129,6 +129,7 @@ async def test_the_vector_leg_follows_embedding_deletion_and_correction(
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_another_model_rebuilds_the_index_and_none_drops_it(
     tmp_path: Path, wall: Wall, embed_server: EmbedServer
 ) -> None:
@@ -224,6 +225,7 @@ async def answers(node: Node, who: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_what_a_caller_cannot_read_changes_nothing_the_vector_leg_ranks(
     tmp_path: Path, wall: Wall
 ) -> None:
@@ -263,6 +265,7 @@ async def test_what_a_caller_cannot_read_changes_nothing_the_vector_leg_ranks(
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_two_nodes_with_the_same_entries_answer_alike(tmp_path: Path, wall: Wall) -> None:
     got = []
     for n, shuffled in enumerate((False, True)):
@@ -289,6 +292,7 @@ async def test_two_nodes_with_the_same_entries_answer_alike(tmp_path: Path, wall
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_find_answers_from_bm25_when_the_endpoint_is_slow_or_down(
     tmp_path: Path, wall: Wall, embed_server: EmbedServer
 ) -> None:
@@ -367,6 +371,7 @@ asyncio.run(main(Path(sys.argv[1])))
 """
 
 
+@pytest.mark.extra("semantic")
 def test_the_embedded_model_finds_with_the_network_cut(tmp_path: Path) -> None:
     offline_or_skip()
     done = run_offline(
@@ -382,6 +387,7 @@ def test_the_embedded_model_finds_with_the_network_cut(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_fused_ranks_and_scores_match_a_reference(tmp_path: Path, wall: Wall) -> None:
     """The fusion against its definition: BM25 ranks from a node holding the same entries
     with no embedder, vector ranks from wordllama's own vectors as stored (round(127 · v)),
@@ -431,6 +437,7 @@ async def test_fused_ranks_and_scores_match_a_reference(tmp_path: Path, wall: Wa
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_an_erased_srs_vector_goes_with_it_and_a_rebuild_keeps_the_others(
     tmp_path: Path, wall: Wall
 ) -> None:

@@ -28,43 +28,24 @@ from node.mesh.sync import SyncOptions
 from node.node import Node, system_wall
 from node.ports import Handshakes, quiet_accept_errors
 from node.refusals import REFUSALS
-from tests.node.servekit import certified_mesh, connected, memlane, poll, serve, setup, stop
+from tests.node.clikit import MEMLANE
+from tests.node.mcpkit import ACCEPT, INITIALIZE, TIMEOUT, read_line, self_signed
+from tests.node.servekit import (
+    certified_mesh,
+    connected,
+    count_closed,
+    memlane,
+    open_connections,
+    poll,
+    refusal_counts,
+    serve,
+    server_closed,
+    setup,
+    stop,
+)
 from tests.node.synckit import make_mesh
-from tests.node.test_mcp import MEMLANE, TIMEOUT, read_line
-from tests.node.test_mcp_http import ACCEPT, INITIALIZE, self_signed
-from tests.node.test_serve_health import metrics
 
 PARTIAL_HEAD = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
-
-
-def _closed(conn: socket.socket, wait: float = 0.05) -> bool:
-    """Whether the server closed ``conn`` (EOF or a reset), reading what it sent."""
-    conn.settimeout(wait)
-    try:
-        while conn.recv(65536):
-            pass
-    except TimeoutError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
-def _count_closed(conns: list[socket.socket], expected: int, within: float) -> int:
-    deadline = time.monotonic() + within
-    while (n := sum(map(_closed, conns))) < expected and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return n
-
-
-def _connections(address: str, n: int) -> list[socket.socket]:
-    host, port = address.rsplit(":", 1)
-    return [socket.create_connection((host, int(port)), timeout=5) for _ in range(n)]
-
-
-def _refusals(health: str, *limits: str) -> list[int]:
-    found = metrics(health)
-    return [found[f'memlane_limit_refusals_total{{limit="{name}"}}'] for name in limits]
 
 
 # -- the knobs ---------------------------------------------------------------------------------
@@ -126,9 +107,9 @@ def test_plain_connections_to_the_sync_port_are_bounded_per_address(tmp_path):
         second, _ = serve(site["two"], "--peer", shown["sync"])
         running.append(second)
         poll("the member's link", lambda: connected(site["two"], site["one_id"]))
-        plain = _connections(shown["sync"], 8)
+        plain = open_connections(shown["sync"], 8)
         opened = time.monotonic()
-        assert _count_closed(plain, 5, within=1) == 5  # beyond the three, at once
+        assert count_closed(plain, 5, within=1) == 5  # beyond the three, at once
         written = json.loads(
             memlane(
                 "write",
@@ -144,9 +125,9 @@ def test_plain_connections_to_the_sync_port_are_bounded_per_address(tmp_path):
         arrived = lambda: written["sr_id"] in _listed(site["two"], site["reader"])  # noqa: E731
         poll("the SR on the member", arrived)
         assert time.monotonic() - opened < 3  # … while the three were still held
-        assert _count_closed(plain, 8, within=4) == 8
+        assert count_closed(plain, 8, within=4) == 8
         assert time.monotonic() - opened >= 2.5  # dropped by the handshake timeout
-        assert _refusals(
+        assert refusal_counts(
             shown["health"], "sync_per_address", "sync_handshake_timeout", "sync_pre_handshake"
         ) == [5, 3, 0]
     finally:
@@ -282,29 +263,29 @@ def test_slow_mcp_connections_are_capped_and_dropped(tmp_path):
     slow, idle = [], []
     try:
         address = shown["mcp_http"].removeprefix("http://").split("/")[0]
-        slow = _connections(address, 4)
+        slow = open_connections(address, 4)
         for conn in slow:
             conn.sendall(PARTIAL_HEAD)
         opened = time.monotonic()
-        extra = _connections(address, 1)[0]
+        extra = open_connections(address, 1)[0]
         slow.append(extra)
         assert _read_all(extra, 1).startswith(b"HTTP/1.1 503 ")  # beyond the cap, at once
-        assert _closed(extra)
+        assert server_closed(extra)
         asked = time.monotonic()
         assert _initialize(shown["mcp_http"], site["writer"]) in (503, None)  # not served …
         assert time.monotonic() - asked < 0.5  # … but told at once
         for conn in slow:  # one byte more: the head still does not end
             conn.sendall(b"x")
-        assert _count_closed(slow, 5, within=3) == 5
+        assert count_closed(slow, 5, within=3) == 5
         assert time.monotonic() - opened >= 0.9  # dropped by the header timeout
         assert _initialize(shown["mcp_http"], site["writer"]) == 200
         health = shown["health"].removeprefix("http://")
-        idle = _connections(health, 17)
-        assert _count_closed(idle, 1, within=1) == 1  # the health port holds 16
+        idle = open_connections(health, 17)
+        assert count_closed(idle, 1, within=1) == 1  # the health port holds 16
         for conn in idle:
             conn.close()
         poll("health again", lambda: _status(shown["health"] + "/healthz") == 200)
-        assert _refusals(
+        assert refusal_counts(
             shown["health"], "mcp_connections", "mcp_header_timeout", "health_connections"
         ) == [2, 4, 1]
     finally:
@@ -324,14 +305,14 @@ def test_mcp_connections_over_tls_are_counted_before_their_handshake(tmp_path):
     silent: list[socket.socket] = []
     try:
         address = shown["mcp_http"].removeprefix("https://").split("/")[0]
-        silent = _connections(address, 4)  # plain TCP: no handshake ever starts
+        silent = open_connections(address, 4)  # plain TCP: no handshake ever starts
         opened = time.monotonic()
-        assert _count_closed(silent, 1, within=0.5) == 1  # beyond max_connections, at once
-        assert _count_closed(silent, 4, within=3) == 4
+        assert count_closed(silent, 1, within=0.5) == 1  # beyond max_connections, at once
+        assert count_closed(silent, 4, within=3) == 4
         assert time.monotonic() - opened >= 0.9  # the others when the handshake ran out of time
         trust = ssl.create_default_context(cafile=str(cert))
         assert _initialize(shown["mcp_http"], site["writer"], trust) == 200
-        assert _refusals(shown["health"], "mcp_connections", "mcp_header_timeout") == [1, 3]
+        assert refusal_counts(shown["health"], "mcp_connections", "mcp_header_timeout") == [1, 3]
     finally:
         for conn in silent:
             conn.close()
@@ -363,7 +344,7 @@ def test_out_of_descriptors_is_one_line_and_passes(tmp_path):
     try:
         shown = json.loads(read_line(proc.stdout, TIMEOUT))
         address = shown["mcp_http"].removeprefix("http://").split("/")[0]
-        held = _connections(address, 60)  # more than the process may open
+        held = open_connections(address, 60)  # more than the process may open
         fds = Path(f"/proc/{proc.pid}/fd")
         poll("every descriptor taken", lambda: len(list(fds.iterdir())) >= DESCRIPTORS - 1)
         time.sleep(2.2)  # out of descriptors for a while: accept fails, retried every second

@@ -10,26 +10,25 @@ import json
 import os
 import socket
 import subprocess
-import threading
 import urllib.request
-from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
-from zeroconf import IPVersion
-from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
 from node.address import Listen
 from node.mesh.candidates import Candidates
-from node.mesh.discovery import SERVICE_TYPE, Sighting, advertised_addresses, sighting
+from node.mesh.discovery import Sighting, advertised_addresses, sighting
 from node.mesh.peers import PeerTable
 from node.mesh.service import DiscoverySettings, SyncService
 from node.node import Node
 from node.refusals import REFUSALS
+from tests.node.mcpkit import TIMEOUT
 from tests.node.servekit import (
+    Advertiser,
     certified_mesh,
+    closed_port,
     connected,
     issue,
     memlane,
@@ -40,7 +39,6 @@ from tests.node.servekit import (
     setup,
     stop,
 )
-from tests.node.test_mcp import TIMEOUT
 
 T = TypeVar("T")
 LOOPBACK_ONLY = '[discovery]\ninterfaces = ["127.0.0.1"]\n'
@@ -287,62 +285,9 @@ SQUATTERS = 8  # half at closed ports, half at a TCP listener that never answers
 SQUATTED = LOOPBACK_ONLY + 'max_peers = 4\nevict_after = "1s"\n'
 
 
-class Advertiser:
-    """Services of ``_memlane._tcp.local.`` registered on loopback from the test's own zeroconf,
-    on a loop in a thread of its own; all withdrawn by ``close``."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-        self.zc = self._run(self._open())
-
-    def _run(self, job: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(job, self.loop).result(TIMEOUT)
-
-    @staticmethod
-    async def _open() -> AsyncZeroconf:
-        return AsyncZeroconf(interfaces=["127.0.0.1"], ip_version=IPVersion.V4Only)
-
-    def advertise(self, services: list[tuple[str, bytes, bytes, int]]) -> None:
-        """``(name, mesh, key, port)`` each, at 127.0.0.1, registered at once."""
-
-        async def register() -> None:
-            infos = [
-                AsyncServiceInfo(
-                    SERVICE_TYPE,
-                    f"{name}.{SERVICE_TYPE}",
-                    port=port,
-                    addresses=[socket.inet_aton("127.0.0.1")],
-                    properties={"v": "1", "mesh": mesh.hex(), "node": key.hex()},
-                )
-                for name, mesh, key, port in services
-            ]
-            waits = await asyncio.gather(*(self.zc.async_register_service(i) for i in infos))
-            await asyncio.gather(*waits)
-
-        self._run(register())
-
-    def close(self) -> None:
-        async def withdraw() -> None:
-            await self.zc.async_unregister_all_services()
-            await self.zc.async_close()
-
-        self._run(withdraw())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(TIMEOUT)
-        self.loop.close()
-
-
 async def mesh_and_key(data: Path) -> tuple[bytes, bytes]:
     async with Node.open(data) as node:
         return node.info.mesh, node.key.public
-
-
-def closed_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as held:
-        port: int = held.getsockname()[1]
-    return port
 
 
 def evictions(health: str) -> float:

@@ -10,8 +10,6 @@ import json
 import re
 import socket
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,30 +20,8 @@ from node.refusals import LIMITS
 from node.serve.metrics import _HELP, Metrics, Sample, render
 from tests.node.bundlekit import caller, write
 from tests.node.helpers import ForeignWriter, admit
-from tests.node.servekit import memlane, poll, serve, setup, stop
-from tests.node.test_sync_crash import write_own
-
-_SAMPLE = re.compile(r"^([a-z_]+)(\{[^}]*\})? (\d+)$")
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def metrics(base: str) -> dict[str, int]:
-    status, text = get(base + "/metrics")
-    assert status == 200
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            m = _SAMPLE.match(line)
-            assert m, line
-            out[m[1] + (m[2] or "")] = int(m[3])
-    return out
+from tests.node.servekit import get, memlane, metrics, poll, serve, setup, stop
+from tests.node.synckit import write_own
 
 
 def test_health_and_metrics_answer_and_move(tmp_path):
@@ -211,6 +187,7 @@ def _search_samples(samples: list[Sample]) -> dict[str, int]:
 
 
 @pytest.mark.asyncio
+@pytest.mark.extra("semantic")
 async def test_the_vector_index_metrics(tmp_path):
     data = tmp_path / "node"
     await Node.init(data)

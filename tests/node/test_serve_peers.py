@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from node.mesh.peers import DuplicateLink, PeerState, PeerTable
-from tests.node.servekit import peers, poll, serve, setup, stop
-from tests.node.test_serve_health import get
+from tests.node.servekit import get, peers, poll, serve, setup, stop
 
 _SAMPLE = re.compile(r"^([a-z_]+)(\{[^}]*\})? (\d+)$")
 

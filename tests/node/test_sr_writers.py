@@ -21,8 +21,7 @@ from node.access.callers import Caller
 from node.identity import node_id
 from node.node import Node
 from protocol.clock import Hlc
-from tests.node.conftest import CallerFactory, Wall
-from tests.node.helpers import ForeignWriter, sr_payload
+from tests.node.helpers import CallerFactory, ForeignWriter, Wall, sr_payload
 from tests.node.synckit import make_mesh
 
 # The version schema 11 (the views rebuilt so SR versions name their writers) migrates from.

@@ -27,8 +27,7 @@ from node.mesh.peers import PeerState
 from node.mesh.sync import PeerKey, Sync, SyncOptions
 from node.node import Node
 from protocol.entry import Entry, decode_header
-from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, events, sr_payload
+from tests.node.helpers import ForeignWriter, Wall, events, sr_payload
 from tests.node.synckit import (
     FAST,
     Relay,

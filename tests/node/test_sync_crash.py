@@ -41,7 +41,7 @@ from node.identity import DB_FILE, NODE_KEY_FILE, load_key
 from node.mesh.sync import Sync
 from node.node import Node, system_wall
 from tests.node.helpers import STORED_TABLES, ForeignWriter, sr_payload
-from tests.node.synckit import FAST, make_mesh
+from tests.node.synckit import FAST, make_mesh, write_own
 
 CHILD = Path(__file__).with_name("sync_crash_child.py")
 MEMLANE = Path(sys.executable).with_name("memlane")
@@ -229,12 +229,6 @@ class Sender:
         for i in range(0, n, 300):
             report = await self.node.receive(fresh[i : i + 300], source="bundle")
             assert report.stored == len(fresh[i : i + 300])
-
-
-async def write_own(node: Node, n: int) -> None:
-    issued = await node.create_token("a", "team", ("read:workspace", "write:workspace"))
-    caller = await node.authenticate(issued.token)
-    await asyncio.gather(*(node.e_write(caller, title=f"a {i}", text="a" * 300) for i in range(n)))
 
 
 @dataclass

@@ -24,8 +24,7 @@ from node.node import Node
 from node.views.fold import lane_uuid_of
 from protocol.clock import Hlc
 from protocol.timefmt import format_instant, parse_instant
-from tests.node.conftest import CallerFactory, Wall
-from tests.node.helpers import ForeignWriter, admit, sr_payload
+from tests.node.helpers import CallerFactory, ForeignWriter, Wall, admit, sr_payload
 
 MINUTE = 60_000
 READ_WRITE = ("read:workspace", "write:workspace")

@@ -19,8 +19,7 @@ from node.views import timeline as tl
 from node.views.read_rule import readable_srs
 from node.views.srs import DOC_SLOTS, terms
 from protocol.clock import Hlc
-from tests.node.conftest import CallerFactory, Wall
-from tests.node.helpers import ForeignWriter, sr_payload
+from tests.node.helpers import CallerFactory, ForeignWriter, Wall, sr_payload
 
 TAGS = ("red", "green", "blue", "Red")
 WORDS = ("red", "apple", "pear", "plum", "green", "fig")

@@ -22,7 +22,7 @@ from node.access.callers import Caller
 from node.errors import Refusal
 from node.node import Node
 from node.tools.timeline_spec import ACTIONS, ARGUMENTS, ORDERS
-from tests.node.conftest import Wall
+from tests.node.helpers import Wall
 from tests.node.windowkit import LA_NAME, MIN, NOW, NOW_TEXT, M, T, rng
 
 SEED_TEXTS = (

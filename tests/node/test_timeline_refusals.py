@@ -17,8 +17,7 @@ from node.access.callers import Caller
 from node.errors import Forbidden, Refusal
 from node.node import Node
 from protocol.clock import Hlc
-from tests.node.conftest import CallerFactory, Wall
-from tests.node.helpers import ForeignWriter, admit, sr_payload, stored
+from tests.node.helpers import CallerFactory, ForeignWriter, Wall, admit, sr_payload, stored
 
 SPEC = "Invalid timeline spec: "
 BELONG = "'since' and 'as_of' belong to the changes action"

@@ -17,9 +17,8 @@ from mcp import Client
 from node.mcp.server import build_server
 from node.node import Node
 from node.serve.meter import BUCKETS, METER, ToolMeter
+from tests.node.mcpkit import TOOLS, make_site, session
 from tests.node.servekit import serve, stop
-from tests.node.test_mcp import TOOLS, make_site
-from tests.node.test_mcp_http import session
 
 _LINE = re.compile(r"^([a-z_]+)(?:\{([^}]*)\})? ([0-9.e+-]+)$")
 _LABEL = re.compile(r'([a-z]+)="([^"]*)"')

@@ -15,7 +15,7 @@ from node.errors import Refusal
 from node.node import Node
 from node.tools.catalog import CATALOG
 from node.tools.looks import LOOKS
-from tests.node.conftest import CallerFactory
+from tests.node.helpers import CallerFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = frozenset(spec.name for spec in CATALOG)

@@ -14,7 +14,7 @@ from node.schema import MIGRATIONS
 from node.store import Store, StoreOptions
 from node.store.writer import Txn
 from node.views import default_views
-from tests.node.conftest import Wall
+from tests.node.helpers import Wall
 
 SCOPES = ("read:workspace", "write:workspace")
 

@@ -11,7 +11,6 @@ import json
 import random
 import shutil
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,8 @@ from node.node import Node
 from node.views.srs import DOC_SLOTS
 from protocol.clock import Hlc
 from protocol.entry import Entry
-from tests.node.conftest import Wall
-from tests.node.helpers import ForeignWriter, admit, held_entries, sr_payload
+from tests.node.clikit import run
+from tests.node.helpers import ForeignWriter, Wall, admit, held_entries, sr_payload
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -42,7 +41,6 @@ VIEW_TABLES = (
     "episodes",
     "episode_due",
 )
-MEMLANE = Path(sys.executable).parent / "memlane"
 ORDERS = ("ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_time_asc")
 
 
@@ -308,15 +306,9 @@ async def test_rebuild_changes_no_view_and_no_answer(node: Node, wall: Wall) -> 
 
 
 async def rebuild_command(*args: str) -> subprocess.CompletedProcess[str]:
-    """``memlane views rebuild …`` in a subprocess (off the event loop)."""
-    return await asyncio.to_thread(
-        subprocess.run,
-        [str(MEMLANE), "views", "rebuild", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    """``memlane views rebuild …`` through the command line's entry point, in-process
+    (tests/node/clikit.py), off the event loop."""
+    return await asyncio.to_thread(run, "views", "rebuild", *args)
 
 
 @pytest.mark.asyncio

@@ -5,61 +5,18 @@ inert text.  (The pages in a real browser are tests of their own.)"""
 
 from __future__ import annotations
 
-import asyncio
-import http.client
-import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from urllib.parse import urlencode
 
 import pytest
-import uvicorn
 
 from node.errors import Refusal
 from node.node import Node
-from node.web.app import HEADERS, web_app
+from node.web.app import HEADERS
 from tests.node.bundlekit import caller
-from tests.node.conftest import Wall
+from tests.node.helpers import Wall
+from tests.node.webkit import Answer, ask, served
 
 pytestmark = pytest.mark.asyncio
-
-
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    headers: dict[str, str]
-    body: str
-
-
-@asynccontextmanager
-async def served(node: Node) -> AsyncIterator[int]:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    config = uvicorn.Config(web_app(node), lifespan="off", log_config=None, access_log=False)
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[listener]))  # (it listens already)
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        server.should_exit = True
-        await task
-
-
-async def ask(port: int, method: str, path: str, *, body: str = "", cookie: str = "") -> Answer:
-    def go() -> Answer:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        headers = {"content-type": "application/x-www-form-urlencoded"} if body else {}
-        if cookie:
-            headers["cookie"] = cookie
-        conn.request(method, path, body=body.encode() or None, headers=headers)
-        r = conn.getresponse()
-        answer = Answer(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode())
-        conn.close()
-        return answer
-
-    return await asyncio.to_thread(go)
 
 
 def _headed(answer: Answer) -> None:

@@ -14,9 +14,9 @@ from urllib.parse import urlencode
 import pytest
 
 from node.node import Node
-from tests.node.conftest import Wall
-from tests.node.test_look_activity import T0, WINDOW, _writes
-from tests.node.test_web import ask, served
+from tests.node.activitykit import T0, WINDOW, writes
+from tests.node.helpers import Wall
+from tests.node.webkit import ask, served
 
 pytestmark = pytest.mark.asyncio
 
@@ -47,7 +47,7 @@ async def page(node: Node, token: str, query: dict[str, str] | None = None) -> t
 
 async def test_the_counts_per_hour_of_writes_at_known_times(node: Node, wall: Wall) -> None:
     alice = await node.authenticate(await token(node, "alice"))
-    await _writes(node, wall, alice)
+    await writes(node, wall, alice)
     status, body = await page(node, await token(node, "alice"), WINDOW)
     assert status == 200
     assert _RECTS.findall(body) == [
@@ -68,7 +68,7 @@ async def test_the_counts_per_hour_of_writes_at_known_times(node: Node, wall: Wa
 
 async def test_the_default_page_and_by_day(node: Node, wall: Wall) -> None:
     alice = await node.authenticate(await token(node, "alice"))
-    await _writes(node, wall, alice)
+    await writes(node, wall, alice)
     reader = await token(node, "alice")
     _, hours = await page(node, reader)
     assert len(_RECTS.findall(hours)) == 48
@@ -93,7 +93,7 @@ async def test_the_page_is_the_same_with_and_without_versions_it_cannot_read(
                 await node.authenticate(await token(node, "bob")),
                 await node.authenticate(await token(node, "carol", workspace="elsewhere")),
             ]
-            await _writes(node, wall, alice, *(others if hidden else ()))
+            await writes(node, wall, alice, *(others if hidden else ()))
             shown = {
                 who: (await page(node, await token(node, who, *scopes), WINDOW))[1]
                 for who, scopes in (("alice", ()), ("root", ("admin:workspace",)))

@@ -14,8 +14,8 @@ from node.node import Node
 from node.web import changes
 from protocol.timefmt import format_instant
 from tests.node.bundlekit import caller
-from tests.node.conftest import Wall
-from tests.node.test_web import Answer, ask, served
+from tests.node.helpers import Wall
+from tests.node.webkit import Answer, ask, served
 
 pytestmark = pytest.mark.asyncio
 

@@ -12,8 +12,8 @@ import pytest
 from node.node import Node
 from node.web import episodes
 from protocol.timefmt import format_instant
-from tests.node.conftest import Wall
-from tests.node.test_web import Answer, ask, served
+from tests.node.helpers import Wall
+from tests.node.webkit import Answer, ask, served
 
 pytestmark = pytest.mark.asyncio
 

@@ -19,10 +19,10 @@ from node.mesh import service as sync_service
 from node.mesh.service import SyncService
 from node.node import Node
 from tests.node.bundlekit import caller
-from tests.node.conftest import CallerFactory
+from tests.node.helpers import CallerFactory
 from tests.node.servekit import certified_mesh
 from tests.node.synckit import FAST, converged
-from tests.node.test_web import ask, served
+from tests.node.webkit import ask, served
 
 
 async def _saved_live(node: Node, other: str) -> None:

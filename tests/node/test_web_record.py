@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from node.node import Node
-from tests.node.conftest import CallerFactory, Wall
-from tests.node.test_web import ask, served
+from tests.node.helpers import CallerFactory, Wall
+from tests.node.webkit import ask, served
 
 pytestmark = pytest.mark.asyncio
 

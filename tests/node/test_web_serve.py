@@ -14,10 +14,17 @@ import time
 from urllib.parse import urlencode, urlsplit
 
 from node.web.app import HEADERS
-from tests.node.servekit import memlane, serve, stop
-from tests.node.test_mcp import MEMLANE, TIMEOUT, Site, make_site
-from tests.node.test_mcp_http import self_signed
-from tests.node.test_serve_connections import _closed, _connections, _count_closed, _refusals
+from tests.node.clikit import MEMLANE
+from tests.node.mcpkit import TIMEOUT, Site, make_site, self_signed
+from tests.node.servekit import (
+    count_closed,
+    memlane,
+    open_connections,
+    refusal_counts,
+    serve,
+    server_closed,
+    stop,
+)
 
 PARTIAL_HEAD = b"GET /timeline HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
 
@@ -131,19 +138,19 @@ def test_the_web_port_holds_its_own_bounded_connections(tmp_path):
     slow: list[socket.socket] = []
     try:
         address = shown["web"].removeprefix("http://").rstrip("/")
-        slow = _connections(address, 3)
+        slow = open_connections(address, 3)
         for conn in slow:
             conn.sendall(PARTIAL_HEAD)
-        extra = _connections(address, 1)[0]
+        extra = open_connections(address, 1)[0]
         slow.append(extra)
         assert b"503 Service Unavailable" in _read(extra)
-        assert _closed(extra)
+        assert server_closed(extra)
         assert _ask(shown["mcp_http"].removesuffix("/mcp"), "/mcp")[0] != 503  # MCP's count
         opened = time.monotonic()
-        assert _count_closed(slow, 4, within=3) == 4  # dropped by the header timeout
+        assert count_closed(slow, 4, within=3) == 4  # dropped by the header timeout
         assert time.monotonic() - opened >= 0.5
         assert _ask(shown["web"], "/signin")[0] == 200
-        assert _refusals(
+        assert refusal_counts(
             shown["health"], "web_connections", "web_header_timeout", "mcp_connections"
         ) == [1, 3, 0]
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from node.node import Node
-from tests.node.test_cli import fails, ok, run
+from tests.node.clikit import fails, ok, run
 from tests.node.windowkit import LA_NAME, NOW_TEXT, M
 
 pytestmark = pytest.mark.asyncio

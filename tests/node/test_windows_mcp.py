@@ -19,9 +19,9 @@ from mcp.types import CallToolResult
 
 from node.node import Node, system_wall
 from protocol.timefmt import format_instant
+from tests.node.clikit import MEMLANE
+from tests.node.mcpkit import TIMEOUT, make_site, serve, session
 from tests.node.synckit import converged, make_mesh, syncing
-from tests.node.test_mcp import MEMLANE, TIMEOUT, make_site
-from tests.node.test_mcp_http import serve, session
 
 pytestmark = pytest.mark.asyncio
 HOUR = 3_600_000

@@ -15,8 +15,7 @@ from node.errors import ConfigError, Refusal
 from node.node import Node
 from node.tools.windows import RefusedBeforeDispatch
 from node.windows.errors import DeclarationError
-from tests.node.conftest import Wall
-from tests.node.helpers import refused, stored
+from tests.node.helpers import Wall, refused, stored
 from tests.node.windowkit import LA_NAME, MIN, NOW, NOW_TEXT, M, T, rng
 
 HOUR = 60 * MIN

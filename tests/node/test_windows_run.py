@@ -17,8 +17,7 @@ from node.access.callers import Caller
 from node.node import Node
 from node.tools.timeline_spec import closed_at, parse_spec
 from protocol.timefmt import format_instant, parse_instant
-from tests.node.conftest import Wall
-from tests.node.helpers import refused
+from tests.node.helpers import Wall, refused
 from tests.node.windowkit import LA_NAME, MIN, NOW, NOW_TEXT
 
 HOUR = 60 * MIN

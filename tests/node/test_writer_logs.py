@@ -22,8 +22,7 @@ from node.node import Node
 from node.refusals import REFUSALS
 from protocol.entry import Entry
 from protocol.frontier import MAX_FRONTIER_LOGS
-from tests.node.conftest import Wall
-from tests.node.helpers import FAR_FUTURE_MS, ForeignWriter, events, sr_payload
+from tests.node.helpers import FAR_FUTURE_MS, ForeignWriter, Wall, events, sr_payload
 from tests.node.synckit import FAST, converged, make_mesh, syncing
 
 pytestmark = pytest.mark.asyncio

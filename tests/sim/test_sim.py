@@ -3,7 +3,10 @@ real nodes author throughout while the network delays, cuts, duplicates, partiti
 ways and one way) and crashes them; once healed and quiet, every node holds the same logs
 and answers ``e_timeline`` list, find, intersect and changes alike.
 
-``MEMLANE_SIM_SEED=n`` (or ``n,m,...``) runs only those seeds; ``make bench`` runs more.
+``MEMLANE_SIM_SEED=n`` (or ``n,m,...``) runs only those seeds; ``make bench`` runs more
+(``tests/bench/sim.py``: the seeds after these, of both meshes, and bigger meshes).  Seeds 0–49
+meet every fault and every kind of write (the first 20 do), and seeds 1000–1019 every part of
+partial replication (the first 5 do): the checks below say so on each run.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ import pytest
 from tests.bench import sim as sim_bench
 from tests.sim.sim import PARTIAL, Outcome, Size, seeds, simulate
 
-SEEDS = seeds(range(200))
-PARTIAL_SEEDS = seeds(range(1000, 1040))
+SEEDS = seeds(range(50))
+PARTIAL_SEEDS = seeds(range(1000, 1020))
 _seen: list[Outcome] = []
 _partial: list[Outcome] = []
 

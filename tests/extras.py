@@ -1,0 +1,27 @@
+"""Tests that need an optional extra's package (pyproject.toml: ``bench`` brings eventsourcing,
+``semantic`` wordllama) say so with ``@pytest.mark.extra(NAME)``, or a fixture calls
+``need(NAME)``.  Where the package is not installed (``pip install -e '.[dev]'`` alone) such a
+test skips and says why; ``make test`` installs every extra, and under ``CI=true`` a missing
+one fails the test instead, as a skip there would hide that it was not installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+__all__ = ["EXTRAS", "need"]
+
+EXTRAS = {"bench": "eventsourcing", "semantic": "wordllama"}  # extra: the package it brings
+
+
+def need(extra: str) -> None:
+    """Skip (or under CI fail) the running test unless ``extra``'s package is installed."""
+    package = EXTRAS[extra]
+    if importlib.util.find_spec(package) is not None:
+        return
+    reason = f"needs {package}, of the {extra} extra: pip install -e '.[{extra}]' (make test does)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"under CI every extra is installed: {reason}")
+    pytest.skip(reason)
