@@ -62,7 +62,8 @@ from protocol.session import NEED_DATA, ConnectionClosed, Session, State
 
 __all__ = ["Link", "LinkHost", "LinkOptions"]
 
-# Batches of entries stored at once per link: two, so one is built while the other commits.
+# Batches of entries handed to the store at once per link: two, so the next waits while one
+# is written.
 STORING = 2
 _SPEAKING = (State.HELLO, State.DIGEST, State.FRONTIER, State.STREAMING, State.LIVE)
 
@@ -268,8 +269,8 @@ class Link:
 
     async def _take(self, items: tuple[WireEntry, ...]) -> None:
         """One batch: to the store in one transaction, then its credit back.  Up to
-        ``STORING`` batches are stored at once (they commit in the order they came), so
-        the store builds one while the one before commits; the credit still bounds them."""
+        ``STORING`` batches are handed to the store at once (they commit in the order they
+        came), so the writer finds the next one waiting; the credit still bounds them."""
         if not items:
             return
         assert self.source is not None  # the session lets entries in only after hello

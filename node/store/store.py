@@ -202,7 +202,6 @@ class Store:
         self.membership: Admission | None = None
         self.reader: Reader | None = None
         self._conn: Connection | None = None
-        self._committed: Connection | None = None  # reads of what is committed (Txn)
         self._writer: GroupWriter | None = None
         self._clock_saved = Hlc(0, 0)
         self._data_version: int | None = None  # the database's, as the last batch began
@@ -248,15 +247,12 @@ class Store:
         await migrate(conn, self.migrations)
         await self._reload()
         self._data_version = await self._scalar("PRAGMA data_version")
-        self._committed = await Connection.open(self.path, isolation_level=None)
-        await self._committed.execute("PRAGMA query_only=1")
         self._writer = GroupWriter(
             conn,
             on_rollback=self._reload,
             on_stale=self._restale,
             expect=lambda: self._data_version,
             before_commit=self._save_clock,
-            committed=self._committed.execute_fetchall,
             max_batch=self.options.max_batch,
         )
         self._writer.start()
@@ -287,10 +283,10 @@ class Store:
         if self._writer is not None:
             await self._writer.stop()
             self._writer = None
-        for conn in (self.reader, self._committed, self._conn):
+        for conn in (self.reader, self._conn):
             if conn is not None:
                 await conn.close()
-        self.reader = self._committed = self._conn = None
+        self.reader = self._conn = None
 
     # -- the moment and the group commit -------------------------------------------------------
 
@@ -499,7 +495,6 @@ class Store:
         if head.forked_at is not None and head.forked_at <= from_seq:
             return
         head.forked_at = from_seq
-        txn.views_rewritten = True
         for view in self.views:
             await view.hide(txn, HiddenEntries(head.log_id, from_seq, self.moment()))
         txn.add(
@@ -517,7 +512,6 @@ class Store:
         return count
 
     async def _replay(self, txn: Txn, progress: Progress | None) -> int:
-        txn.views_rewritten = True
         for view in self.views:
             view.reset()
             for sql in view.clear:

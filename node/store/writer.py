@@ -14,19 +14,18 @@ append.  Statements run grouped by their text, in the order each text was first 
 operations keep to statements that commute apart from that order (inserts, upserts, and
 updates or deletes of rows queued earlier).
 
-Commits are pipelined: while batch N is being committed on SQLite's thread, the writer already
-runs the operations of batch N+1 on the event loop (the views' folds; reads of rows neither
-batch wrote go to a connection of their own, ``Txn.fetch_committed``).  Batch N+1 builds on
-N's state, so if N's commit fails, N+1 fails with it and the in-memory state is reloaded.
+Batches are written one after another: the next is built once the one before has committed
+(building it meanwhile, on the state the one before left, measured no faster on two cores:
+docs/architecture.md §Decisions).
 
-A batch begins at its first trip (``BEGIN IMMEDIATE``), not when it is made.  It was built on
-the in-memory state (heads, view caches, clock) as of the store's last look; if another
-connection committed since (``PRAGMA data_version`` moved from ``expect``: a ``memlane write``
-beside a running ``memlane serve``), that first trip raises ``Stale``, and the batch — with
-the one after it, built on the same state — is built again and committed alone, each holding
-the write lock from its start and reloading the state under it, so that busy neighbours cannot
-keep a batch stale.  An operation may therefore run more than once before its batch commits;
-only the last run's rows and result count.
+A batch begins at its first trip (``BEGIN IMMEDIATE``), not when it is made, so the write lock
+is held only while it is written.  It was built on the in-memory state (heads, view caches,
+clock) as of the store's last look; if another connection committed since (``PRAGMA
+data_version`` moved from ``expect``: a ``memlane write`` beside a running ``memlane serve``),
+that first trip raises ``Stale``, and the batch is built again holding the write lock from its
+start and reloading the state under it, so that busy neighbours cannot keep it stale.  An
+operation may therefore run more than once before its batch commits; only the last run's rows
+and result count.
 """
 
 from __future__ import annotations
@@ -87,23 +86,9 @@ def _write(db: sqlite3.Connection, work: tuple[list[Deferred], _Buffer, int | No
 class Txn:
     """Buffered writes on the writer connection, inside one transaction."""
 
-    def __init__(
-        self,
-        conn: Connection,
-        *,
-        expect: int | None = None,
-        serial: int = 0,
-        committed: Fetch | None = None,
-    ) -> None:
+    def __init__(self, conn: Connection, *, expect: int | None = None) -> None:
         self._conn = conn
         self._expect = expect
-        # The writer numbers its transactions: while this one is built, the one numbered
-        # ``serial - 1`` may still be committing, and every earlier one is committed.
-        self.serial = serial
-        self._committed = committed
-        # Set by an operation that rewrites views beyond the rows it names (a rebuild, a
-        # log hidden): the batch after it reads everything through its own transaction.
-        self.views_rewritten = False
         self._buffer: _Buffer = {}
         self._deferred: list[Deferred] = []
         self._final: dict[object, Deferred] = {}
@@ -206,15 +191,6 @@ class Txn:
 
         return await self._conn.call(run)
 
-    async def fetch_committed(self, sql: str, args: Row = ()) -> list[Row]:
-        """Read what is committed, on a connection of its own, without waiting for the
-        batch before this one to commit: for rows that neither it nor this one wrote (the
-        caller knows which; ``serial``).  Without such a connection (or after a ``views_rewritten``
-        batch), ``fetchall``."""
-        if self._committed is None:
-            return await self.fetchall(sql, args)
-        return await self._committed(sql, args)
-
     async def fetchall(self, sql: str, args: Row = ()) -> list[Row]:
         """Read inside the transaction; queued writes are written first so reads see them."""
         work = self._take()
@@ -280,7 +256,7 @@ class _Job:
 
 
 class GroupWriter:
-    """Runs operations in group-committed, pipelined transactions on one connection."""
+    """Runs operations in group-committed transactions on one connection."""
 
     def __init__(
         self,
@@ -290,7 +266,6 @@ class GroupWriter:
         on_stale: Callable[[int], Awaitable[None]],
         expect: Callable[[], int | None],
         before_commit: Callable[[Txn], None],
-        committed: Fetch | None = None,
         max_batch: int = 512,
     ) -> None:
         self._conn = conn
@@ -298,13 +273,10 @@ class GroupWriter:
         self._on_stale = on_stale
         self._expect = expect
         self._before_commit = before_commit
-        self._committed = committed
         self._max_batch = max_batch
         self._queue: deque[_Job | None] = deque()
         self._wakeup: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
-        self._serial = 0
-        self._rewritten = False  # the batch built last was ``Txn.views_rewritten``
         self.commits = 0
         self.rebuilt = 0  # batches built again because another connection had committed
 
@@ -333,74 +305,18 @@ class GroupWriter:
         self._task = None
 
     async def _run(self) -> None:
-        inflight: tuple[asyncio.Task[BaseException | None], list[_Job]] | None = None
         stopping = False
         while not stopping:
-            batch, stopping = await self._next_batch(inflight[0] if inflight else None)
-            if inflight is not None and inflight[0].done():
-                await self._after(*inflight)  # settled before this batch is built on it
-                inflight = None
-            if not batch:
-                continue
-            txn = self._txn(self._expect())
-            built = await self._build(batch, txn)
-            if inflight is not None:
-                failed, before = await inflight[0], inflight[1]
-                inflight = None
-                if isinstance(failed, Stale):  # this one was built on what that never made
-                    await txn.rollback()
-                    await self._alone(before)
-                    await self._alone(batch)
-                    continue
-                if failed is not None:
-                    await self._discard(txn, batch, failed)
-                    continue
-            if isinstance(built, Stale):
-                await txn.rollback()
-                await self._alone(batch)
-                continue
-            inflight = (asyncio.create_task(self._commit(txn, batch, built)), batch)
-            # Let the commit reach SQLite's queue before the next batch can queue reads:
-            # the connection runs work in submission order, and batch N+1 builds on N.
-            await asyncio.sleep(0)
-        if inflight is not None:
-            await self._after(*inflight)
+            batch, stopping = await self._next_batch()
+            if batch:
+                await self._write(batch)
 
-    async def _after(self, task: asyncio.Task[BaseException | None], batch: list[_Job]) -> None:
-        """Wait for ``batch``'s commit; redo it if it was stale."""
-        if isinstance(await task, Stale):
-            await self._alone(batch)
-
-    async def _alone(self, batch: list[_Job]) -> None:
-        """Build and commit ``batch`` after a stale one, holding the write lock from the start
-        (reloading first if another connection committed), so that busy neighbours cannot
-        keep it stale."""
-        self.rebuilt += 1
-        txn = self._txn(expect=None)
-        try:
-            version = await txn.lock()
-            if version != self._expect():
-                await self._on_stale(version)
-        except (sqlite3.Error, ValueError) as exc:
-            await self._discard(txn, batch, exc)
-            return
-        await self._commit(txn, batch, await self._build(batch, txn))
-
-    async def _next_batch(
-        self, committing: asyncio.Task[BaseException | None] | None
-    ) -> tuple[list[_Job], bool]:
+    async def _next_batch(self) -> tuple[list[_Job], bool]:
         """Everything queued now, up to ``max_batch``: one transaction, one fsync for all;
-        nothing if ``committing`` ends first.
-        (Taking only part of the queue, to build one half while the other commits, was
-        measured slower: the two threads then fight over the GIL.)"""
+        and whether the writer was told to stop after it."""
         while not self._queue:
-            if committing is not None and committing.done():
-                return [], False  # (a stale batch is redone before anything is taken)
             self._wakeup = asyncio.get_running_loop().create_future()
-            waits: set[asyncio.Future[Any]] = {self._wakeup}
-            if committing is not None:
-                waits.add(committing)
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            await self._wakeup
         batch: list[_Job] = []
         while len(batch) < self._max_batch and self._queue:
             job = self._queue.popleft()
@@ -409,10 +325,23 @@ class GroupWriter:
             batch.append(job)
         return batch, False
 
-    def _txn(self, expect: int | None) -> Txn:
-        self._serial += 1
-        committed = None if self._rewritten else self._committed
-        return Txn(self._conn, expect=expect, serial=self._serial, committed=committed)
+    async def _write(self, batch: list[_Job]) -> None:
+        """Build ``batch`` into one transaction and commit it; if it was built on state
+        another connection has changed since, build it again holding the write lock
+        (reloading first), so that busy neighbours cannot keep it stale."""
+        txn = Txn(self._conn, expect=self._expect())
+        if not await self._commit(txn, batch, await self._build(batch, txn)):
+            return
+        self.rebuilt += 1
+        txn = Txn(self._conn)
+        try:
+            version = await txn.lock()
+            if version != self._expect():
+                await self._on_stale(version)
+        except (sqlite3.Error, ValueError) as exc:
+            await self._discard(txn, batch, exc)
+            return
+        await self._commit(txn, batch, await self._build(batch, txn))
 
     async def _build(self, batch: list[_Job], txn: Txn) -> BaseException | None:
         """Run each operation into ``txn``; an unexpected error voids the whole batch
@@ -423,34 +352,29 @@ class GroupWriter:
             self._before_commit(txn)
         except Exception as exc:
             return exc
-        finally:
-            self._rewritten = txn.views_rewritten
         return None
 
-    async def _commit(
-        self, txn: Txn, batch: list[_Job], built: BaseException | None
-    ) -> BaseException | None:
-        """Commit (or void) one batch and settle its callers; return the failure, if any
-        (``Stale``: rolled back, its callers not settled)."""
+    async def _commit(self, txn: Txn, batch: list[_Job], built: BaseException | None) -> bool:
+        """Commit (or void) one batch and settle its callers; True when it was stale: rolled
+        back, its callers not settled, to be built again."""
         error = built
         if error is None:
             try:
                 await txn.commit()
                 self.commits += 1
-            except Stale as stale:
-                return stale
-            except (sqlite3.Error, ValueError) as exc:
+            except (Stale, sqlite3.Error, ValueError) as exc:
                 error = exc
+        if isinstance(error, Stale):
+            await txn.rollback()
+            return True
         if error is not None:
             await self._discard(txn, batch, error)
-            return error
+            return False
         for job in batch:
             _settle(job.done, job.value, job.error)
-        return None
+        return False
 
     async def _discard(self, txn: Txn, batch: list[_Job], cause: BaseException) -> None:
-        # A connection that cannot roll back (its statement process is gone) fails the
-        # batches after this one at their own first trip; this one's callers hear now.
         with contextlib.suppress(sqlite3.Error, ValueError, StoreError):
             await txn.rollback()
             await self._on_rollback()

@@ -188,12 +188,6 @@ class SrView:
 
     def __init__(self) -> None:
         self._latest: OrderedDict[str, tuple[bytes, SrState] | None] = OrderedDict()
-        # The SRs written by the transaction being built (``_serial``) and by the one before,
-        # which may still be committing: their rows are read through the transaction, every
-        # other SR's from what is committed (``prepare``).
-        self._serial = 0
-        self._now: set[str] = set()
-        self._before: set[str] = set()
         # The earliest version still waiting for its time (None: none).  Reads check it before
         # every answer, so it is kept here (loaded with the store's other in-memory state).
         self.next_due: int | None = None
@@ -218,7 +212,7 @@ class SrView:
             writer = _writer_id(item.writer)
             state = fold_entry(prev, item.kind, item.hlc.wall, item.payload, writer)
             txn.add(_VERSION, _version_row(sr_id, ord_, item.pos, item.hlc.wall, state))
-            self._remember(txn, sr_id, ord_, state)
+            self._cache(sr_id, (ord_, state))
             self._show(txn, sr_id, item, state, shown=latest is not None)
         else:
             await self._refold(txn, sr_id, item.moment, item, ord_)
@@ -241,7 +235,6 @@ class SrView:
         self._write_current(txn, sr_id, SrState(sr_id))  # withdrawn: no search, tag, link rows
         for sql in _ERASE:
             txn.add(sql, (sr_id,))
-        self._recent(txn).add(sr_id)
         self._cache(sr_id, None)
         readers = None if last is None else (last.owner or "", last.visibility == "private")
         return Erased(tuple(int(pos) for (pos,) in rows), readers)
@@ -251,13 +244,7 @@ class SrView:
     async def prepare(self, txn: Txn, payloads: Sequence[tuple[str, dict[str, Any]]]) -> None:
         """Load the newest version of each SR a batch is about to touch, in one read."""
         sr_ids = {p["sr_id"] for kind, p in payloads if kind in self.kinds}
-        recent = self._recent(txn) | self._before
-        wanted = [s for s in sr_ids if s not in self._latest]
-        # Rows no unfinished transaction wrote are read without waiting for the one before
-        # to commit; the rest (written lately, then dropped from the cache) through this one.
-        settled = [s for s in wanted if s not in recent]
-        await self._load(txn.fetch_committed, settled)
-        await self._load(txn.fetchall, [s for s in wanted if s in recent])
+        await self._load(txn.fetchall, [s for s in sr_ids if s not in self._latest])
 
     async def _load(self, fetch: Fetch, wanted: list[str]) -> None:
         for start in range(0, len(wanted), 500):
@@ -282,18 +269,6 @@ class SrView:
             (sr_id,),
         )
         return None if row is None else (bytes(row[0]), _state(row[1]))
-
-    def _remember(self, txn: Txn, sr_id: str, ord_: bytes, state: SrState) -> None:
-        self._recent(txn).add(sr_id)
-        self._cache(sr_id, (ord_, state))
-
-    def _recent(self, txn: Txn) -> set[str]:
-        """The SRs the transactions ``txn.serial`` and ``txn.serial - 1`` wrote so far (the
-        set returned is the first's, to add to)."""
-        if txn.serial != self._serial:
-            self._before = self._now if txn.serial == self._serial + 1 else set()
-            self._now, self._serial = set(), txn.serial
-        return self._now
 
     def _cache(self, sr_id: str, value: tuple[bytes, SrState] | None) -> None:
         self._latest[sr_id] = value
@@ -339,7 +314,7 @@ class SrView:
             if e[2] > moment:
                 self._note_due(txn, e[2], sr_id)
         if entries:
-            self._remember(txn, sr_id, entries[-1][0], states[-1])
+            self._cache(sr_id, (entries[-1][0], states[-1]))
         self._write_current(txn, sr_id, due[-1][1] if due else SrState(sr_id))
 
     def _show(
