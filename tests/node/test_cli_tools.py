@@ -17,7 +17,16 @@ from typing import Any
 import pytest
 
 from node.cli.main import build_parser
-from tests.node.clikit import count, database, fails, ok, run, run_all, run_processes
+from tests.node.clikit import (
+    count,
+    database,
+    fails,
+    make_token,
+    ok,
+    run,
+    run_all,
+    run_processes,
+)
 
 
 def subcommands(
@@ -96,21 +105,7 @@ class Cli:
 def cli(tmp_path: Path) -> Cli:
     data = tmp_path / "node"
     ok(run("init", "--data", data))
-    scopes = ("--scope", "read:workspace", "--scope", "write:workspace")
-    token = ok(
-        run(
-            "token",
-            "create",
-            "--data",
-            data,
-            "--principal",
-            "alice",
-            "--workspace",
-            "team",
-            *scopes,
-        )
-    ).strip()
-    return Cli(data, token)
+    return Cli(data, make_token(data, "read:workspace", "write:workspace"))
 
 
 def test_sr_commands_write_correct_adjust_delete_undelete_erase(cli):

@@ -29,6 +29,7 @@ from node.node import Node
 from node.tools.catalog import CATALOG
 from tests.node.clikit import MEMLANE, UNAUTHENTICATED
 from tests.node.mcpkit import (
+    INITIALIZE,
     TIMEOUT,
     TOOLS,
     Site,
@@ -501,16 +502,6 @@ def test_a_bad_token_at_start_up_exits_1(site, tmp_path):
 
 
 def test_sigterm_stops_serving_and_closes_the_store(site):
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"},
-        },
-    }
     proc = subprocess.Popen(
         [str(MEMLANE), "mcp", "--data", str(site.data), "--token", site.tokens["alice"]],
         stdin=subprocess.PIPE,
@@ -520,7 +511,7 @@ def test_sigterm_stops_serving_and_closes_the_store(site):
     )
     try:
         assert proc.stdin is not None
-        proc.stdin.write(json.dumps(initialize) + "\n")
+        proc.stdin.write(json.dumps(INITIALIZE) + "\n")
         proc.stdin.flush()
         reply = json.loads(read_line(proc.stdout, TIMEOUT))
         assert reply["result"]["serverInfo"]["name"] == "memlane"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from node.node import Node
-from tests.node.clikit import fails, ok, run
+from tests.node.clikit import fails, make_token, ok, run
 from tests.node.windowkit import LA_NAME, NOW_TEXT, M
 
 pytestmark = pytest.mark.asyncio
@@ -24,20 +24,7 @@ def context(call_id: str, turn: int, **more: object) -> dict[str, object]:
 async def test_windows_list(tmp_path: Path) -> None:
     data = tmp_path / "node"
     ok(run("init", "--data", data))
-    token = ok(
-        run(
-            "token",
-            "create",
-            "--data",
-            data,
-            "--principal",
-            "alice",
-            "--workspace",
-            "team",
-            "--scope",
-            "read:workspace",
-        )
-    ).strip()
+    token = make_token(data, "read:workspace")
     window = {"source": "answered", "mention": 0, "range": M}
     async with Node.open(data) as node:
         alice = await node.authenticate(token)
