@@ -151,12 +151,23 @@ _ROWS = ("TURN", "TOOL CALL ID", "TOOL NAME", "HOW", "WHY/REFUSED", "ASKED")
 
 
 def _results(answer: dict[str, Any]) -> str:
+    """A page as a table; find's (its results ranked) best first, with rank and score."""
+    found = answer["results"]
+    ranked = bool(found) and all("rank" in r for r in found)
+    if ranked:
+        found = sorted(found, key=lambda r: r["rank"])
     rows = [
-        [r["ingest_time"], r["sr_id"], r.get("title") or (r.get("text") or "")[:60]]
-        for r in answer["results"]
+        [
+            *([r["rank"], f"{r['score']:.3f}"] if ranked else []),
+            r["ingest_time"],
+            r["sr_id"],
+            r.get("title") or (r.get("text") or "")[:60],
+        ]
+        for r in found
     ]
+    header = ("RANK", "SCORE", *_RESULTS) if ranked else _RESULTS
     shed = answer.get("shed_terms")
-    return _page(answer, _RESULTS, rows) + (f"\nshed: {', '.join(shed)}" if shed else "")
+    return _page(answer, header, rows) + (f"\nshed: {', '.join(shed)}" if shed else "")
 
 
 def _changes(answer: dict[str, Any]) -> str:

@@ -153,6 +153,19 @@ class Reader:
         with translated(_READ_FAILED):
             return await self._conn.call(call)
 
+    async def snapshot(self, fn: Callable[[Fetch], T]) -> T:
+        """``run`` inside one read transaction: every read of ``fn`` sees the same commit."""
+
+        def call(db: sqlite3.Connection) -> T:
+            db.execute("BEGIN")
+            try:
+                return fn(lambda sql, args=(): db.execute(sql, args).fetchall())
+            finally:
+                db.execute("COMMIT")
+
+        with translated(_READ_FAILED):
+            return await self._conn.call(call)
+
     async def scalar(self, sql: str, args: Sequence[Any] = ()) -> Any:
         rows = await self.fetchall(sql, args)
         return rows[0][0] if rows else None

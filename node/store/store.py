@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
@@ -253,6 +254,7 @@ class Store:
             on_stale=self._restale,
             expect=lambda: self._data_version,
             before_commit=self._save_clock,
+            settle=self._settle,
             max_batch=self.options.max_batch,
         )
         self._writer.start()
@@ -670,6 +672,10 @@ class Store:
         assert self._conn is not None
         rows = await self._conn.execute_fetchall(sql)
         return rows[0][0] if rows else None
+
+    def _settle(self, db: sqlite3.Connection) -> None:
+        for view in self.views:
+            view.settle(db)
 
     def _save_clock(self, txn: Txn) -> None:
         if self.clock.last != self._clock_saved:

@@ -14,6 +14,7 @@ docs/tools/e_timeline.md §Views at a moment) keeps ``next_due`` and makes them 
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -120,6 +121,12 @@ class View(Protocol):
 
     async def catch_up(self, txn: Txn, moment: int) -> None:
         """Make current what has come due by ``moment``."""
+
+    def settle(self, db: sqlite3.Connection) -> None:
+        """On the writer connection's thread, once the transaction's rows are written (at its
+        commit, and at each flush of a long one): bring what is derived from them up to date
+        (the text index of node/views/search_index.py).  Most views derive nothing more."""
+        del db
 
     def reset(self) -> None:
         """Forget in-memory caches (a batch was rolled back, or the view is rebuilt)."""

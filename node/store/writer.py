@@ -41,7 +41,7 @@ from typing import Any
 from node.errors import NodeError, StoreError
 from node.store.connection import Connection, store_error
 
-__all__ = ["Deferred", "Fetch", "GroupWriter", "Operation", "Stale", "Txn"]
+__all__ = ["Deferred", "Fetch", "GroupWriter", "Operation", "Settle", "Stale", "Txn"]
 
 
 Row = Sequence[Any]
@@ -55,6 +55,9 @@ Deferred = Callable[[Callable[[str, Row], None]], None]
 
 
 Fetch = Callable[[str, Row], Awaitable[list[Row]]]
+
+Settle = Callable[[sqlite3.Connection], None]
+"""Work run on the connection's thread once a flush or the commit has written the rows."""
 
 
 class Stale(Exception):
@@ -86,9 +89,12 @@ def _write(db: sqlite3.Connection, work: tuple[list[Deferred], _Buffer, int | No
 class Txn:
     """Buffered writes on the writer connection, inside one transaction."""
 
-    def __init__(self, conn: Connection, *, expect: int | None = None) -> None:
+    def __init__(
+        self, conn: Connection, *, expect: int | None = None, settle: Settle | None = None
+    ) -> None:
         self._conn = conn
         self._expect = expect
+        self._settle = settle
         self._buffer: _Buffer = {}
         self._deferred: list[Deferred] = []
         self._final: dict[object, Deferred] = {}
@@ -208,20 +214,24 @@ class Txn:
     async def flush(self) -> None:
         """Write what is queued, inside the still open transaction: a long operation (a
         bundle import) keeps its rows from piling up in memory."""
-        work = self._take()
+        work, settle = self._take(), self._settle
 
         def run(db: sqlite3.Connection) -> None:
             _write(db, work)
+            if settle is not None:
+                settle(db)
 
         await self._conn.call(run)
 
     async def commit(self) -> None:
         """Write what is queued and commit, in one trip; on failure roll back and raise."""
-        work = self._take()
+        work, settle = self._take(), self._settle
 
         def run(db: sqlite3.Connection) -> None:
             try:
                 _write(db, work)
+                if settle is not None:
+                    settle(db)
                 db.commit()
             except BaseException:
                 if db.in_transaction:
@@ -266,9 +276,11 @@ class GroupWriter:
         on_stale: Callable[[int], Awaitable[None]],
         expect: Callable[[], int | None],
         before_commit: Callable[[Txn], None],
+        settle: Settle | None = None,
         max_batch: int = 512,
     ) -> None:
         self._conn = conn
+        self._settle = settle
         self._on_rollback = on_rollback
         self._on_stale = on_stale
         self._expect = expect
@@ -329,11 +341,11 @@ class GroupWriter:
         """Build ``batch`` into one transaction and commit it; if it was built on state
         another connection has changed since, build it again holding the write lock
         (reloading first), so that busy neighbours cannot keep it stale."""
-        txn = Txn(self._conn, expect=self._expect())
+        txn = Txn(self._conn, expect=self._expect(), settle=self._settle)
         if not await self._commit(txn, batch, await self._build(batch, txn)):
             return
         self.rebuilt += 1
-        txn = Txn(self._conn)
+        txn = Txn(self._conn, settle=self._settle)
         try:
             version = await txn.lock()
             if version != self._expect():

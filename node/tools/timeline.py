@@ -32,13 +32,13 @@ from node.views import sr_queries
 from node.views import timeline as tl
 from node.views.find import Semantic, find
 from node.views.query_terms import query_terms
+from node.views.timeline import MIN_DENSE
 
 if TYPE_CHECKING:  # numpy and the embedders load only where an embedder is configured
     from node.search.index import VectorIndex
 
 __all__ = ["MIN_DENSE", "QUERY_TIMEOUT", "checked_spec", "e_timeline", "run", "window_field"]
 
-MIN_DENSE = 10  # shed_idf_noise acts only when the caller can read at least this many SRs
 QUERY_TIMEOUT = 2.0  # seconds find waits for its query's vector before BM25 answers alone
 
 log = get_logger(__name__)
@@ -97,9 +97,8 @@ async def run(
     answer: dict[str, Any] = {"action": spec.action}
     if spec.action == "find":
         found = query_terms(spec.query or "")
-        words, shed = await _shed(reader, caller, [t.word for t in found], spec.shed_idf_noise)
         semantic, said = await _semantic(vectors, spec.query or "")
-        page = await find(reader, q, [t.term for t in found if t.word in words], semantic)
+        page, shed = await find(reader, q, found, spec.shed_idf_noise, semantic)
         docs, more, answer["shed_terms"] = page.docs, page.has_more, shed
         if page.pending is not None:
             answer |= said | {"semantic_pending": page.pending}

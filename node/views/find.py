@@ -1,6 +1,7 @@
 """e_timeline's find: BM25 over title, text and tags with the statistics of what the caller
-can read, and the vector leg fused with it by reciprocal rank (docs/tools/e_timeline.md,
-docs/search.md §The vector index and fusion).
+can read, scored with numpy over the text index's postings (``node.views.search_reads``),
+and the vector leg fused with it by reciprocal rank (docs/tools/e_timeline.md, docs/search.md
+§The text index, §The vector index and fusion).
 
 What the caller cannot read counts nowhere: not in a term's document frequency, not among
 the vector leg's nearest.  Ties go by ``sr_id``, never by doc, so every node holding the same
@@ -10,22 +11,23 @@ entries answers alike.
 from __future__ import annotations
 
 import bisect
-import heapq
-import math
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 from node.store import Reader
 from node.store.reader import Fetch
+from node.views.query_terms import QueryTerm
 from node.views.read_rule import readable_srs
+from node.views.scoring import frequencies, score
+from node.views.search_reads import Cache, cache_of, read
 from node.views.shown import shown_from_blob
-from node.views.timeline import Page, Query, narrowing, scope_stats_query
+from node.views.timeline import MIN_DENSE, NOISE_SHARE, Page, Query, narrowing
 
 __all__ = ["FUSION_K", "VECTOR_DEPTH", "Neighbour", "Semantic", "find"]
-
-_K1, _B = 1.2, 0.75
 
 
 class Neighbour(Protocol):
@@ -51,35 +53,55 @@ class Semantic:
 
 
 async def find(
-    reader: Reader, q: Query, wanted: Sequence[str], semantic: Semantic | None = None
-) -> Page:
-    """BM25 over title, text and tags of the index's ``wanted`` terms, with the statistics of
-    what ``q.caller`` can read — fused with the vector leg's ranks when ``semantic`` is given.
+    reader: Reader,
+    q: Query,
+    wanted: Sequence[QueryTerm],
+    shed: bool = True,
+    semantic: Semantic | None = None,
+) -> tuple[Page, list[str]]:
+    """BM25 over title, text and tags of the text index's ``wanted`` terms, with the
+    statistics of what ``q.caller`` can read — fused with the vector leg's ranks when
+    ``semantic`` is given — and the words shed as noise (``shed``: shed_idf_noise).
     Relevance decides which SRs are on each page — page p holds ranks (p−1)·size+1 …
     p·size of those that pass the caller's filters — and ``q.order_by`` orders them within
-    it; each carries its ``score`` and ``rank``.  One hop to the reader's thread: its reads
-    depend on one another."""
-    terms_ = list(dict.fromkeys(wanted))
-    return await reader.run(lambda fetch: _find(fetch, q, terms_, semantic))
+    it; each carries its ``score`` and ``rank``.  One read transaction on the reader's
+    thread: every read sees the same commit."""
+    terms_ = list({t.term: t for t in wanted}.values())
+    cache = cache_of(reader)
+    return await reader.snapshot(lambda fetch: _find(fetch, cache, q, terms_, shed, semantic))
 
 
-def _find(fetch: Fetch, q: Query, wanted: list[str], semantic: Semantic | None) -> Page:
-    scored: list[Scored] = []
-    if wanted:
-        (_, _, docs, length, _), *postings = _postings(fetch, q, wanted)
-        scored = _scores(postings, docs, length / docs if docs else 1.0)
+def _find(
+    fetch: Fetch,
+    cache: Cache,
+    q: Query,
+    wanted: list[QueryTerm],
+    shed: bool,
+    semantic: Semantic | None,
+) -> tuple[Page, list[str]]:
+    got = read(fetch, cache, q, [t.term for t in wanted])
+    df = frequencies(got)
+    kept, shed_words = _shed(wanted, df, got.docs) if shed else (wanted, [])
+    asked = {t.term: df[t.term] for t in kept if t.term in df}
     need = q.page * q.page_size + 1
     if semantic is None or semantic.nearest is None:
-        ranked = _ranked(fetch, scored, need)
-    else:
+        best = score(got, q, asked, need, complete=False)
+        ranked = _ranked(fetch, best.scores, best.keys, need)
+    else:  # fusion ranks every doc BM25 scores
         near = _vector_leg(fetch, q, semantic.nearest, semantic.queued)
-        ranked = _fused(fetch, scored, near, need, semantic.weight)
+        every = score(got, q, asked, need, complete=True)
+        ranked = _fused(fetch, every.scores, every.keys, near, need, semantic.weight)
+    pending = None if semantic is None else _pending(fetch, q, semantic.queued)
+    return _page(fetch, q, ranked, pending), shed_words
+
+
+def _page(fetch: Fetch, q: Query, ranked: list[Ranked], pending: int | None) -> Page:
+    """Page ``q.page`` of ``ranked``, in ``q.order_by``, each SR with its score and rank."""
     first = (q.page - 1) * q.page_size
     chosen = {
         doc: (first + i + 1, score)
         for i, (score, _, doc) in enumerate(ranked[first : first + q.page_size])
     }
-    pending = None if semantic is None else _pending(fetch, q, semantic.queued)
     if not chosen:
         return Page([], False, pending)
     field, _, way = q.order_by.rpartition("_")
@@ -101,73 +123,44 @@ def _shown_score(score: float) -> float:
     return round(-score, 6)
 
 
-# doc, term, frequency, doc length, whether the doc passes the caller's filters
-Posting = tuple[int, str, int, int, int]
+def _shed(
+    wanted: list[QueryTerm], df: dict[str, int], docs: int
+) -> tuple[list[QueryTerm], list[str]]:
+    """shed_idf_noise (docs/tools/e_timeline.md): the words held by more than
+    ``NOISE_SHARE`` of what the caller can read go, when it can read at least ``MIN_DENSE``
+    SRs and there are two words or more; the rarest word some SR holds always stays."""
+    if len(wanted) < 2 or docs < MIN_DENSE:
+        return wanted, []
+    share = {t.word: df.get(t.term, 0) / docs for t in wanted}
+    held = [t for t in wanted if share[t.word] > 0] or wanted
+    rarest = min(held, key=lambda t: (share[t.word], t.word))
+    kept = [t for t in wanted if t is rarest or share[t.word] <= NOISE_SHARE]
+    return kept, [t.word for t in wanted if t not in kept]
 
 
-def _postings(fetch: Fetch, q: Query, wanted: list[str]) -> list[Any]:
-    """The caller's scope statistics as (None, None, documents, length, None), then a
-    posting per (doc, term) for each readable SR holding any wanted term — all of them:
-    document frequencies count what the caller can read, not what it filters; whether each
-    passes the filters comes along.  Each doc is looked up in ``sr_docs`` (a narrow row per
-    readable SR), not in the wide ``srs``.  One statement: a compound SELECT gives its parts'
-    rows in order."""
-    stats, stats_args = scope_stats_query(q.caller, "NULL")
-    rule, params = readable_srs(q.caller, "srs")
-    narrow, narrow_args = narrowing(q)
-    passes = " AND ".join(narrow) or "1"
-    rows = fetch(
-        f"SELECT NULL, NULL, * FROM ({stats}) UNION ALL "  # noqa: S608
-        f"SELECT v.doc, v.term, count(*), srs.doclen, {passes} "
-        "FROM sr_vocab v JOIN sr_docs srs ON srs.doc = v.doc "  # the rule's columns, narrow
-        f"WHERE v.term IN ({','.join('?' * len(wanted))}) AND {rule} GROUP BY v.doc, v.term",
-        (*stats_args, *narrow_args, *wanted, *params),
-    )
-    assert rows[0][0] is None, "the statistics come first"
-    return rows
-
-
-Scored = tuple[float, int]  # -score, doc
-
-
-def _scores(postings: list[Posting], docs: int, avgdl: float) -> list[Scored]:
-    """(-score, doc) of each doc that passes the caller's filters.  A doc's score is the sum
-    of its terms' parts in the order its postings came (by term), as ``sum`` adds them."""
-    df = Counter(p[1] for p in postings)  # postings are unique per (doc, term)
-    idf = {t: math.log(1 + (docs - n + 0.5) / (n + 0.5)) for t, n in df.items()}
-    if len(df) == 1:  # one term: one posting per doc, whose part is the doc's score
-        (weight,) = idf.values()
-        return [
-            (-(weight * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * doclen / avgdl))), doc)
-            for doc, _, tf, doclen, passes in postings
-            if passes
-        ]
-    parts: dict[int, tuple[float, int, list[float]]] = {}
-    for doc, term, tf, doclen, passes in postings:
-        found = parts.get(doc)
-        if found is None:
-            found = parts[doc] = (_K1 * (1 - _B + _B * doclen / avgdl), passes, [])
-        found[2].append(idf[term] * tf * (_K1 + 1) / (tf + found[0]))
-    return [(-sum(terms), doc) for doc, (_, passes, terms) in parts.items() if passes]
+Scores = npt.NDArray[np.float64]
 
 
 Ranked = tuple[float, str, int]  # -score, sr_id, doc: in rank order when sorted
 
 
-def _ranked(fetch: Fetch, scored: list[Scored], wanted: int) -> list[Ranked]:
-    """The ``wanted`` best of ``scored`` in rank order: by score, ties by ``sr_id`` (docs
-    differ from node to node; sr_ids do not).  Only the candidates — those scoring at least
-    the ``wanted``-th best — are named."""
-    if len(scored) > wanted:
-        cut = heapq.nsmallest(wanted, scored)[-1][0]
-        scored = [s for s in scored if s[0] <= cut]
+def _ranked(fetch: Fetch, scores: Scores, keys: npt.NDArray[np.int64], wanted: int) -> list[Ranked]:
+    """The ``wanted`` best in rank order: by score, ties by ``sr_id`` (docs differ from node
+    to node; sr_ids do not).  Only the candidates — those scoring at least the
+    ``wanted``-th best — are named."""
+    if len(scores) > wanted:
+        cut = np.partition(scores, len(scores) - wanted)[len(scores) - wanted]
+        chosen = scores >= cut
+        scores, keys = scores[chosen], keys[chosen]
     names: dict[int, str] = {}
-    for start in range(0, len(scored), 500):
-        chunk = [doc for _, doc in scored[start : start + 500]]
+    docs = keys.tolist()
+    for start in range(0, len(docs), 500):
+        chunk = docs[start : start + 500]
         marks = ",".join("?" * len(chunk))
         sql = f"SELECT doc, sr_id FROM srs NOT INDEXED WHERE doc IN ({marks})"  # noqa: S608
         names.update(fetch(sql, chunk))
-    return sorted((score, names[doc], doc) for score, doc in scored)[:wanted]
+    ranked = [(-s, names[d], d) for s, d in zip(scores.tolist(), docs, strict=True)]
+    return sorted(ranked)[:wanted]
 
 
 # -- the vector leg (docs/search.md §The vector index and fusion) -------------------------------
@@ -225,7 +218,8 @@ def _passing(
 
 def _fused(
     fetch: Fetch,
-    scored: list[Scored],
+    scores: Scores,
+    keys: npt.NDArray[np.int64],
     near: list[tuple[int, Neighbour]],
     wanted: int,
     weight: float,
@@ -235,7 +229,8 @@ def _fused(
     competition ranks (ties share theirs), the fused order's ties go by ``sr_id``.  An SR the
     vector leg does not rank scores by its BM25 rank alone, so beyond the BM25 best
     ``wanted`` + |near| none can reach the ``wanted`` best."""
-    best = _ranked(fetch, scored, wanted + len(near))
+    best = _ranked(fetch, scores, keys, wanted + len(near))
+    scored = list(zip((-scores).tolist(), keys.tolist(), strict=True))
     near_docs = {n.doc for _, n in near}
     bm25 = {doc: s for s, doc in scored if doc in near_docs} | {doc: s for s, _, doc in best}
     names = {doc: sr_id for _, sr_id, doc in best} | {n.doc: n.sr_id for _, n in near}
@@ -245,6 +240,9 @@ def _fused(
     for rank, n in near:
         fused[n.doc] += weight / (FUSION_K + rank)
     return sorted((-f, names[doc], doc) for doc, f in fused.items())[:wanted]
+
+
+Scored = tuple[float, int]  # -score, doc
 
 
 def _competition_ranks(scored: list[Scored], of: dict[int, float]) -> dict[int, int]:

@@ -298,6 +298,50 @@ CREATE VIRTUAL TABLE sr_vocab USING fts5vocab (sr_fts, instance);
 """
 assert f"tokenize='{SEARCH_TOKENIZER}'" in _STEMMED, "queries are cut as the index cuts"
 
+# The text index find reads (node/views/search_index.py): segments of postings kept with the
+# rows they index.  The vocabulary table over FTS5 goes (FTS5 stays for intersect's phrases).
+# Triggers on ``sr_docs`` queue each doc that enters or leaves it; one on ``srs`` notes each SR
+# erased (its row deleted while withdrawn).  The views are rebuilt from the log.
+_TEXT_INDEX = """
+DROP TABLE sr_vocab;
+CREATE TABLE sr_terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
+CREATE TABLE sr_scopes (
+    id INTEGER PRIMARY KEY,
+    workspace TEXT NOT NULL,
+    private INTEGER NOT NULL,
+    owner TEXT NOT NULL,
+    UNIQUE (workspace, private, owner)
+);
+CREATE TABLE sr_lanes (id INTEGER PRIMARY KEY, lane TEXT NOT NULL UNIQUE);
+CREATE TABLE sr_segments (
+    seg INTEGER PRIMARY KEY AUTOINCREMENT,
+    slots INTEGER NOT NULL,
+    live INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    docs BLOB NOT NULL,
+    gone BLOB NOT NULL,
+    postings BLOB
+);
+CREATE TABLE sr_postings (
+    seg INTEGER NOT NULL,
+    term INTEGER NOT NULL,
+    list BLOB NOT NULL,
+    PRIMARY KEY (seg, term)
+) WITHOUT ROWID;
+CREATE TABLE sr_index_docs (doc INTEGER PRIMARY KEY, seg INTEGER NOT NULL, slot INTEGER NOT NULL);
+CREATE TABLE sr_index_queue (doc INTEGER PRIMARY KEY);
+CREATE TABLE sr_index_erased (sr_id TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TRIGGER sr_docs_entered AFTER INSERT ON sr_docs BEGIN
+    INSERT INTO sr_index_queue (doc) VALUES (NEW.doc) ON CONFLICT DO NOTHING;
+END;
+CREATE TRIGGER sr_docs_left AFTER DELETE ON sr_docs BEGIN
+    INSERT INTO sr_index_queue (doc) VALUES (OLD.doc) ON CONFLICT DO NOTHING;
+END;
+CREATE TRIGGER srs_index_erased AFTER DELETE ON srs WHEN NOT OLD.live BEGIN
+    INSERT INTO sr_index_erased (sr_id) VALUES (OLD.sr_id) ON CONFLICT DO NOTHING;
+END;
+"""
+
 # The views' statements, by the version whose step they belong to; a step that changes a view
 # ends by marking the views stale.
 VIEW_STEPS: Mapping[int, str] = {
@@ -314,4 +358,5 @@ VIEW_STEPS: Mapping[int, str] = {
     # node/views/shown.py): the views are rebuilt from the log, whose headers name each
     # entry's writer.
     11: "\n" + VIEWS_STALE,
+    16: _TEXT_INDEX + VIEWS_STALE,
 }

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,7 +37,10 @@ from node.store.views import (
 )
 from node.store.writer import Fetch, Txn
 from node.views.fold import SrState, digests, fold_all, fold_entry, order_key
+from node.views.search_index import CLEAR as INDEX_CLEAR
+from node.views.search_index import TextIndex
 from node.views.shown import shown_blob
+from node.views.tokens import token_count
 from protocol.canonical import decode_canonical
 from protocol.clock import Hlc
 from protocol.kinds import MAX_ERASED, decode_payload
@@ -62,10 +66,6 @@ def terms(text: str) -> list[str]:
     """Search terms of ``text`` as the index holds them: lower case, Latin diacritics off."""
     folded = unicodedata.normalize("NFKD", text.lower())
     return _TOKEN.findall("".join(c for c in folded if not unicodedata.combining(c)))
-
-
-def token_count(text: str) -> int:
-    return len(_TOKEN.findall(text))
 
 
 _VERSION = (
@@ -172,6 +172,7 @@ class SrView:
         "DELETE FROM sr_links",
         "DELETE FROM sr_due",
         "INSERT INTO sr_fts (sr_fts) VALUES ('delete-all')",
+        *INDEX_CLEAR,
     )
     restore: tuple[str, ...] = (_DELETIONS_REAPPLY,)
     countable: tuple[str, ...] = (
@@ -182,6 +183,7 @@ class SrView:
         "sr_links",
         "sr_due",
         "sr_fts",
+        "sr_segments",
     )
     # An erased SR's terms stay in the index's older segments until a merge reaches them.
     scrub: tuple[str, ...] = ("INSERT INTO sr_fts (sr_fts) VALUES ('optimize')",)
@@ -191,6 +193,7 @@ class SrView:
         # The earliest version still waiting for its time (None: none).  Reads check it before
         # every answer, so it is kept here (loaded with the store's other in-memory state).
         self.next_due: int | None = None
+        self.index = TextIndex()
 
     async def load(self, scalar: Callable[[str], Awaitable[Any]]) -> None:
         self.next_due = await scalar("SELECT min(wall) FROM sr_due")
@@ -198,6 +201,10 @@ class SrView:
     def reset(self) -> None:
         """Forget cached states (after a rolled-back batch)."""
         self._latest.clear()
+        self.index.reset()
+
+    def settle(self, db: sqlite3.Connection) -> None:
+        self.index.settle(db)
 
     def _note_due(self, txn: Txn, wall: int, sr_id: str) -> None:
         txn.add(_DUE, (wall, sr_id))

@@ -20,6 +20,7 @@ from node.views.shown import shown_from_blob
 from node.views.srs import DOC_SLOTS, LAST_MS, terms
 
 __all__ = [
+    "MIN_DENSE",
     "NOISE_SHARE",
     "Doc",
     "Page",
@@ -34,6 +35,7 @@ __all__ = [
 ]
 
 NOISE_SHARE = 0.5  # shed_idf_noise: a term in more than half of what you can read is noise
+MIN_DENSE = 10  # shed_idf_noise acts only when the caller can read at least this many SRs
 _COLUMNS = {"ingest_time": "srs.ingest_time", "content_time": "srs.content_time"}
 
 

@@ -24,6 +24,7 @@ import sqlite3
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -40,7 +42,10 @@ from node.node import Node
 from node.schema import MIGRATIONS, SCHEMA_VERSION
 from node.store import StoreOptions
 from node.views.fold import lane_uuid_of
+from node.views.search_index import sr_hash
+from node.views.segments import Docs, Postings, encode_docs, encode_postings
 from node.views.srs import DOC_SLOTS, token_count
+from node.views.tokens import tokenizer
 from protocol.clock import Hlc
 from protocol.kinds import encode_payload
 from protocol.signing import SigningKey, seal
@@ -176,6 +181,15 @@ _SRS_INSERT = (
 )
 _FTS_INSERT = "INSERT INTO sr_fts (rowid, title, text, tags) VALUES (?, ?, ?, ?)"
 _TAG_INSERT = "INSERT INTO sr_tags (tag, sr_id) VALUES (?, ?)"
+# The text index (node/views/search_index.py): a transaction's docs as one segment, where each
+# doc is, the terms new to the dictionary, the queue its triggers filled emptied.
+_SEGMENT_INSERT = (
+    "INSERT INTO sr_segments (seg, slots, live, version, docs, gone, postings) "
+    "VALUES (?, ?, ?, 0, ?, ?, ?)"
+)
+_INDEX_DOC_INSERT = "INSERT INTO sr_index_docs (doc, seg, slot) VALUES (?, ?, ?)"
+_TERM_INSERT = "INSERT INTO sr_terms (id, term) VALUES (?, ?)"
+_QUEUE_CLEAR = "DELETE FROM sr_index_queue"
 _AUDIT_INSERT = (
     "INSERT INTO audit (event, at, workspace, subject, principal, entry, detail) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -189,8 +203,9 @@ class RawLog:
     """The floor under memlane's authoring cost: one log sealed and written with no
     framework at all.  For each SR it writes what memlane writes (the log's head, the header
     with its canonical bytes, the payload, the SR's first version and current row with its
-    search and tag rows, the ``sr_written`` audit row) and the clock's state row once per
-    transaction, into the same schema with the same pragmas."""
+    search and tag rows, the ``sr_written`` audit row), the clock's state row and the text
+    index's segment of the transaction's docs once per transaction (no merges: those are
+    memlane's own), into the same schema with the same pragmas."""
 
     def __init__(self, path: Path, seed: bytes = b"\x05" * 32) -> None:
         self.db = sqlite3.connect(path, isolation_level=None)
@@ -206,6 +221,13 @@ class RawLog:
         self._lane_uuid = lane_uuid_of(WORKSPACE, "default")
         self.slot, self.slot_wall = 0, -1  # the doc slot last taken in the millisecond slot_wall
         self.wall, self.counter = 0, 0
+        self.terms: dict[str, int] = {}  # the text index's dictionary, as written
+        self.segments = 0
+        self.db.execute(
+            "INSERT INTO sr_scopes (id, workspace, private, owner) VALUES (1, ?, 0, '')",
+            (WORKSPACE,),
+        )
+        self.db.execute("INSERT INTO sr_lanes (id, lane) VALUES (1, 'default')")
 
     def close(self) -> None:
         self.db.close()
@@ -227,6 +249,7 @@ class RawLog:
     def rows(self, batch: Sequence[tuple[str, dict[str, Any]]]) -> list[tuple[str, list[Any]]]:
         """Seal one transaction of (principal, fields) SRs: the rows it writes, by statement."""
         headers, payloads, versions, srs, fts, tags, audits = [], [], [], [], [], [], []
+        indexed: list[tuple[Any, ...]] = []
         for principal, fields in batch:
             self._tick()
             self.seq += 1
@@ -307,6 +330,7 @@ class RawLog:
                 )
             )
             fts.append((doc, fields["title"], fields["text"], tags_text))
+            indexed.append((doc, sr_id, fields["title"], fields["text"], tags_text, srs[-1][-1]))
             tags += [(tag, sr_id) for tag in fields["tags"]]
             audits.append(("sr_written", self.wall, WORKSPACE, sr_id, principal, entry_id, None))
         return [
@@ -319,6 +343,44 @@ class RawLog:
             (_TAG_INSERT, tags),
             (_AUDIT_INSERT, audits),
             (_STATE_UPSERT, [("hlc", msgpack.packb([self.wall, self.counter]))]),
+            *self._segment(indexed),
+        ]
+
+    def _segment(self, docs: list[tuple[Any, ...]]) -> list[tuple[str, list[Any]]]:
+        """The text index's rows for ``docs`` (doc, sr_id, title, text, tags, length): one
+        segment, as the store's writer makes it."""
+        cut = tokenizer.terms([text for d in docs for text in d[2:5]])
+        new: list[tuple[int, str]] = []
+        rows = []
+        for slot in range(len(docs)):
+            fields = [Counter(cut[3 * slot + f]) for f in range(3)]
+            for term in fields[0].keys() | fields[1].keys() | fields[2].keys():
+                if term not in self.terms:
+                    self.terms[term] = len(self.terms) + 1
+                    new.append((self.terms[term], term))
+                rows.append((self.terms[term], slot, *(f[term] for f in fields)))
+        self.segments += 1
+        n = len(docs)
+        titles = [token_count(d[2]) for d in docs]
+        index = Docs(
+            np.array([d[0] for d in docs], np.int64),
+            np.array([d[5] for d in docs], np.uint32),
+            np.array(titles, np.uint32),
+            np.array(
+                [d[5] - t - token_count(d[3]) for d, t in zip(docs, titles, strict=True)], np.uint32
+            ),
+            np.ones(n, np.uint32),
+            np.ones(n, np.uint32),
+            np.zeros(n, bool),
+            np.array([sr_hash(d[1]) for d in docs], np.int64),
+        )
+        postings = encode_postings(Postings.of(np.array(rows, np.int64)))
+        gone = np.packbits(np.zeros(n, np.uint8)).tobytes()
+        return [
+            (_TERM_INSERT, new),
+            (_SEGMENT_INSERT, [(self.segments, n, n, encode_docs(index), gone, postings)]),
+            (_INDEX_DOC_INSERT, [(d[0], self.segments, slot) for slot, d in enumerate(docs)]),
+            (_QUEUE_CLEAR, [()]),
         ]
 
     def _digests(self, fields: dict[str, Any]) -> tuple[bytes, bytes]:

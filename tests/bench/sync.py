@@ -40,6 +40,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from node.identity import DB_FILE, NODE_KEY_FILE
 from node.logging import configure_logging
 from node.members import certs
@@ -49,6 +52,8 @@ from node.mesh.peers import PeerState
 from node.mesh.sync import PeerKey, Sync, SyncOptions
 from node.node import Node
 from node.schema import MIGRATIONS, SCHEMA_VERSION
+from node.views.search_index import load_segment
+from node.views.segments import Docs, Postings, encode_docs, encode_postings
 from protocol.batch import MAX_BATCH_ENTRIES
 from protocol.entry import Entry
 from protocol.signing import SigningKey, authentic_from
@@ -468,6 +473,9 @@ def _rss_at(samples: Sequence[Sequence[float]], count: int) -> float:
 # -- the raw pipelines ---------------------------------------------------------------------
 
 _SKIPPED = {"schema_version", "sr_stats", "sr_vocab"}  # sr_stats: kept by triggers on srs
+# The text index's segments: what the raw pipeline writes of them is each batch's docs as one
+# segment (``_segments``); the merges that make memlane's larger segments are its own work.
+_SEGMENTS = {"sr_segments", "sr_postings", "sqlite_sequence"}
 # Tables of a few rows upserted by every batch (a log's head, the clock): written whole by each.
 _EVERY_BATCH = {"logs", "state"}
 
@@ -490,19 +498,71 @@ def _new_rows(synced: Path, template: Path) -> tuple[Received, list[_Table]]:
     with _attached(synced, template) as db:
         before, entries = _arrived(db)
         at = _Arrival(db, before)
+        every, postings = _index(db, at)
         tables = []
         names = db.execute(
             "SELECT name, sql FROM main.sqlite_master WHERE type = 'table' ORDER BY rowid"
         ).fetchall()
         for name, sql in names:
-            if name in _SKIPPED or name.startswith(("sqlite_", "sr_fts_")):
+            if name in _SKIPPED | _SEGMENTS or name.startswith(("sqlite_", "sr_fts_")):
                 continue
             table = _changed(db, name, sql)
             if table.rows:
                 if name not in _EVERY_BATCH:
                     table.at = [at.of(table, row) for row in table.rows]
                 tables.append(table)
+        tables.append(_segments(every, postings, at, len(entries)))
     return entries, tables
+
+
+def _index(db: sqlite3.Connection, at: _Arrival) -> tuple[Docs, npt.NDArray[np.int64]]:
+    """Every doc the synced store's text index holds, and its postings as rows of (term,
+    slot, counts…), slots numbering the docs in order; each term noted with the first entry
+    (by arrival) whose doc holds it (``at.first_term``)."""
+    docs, postings, base = [], [], 0
+    for (seg,) in db.execute("SELECT seg FROM main.sr_segments").fetchall():
+        segment, gone = load_segment(db, seg)
+        keep = np.flatnonzero(~gone)
+        for term, slots, tfs in segment.postings.lists():
+            held = ~gone[slots]
+            moved = np.searchsorted(keep, slots[held]) + base
+            postings.append(np.column_stack([np.full(len(moved), term), moved, tfs[held]]))
+        docs.append(segment.docs.taken(~gone))
+        base += len(keep)
+    every = Docs.joined(docs)
+    rows = np.concatenate(postings).astype(np.int64)
+    arrival = np.array([at.of_doc(int(d)) for d in every.keys], np.int64)
+    order = np.lexsort((arrival[rows[:, 1]], rows[:, 0]))
+    terms, first = np.unique(rows[order, 0], return_index=True)
+    at.first_term = dict(zip(terms.tolist(), arrival[rows[order[first], 1]].tolist(), strict=True))
+    at.arrival = arrival
+    return every, rows
+
+
+def _segments(every: Docs, rows: npt.NDArray[np.int64], at: _Arrival, n: int) -> _Table:
+    """One ``sr_segments`` row per batch of the sync's size: its new docs and their postings,
+    as memlane writes a batch's docs."""
+    batches = math.ceil(n / MAX_BATCH_ENTRIES)
+    bounds = [n * (i + 1) // batches for i in range(batches)]
+    batch = np.searchsorted(bounds, at.arrival, side="right")
+    out: list[tuple[Any, ...]] = []
+    firsts: list[int] = []
+    for i in range(batches):
+        mine = np.flatnonzero(batch == i)
+        if not len(mine):
+            continue
+        slot = np.full(len(every), -1)
+        slot[mine] = np.arange(len(mine))
+        taken = rows[slot[rows[:, 1]] >= 0]
+        taken[:, 1] = slot[taken[:, 1]]
+        part = np.zeros(len(every), bool)
+        part[mine] = True
+        gone = np.packbits(np.zeros(len(mine), np.uint8)).tobytes()
+        blob = encode_postings(Postings.of(taken))
+        out.append((len(mine), len(mine), 0, encode_docs(every.taken(part)), gone, blob))
+        firsts.append(int(at.arrival[mine].min()))
+    columns = ["slots", "live", "version", "docs", "gone", "postings"]
+    return _Table("sr_segments", columns, out, firsts)
 
 
 @contextlib.contextmanager
@@ -558,6 +618,11 @@ class _Arrival:
         self._pos = dict(db.execute("SELECT id, pos FROM headers WHERE pos > ?", (before,)))
         self._newest = dict(db.execute("SELECT sr_id, max(pos) FROM sr_versions GROUP BY sr_id"))
         self._sr = dict(db.execute("SELECT doc, sr_id FROM srs"))
+        self.first_term: dict[int, int] = {}  # term id → the first entry whose doc holds it
+        self.arrival = np.zeros(0, np.int64)  # each indexed doc's entry (``_index``'s order)
+
+    def of_doc(self, doc: int) -> int:
+        return int(self._newest[self._sr[doc]]) - self._before - 1
 
     def of(self, table: _Table, row: tuple[Any, ...]) -> int:
         value = dict(zip(table.columns, row, strict=True))
@@ -567,8 +632,12 @@ class _Arrival:
             pos = self._pos.get(value["entry"], self._before + 1)
         elif table.name in ("srs", "sr_tags", "sr_links"):
             pos = self._newest[value.get("sr_id", value.get("src"))]
-        elif table.name in ("sr_docs", "sr_fts"):
+        elif table.name in ("sr_docs", "sr_fts", "sr_index_docs"):
             pos = self._newest[self._sr[value.get("doc", value.get("rowid"))]]
+        elif table.name in ("sr_scopes", "sr_lanes"):  # a few rows: with the first batch
+            pos = self._before + 1
+        elif table.name == "sr_terms":
+            return self.first_term[value["id"]]
         else:
             raise RuntimeError(f"the sync wrote rows of {table.name}: which entry is each for?")
         return int(pos) - self._before - 1
@@ -677,7 +746,8 @@ def _same_counts(a: Path, b: Path, tables: Sequence[_Table]) -> bool:
     counts = []
     for path in (a, b):
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            counts.append([db.execute(f"SELECT count(*) FROM {t.name}").fetchone() for t in tables])
+            counted = [t.name for t in tables if t.name not in _SEGMENTS]  # memlane merges
+            counts.append([db.execute(f"SELECT count(*) FROM {t}").fetchone() for t in counted])
     return counts[0] == counts[1]
 
 

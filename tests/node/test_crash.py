@@ -30,6 +30,7 @@ import pytest
 from node.identity import DB_FILE
 from node.node import Node
 from protocol.kinds import decode_payload
+from tests.node.findref import Stemmer, reference
 
 CHILD = Path(__file__).with_name("crash_child.py")
 MEMLANE = Path(sys.executable).with_name("memlane")
@@ -151,6 +152,22 @@ async def _reopen(data: Path) -> tuple[bool, list[str], bytes, bytes]:
         return report.ok, report.problems, node.info.public_key, node.info.epoch
 
 
+async def _finds(data: Path, token: str) -> int:
+    """find answers as the documented rule over what was committed; how many results."""
+    stem, found = Stemmer(), 0
+    async with Node.open(data) as node:
+        caller = await node.authenticate(token)
+        for query in ("a0 edit", "a1", "edit 12", "a2 a5 3", "a7 edit 1"):
+            args = {"action": "find", "query": query, "page_size": 7}
+            answer = await node.e_timeline(caller, **args)
+            expected = reference(data, caller, args, stem)
+            assert [(r["sr_id"], r["rank"], r["score"]) for r in answer["results"]] == (
+                expected.results
+            ), query
+            found += len(expected.results)
+    return found
+
+
 @pytest.mark.slow
 def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
     seed = int(os.environ.get("MEMLANE_CRASH_SEED", random.randrange(2**32)))
@@ -191,6 +208,11 @@ def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
         sr_ids = {i for (i,) in db.execute("SELECT sr_id FROM srs WHERE live = 1")}
         assert set(acks.entries.values()) <= sr_ids
 
+        # The text index is what the store committed: the readable docs, nothing queued.
+        indexed = {d for (d,) in db.execute("SELECT doc FROM sr_index_docs")}
+        assert indexed == {d for (d,) in db.execute("SELECT doc FROM sr_docs")}
+        assert db.execute("SELECT count(*) FROM sr_index_queue").fetchone() == (0,)
+
         # The node's own log: seqs 1..head without a gap, the head row matching.
         log_id, head_seq = db.execute(
             "SELECT log_id, head_seq FROM logs WHERE writer = ? AND epoch = ?",
@@ -229,13 +251,15 @@ def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
     )
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert verify.stdout.startswith("ok:"), verify.stdout
+    # find answers by its rule over what was committed (the index kept with each commit).
+    assert asyncio.run(_finds(data, token)) > 0
 
 
 @pytest.mark.asyncio
 async def test_concurrent_reads_and_appends_keep_the_chain(node, make_caller):
-    """Batches are pipelined; a batch whose operations read inside the transaction
-    (work_record's prev_id, e_write's sr_id check) must still come after the batch before it
-    (a regression found by the crash test: the chain broke with no crash at all)."""
+    """A batch whose operations read inside the transaction (work_record's prev_id, e_write's
+    sr_id check) must come after the batch before it (a regression the crash test found when
+    batches were pipelined: the chain broke with no crash at all)."""
     caller = await make_caller()
 
     async def author(i: int) -> None:

@@ -21,6 +21,7 @@ from node.replica import peer_features
 from node.store.erasure import ERASE
 from node.transfer.archive import Kdf, create_archive
 from node.transfer.verify import verify_log
+from node.views.tokens import tokenizer
 from protocol.entry import Entry
 from tests.node.clikit import ok, run
 from tests.node.helpers import (
@@ -62,7 +63,8 @@ async def traces(node: Node, sr_id: str) -> dict[str, int]:
         t: len(await _rows(node, f"SELECT 1 FROM {t} WHERE {c} = ?", sr_id))
         for t, c in _BY_SR.items()
     }
-    found["sr_vocab"] = len(await _rows(node, "SELECT 1 FROM sr_vocab WHERE term = ?", SECRET))
+    (term,) = tokenizer.terms([SECRET])[0]
+    found["sr_terms"] = len(await _rows(node, "SELECT 1 FROM sr_terms WHERE term = ?", term))
     needle = SECRET.encode()
     payloads = await _rows(node, "SELECT data FROM payloads")
     found["payloads"] = sum(needle in bytes(d) for (d,) in payloads)
@@ -74,7 +76,7 @@ async def traces(node: Node, sr_id: str) -> dict[str, int]:
     return found
 
 
-NONE_LEFT = dict.fromkeys([*_BY_SR, "sr_vocab", "payloads", "pending", "audit"], 0)
+NONE_LEFT = dict.fromkeys([*_BY_SR, "sr_terms", "payloads", "pending", "audit"], 0)
 
 
 async def _written(node: Node, caller: Any) -> str:
@@ -101,7 +103,7 @@ async def test_erase_leaves_nothing_of_the_sr_but_its_headers(node, make_caller,
     alice = await make_caller()
     sr_id = await _written(node, alice)
     kept = (await node.e_write(alice, title="another", text="stays"))["sr_id"]
-    assert (await traces(node, sr_id))["sr_vocab"] > 0
+    assert (await traces(node, sr_id))["sr_terms"] > 0
     headers = await node.reader().count("headers")
 
     answer = await node.e_erase(alice, sr_id=sr_id, reason="asked to be forgotten")
@@ -286,7 +288,7 @@ async def test_an_erase_reaches_only_its_own_workspace(node, make_caller):
     assert (await node.receive([erase], source="peer")).rejected == 1
     elsewhere = other_writer.next("sr.erase", bare | {"workspace": "other"})
     assert (await node.receive([elsewhere], source="peer")).stored == 1
-    assert (await traces(node, sr_id))["sr_vocab"] > 0
+    assert (await traces(node, sr_id))["sr_terms"] > 0
     assert await _rows(node, "SELECT count(*) FROM erased_srs") == [(0,)]
 
 

@@ -5,9 +5,9 @@ Random stores of SRs — private ones, another workspace's, local deletions, SRs
 exactly alike and SRs that share a millisecond — and random questions from three callers who
 read different parts of them.  The reference knows only what was written: it cuts and stems
 each SR with SQLite's own FTS5 ``porter`` tokenizer (a table of its own, not the node's),
-scores BM25 over what the caller can read, ranks by score then ``sr_id``, cuts page p from
-ranks (p−1)·size+1 … p·size and orders the page by time.  The node must give the same SRs,
-order, ranks, scores and ``has_more``.
+scores BM25F (fields weighted and normalised apart) over what the caller can read, ranks by
+score then ``sr_id``, cuts page p from ranks (p−1)·size+1 … p·size and orders the page by
+time.  The node must give the same SRs, order, ranks, scores and ``has_more``.
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ import pytest
 
 from node.access.callers import Caller
 from node.node import Node
+from node.views.scoring import FIELD_WEIGHTS
 from protocol.clock import Hlc
 from tests.node.helpers import CallerFactory, ForeignWriter, Wall, sr_payload
 
 WORDS = ("run", "runs", "running", "dog", "dogs", "cat", "quiet", "quietly", "fig", "plum")
 ORDERS = ("ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_time_asc")
 _K1, _B = 1.2, 0.75
+W = FIELD_WEIGHTS
 _WORD = re.compile(r"[^\W_]+")
 
 
@@ -50,8 +52,9 @@ class Sr:
         mine = not self.private or caller.is_admin or caller.principal == "remote"
         return self.workspace == caller.workspace and not self.deleted and mine
 
-    def length(self) -> int:
-        return len(_WORD.findall(self.title)) + len(_WORD.findall(self.text)) + len(self.tags)
+    def lengths(self) -> tuple[int, int, int]:
+        """Its length by field: the words of its title, of its text, and its tags."""
+        return len(_WORD.findall(self.title)), len(_WORD.findall(self.text)), len(self.tags)
 
 
 class Stemmer:
@@ -117,21 +120,27 @@ def reference(
     """(sr_id, rank, score) of the page in its order, and whether more ranks follow."""
     readable = [s for s in srs if s.readable_by(caller)]
     bags = {
-        s.sr_id: Counter(stem.terms(f"{s.title} {s.text} {' '.join(s.tags)}")) for s in readable
+        s.sr_id: [Counter(stem.terms(f)) for f in (s.title, s.text, " ".join(s.tags))]
+        for s in readable
     }
     wanted = list(dict.fromkeys(stem.terms(args["query"])))
     n = len(readable)
-    avgdl = sum(s.length() for s in readable) / n if n else 1.0
-    df = {t: sum(1 for b in bags.values() if b[t]) for t in wanted}
+    average = [sum(s.lengths()[f] for s in readable) / n if n else 0.0 for f in range(3)]
+    df = {t: sum(1 for b in bags.values() if any(f[t] for f in b)) for t in wanted}
     scored = []
     for s in readable:
         if args.get("is_conversational_only") and not s.conversational:
             continue
-        norm = _K1 * (1 - _B + _B * s.length() / avgdl)
-        bag = bags[s.sr_id]
-        parts = [
-            _idf(n, df[t]) * bag[t] * (_K1 + 1) / (bag[t] + norm) for t in sorted(wanted) if bag[t]
+        norm = [
+            (1 - _B) + _B * s.lengths()[f] / average[f] if average[f] else 1.0 for f in range(3)
         ]
+        parts = []
+        for t in sorted(wanted):
+            tf = [f[t] for f in bags[s.sr_id]]
+            if any(tf):
+                x = W[0] * tf[0] / norm[0] + W[1] * tf[1] / norm[1]
+                x = x + W[2] * tf[2] / norm[2]
+                parts.append(_idf(n, df[t]) * x * (_K1 + 1) / (x + _K1))
         if parts:
             scored.append((-sum(parts), s))
     scored.sort(key=lambda p: (p[0], p[1].sr_id))

@@ -21,6 +21,7 @@ from node.store.schema import migrate
 from node.views import default_views
 from node.views.schema import SEARCH_TOKENIZER
 from protocol.clock import Hlc
+from tests.node.findref import Stemmer, reference
 from tests.node.helpers import ForeignWriter
 
 LATER_TABLES = {"srs", "sr_versions", "episodes", "episode_entries"}  # created by 2 to 4
@@ -308,6 +309,59 @@ async def test_a_version_7_store_gets_a_stemmed_search_index_from_its_log(
     sql = found[0] if found else None
     assert sql is not None
     assert f"tokenize='{SEARCH_TOKENIZER}'" in sql[0]
+
+
+@pytest.mark.asyncio
+async def test_a_version_15_store_gets_its_text_index_from_its_log(
+    tmp_path: Path, wall: Any
+) -> None:
+    """Version 16 adds the text index find reads: a version 15 store (its log; FTS5 and its
+    vocabulary table, no index) gets the index made from its log when opened, and answers by
+    the new rule — field weights, contractions — as a store made at version 16."""
+    await Node.init(tmp_path / "node", wall=wall)
+    asks = [
+        {"action": "find", "query": "gateway"},
+        {"action": "find", "query": "What is Caroline's gateway?"},
+        {"action": "find", "query": "ops notes", "page_size": 2, "page": 2},
+    ]
+    async with Node.open(tmp_path / "node", wall=wall) as node:
+        issued = await node.create_token("alice", "team", ("read:workspace", "write:workspace"))
+        alice = await node.authenticate(issued.token)
+        for title, text, tags in (
+            ("Gateway", "the edge of the network", ["service"]),
+            ("Gateway 5xx alert", "the gateway answered 502", ["alert"]),
+            ("ops notes", "Caroline restarted the gateway", ["ops"]),
+            ("ops notes", "it's quiet", []),
+            ("lunch", "nothing about it", ["notes"]),
+        ):
+            wall.now += 1000
+            await node.e_write(alice, title=title, text=text, tags=tags)
+        before = [await node.e_timeline(alice, **ask) for ask in asks]
+    assert [len(b["results"]) for b in before] == [3, 3, 1]
+    current, old = tmp_path / "node" / "memlane.db", tmp_path / "v15.db"
+    async with await Connection.open(old, isolation_level=None) as conn:
+        await migrate(conn, MIGRATIONS, upto=15)
+        await conn.execute("ATTACH DATABASE ? AS cur", (str(current),))
+        await copy_current(conn, LOG_TABLES)
+        await conn.execute("DETACH DATABASE cur")
+        assert "sr_vocab" in {r[0] for r in await conn.execute_fetchall(_TABLES)}
+    for leftover in tmp_path.joinpath("node").glob("memlane.db*"):
+        leftover.unlink()
+    old.rename(current)
+    async with Node.open(tmp_path / "node", wall=wall) as node:
+        assert [await node.e_timeline(alice, **ask) for ask in asks] == before
+        stem = Stemmer()
+        for ask, answer in zip(asks, before, strict=True):
+            expected = reference(tmp_path / "node", alice, ask, stem)
+            assert [(r["sr_id"], r["rank"], r["score"]) for r in answer["results"]] == (
+                expected.results
+            )
+    assert await version(current) == SCHEMA_VERSION
+    assert "sr_vocab" not in await tables(current)
+    assert "sr_segments" in await tables(current)
+
+
+_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 
 
 @pytest.mark.asyncio

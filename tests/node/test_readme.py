@@ -46,7 +46,8 @@ def test_use_it_runs_as_typed(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert re.search(r"^\S+\s+\S+\s+a finding$", done.stdout, re.M), done.stdout  # found
+    found = r"^1\s+[\d.]+\s+\S+\s+\S+\s+a finding$"  # rank 1, its score, time, id, title
+    assert re.search(found, done.stdout, re.M), done.stdout
     assert re.search(r"^ok: 3 entries in 2 logs$", done.stdout, re.M), done.stdout
     assert (tmp_path / "memlane" / "node.key").exists()
 

@@ -175,7 +175,8 @@ def test_the_prometheus_text():
         'memlane_peer_lag_entries{peer="a\\"b\\\\c",direction="in"} 2\n'
         'memlane_peer_lag_entries{peer="x",direction="out"} 0\n'
     )
-    lines = refusals.splitlines()  # every limit's series, from zero, whatever was sampled
+    # The family ends where the next begins: tool calls, once this process has metered one.
+    lines = refusals.split("\n# HELP", 1)[0].splitlines()  # every limit's series, from zero
     assert lines[1] == "# TYPE memlane_limit_refusals_total counter"
     assert [line.split('"')[1] for line in lines[2:]] == sorted(LIMITS)
     with pytest.raises(KeyError):

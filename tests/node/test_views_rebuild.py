@@ -10,6 +10,7 @@ import asyncio
 import json
 import random
 import shutil
+import sqlite3
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +19,9 @@ from typing import Any
 import pytest
 
 from node.access.callers import Caller
+from node.identity import DB_FILE
 from node.node import Node
+from node.views.search_index import load_segment
 from node.views.srs import DOC_SLOTS
 from protocol.clock import Hlc
 from protocol.entry import Entry
@@ -76,18 +79,57 @@ async def snapshot(node: Node) -> dict[str, list[tuple[Any, ...]]]:
 
 
 async def search_index(node: Node) -> dict[str, list[tuple[Any, ...]]]:
-    """The search index by SR rather than by ``doc``, and FTS5's own totals (its "averages"
-    record: documents and tokens per column), which a row left behind by a withdrawn SR, or
-    a 'delete' of values never indexed, would move."""
-    reader = node.reader()
-    vocab = await reader.fetchall(
-        "SELECT s.sr_id, v.term, v.col, v.offset FROM sr_vocab v JOIN srs s ON s.doc = v.doc "
-        "ORDER BY 1, 2, 3, 4"
-    )
-    totals = await reader.fetchall("SELECT block FROM sr_fts_data WHERE id = 1")
+    """The search indexes by SR rather than by ``doc``: FTS5's vocabulary and its own totals
+    (its "averages" record: documents and tokens per column), which a row left behind by a
+    withdrawn SR, or a 'delete' of values never indexed, would move; and the text index's
+    postings and per-doc values of every doc it holds (not gone), whatever its segments."""
+    db = sqlite3.connect(node.path / DB_FILE)
+    try:
+        db.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, sr_fts, instance)")
+        vocab = db.execute(
+            "SELECT s.sr_id, v.term, v.col, v.offset FROM temp.v v JOIN srs s ON s.doc = v.doc "
+            "ORDER BY 1, 2, 3, 4"
+        ).fetchall()
+        totals = db.execute("SELECT block FROM sr_fts_data WHERE id = 1").fetchall()
+        indexed = _text_index(db)
+    finally:
+        db.close()
     assert vocab
     assert totals
-    return {"sr_vocab": [tuple(r) for r in vocab], "sr_fts totals": [tuple(r) for r in totals]}
+    assert indexed
+    return {"sr_vocab": vocab, "sr_fts totals": totals, "text index": indexed}
+
+
+def _text_index(db: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    """(sr_id, length, scope, lane, conversational, [(term, field counts)]) of each doc the
+    text index holds."""
+    names = dict(db.execute("SELECT doc, sr_id FROM srs"))
+    terms = dict(db.execute("SELECT id, term FROM sr_terms"))
+    scopes = {
+        i: tuple(r) for i, *r in db.execute("SELECT id, workspace, private, owner FROM sr_scopes")
+    }
+    lanes = dict(db.execute("SELECT id, lane FROM sr_lanes"))
+    out = []
+    for (seg,) in db.execute("SELECT seg FROM sr_segments").fetchall():
+        segment, gone = load_segment(db, seg)
+        held: dict[int, list[tuple[str, int, int, int]]] = {}
+        for term, slots, tfs in segment.postings.lists():
+            for slot, counts in zip(slots.tolist(), tfs.tolist(), strict=True):
+                held.setdefault(slot, []).append((terms[term], *counts))
+        d = segment.docs
+        out += [
+            (
+                names[int(d.keys[slot])],
+                int(d.lengths[slot]),
+                scopes[int(d.scopes[slot])],
+                lanes[int(d.lanes[slot])],
+                bool(d.conversational[slot]),
+                sorted(held.get(slot, [])),
+            )
+            for slot in range(len(d))
+            if not gone[slot]
+        ]
+    return sorted(out)
 
 
 async def all_pages(node: Node, who: Caller, args: dict[str, Any]) -> list[dict[str, Any]]:

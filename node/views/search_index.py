@@ -1,0 +1,330 @@
+"""The text index find reads (docs/search.md §The text index): the SR view's readable rows as
+segments of postings, kept in the transaction that changes them.
+
+Triggers on ``sr_docs`` (the narrow row of each readable SR) queue every doc that enters or
+leaves it.  When the transaction is written (``settle``, on the writer connection's thread,
+just before the commit, and at each flush of a long one) the queue becomes one new segment
+of the docs that entered — their title, text and tags cut by the index's tokenizer — and the
+docs that left are marked gone in their segments.  Segments of a tier (fewer than 8, 64, 512 …
+live docs) are merged eight at a time, gone docs left behind; a segment of 32,768 live docs
+or more is merged no more.  So the index is what the store committed, in every process that
+writes the store, and a node stopped mid-way has nothing to repair: the transaction holds it.
+
+A segment of fewer than ``BLOB_SLOTS`` docs is one row (its postings one blob); a larger one
+keeps a row per term (``sr_postings``), so find reads only the terms it asks for.  Terms,
+reader scopes and lanes are numbered in dictionaries of their own.
+
+An erased SR (its ``srs`` row deleted while withdrawn) is noted by a trigger; the scrub after
+an erase (``scrub``) rewrites every segment holding any version of it, and drops from the
+dictionary each term no segment holds any more, so no byte of its text is left in the index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from node.views.segments import (
+    Docs,
+    Postings,
+    Segment,
+    decode_docs,
+    decode_list,
+    decode_postings,
+    encode_docs,
+    encode_list,
+    encode_postings,
+    merge,
+)
+from node.views.tokens import token_count, tokenizer
+
+__all__ = [
+    "BLOB_SLOTS",
+    "CLEAR",
+    "FANOUT",
+    "TOP_TIER",
+    "TextIndex",
+    "load_segment",
+    "scope_key",
+    "sr_hash",
+]
+
+BLOB_SLOTS = 4_096  # a segment of fewer docs is one row; a larger one a row per term
+FANOUT = 8  # segments of one tier merged this many at a time
+TOP_TIER = 5  # a segment of 8 ** 5 = 32,768 live docs or more is merged no more
+MAX_TERMS = 500_000  # term ids remembered by the writer (then forgotten at once)
+
+CLEAR = (
+    "DELETE FROM sr_segments",
+    "DELETE FROM sr_postings",
+    "DELETE FROM sr_index_docs",
+    "DELETE FROM sr_index_queue",
+    "DELETE FROM sr_index_erased",
+    "DELETE FROM sr_terms",
+)
+_QUEUED = "SELECT doc FROM sr_index_queue"
+_ENTERED = (
+    "SELECT d.doc, s.sr_id, s.title, s.text, s.tags_text, d.workspace, d.private, d.owner, "
+    "d.lane, d.conversational, d.doclen FROM sr_docs d JOIN srs s ON s.doc = d.doc "
+    "WHERE d.doc IN ({marks})"
+)
+_PLACED = "SELECT doc, seg, slot FROM sr_index_docs WHERE doc IN ({marks})"
+_SEGMENT = "SELECT slots, live, docs, gone, postings FROM sr_segments WHERE seg = ?"
+_NEW_SEGMENT = (
+    "INSERT INTO sr_segments (slots, live, version, docs, gone, postings) VALUES (?, ?, 0, ?, ?, ?)"
+)
+_GONE = "UPDATE sr_segments SET live = ?, version = version + 1, gone = ? WHERE seg = ?"
+
+
+def sr_hash(sr_id: str) -> int:
+    """An SR's id as a slot keeps it (for the scrub): 64 bits of its BLAKE2b digest."""
+    digest = hashlib.blake2b(sr_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
+
+
+def scope_key(workspace: str, private: int, owner: str) -> tuple[str, int, str]:
+    """A reader scope (``sr_stats``' key): a public SR's owner does not narrow it."""
+    return workspace, int(private), owner if private else ""
+
+
+def load_segment(db: sqlite3.Connection, seg: int) -> tuple[Segment, npt.NDArray[np.bool_]]:
+    """A whole segment and its gone mask."""
+    slots, _, docs, gone, blob = db.execute(_SEGMENT, (seg,)).fetchone()
+    if blob is not None:
+        postings = decode_postings(blob)
+    else:
+        rows = db.execute(
+            "SELECT term, list FROM sr_postings WHERE seg = ? ORDER BY term", (seg,)
+        ).fetchall()
+        postings = _joined([(t, *decode_list(data)) for t, data in rows])
+    mask = np.unpackbits(np.frombuffer(gone, np.uint8), count=slots).astype(bool)
+    return Segment(decode_docs(docs), postings), mask
+
+
+def _joined(
+    lists: Sequence[tuple[int, npt.NDArray[np.uint32], npt.NDArray[np.uint8]]],
+) -> Postings:
+    sizes = np.array([len(s) for _, s, _ in lists], np.int64)
+    return Postings(
+        np.array([t for t, _, _ in lists], np.int64),
+        np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+        np.concatenate([s for _, s, _ in lists]) if lists else np.zeros(0, np.uint32),
+        np.concatenate([f for _, _, f in lists]) if lists else np.zeros((0, 3), np.uint8),
+    )
+
+
+def _chunks(items: Sequence[Any], size: int = 500) -> Iterable[Sequence[Any]]:
+    return (items[i : i + size] for i in range(0, len(items), size))
+
+
+def _tier(live: int) -> int:
+    tier = 0
+    while live >= FANOUT:
+        live //= FANOUT
+        tier += 1
+    return tier
+
+
+class TextIndex:
+    """The index's writer, with the dictionaries' ids it has looked up."""
+
+    def __init__(self) -> None:
+        self._terms: dict[str, int] = {}
+        self._scopes: dict[tuple[str, int, str], int] = {}
+        self._lanes: dict[str, int] = {}
+
+    def reset(self) -> None:
+        """Forget the ids (a batch was rolled back: ids it made are gone)."""
+        self._terms.clear()
+        self._scopes.clear()
+        self._lanes.clear()
+
+    def settle(self, db: sqlite3.Connection) -> None:
+        """Bring the index up to the rows written so far in this transaction."""
+        queued = [doc for (doc,) in db.execute(_QUEUED)]
+        if queued:
+            db.execute("DELETE FROM sr_index_queue")
+            self._withdraw(db, queued)
+            entered = [row for part in _chunks(queued) for row in _rows(db, _ENTERED, part)]
+            if entered:
+                self._write(db, self._segment(db, entered))
+            self._merge_due(db)
+        if db.execute("SELECT 1 FROM sr_index_erased LIMIT 1").fetchone():
+            self.scrub(db)
+
+    # -- docs in, docs out ------------------------------------------------------------------------
+
+    def _withdraw(self, db: sqlite3.Connection, docs: Sequence[int]) -> None:
+        """Mark the docs that left (those the index holds) gone in their segments."""
+        by_seg: dict[int, list[int]] = defaultdict(list)
+        for part in _chunks(docs):
+            for _, seg, slot in _rows(db, _PLACED, part):
+                by_seg[seg].append(slot)
+            db.execute(
+                f"DELETE FROM sr_index_docs WHERE doc IN ({','.join('?' * len(part))})",  # noqa: S608
+                part,
+            )
+        for seg, slots in by_seg.items():
+            count, live, _, gone, _ = db.execute(_SEGMENT, (seg,)).fetchone()
+            mask = np.unpackbits(np.frombuffer(gone, np.uint8), count=count)
+            mask[slots] = 1
+            db.execute(_GONE, (live - len(slots), np.packbits(mask).tobytes(), seg))
+
+    def _segment(self, db: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> Segment:
+        """A segment of the docs of ``rows`` (``_ENTERED``'s), in that order."""
+        cut = tokenizer.terms([text for r in rows for text in (r[2], r[3], r[4])])
+        counted = [tuple(Counter(cut[3 * slot + f]) for f in range(3)) for slot in range(len(rows))]
+        every = {(t,) for fields in counted for c in fields for t in c}
+        ids = self._ids(db, self._terms, "sr_terms", ("term",), every)
+        postings = [
+            (ids[(term,)], slot, title[term], text[term], tags[term])
+            for slot, (title, text, tags) in enumerate(counted)
+            for term in title.keys() | text.keys() | tags.keys()
+        ]
+        scopes = self._ids(
+            db,
+            self._scopes,
+            "sr_scopes",
+            ("workspace", "private", "owner"),
+            {scope_key(*r[5:8]) for r in rows},
+        )
+        lanes = self._ids(db, self._lanes, "sr_lanes", ("lane",), {(r[8],) for r in rows})
+        titles = [token_count(r[2]) for r in rows]
+        docs = Docs(
+            np.array([r[0] for r in rows], np.int64),
+            np.array([r[10] for r in rows], np.uint32),
+            np.array(titles, np.uint32),
+            np.array(
+                [r[10] - t - token_count(r[3]) for r, t in zip(rows, titles, strict=True)],
+                np.uint32,
+            ),
+            np.array([scopes[scope_key(*r[5:8])] for r in rows], np.uint32),
+            np.array([lanes[(r[8],)] for r in rows], np.uint32),
+            np.array([bool(r[9]) for r in rows], bool),
+            np.array([sr_hash(r[1]) for r in rows], np.int64),
+        )
+        table = np.array(postings, np.int64) if postings else np.zeros((0, 5), np.int64)
+        return Segment(docs, Postings.of(table))
+
+    def _ids(
+        self,
+        db: sqlite3.Connection,
+        known: dict[Any, int],
+        table: str,
+        columns: tuple[str, ...],
+        keys: set[Any],
+    ) -> dict[Any, int]:
+        """The dictionary ids of ``keys`` (tuples of ``columns``' values), new ones made."""
+        missing = [k for k in keys if k not in known]
+        if missing:
+            if len(known) + len(missing) > MAX_TERMS:
+                known.clear()
+                missing = list(keys)
+            names, marks = ", ".join(columns), ", ".join("?" * len(columns))
+            where = " AND ".join(f"{c} = ?" for c in columns)
+            db.executemany(
+                f"INSERT OR IGNORE INTO {table} ({names}) VALUES ({marks})",  # noqa: S608
+                missing,
+            )
+            select = f"SELECT id FROM {table} WHERE {where}"  # noqa: S608
+            for key in missing:
+                known[key] = db.execute(select, key).fetchone()[0]
+        return {k: known[k] for k in keys}
+
+    def _write(self, db: sqlite3.Connection, segment: Segment) -> int:
+        n = len(segment.docs)
+        blob = n < BLOB_SLOTS
+        seg = int(
+            db.execute(
+                _NEW_SEGMENT,
+                (
+                    n,
+                    n,
+                    encode_docs(segment.docs),
+                    np.packbits(np.zeros(n, np.uint8)).tobytes(),
+                    encode_postings(segment.postings) if blob else None,
+                ),
+            ).lastrowid
+            or 0
+        )
+        if not blob:
+            db.executemany(
+                "INSERT INTO sr_postings (seg, term, list) VALUES (?, ?, ?)",
+                ((seg, t, encode_list(s, f)) for t, s, f in segment.postings.lists()),
+            )
+        db.executemany(
+            "INSERT OR REPLACE INTO sr_index_docs (doc, seg, slot) VALUES (?, ?, ?)",
+            ((doc, seg, slot) for slot, doc in enumerate(segment.docs.keys.tolist())),
+        )
+        return seg
+
+    # -- merges -------------------------------------------------------------------------------
+
+    def _merge_due(self, db: sqlite3.Connection) -> None:
+        """Merge the oldest ``FANOUT`` segments of the lowest tier that has as many."""
+        while True:
+            tiers: dict[int, list[int]] = defaultdict(list)
+            for seg, live in db.execute("SELECT seg, live FROM sr_segments ORDER BY seg"):
+                if _tier(live) < TOP_TIER:
+                    tiers[_tier(live)].append(seg)
+            full = sorted(t for t, segs in tiers.items() if len(segs) >= FANOUT)
+            if not full:
+                return
+            self.rewrite(db, tiers[full[0]][:FANOUT])
+
+    def rewrite(self, db: sqlite3.Connection, segs: Sequence[int]) -> set[int]:
+        """Merge ``segs`` into one segment of their docs that are not gone (none: no
+        segment); the term ids they held that it does not."""
+        parts = [load_segment(db, seg) for seg in segs]
+        merged = merge([(segment, ~gone) for segment, gone in parts])
+        marks = ",".join("?" * len(segs))
+        for table in ("sr_segments", "sr_postings"):
+            db.execute(f"DELETE FROM {table} WHERE seg IN ({marks})", segs)  # noqa: S608
+        if len(merged.docs):
+            self._write(db, merged)
+        held = {int(t) for segment, _ in parts for t in segment.postings.terms}
+        return held - {int(t) for t in merged.postings.terms}
+
+    # -- the scrub after an erase ---------------------------------------------------------------
+
+    def scrub(self, db: sqlite3.Connection) -> None:
+        """Rewrite each segment that holds a version of an SR erased since the last scrub,
+        and drop the terms that no segment holds any more."""
+        erased = [sr_hash(sr_id) for (sr_id,) in db.execute("SELECT sr_id FROM sr_index_erased")]
+        db.execute("DELETE FROM sr_index_erased")
+        if not erased:
+            return
+        hashes = np.array(erased, np.int64)
+        dropped: set[int] = set()
+        for (seg,) in db.execute("SELECT seg FROM sr_segments").fetchall():
+            (docs,) = db.execute("SELECT docs FROM sr_segments WHERE seg = ?", (seg,)).fetchone()
+            if np.isin(decode_docs(docs).ids, hashes).any():
+                dropped |= self.rewrite(db, [seg])
+        blobs = [decode_postings(b) for (b,) in db.execute(_BLOBS)]
+        for term in sorted(dropped):
+            held = (
+                any(p.find(term) is not None for p in blobs)
+                or db.execute(
+                    "SELECT 1 FROM sr_postings WHERE term = ? LIMIT 1", (term,)
+                ).fetchone()
+            )
+            if not held:
+                db.execute("DELETE FROM sr_terms WHERE id = ?", (term,))
+        self.reset()
+
+
+_BLOBS = "SELECT postings FROM sr_segments WHERE postings IS NOT NULL"
+_HELD = (  # the segments first: the postings' key leads with them
+    "SELECT 1 FROM sr_postings WHERE seg IN "
+    "(SELECT seg FROM sr_segments WHERE postings IS NULL) AND term = ? LIMIT 1"
+)
+
+
+def _rows(db: sqlite3.Connection, sql: str, keys: Sequence[Any]) -> list[Any]:
+    return db.execute(sql.format(marks=",".join("?" * len(keys))), keys).fetchall()
