@@ -18,12 +18,12 @@ them — and the common terms' lists are only looked up, never scored whole.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
-from node.views.search_reads import Held, List, Read
+from node.views.search_reads import Block, Read
 from node.views.timeline import Query
 
 __all__ = ["FIELD_WEIGHTS", "Scored", "frequencies", "score"]
@@ -33,6 +33,9 @@ K1, B = 1.2, 0.75
 # this much in its tf (docs/tools/e_timeline.md §find).
 FIELD_WEIGHTS = (3.0, 1.0, 1.5)
 _MARGIN = 1e-9  # the bounds' sum must fall short of a score by more than rounding could add
+# A survivor's lookups against the next list's postings: the weight that measured best on the
+# questions benchmark at a million SRs (docs/benchmarks.md §questions; 0.1 to 3 tried).
+_LOOKUP = 0.25
 
 Scores = npt.NDArray[np.float64]
 Keys = npt.NDArray[np.int64]
@@ -51,21 +54,22 @@ class Scored:
 
 def frequencies(got: Read) -> dict[str, int]:
     """Each term's document frequency over what the caller can read (the readable slots
-    among its postings, in every segment), for the terms the index holds."""
+    among its postings, in every block), for the terms the index holds."""
     df: dict[str, int] = {}
-    for h, lists in got.segments:
-        readable = h.readable(got.scopes, got.scope_ok)
-        for term, (slots, _) in lists.items():
+    for block in got.blocks:
+        readable = block.readable(got.scopes, got.scope_ok)
+        for term, (slots, _) in block.lists.items():
             df[term] = df.get(term, 0) + int(np.count_nonzero(readable[slots]))
     return df
 
 
 @dataclass(slots=True)
-class _Segment:
-    held: Held
-    lists: dict[str, List]
-    passes: npt.NDArray[np.bool_]
-    taken: Slots  # the candidates so far (sorted slots)
+class _Block:
+    block: Block
+    passes: npt.NDArray[np.bool_]  # its slots the caller may read and its filters pass
+    open: npt.NDArray[np.bool_]  # ... that are not candidates yet
+    partial: Scores  # each slot's parts of the terms taken so far (their bounds' order)
+    taken: list[Slots] = field(default_factory=list)  # the candidates, in runs
 
 
 def score(got: Read, q: Query, df: dict[str, int], need: int, *, complete: bool) -> Scored:
@@ -75,73 +79,103 @@ def score(got: Read, q: Query, df: dict[str, int], need: int, *, complete: bool)
     fields = (got.titles, got.length - got.titles - got.tags, got.tags)
     average = tuple(total / docs if docs else 0.0 for total in fields)
     idf = {t: math.log(1 + (docs - n + 0.5) / (n + 0.5)) for t, n in sorted(df.items()) if n}
-    segments = [
-        _Segment(h, lists, _passes(h, got, q), np.zeros(0, np.int64)) for h, lists in got.segments
-    ]
+    blocks = []
+    for b in got.blocks:
+        passes = _passes(b, got, q)
+        blocks.append(_Block(b, passes, passes.copy(), np.zeros(len(passes), np.float64)))
     order = sorted(idf, key=lambda t: (-idf[t], t))  # the rarest (highest bound) first
-    scores: list[Scores] = []
-    keys: list[Keys] = []
     for k, term in enumerate(order):
-        for s in segments:
-            new = _new_candidates(s, term)
-            if len(new):
-                scores.append(_full(s, new, idf, average))
-                keys.append(s.held.docs.keys[new])
-        rest = sum((K1 + 1) * idf[t] for t in order[k + 1 :])
-        if not complete and rest and scores:
-            best = np.concatenate(scores)
-            if len(best) >= need and rest * (1 + _MARGIN) < np.partition(best, -need)[-need]:
-                return _best(best, np.concatenate(keys), need)
-    if not scores:
-        return Scored(np.zeros(0, np.float64), np.zeros(0, np.int64), True)
-    return Scored(np.concatenate(scores), np.concatenate(keys), True)
+        for s in blocks:
+            _take(s, term, idf[term], average)
+        rest = sum((K1 + 1) * idf[t] for t in order[k + 1 :]) * (1 + _MARGIN)
+        if complete or not rest:
+            continue
+        runs = [s.partial[run] for s in blocks for run in s.taken]
+        partial = np.concatenate(runs) if runs else np.zeros(0)
+        if len(partial) < need:
+            continue
+        floor = np.partition(partial, -need)[-need] * (1 - _MARGIN)  # the need-th best's, at least
+        if rest >= floor:
+            continue  # a doc outside the candidates might reach the best need
+        # Scoring the survivors in full looks each one up in every term's list; taking the
+        # next term scores its list once: the cheaper goes first (either answer is exact).
+        survivors = int(np.count_nonzero(partial * (1 + _MARGIN) >= floor - rest))
+        following = sum(len(s.block.lists.get(order[k + 1], ((),))[0]) for s in blocks)
+        if survivors * len(order) * _LOOKUP > following:
+            continue
+        return _best(_survivors(blocks, idf, average, floor - rest), need)
+    return _survivors(blocks, idf, average, -math.inf)
 
 
-def _passes(h: Held, got: Read, q: Query) -> npt.NDArray[np.bool_]:
+def _take(s: _Block, term: str, weight: float, average: tuple[float, ...]) -> None:
+    """``term`` taken: its part added to the partial score of each doc holding it that
+    passes, and those docs candidates."""
+    found = s.block.lists.get(term)
+    if found is None:
+        return
+    held, tfs = found
+    keep = s.passes[held]
+    slots: Slots = held[keep].astype(np.int64)
+    s.partial[slots] += _part(s.block, slots, tfs[keep], weight, average)
+    new = slots[s.open[slots]]
+    if len(new):
+        s.open[new] = False
+        s.taken.append(new)
+
+
+def _survivors(
+    blocks: list[_Block], idf: dict[str, float], average: tuple[float, ...], least: float
+) -> Scored:
+    """The candidates whose parts so far reach ``least``, scored in full (every term, in
+    sorted-term order, from 0.0: the rule's additions); complete when none are left out."""
+    scores: list[Scores] = [np.zeros(0, np.float64)]
+    keys: list[Keys] = [np.zeros(0, np.int64)]
+    for s in blocks:
+        for run in s.taken:
+            kept = np.sort(run[s.partial[run] * (1 + _MARGIN) >= least])
+            if len(kept):
+                scores.append(_full(s.block, kept, idf, average))
+                keys.append(s.block.docs.keys[kept])
+    return Scored(np.concatenate(scores), np.concatenate(keys), least == -math.inf)
+
+
+def _passes(b: Block, got: Read, q: Query) -> npt.NDArray[np.bool_]:
     """Its slots the caller may read and whose filters (conversational only, lanes) pass."""
-    passes = h.readable(got.scopes, got.scope_ok).copy()
+    passes = b.readable(got.scopes, got.scope_ok).copy()
     if q.conversational_only:
-        passes &= h.docs.conversational
+        passes &= b.docs.conversational
     if got.lane_ok is not None:
-        passes &= got.lane_ok[h.docs.lanes]
+        passes &= got.lane_ok[b.docs.lanes]
     return passes
 
 
-def _new_candidates(s: _Segment, term: str) -> Slots:
-    """The slots holding ``term`` that pass and are not candidates yet (they become ones)."""
-    found = s.lists.get(term)
-    if found is None:
-        return np.zeros(0, np.int64)
-    slots = found[0][s.passes[found[0]]].astype(np.int64)
-    new = np.setdiff1d(slots, s.taken, assume_unique=True)
-    if len(new):
-        s.taken = np.union1d(s.taken, new)
-    return new
-
-
-def _full(s: _Segment, slots: Slots, idf: dict[str, float], average: tuple[float, ...]) -> Scores:
-    """The scores of ``slots`` (sorted): every term's part, in sorted-term order."""
+def _full(b: Block, slots: Slots, idf: dict[str, float], average: tuple[float, ...]) -> Scores:
+    """The scores of ``slots`` (ascending): every term's part, in sorted-term order."""
     acc = np.zeros(len(slots), np.float64)
-    d = s.held.docs
-    titles, tags = d.titles[slots], d.tags[slots]
-    lengths = (titles, d.lengths[slots] - titles - tags, tags)
-    norms = [_norm(n, a) for n, a in zip(lengths, average, strict=True)]
-    for term, weight in idf.items():  # sorted by term
-        found = s.lists.get(term)
+    for term in sorted(idf):
+        found = b.lists.get(term)
         if found is None:
             continue
         held, tfs = found
         at = np.searchsorted(held, slots)
         hit = at < len(held)
         hit[hit] = held[at[hit]] == slots[hit]
-        if not hit.any():
-            continue
-        tf = tfs[at[hit]]
-        w = FIELD_WEIGHTS
-        t = w[0] * tf[:, 0] / norms[0][hit] + w[1] * tf[:, 1] / norms[1][hit]
-        t = t + w[2] * tf[:, 2] / norms[2][hit]
-        acc[hit] += weight * t * (K1 + 1) / (t + K1)
+        if hit.any():
+            acc[hit] += _part(b, slots[hit], tfs[at[hit]], idf[term], average)
     return acc
+
+
+def _part(
+    b: Block, slots: Slots, tfs: npt.NDArray[np.uint8], idf: float, average: tuple[float, ...]
+) -> Scores:
+    """A term's part in the docs of ``slots``, whose counts (by field) are ``tfs``."""
+    d, w = b.docs, FIELD_WEIGHTS
+    titles, tags = d.titles[slots], d.tags[slots]
+    lengths = (titles, d.lengths[slots] - titles - tags, tags)
+    n = [_norm(x, a) for x, a in zip(lengths, average, strict=True)]
+    t = w[0] * tfs[:, 0] / n[0] + w[1] * tfs[:, 1] / n[1]
+    t = t + w[2] * tfs[:, 2] / n[2]
+    return idf * t * (K1 + 1) / (t + K1)
 
 
 def _norm(lengths: npt.NDArray[np.uint32], average: float) -> Scores:
@@ -152,8 +186,8 @@ def _norm(lengths: npt.NDArray[np.uint32], average: float) -> Scores:
     return (1 - B) + B * lengths.astype(np.float64) / average
 
 
-def _best(scores: Scores, keys: Keys, need: int) -> Scored:
+def _best(found: Scored, need: int) -> Scored:
     """The ``need`` highest scores and every score tied with the last of them."""
-    cut = np.partition(scores, -need)[-need]
-    chosen = scores >= cut
-    return Scored(scores[chosen], keys[chosen], False)
+    cut = np.partition(found.scores, -need)[-need]
+    chosen = found.scores >= cut
+    return Scored(found.scores[chosen], found.keys[chosen], False)

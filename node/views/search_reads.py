@@ -38,6 +38,16 @@ class Held:
     docs: Docs
     gone: Mask
     postings: Postings | None  # a small segment's; None: read per term
+
+
+@dataclass(slots=True)
+class Block:
+    """Segments side by side, their slots numbered on from one segment to the next: their
+    docs, gone masks, and the lists (slots ascending) of the terms a question asks."""
+
+    docs: Docs
+    gone: Mask
+    lists: dict[str, List] = field(default_factory=dict)
     _readable: tuple[frozenset[int], Mask, int, int] | None = None
 
     def readable(self, scopes: frozenset[int], scope_ok: Mask) -> Mask:
@@ -58,6 +68,37 @@ class Held:
         return self._readable
 
 
+def _joined(held: Sequence[Held]) -> tuple[Docs, Mask, npt.NDArray[np.int64]]:
+    """The docs and gone masks of ``held`` side by side, and where each one's slots begin."""
+    sizes = np.array([len(h.docs) for h in held], np.int64)
+    bases = np.cumsum(sizes) - sizes
+    if not held:
+        empty = np.zeros(0, np.uint32)
+        docs = Docs(
+            np.zeros(0, np.int64),
+            empty,
+            empty,
+            empty,
+            empty,
+            empty,
+            np.zeros(0, bool),
+            np.zeros(0, np.int64),
+        )
+        return docs, np.zeros(0, bool), bases
+    return Docs.joined([h.docs for h in held]), np.concatenate([h.gone for h in held]), bases
+
+
+def _lists(parts: Sequence[tuple[int, List]]) -> List:
+    """One term's lists in several segments (with each one's base), as one list."""
+    if len(parts) == 1:
+        base, (slots, tfs) = parts[0]
+        return (slots + base if base else slots), tfs
+    return (
+        np.concatenate([slots.astype(np.int64) + base for base, (slots, _) in parts]),
+        np.concatenate([tfs for _, (_, tfs) in parts]),
+    )
+
+
 LIST_CACHE_BYTES = 64 << 20  # a reader's large segments' lists held between questions
 
 
@@ -70,6 +111,7 @@ class Cache:
     segments: dict[int, Held] = field(default_factory=dict)
     lists: OrderedDict[tuple[int, int], List | None] = field(default_factory=OrderedDict)
     bytes: int = 0
+    large: tuple[tuple[tuple[int, int], ...], Block, npt.NDArray[np.int64]] | None = None
 
     def keep(self, key: tuple[int, int], found: List | None) -> None:
         self.lists[key] = found
@@ -88,10 +130,11 @@ def cache_of(reader: Reader) -> Cache:
 
 @dataclass(slots=True)
 class Read:
-    """A question's reads: each segment (by id, in order) with the lists of the terms it
-    holds (term → slots, counts), and the caller's view of the index."""
+    """A question's reads: the large segments as one block and the small ones as another,
+    each with the lists of the terms asked (term → slots, counts), and the caller's view of
+    the index."""
 
-    segments: list[tuple[Held, dict[str, List]]]
+    blocks: list[Block]
     scopes: frozenset[int]
     scope_ok: Mask
     lane_ok: Mask | None  # None: every lane
@@ -111,23 +154,44 @@ def read(fetch: Fetch, cache: Cache, q: Query, terms: Sequence[str]) -> Read:
     lane_ok = _lanes(fetch, q.lanes) if q.lanes else None
     stats, args = scope_stats_query(q.caller)
     docs, length = fetch(stats, args)[0]
-    lists = _large_lists(fetch, cache, ids)
-    names = {i: t for t, i in ids.items()}
-    segments = []
-    for seg in sorted(held):
-        h = held[seg]
-        found: dict[str, List] = {}
-        if h.postings is not None:
-            for term, i in ids.items():
-                got = h.postings.find(i)
-                if got is not None:
-                    found[term] = got
-        else:
-            found = {names[i]: got for (s, i), got in lists.items() if s == seg and got}
-        segments.append((h, found))
-    lengths = [h.field_lengths(scopes, scope_ok) for h, _ in segments]
+    blocks = [_large_block(fetch, cache, ids), _small_block(held, ids)]
+    lengths = [b.field_lengths(scopes, scope_ok) for b in blocks]
     titles, tags = sum(t for t, _ in lengths), sum(g for _, g in lengths)
-    return Read(segments, scopes, scope_ok, lane_ok, int(docs), int(length), titles, tags, ids)
+    return Read(blocks, scopes, scope_ok, lane_ok, int(docs), int(length), titles, tags, ids)
+
+
+def _large_block(fetch: Fetch, cache: Cache, ids: dict[str, int]) -> Block:
+    """The large segments as one block, held while none of them changes."""
+    large = sorted(seg for seg, h in cache.segments.items() if h.postings is None)
+    key = tuple((seg, cache.segments[seg].version) for seg in large)
+    if cache.large is None or cache.large[0] != key:
+        docs, gone, bases = _joined([cache.segments[seg] for seg in large])
+        cache.large = (key, Block(docs, gone), bases)
+    _, block, bases = cache.large
+    base = dict(zip(large, bases.tolist(), strict=True))
+    found = _large_lists(fetch, cache, ids)
+    block.lists = {}
+    for term in ids:
+        parts = [(base[seg], found[seg][term]) for seg in large if term in found.get(seg, {})]
+        if parts:
+            block.lists[term] = _lists(parts)
+    return block
+
+
+def _small_block(held: dict[int, Held], ids: dict[str, int]) -> Block:
+    """The small segments as one block, with their lists of ``ids``."""
+    small = [held[seg] for seg in sorted(held) if held[seg].postings is not None]
+    docs, gone, bases = _joined(small)
+    lists: dict[str, List] = {}
+    for term, i in ids.items():
+        parts = [
+            (int(base), got)
+            for h, base in zip(small, bases, strict=True)
+            if h.postings is not None and (got := h.postings.find(i)) is not None
+        ]
+        if parts:
+            lists[term] = _lists(parts)
+    return Block(docs, gone, lists)
 
 
 def _refresh(fetch: Fetch, held: dict[int, Held]) -> None:
@@ -142,7 +206,7 @@ def _refresh(fetch: Fetch, held: dict[int, Held]) -> None:
             held[seg] = Held(version, decode_docs(docs), _mask(gone, slots), postings)
         elif h.version != version:
             slots, gone = fetch(_GONE, (seg,))[0]
-            h.version, h.gone, h._readable = version, _mask(gone, slots), None
+            h.version, h.gone = version, _mask(gone, slots)
 
 
 _SEGMENTS = "SELECT seg, version, postings IS NOT NULL FROM sr_segments"
@@ -180,16 +244,17 @@ def _lanes(fetch: Fetch, lanes: Sequence[str]) -> Mask:
     return ok
 
 
-def _large_lists(
-    fetch: Fetch, cache: Cache, ids: dict[str, int]
-) -> dict[tuple[int, int], List | None]:
-    """The lists of ``ids`` in every large segment, from the cache where it has them."""
+def _large_lists(fetch: Fetch, cache: Cache, ids: dict[str, int]) -> dict[int, dict[str, List]]:
+    """The lists of ``ids`` (term → id) in every large segment that holds them, by segment,
+    from the cache where it has them (what is read is kept there too)."""
     large = [seg for seg, h in cache.segments.items() if h.postings is None]
-    wanted = [(seg, term) for seg in large for term in ids.values()]
-    for key in wanted:
-        if key in cache.lists:
-            cache.lists.move_to_end(key)
-    asked = sorted({term for seg, term in wanted if (seg, term) not in cache.lists})
+    got: dict[tuple[int, int], List | None] = {}
+    for seg in large:
+        for term in ids.values():
+            if (seg, term) in cache.lists:
+                cache.lists.move_to_end((seg, term))
+                got[seg, term] = cache.lists[seg, term]
+    asked = sorted({term for seg in large for term in ids.values() if (seg, term) not in got})
     if asked:
         rows = fetch(
             f"SELECT seg, term, list FROM sr_postings WHERE seg IN ({','.join('?' * len(large))}) "  # noqa: S608
@@ -199,5 +264,11 @@ def _large_lists(
         found = {(int(seg), int(term)): decode_list(data) for seg, term, data in rows}
         for seg in large:
             for term in asked:
-                cache.keep((seg, term), found.get((seg, term)))
-    return {key: cache.lists.get(key) for key in wanted}
+                got[seg, term] = found.get((seg, term))
+                cache.keep((seg, term), got[seg, term])
+    names = {i: name for name, i in ids.items()}
+    out: dict[int, dict[str, List]] = {}
+    for (seg, term), listed in got.items():
+        if listed is not None:
+            out.setdefault(seg, {})[names[term]] = listed
+    return out

@@ -37,6 +37,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from node.identity import DB_FILE
 from node.node import Node
 from node.schema import MIGRATIONS, SCHEMA_VERSION
 from protocol.clock import Hlc
@@ -406,6 +407,27 @@ def _alone(node_dir: str, token: str, questions: list[str]) -> dict[str, Any]:
     return {"seconds": seconds, "rss_mib": peak_rss_mib()}
 
 
+# -- what the index costs ----------------------------------------------------------------------
+
+INDEX_TABLES = ("sr_segments", "sr_postings", "sr_index_docs", "sr_terms", "sr_scopes", "sr_lanes")
+
+
+def sizes_of(db_file: Path) -> dict[str, int]:
+    """Bytes on disk (``dbstat``: pages, with their indexes) of the whole store, the text
+    index, FTS5 (``sr_fts``'s tables) and the rest by table."""
+    with sqlite3.connect(f"file:{db_file}?mode=ro", uri=True) as db:
+        rows = db.execute(
+            "SELECT coalesce(m.tbl_name, d.name), sum(d.pgsize) FROM dbstat d "
+            "LEFT JOIN sqlite_master m ON m.name = d.name GROUP BY 1"
+        ).fetchall()
+    by_table = {str(name): int(size) for name, size in rows}
+    return {
+        "store": sum(by_table.values()),
+        "text index": sum(by_table.get(t, 0) for t in INDEX_TABLES),
+        "FTS5": sum(v for k, v in by_table.items() if k.startswith("sr_fts")),
+    }
+
+
 # -- the report --------------------------------------------------------------------------------
 
 
@@ -484,6 +506,14 @@ def run(*, quick: bool, workdir: Path, locomo: Path | None = None) -> Report:
         alone = in_child(_alone, str(root / "node"), meta["token"], questions)
         report.lines += _section(sizes, timed, alone)
         report.checks += _checks(sizes, timed, alone)
+        cost = sizes_of(root / "node" / DB_FILE)
+        report.lines.append(
+            f"on disk: the store {cost['store'] / sizes.srs:,.0f} bytes per SR "
+            f"({cost['store'] / 2**20:,.0f} MiB); the text index "
+            f"{cost['text index'] / sizes.srs:,.0f} bytes per SR "
+            f"({cost['text index'] / cost['store']:.1%} of the store); FTS5 "
+            f"{cost['FTS5'] / sizes.srs:,.0f} bytes per SR"
+        )
         how, where = cached_at(root, built)
         report.notes.append(
             f"{sizes.srs:,} SRs: store {how} ({where}): received in {meta['receive_s']:,.0f} s, "

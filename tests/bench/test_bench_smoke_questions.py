@@ -48,5 +48,6 @@ def test_quick_run_prints_every_engine_and_check(tmp_path: Path) -> None:
         assert any(found.match(x) for x in lines), f"no check {check!r} in\n{done.stdout}"
     assert "QUICK" in lines[0]
     assert re.search(r"^memlane alone \(its own process\): median .* MiB$", done.stdout, re.M)
+    assert re.search(r"^on disk: the store [\d,]+ bytes per SR", done.stdout, re.M)
     assert re.search(r"^peak RSS of the run: [\d,]+ MiB$", done.stdout, re.MULTILINE)
     assert (cache / "questions-800" / "meta.json").exists(), "the store was not cached"
