@@ -25,6 +25,7 @@ import hashlib
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -58,7 +59,7 @@ __all__ = [
 BLOB_SLOTS = 4_096  # a segment of fewer docs is one row; a larger one a row per term
 FANOUT = 8  # segments of one tier merged this many at a time
 TOP_TIER = 5  # a segment of 8 ** 5 = 32,768 live docs or more is merged no more
-MAX_TERMS = 500_000  # term ids remembered by the writer (then forgotten at once)
+MAX_TERMS = 50_000  # term ids remembered by the writer (then forgotten at once)
 
 CLEAR = (
     "DELETE FROM sr_segments",
@@ -69,16 +70,19 @@ CLEAR = (
     "DELETE FROM sr_terms",
 )
 _QUEUED = "SELECT doc FROM sr_index_queue"
-_ENTERED = (
+_ENTERED = (  # each doc's text, reader scope, lane, flag, length and its number of tags
     "SELECT d.doc, s.sr_id, s.title, s.text, s.tags_text, d.workspace, d.private, d.owner, "
-    "d.lane, d.conversational, d.doclen FROM sr_docs d JOIN srs s ON s.doc = d.doc "
-    "WHERE d.doc IN ({marks})"
+    "d.lane, d.conversational, d.doclen, "
+    "(SELECT count(*) FROM sr_tags t WHERE t.sr_id = s.sr_id) "
+    "FROM sr_docs d JOIN srs s ON s.doc = d.doc WHERE d.doc IN ({marks})"
 )
+_TERM_IDS = "SELECT term, id FROM sr_terms WHERE term IN ({marks})"
 _PLACED = "SELECT doc, seg, slot FROM sr_index_docs WHERE doc IN ({marks})"
 _SEGMENT = "SELECT slots, live, docs, gone, postings FROM sr_segments WHERE seg = ?"
 _NEW_SEGMENT = (
     "INSERT INTO sr_segments (slots, live, version, docs, gone, postings) VALUES (?, ?, 0, ?, ?, ?)"
 )
+_MASK = "SELECT slots, live, gone FROM sr_segments WHERE seg = ?"
 _GONE = "UPDATE sr_segments SET live = ?, version = version + 1, gone = ? WHERE seg = ?"
 
 
@@ -171,7 +175,7 @@ class TextIndex:
                 part,
             )
         for seg, slots in by_seg.items():
-            count, live, _, gone, _ = db.execute(_SEGMENT, (seg,)).fetchone()
+            count, live, gone = db.execute(_MASK, (seg,)).fetchone()
             mask = np.unpackbits(np.frombuffer(gone, np.uint8), count=count)
             mask[slots] = 1
             db.execute(_GONE, (live - len(slots), np.packbits(mask).tobytes(), seg))
@@ -179,14 +183,18 @@ class TextIndex:
     def _segment(self, db: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> Segment:
         """A segment of the docs of ``rows`` (``_ENTERED``'s), in that order."""
         cut = tokenizer.terms([text for r in rows for text in (r[2], r[3], r[4])])
-        counted = [tuple(Counter(cut[3 * slot + f]) for f in range(3)) for slot in range(len(rows))]
-        every = {(t,) for fields in counted for c in fields for t in c}
-        ids = self._ids(db, self._terms, "sr_terms", ("term",), every)
-        postings = [
-            (ids[(term,)], slot, title[term], text[term], tags[term])
-            for slot, (title, text, tags) in enumerate(counted)
-            for term in title.keys() | text.keys() | tags.keys()
-        ]
+        ids = self._term_ids(db, set(chain.from_iterable(cut)))
+        flat: list[int] = []
+        for slot in range(len(rows)):
+            title, text, tags = cut[3 * slot : 3 * slot + 3]
+            counts = Counter(text)
+            if not title and not tags:  # most docs: text alone
+                for term, n in counts.items():
+                    flat += (ids[term], slot, 0, n, 0)
+                continue
+            t, g = Counter(title), Counter(tags)
+            for term in counts.keys() | t.keys() | g.keys():
+                flat += (ids[term], slot, t.get(term, 0), counts.get(term, 0), g.get(term, 0))
         scopes = self._ids(
             db,
             self._scopes,
@@ -200,17 +208,28 @@ class TextIndex:
             np.array([r[0] for r in rows], np.int64),
             np.array([r[10] for r in rows], np.uint32),
             np.array(titles, np.uint32),
-            np.array(
-                [r[10] - t - token_count(r[3]) for r, t in zip(rows, titles, strict=True)],
-                np.uint32,
-            ),
+            np.array([r[11] for r in rows], np.uint32),
             np.array([scopes[scope_key(*r[5:8])] for r in rows], np.uint32),
             np.array([lanes[(r[8],)] for r in rows], np.uint32),
             np.array([bool(r[9]) for r in rows], bool),
             np.array([sr_hash(r[1]) for r in rows], np.int64),
         )
-        table = np.array(postings, np.int64) if postings else np.zeros((0, 5), np.int64)
-        return Segment(docs, Postings.of(table))
+        return Segment(docs, Postings.of(np.array(flat, np.int64).reshape(-1, 5)))
+
+    def _term_ids(self, db: sqlite3.Connection, terms: set[str]) -> dict[str, int]:
+        """The dictionary ids of ``terms``, new ones made."""
+        known = self._terms
+        missing = [t for t in terms if t not in known]
+        if missing:
+            if len(known) + len(missing) > MAX_TERMS:
+                known.clear()
+                missing = list(terms)
+            db.executemany(
+                "INSERT OR IGNORE INTO sr_terms (term) VALUES (?)", ((t,) for t in missing)
+            )
+            for part in _chunks(missing):
+                known.update(_rows(db, _TERM_IDS, part))
+        return known
 
     def _ids(
         self,

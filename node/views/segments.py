@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import msgpack
 import numpy as np
@@ -49,6 +50,10 @@ _DOC_FIELDS = (
     ("lanes", _U32),
     ("ids", _KEY),
 )
+
+
+def _none(dtype: np.dtype[Any] = _KEY) -> npt.NDArray[Any]:
+    return np.zeros(0, dtype)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,15 +112,23 @@ class Postings:
 
     @staticmethod
     def of(rows: npt.NDArray[np.int64]) -> Postings:
-        """From rows of (term, slot, title count, text count, tags count), any order, one
-        per (term, slot)."""
-        rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
-        terms, starts = np.unique(rows[:, 0], return_index=True)
+        """From rows of (term, slot, title count, text count, tags count), one per (term,
+        slot), each term's slots ascending (as a segment's docs are taken, slot by slot)."""
+        return Postings.of_columns(rows[:, 0], rows[:, 1], rows[:, 2:])
+
+    @staticmethod
+    def of_columns(terms: Ints, slots: npt.NDArray[Any], tfs: npt.NDArray[Any]) -> Postings:
+        """The same from its columns: each posting's term, slot and counts (by field)."""
+        if not len(terms):
+            return Postings(_none(), np.zeros(1, np.int64), _none(_U32), np.zeros((0, 3), _U8))
+        order = np.argsort(terms, kind="stable")
+        terms = terms[order]
+        cuts = np.flatnonzero(terms[1:] != terms[:-1]) + 1
         return Postings(
-            terms.astype(np.int64),
-            np.append(starts, len(rows)).astype(np.int64),
-            rows[:, 1].astype(_U32),
-            np.minimum(rows[:, 2:], TF_MAX).astype(_U8),
+            terms[np.concatenate([[0], cuts])].astype(np.int64),
+            np.concatenate([[0], cuts, [len(terms)]]).astype(np.int64),
+            slots[order].astype(_U32),
+            np.minimum(tfs[order], TF_MAX).astype(_U8),
         )
 
     def find(self, term: int) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint8]] | None:
@@ -142,18 +155,21 @@ class Segment:
 
 def merge(parts: Sequence[tuple[Segment, npt.NDArray[np.bool_]]]) -> Segment:
     """One segment of the docs each part keeps (its mask), slots renumbered in order."""
-    docs, rows = [], []
+    docs, terms, slots, tfs = [], [], [], []
     base = 0
     for segment, keep in parts:
-        renumber = np.cumsum(keep, dtype=np.int64) - 1 + base
+        renumber = (np.cumsum(keep, dtype=np.int64) - 1 + base).astype(_U32)
         p = segment.postings
-        terms = np.repeat(p.terms, np.diff(p.starts))
         held = keep[p.slots]
-        columns = [terms[held], renumber[p.slots[held]], *p.tfs[held].T.astype(np.int64)]
-        rows.append(np.stack(columns, axis=1) if len(terms) else np.zeros((0, 5), np.int64))
+        terms.append(np.repeat(p.terms, np.diff(p.starts))[held])
+        slots.append(renumber[p.slots[held]])
+        tfs.append(p.tfs[held])
         docs.append(segment.docs.taken(keep))
         base += int(keep.sum())
-    return Segment(Docs.joined(docs), Postings.of(np.concatenate(rows)))
+    postings = Postings.of_columns(
+        np.concatenate(terms), np.concatenate(slots), np.concatenate(tfs)
+    )
+    return Segment(Docs.joined(docs), postings)
 
 
 # -- blobs --------------------------------------------------------------------------------------

@@ -15,12 +15,13 @@ import re
 import sqlite3
 import threading
 from collections.abc import Sequence
+from itertools import chain
 
 from node.views.schema import SEARCH_TOKENIZER
 
 __all__ = ["MAX_CHUNKS", "Tokenizer", "token_count", "tokenizer"]
 
-MAX_CHUNKS = 200_000  # whitespace chunks whose terms are remembered (then forgotten at once)
+MAX_CHUNKS = 50_000  # whitespace chunks whose terms are remembered (then forgotten at once)
 _CUT = SEARCH_TOKENIZER.removeprefix("porter ")
 assert _CUT != SEARCH_TOKENIZER, "the index stems: its unstemmed twin drops only the stemmer"
 
@@ -48,10 +49,11 @@ class Tokenizer:
         split = [text.split() for text in texts]
         with self._lock:
             known = self._chunks
-            new = list({c: None for chunks in split for c in chunks if c not in known})
+            every = set(chain.from_iterable(split))
+            new = list(every - known.keys())
             if len(known) + len(new) > MAX_CHUNKS:
                 known.clear()
-                new = list({c: None for chunks in split for c in chunks})
+                new = list(every)
             for start in range(0, len(new), 1000):
                 part = new[start : start + 1000]
                 known.update(zip(part, self._tokens("stem", part), strict=True))
