@@ -11,16 +11,19 @@ sizes) to the values given and narrowing the benchmarks to the one named: it the
 
 from __future__ import annotations
 
+import os
 import pickle
 import subprocess
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from tests.bench import changes, ingest, mcp, semantic, sync, timeline
+import pytest
+
+from tests.bench import changes, ingest, mcp, quality, semantic, sync, timeline
 from tests.bench.common import run_python
 
-__all__ = ["CHANGES", "INGEST", "MCP", "SEMANTIC", "SYNC", "TIMELINE", "run_smoke"]
+__all__ = ["CHANGES", "INGEST", "MCP", "SEMANTIC", "SYNC", "TIMELINE", "locomo", "run_smoke"]
 
 # The sync benchmark's stores for its smoke test and exchange's: about half of ``--quick``'s
 # entries, of the same 20 writers (still more than one sync batch, so the cut run resumes after
@@ -55,6 +58,18 @@ every = bench.benchmarks
 bench.benchmarks = lambda: {n: run for n, run in every().items() if n == name}
 sys.exit(bench.main(sys.argv[2:]))
 """
+
+
+def locomo() -> Path:
+    """The LoCoMo split at its default place; the test is skipped without it (said why), or
+    fails under CI, which has ``../shared`` beside its clone."""
+    data = quality.default_locomo()
+    if not list(data.glob("*.json")):
+        reason = f"no LoCoMo split in {data} (set MEMLANE_LOCOMO to run this test)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return data
 
 
 def run_smoke(

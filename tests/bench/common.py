@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protocol.clock import Hlc
+from protocol.kinds import encode_payload
+from protocol.signing import SigningKey, seal
+
 __all__ = [
     "SMOKE",
     "Bound",
@@ -34,6 +38,7 @@ __all__ = [
     "Result",
     "Row",
     "Stopwatch",
+    "Writers",
     "cache_root",
     "cached",
     "cached_at",
@@ -235,6 +240,34 @@ def run_python(argv: list[str], cache: Path | None = None) -> subprocess.Complet
         timeout=120,
         check=False,
     )
+
+
+class Writers:
+    """``n`` foreign writers of a node's mesh, sealing ``sr.put`` entries in turn (entry i by
+    writer i mod n), each its own key (``seed`` + its number) and log."""
+
+    def __init__(self, mesh: bytes, n: int, seed: int) -> None:
+        self.mesh = mesh
+        self.keys = [SigningKey(bytes([seed + w]) * 32) for w in range(n)]
+        self._seqs = [0] * n
+        self._prevs: list[bytes | None] = [None] * n
+
+    def sealed(self, i: int, wall: int, payload: dict[str, Any]) -> tuple[bytes, bytes | None]:
+        """Entry ``i``: its raw header and payload, as a receive takes them."""
+        w = i % len(self.keys)
+        self._seqs[w] += 1
+        entry = seal(
+            self.keys[w],
+            mesh=self.mesh,
+            epoch=bytes([w + 1]) * 8,
+            seq=self._seqs[w],
+            prev=self._prevs[w],
+            hlc=Hlc(wall, 0),
+            kind="sr.put",
+            payload=encode_payload("sr.put", payload),
+        )
+        self._prevs[w] = entry.id
+        return entry.raw, entry.payload
 
 
 async def receive_batch(node: Any, batch: list[tuple[bytes, bytes | None]]) -> float:

@@ -40,14 +40,12 @@ from typing import Any
 from node.identity import DB_FILE
 from node.node import Node
 from node.schema import MIGRATIONS, SCHEMA_VERSION
-from protocol.clock import Hlc
-from protocol.kinds import encode_payload
-from protocol.signing import SigningKey, seal
 from protocol.timefmt import parse_instant
 from tests.bench import quality
 from tests.bench.common import (
     SMOKE,
     Check,
+    Writers,
     cached,
     cached_at,
     in_child,
@@ -82,7 +80,6 @@ DAY_MS = 86_400_000
 START_MS = parse_instant("2024-01-01T00:00:00Z").ms  # ingest times: two years from here
 SPAN_MS = 730 * DAY_MS
 _SEED = 20_261_205
-_KIND = "sr.put"
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,17 +164,16 @@ def _sr_id(wall: int, i: int) -> str:
 
 async def _build_node(path: Path, sizes: Sizes, written: Sequence[Written]) -> dict[str, Any]:
     info = await Node.init(path)
-    keys = [SigningKey(bytes([0x60 + w]) * 32) for w in range(WRITERS)]
-    seqs, prevs = [0] * WRITERS, [None] * WRITERS
+    writers = Writers(info.mesh, WRITERS, 0x60)
     receive_s = 0.0
     started = time.perf_counter()
     async with Node.open(path) as node:
-        for key in keys:
+        for key in writers.keys:
             await node.membership.admit_member(key.public)
         issued = await node.create_token(READER, WORKSPACE, ("read:workspace",))
         batch: list[tuple[bytes, bytes | None]] = []
         for i, sr in enumerate(written):
-            wall, w = START_MS + i * SPAN_MS // len(written), i % WRITERS
+            wall = START_MS + i * SPAN_MS // len(written)
             payload: dict[str, Any] = {
                 "sr_id": _sr_id(wall, i),
                 "workspace": WORKSPACE,
@@ -188,19 +184,7 @@ async def _build_node(path: Path, sizes: Sizes, written: Sequence[Written]) -> d
             }
             if sr.content_ms is not None:
                 payload["content_time"] = max(0, sr.content_ms)
-            seqs[w] += 1
-            entry = seal(
-                keys[w],
-                mesh=info.mesh,
-                epoch=bytes([w + 1]) * 8,
-                seq=seqs[w],
-                prev=prevs[w],
-                hlc=Hlc(wall, 0),
-                kind=_KIND,
-                payload=encode_payload(_KIND, payload),
-            )
-            prevs[w] = entry.id
-            batch.append((entry.raw, entry.payload))
+            batch.append(writers.sealed(i, wall, payload))
             if len(batch) == sizes.batch or i == len(written) - 1:
                 receive_s += await receive_batch(node, batch)
                 batch = []

@@ -40,9 +40,6 @@ from node.schema import MIGRATIONS, SCHEMA_VERSION
 from node.search.embedders import WordLlamaEmbedder
 from node.store.reader import READ_CACHE
 from node.views.query_terms import STOP_WORDS
-from protocol.clock import Hlc
-from protocol.kinds import encode_payload
-from protocol.signing import SigningKey, seal
 from protocol.timefmt import parse_instant
 from tests.bench.common import (
     SMOKE,
@@ -50,6 +47,7 @@ from tests.bench.common import (
     Latency,
     Result,
     Stopwatch,
+    Writers,
     cached,
     cached_at,
     peak_rss_mib,
@@ -95,7 +93,6 @@ DAY_MS = 86_400_000
 START_MS = parse_instant("2024-01-01T00:00:00Z").ms  # ingest times: one year, in the past
 SPAN_MS = 365 * DAY_MS
 _SEED = 20_250_101
-_KIND = "sr.put"
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -477,42 +474,22 @@ class Corpus:
 # -- building the store --------------------------------------------------------------------
 
 
-def _writer_key(w: int) -> SigningKey:
-    return SigningKey(bytes([0x60 + w]) * 32)
-
-
 async def _receive(path: Path, sizes: Sizes) -> dict[str, Any]:
     """Initialise a node at ``path`` and receive every SR, sealed by ``WRITERS`` foreign
     writers for its mesh; the word counts and the reader's token."""
     info = await Node.init(path)
     corpus = Corpus(sizes.srs)
-    keys = [_writer_key(w) for w in range(WRITERS)]
-    epochs = [bytes([w + 1]) * 8 for w in range(WRITERS)]
-    seqs: list[int] = [0] * WRITERS
-    prevs: list[bytes | None] = [None] * WRITERS
+    writers = Writers(info.mesh, WRITERS, 0x60)
     word_df: Counter[str] = Counter()
     receive_s = 0.0
     async with Node.open(path) as node:
-        for key in keys:
+        for key in writers.keys:
             await node.membership.admit_member(key.public)
         issued = await node.create_token(READER, WORKSPACE, ("read:workspace",))
         batch: list[tuple[bytes, bytes | None]] = []
         for i, (wall, payload) in enumerate(corpus.payloads()):
             word_df.update(set(_WORD.findall(f"{payload['title']} {payload['text']}".lower())))
-            w = i % WRITERS
-            seqs[w] += 1
-            entry = seal(
-                keys[w],
-                mesh=info.mesh,
-                epoch=epochs[w],
-                seq=seqs[w],
-                prev=prevs[w],
-                hlc=Hlc(wall, 0),
-                kind=_KIND,
-                payload=encode_payload(_KIND, payload),
-            )
-            prevs[w] = entry.id
-            batch.append((entry.raw, entry.payload))
+            batch.append(writers.sealed(i, wall, payload))
             if len(batch) == sizes.batch or i == corpus.n - 1:
                 receive_s += await receive_batch(node, batch)
                 batch = []

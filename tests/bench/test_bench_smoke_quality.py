@@ -8,13 +8,13 @@ is never copied into the repository; these tests read it where it lies.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 
 from tests.bench import quality
+from tests.bench._smoke import locomo
 from tests.bench.common import run_bench
 
 _FIGURE = r"(\d\.\d{3}|—)"  # a mean, or a dash for a category without questions
@@ -31,12 +31,7 @@ def _rows(label: str, metrics: tuple[str, ...], lines: list[str]) -> list[str]:
 
 
 def test_quick_run_prints_every_row_and_check(tmp_path: Path) -> None:
-    data = quality.default_locomo()
-    if not list(data.glob("*.json")):
-        reason = f"no LoCoMo split in {data} (set MEMLANE_LOCOMO to run this test)"
-        if os.environ.get("CI") == "true":  # CI has ../shared beside its clone: never skip there
-            pytest.fail(reason)
-        pytest.skip(reason)
+    data = locomo()
     done = run_bench("--quick", "--dir", str(tmp_path), "--locomo", str(data), "quality")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

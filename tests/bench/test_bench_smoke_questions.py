@@ -8,26 +8,18 @@ is read where it lies (never copied into the repository).
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
-import pytest
-
-from tests.bench import quality, questions
-from tests.bench._smoke import run_smoke
+from tests.bench import questions
+from tests.bench._smoke import locomo, run_smoke
 
 _MS = r"[\d,]+(\.\d+)?"
 SMALL = (questions.Sizes(800, "questions-800", questions=10, warmup=2),)
 
 
 def test_quick_run_prints_every_engine_and_check(tmp_path: Path) -> None:
-    data = quality.default_locomo()
-    if not list(data.glob("*.json")):
-        reason = f"no LoCoMo split in {data} (set MEMLANE_LOCOMO to run this test)"
-        if os.environ.get("CI") == "true":  # CI has ../shared beside its clone: never skip there
-            pytest.fail(reason)
-        pytest.skip(reason)
+    data = locomo()
     cache, work = tmp_path / "cache", tmp_path / "work"
     done = run_smoke(
         "questions",
