@@ -41,7 +41,8 @@ from node.views.segments import (
     encode_docs,
     encode_list,
     encode_postings,
-    merge,
+    merged_docs,
+    merged_postings,
 )
 from node.views.tokens import token_count, tokenizer
 
@@ -257,31 +258,31 @@ class TextIndex:
         return {k: known[k] for k in keys}
 
     def _write(self, db: sqlite3.Connection, segment: Segment) -> int:
-        n = len(segment.docs)
-        blob = n < BLOB_SLOTS
-        seg = int(
-            db.execute(
-                _NEW_SEGMENT,
-                (
-                    n,
-                    n,
-                    encode_docs(segment.docs),
-                    np.packbits(np.zeros(n, np.uint8)).tobytes(),
-                    encode_postings(segment.postings) if blob else None,
-                ),
-            ).lastrowid
-            or 0
-        )
-        if not blob:
-            db.executemany(
-                "INSERT INTO sr_postings (seg, term, list) VALUES (?, ?, ?)",
-                ((seg, t, encode_list(s, f)) for t, s, f in segment.postings.lists()),
-            )
+        return self._written(db, segment.docs, [segment.postings])[0]
+
+    def _written(
+        self, db: sqlite3.Connection, docs: Docs, postings: Iterable[Postings]
+    ) -> tuple[int, set[int]]:
+        """A new segment of ``docs`` with ``postings`` (ranges of term ids, in order): its
+        id, and the term ids it holds."""
+        n = len(docs)
+        small = Postings.joined(list(postings)) if n < BLOB_SLOTS else None
+        blank = np.packbits(np.zeros(n, np.uint8)).tobytes()
+        blob = None if small is None else encode_postings(small)
+        seg = int(db.execute(_NEW_SEGMENT, (n, n, encode_docs(docs), blank, blob)).lastrowid or 0)
+        held: set[int] = set()
+        for part in [small] if small is not None else postings:
+            held.update(part.terms.tolist())
+            if small is None:
+                db.executemany(
+                    "INSERT INTO sr_postings (seg, term, list) VALUES (?, ?, ?)",
+                    ((seg, t, encode_list(s, f)) for t, s, f in part.lists()),
+                )
         db.executemany(
             "INSERT OR REPLACE INTO sr_index_docs (doc, seg, slot) VALUES (?, ?, ?)",
-            ((doc, seg, slot) for slot, doc in enumerate(segment.docs.keys.tolist())),
+            ((doc, seg, slot) for slot, doc in enumerate(docs.keys.tolist())),
         )
-        return seg
+        return seg, held
 
     # -- merges -------------------------------------------------------------------------------
 
@@ -300,15 +301,15 @@ class TextIndex:
     def rewrite(self, db: sqlite3.Connection, segs: Sequence[int]) -> set[int]:
         """Merge ``segs`` into one segment of their docs that are not gone (none: no
         segment); the term ids they held that it does not."""
-        parts = [load_segment(db, seg) for seg in segs]
-        merged = merge([(segment, ~gone) for segment, gone in parts])
+        parts = [(segment, ~gone) for segment, gone in (load_segment(db, seg) for seg in segs)]
+        docs = merged_docs(parts)
         marks = ",".join("?" * len(segs))
         for table in ("sr_segments", "sr_postings"):
             db.execute(f"DELETE FROM {table} WHERE seg IN ({marks})", segs)  # noqa: S608
-        if len(merged.docs):
-            self._write(db, merged)
-        held = {int(t) for segment, _ in parts for t in segment.postings.terms}
-        return held - {int(t) for t in merged.postings.terms}
+        kept: set[int] = set()
+        if len(docs):
+            kept = self._written(db, docs, merged_postings(parts))[1]
+        return {int(t) for segment, _ in parts for t in segment.postings.terms} - kept
 
     # -- the scrub after an erase ---------------------------------------------------------------
 

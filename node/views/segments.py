@@ -13,8 +13,9 @@ copy).  A term's count in one field is kept up to 255.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import msgpack
@@ -34,6 +35,8 @@ __all__ = [
     "encode_list",
     "encode_postings",
     "merge",
+    "merged_docs",
+    "merged_postings",
 ]
 
 FIELDS = ("title", "text", "tags")
@@ -131,6 +134,19 @@ class Postings:
             np.minimum(tfs[order], TF_MAX).astype(_U8),
         )
 
+    @staticmethod
+    def joined(parts: Sequence[Postings]) -> Postings:
+        """Postings of successive, disjoint ranges of term ids, as one."""
+        offsets = np.cumsum([0, *(len(p.slots) for p in parts[:-1])])
+        return Postings(
+            np.concatenate([p.terms for p in parts] or [_none()]),
+            np.concatenate(
+                [[0], *(p.starts[1:] + o for p, o in zip(parts, offsets, strict=True))]
+            ).astype(np.int64),
+            np.concatenate([p.slots for p in parts] or [_none(_U32)]),
+            np.concatenate([p.tfs for p in parts] or [np.zeros((0, 3), _U8)]),
+        )
+
     def find(self, term: int) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint8]] | None:
         """The slots holding ``term`` and their counts, or None."""
         at = int(np.searchsorted(self.terms, term))
@@ -153,23 +169,42 @@ class Segment:
     postings: Postings
 
 
+MERGE_RANGES = 16  # a merge builds its postings this many ranges of term ids at a time
+
+
 def merge(parts: Sequence[tuple[Segment, npt.NDArray[np.bool_]]]) -> Segment:
     """One segment of the docs each part keeps (its mask), slots renumbered in order."""
-    docs, terms, slots, tfs = [], [], [], []
-    base = 0
-    for segment, keep in parts:
-        renumber = (np.cumsum(keep, dtype=np.int64) - 1 + base).astype(_U32)
-        p = segment.postings
-        held = keep[p.slots]
-        terms.append(np.repeat(p.terms, np.diff(p.starts))[held])
-        slots.append(renumber[p.slots[held]])
-        tfs.append(p.tfs[held])
-        docs.append(segment.docs.taken(keep))
-        base += int(keep.sum())
-    postings = Postings.of_columns(
-        np.concatenate(terms), np.concatenate(slots), np.concatenate(tfs)
-    )
-    return Segment(Docs.joined(docs), postings)
+    return Segment(merged_docs(parts), Postings.joined(list(merged_postings(parts))))
+
+
+def merged_docs(parts: Sequence[tuple[Segment, npt.NDArray[np.bool_]]]) -> Docs:
+    """The docs each part keeps, in order: the merged segment's slots."""
+    return Docs.joined([segment.docs.taken(keep) for segment, keep in parts])
+
+
+def merged_postings(parts: Sequence[tuple[Segment, npt.NDArray[np.bool_]]]) -> Iterator[Postings]:
+    """The merged segment's postings, a range of term ids at a time (``MERGE_RANGES``), so a
+    merge's temporaries are a range's, not the whole segment's."""
+    bases = np.cumsum([int(keep.sum()) for _, keep in parts]) - [int(k.sum()) for _, k in parts]
+    renumber = [
+        (np.cumsum(keep, dtype=np.int64) - 1 + base).astype(_U32)
+        for (_, keep), base in zip(parts, bases, strict=True)
+    ]
+    every = np.unique(np.concatenate([s.postings.terms for s, _ in parts] or [_none()]))
+    edges = every[np.linspace(0, len(every), MERGE_RANGES + 1).astype(np.int64)[1:-1]]
+    limits = [None, *edges.tolist(), None]
+    for lo, hi in pairwise(limits):
+        terms, slots, tfs = [], [], []
+        for (segment, keep), moved in zip(parts, renumber, strict=True):
+            p = segment.postings
+            a = 0 if lo is None else int(np.searchsorted(p.terms, lo))
+            b = len(p.terms) if hi is None else int(np.searchsorted(p.terms, hi))
+            s0, s1 = p.starts[a], p.starts[b]
+            held = keep[p.slots[s0:s1]]
+            terms.append(np.repeat(p.terms[a:b], np.diff(p.starts[a : b + 1]))[held])
+            slots.append(moved[p.slots[s0:s1][held]])
+            tfs.append(p.tfs[s0:s1][held])
+        yield Postings.of_columns(np.concatenate(terms), np.concatenate(slots), np.concatenate(tfs))
 
 
 # -- blobs --------------------------------------------------------------------------------------
