@@ -169,7 +169,8 @@ class Segment:
     postings: Postings
 
 
-MERGE_RANGES = 16  # a merge builds its postings this many ranges of term ids at a time
+MERGE_RANGES = 16  # a large merge builds its postings this many ranges of term ids at a time
+RANGE_POSTINGS = 250_000  # ... a smaller one, one range per this many postings (at least one)
 
 
 def merge(parts: Sequence[tuple[Segment, npt.NDArray[np.bool_]]]) -> Segment:
@@ -183,15 +184,18 @@ def merged_docs(parts: Sequence[tuple[Segment, npt.NDArray[np.bool_]]]) -> Docs:
 
 
 def merged_postings(parts: Sequence[tuple[Segment, npt.NDArray[np.bool_]]]) -> Iterator[Postings]:
-    """The merged segment's postings, a range of term ids at a time (``MERGE_RANGES``), so a
-    merge's temporaries are a range's, not the whole segment's."""
+    """The merged segment's postings, a range of term ids at a time (up to ``MERGE_RANGES``,
+    one per ``RANGE_POSTINGS``), so a large merge's temporaries are a range's, not the whole
+    segment's, and a small one is made in one go."""
     bases = np.cumsum([int(keep.sum()) for _, keep in parts]) - [int(k.sum()) for _, k in parts]
     renumber = [
         (np.cumsum(keep, dtype=np.int64) - 1 + base).astype(_U32)
         for (_, keep), base in zip(parts, bases, strict=True)
     ]
     every = np.unique(np.concatenate([s.postings.terms for s, _ in parts] or [_none()]))
-    edges = every[np.linspace(0, len(every), MERGE_RANGES + 1).astype(np.int64)[1:-1]]
+    postings = sum(len(s.postings.slots) for s, _ in parts)
+    ranges = max(1, min(MERGE_RANGES, postings // RANGE_POSTINGS))
+    edges = every[np.linspace(0, len(every), ranges + 1).astype(np.int64)[1:-1]]
     limits = [None, *edges.tolist(), None]
     for lo, hi in pairwise(limits):
         terms, slots, tfs = [], [], []

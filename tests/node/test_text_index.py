@@ -3,10 +3,10 @@ of the documented rule (``findref``): random stores written a few SRs at a time 
 of several owners, two workspaces, corrections, tag changes, deletions and undeletions,
 erasures, conversational and not, texts that tie, several SRs to a millisecond — and random
 questions from callers who read different parts of them.  Segments are made tiny (a handful
-of docs, merged three at a time, a reader's cache of lists a few hundred bytes) so that
-every path — small and large segments, merges, gone docs, lists evicted — runs at test
-size.  Every answer (ids, order, rank, score, ``has_more``, ``shed_terms``) must equal the
-reference's.
+of docs, merged three at a time and a few terms at a time, a reader's cache of lists a few
+hundred bytes) so that every path — small and large segments, merges, gone docs, lists
+evicted — runs at test size.  Every answer (ids, order, rank, score, ``has_more``,
+``shed_terms``) must equal the reference's.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 from node.access.callers import Caller
 from node.identity import DB_FILE
 from node.node import Node
-from node.views import search_index, search_reads
+from node.views import search_index, search_reads, segments
 from node.views.find import find
 from node.views.query_terms import query_terms
 from node.views.timeline import Query
@@ -60,6 +60,7 @@ def tiny_segments(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(search_index, "FANOUT", 3)
     monkeypatch.setattr(search_index, "TOP_TIER", 3)
     monkeypatch.setattr(search_reads, "LIST_CACHE_BYTES", 200)  # lists evicted all the time
+    monkeypatch.setattr(segments, "RANGE_POSTINGS", 4)  # merges made a few terms at a time
 
 
 def _text(rng: random.Random, k: int) -> str:
