@@ -22,7 +22,7 @@ from node.store import Reader
 from node.store.reader import Fetch
 from node.views.query_terms import QueryTerm
 from node.views.read_rule import readable_srs
-from node.views.scoring import frequencies, score
+from node.views.scoring import Scores, frequencies, score
 from node.views.search_reads import Cache, cache_of, read
 from node.views.shown import shown_from_blob
 from node.views.timeline import MIN_DENSE, NOISE_SHARE, Page, Query, narrowing
@@ -136,9 +136,6 @@ def _shed(
     rarest = min(held, key=lambda t: (share[t.word], t.word))
     kept = [t for t in wanted if t is rarest or share[t.word] <= NOISE_SHARE]
     return kept, [t.word for t in wanted if t not in kept]
-
-
-Scores = npt.NDArray[np.float64]
 
 
 Ranked = tuple[float, str, int]  # -score, sr_id, doc: in rank order when sorted

@@ -26,7 +26,7 @@ import numpy.typing as npt
 from node.views.search_reads import Block, Read
 from node.views.timeline import Query
 
-__all__ = ["FIELD_WEIGHTS", "Scored", "frequencies", "score"]
+__all__ = ["FIELD_WEIGHTS", "Scored", "Scores", "frequencies", "score"]
 
 K1, B = 1.2, 0.75
 # A term's count in each field (title, text, tags: node/views/segments.py ``FIELDS``) weighs

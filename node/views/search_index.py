@@ -322,8 +322,7 @@ class TextIndex:
             return
         hashes = np.array(erased, np.int64)
         dropped: set[int] = set()
-        for (seg,) in db.execute("SELECT seg FROM sr_segments").fetchall():
-            (docs,) = db.execute("SELECT docs FROM sr_segments WHERE seg = ?", (seg,)).fetchone()
+        for seg, docs in db.execute("SELECT seg, docs FROM sr_segments").fetchall():
             if np.isin(decode_docs(docs).ids, hashes).any():
                 dropped |= self.rewrite(db, [seg])
         blobs = [decode_postings(b) for (b,) in db.execute(_BLOBS)]

@@ -34,7 +34,6 @@ __all__ = [
     "encode_docs",
     "encode_list",
     "encode_postings",
-    "merge",
     "merged_docs",
     "merged_postings",
 ]
@@ -171,11 +170,6 @@ class Segment:
 
 MERGE_RANGES = 16  # a large merge builds its postings this many ranges of term ids at a time
 RANGE_POSTINGS = 250_000  # ... a smaller one, one range per this many postings (at least one)
-
-
-def merge(parts: Sequence[tuple[Segment, npt.NDArray[np.bool_]]]) -> Segment:
-    """One segment of the docs each part keeps (its mask), slots renumbered in order."""
-    return Segment(merged_docs(parts), Postings.joined(list(merged_postings(parts))))
 
 
 def merged_docs(parts: Sequence[tuple[Segment, npt.NDArray[np.bool_]]]) -> Docs:
