@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import chain
 from typing import Any
@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from node.views.segments import (
+    FIELDS,
     Docs,
     Postings,
     Segment,
@@ -124,6 +125,21 @@ def _joined(
     )
 
 
+def _counted(owners: npt.NDArray[np.int64], terms: npt.NDArray[np.int64]) -> Postings:
+    """Postings of docs cut into fields: each of ``terms`` (term ids) is in field ``owner %
+    len(FIELDS)`` of slot ``owner // len(FIELDS)``."""
+    fields = int(owners.max(initial=0)) + 1
+    pairs, counts = np.unique(terms * fields + owners, return_counts=True)
+    term, at = np.divmod(pairs, fields)  # ordered by term, then slot, then field
+    slot, field = np.divmod(at, len(FIELDS))
+    first = np.ones(len(pairs), bool)
+    first[1:] = (term[1:] != term[:-1]) | (slot[1:] != slot[:-1])
+    row = np.cumsum(first) - 1
+    tfs = np.zeros((int(first.sum()), len(FIELDS)), np.int64)
+    tfs[row, field] = counts
+    return Postings.of_columns(term[first], slot[first], tfs)
+
+
 def _chunks(items: Sequence[Any], size: int = 500) -> Iterable[Sequence[Any]]:
     return (items[i : i + size] for i in range(0, len(items), size))
 
@@ -183,19 +199,18 @@ class TextIndex:
 
     def _segment(self, db: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> Segment:
         """A segment of the docs of ``rows`` (``_ENTERED``'s), in that order."""
-        cut = tokenizer.terms([text for r in rows for text in (r[2], r[3], r[4])])
-        ids = self._term_ids(db, set(chain.from_iterable(cut)))
-        flat: list[int] = []
-        for slot in range(len(rows)):
-            title, text, tags = cut[3 * slot : 3 * slot + 3]
-            counts = Counter(text)
-            if not title and not tags:  # most docs: text alone
-                for term, n in counts.items():
-                    flat += (ids[term], slot, 0, n, 0)
-                continue
-            t, g = Counter(title), Counter(tags)
-            for term in counts.keys() | t.keys() | g.keys():
-                flat += (ids[term], slot, t.get(term, 0), counts.get(term, 0), g.get(term, 0))
+        split, of = tokenizer.cut([text for r in rows for text in (r[2], r[3], r[4])])
+        ids = self._term_ids(db, set(chain.from_iterable(of.values())))
+        chunk_at = {chunk: at for at, chunk in enumerate(of)}
+        words = np.fromiter((chunk_at[c] for chunks in split for c in chunks), np.int64)
+        sizes = np.fromiter(map(len, of.values()), np.int64, len(of))  # terms per chunk
+        per_word = sizes[words]
+        starts = np.repeat(np.cumsum(sizes)[words] - np.cumsum(per_word), per_word)
+        chunk_terms = np.fromiter((ids[t] for terms in of.values() for t in terms), np.int64)
+        owners = np.repeat(np.arange(len(split)), np.fromiter(map(len, split), np.int64))
+        postings = _counted(
+            np.repeat(owners, per_word), chunk_terms[starts + np.arange(len(starts))]
+        )
         scopes = self._ids(
             db,
             self._scopes,
@@ -215,7 +230,7 @@ class TextIndex:
             np.array([bool(r[9]) for r in rows], bool),
             np.array([sr_hash(r[1]) for r in rows], np.int64),
         )
-        return Segment(docs, Postings.of(np.array(flat, np.int64).reshape(-1, 5)))
+        return Segment(docs, postings)
 
     def _term_ids(self, db: sqlite3.Connection, terms: set[str]) -> dict[str, int]:
         """The dictionary ids of ``terms``, new ones made."""

@@ -46,6 +46,11 @@ class Tokenizer:
 
     def terms(self, texts: Sequence[str]) -> list[list[str]]:
         """The stemmed terms of each of ``texts``, in order."""
+        split, of = self.cut(texts)
+        return [[t for c in chunks for t in of[c]] for chunks in split]
+
+    def cut(self, texts: Sequence[str]) -> tuple[list[list[str]], dict[str, tuple[str, ...]]]:
+        """Each of ``texts`` as its whitespace chunks, and the stemmed terms of each chunk."""
         split = [text.split() for text in texts]
         with self._lock:
             known = self._chunks
@@ -57,7 +62,7 @@ class Tokenizer:
             for start in range(0, len(new), 1000):
                 part = new[start : start + 1000]
                 known.update(zip(part, self._tokens("stem", part), strict=True))
-            return [[t for c in chunks for t in known[c]] for chunks in split]
+            return split, {chunk: known[chunk] for chunk in every}
 
     def _tokens(self, table: str, texts: Sequence[str]) -> list[tuple[str, ...]]:
         """The tokens of each of ``texts`` through ``table``'s tokenizer, in order."""
