@@ -88,19 +88,37 @@ class TlsGate:
     ) -> None:
         self.context, self.bounds, self.handler, self.port = context, bounds, handler, port
         self.slots = Slots(bounds.max_open, bounds.max_per_address)
+        # In their handshake, oldest first: each one's address and the task running it.
+        self._waiting: dict[asyncio.StreamWriter, tuple[str, asyncio.Task[Any]]] = {}
 
     async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         address = remote_host(writer)
         full = self.slots.full(address)
-        if full is not None:
+        if full is not None and not self._evict(address if full == "address" else None):
             REFUSALS.count(f"{self.port}_{'per_address' if full == 'address' else 'pre_handshake'}")
             writer.transport.abort()  # nothing was read or written: free the descriptor now
             return
         if await self._handshake(writer, address):
             await self.handler(reader, writer)
 
+    def _evict(self, address: str | None) -> bool:
+        """Abort the oldest connection still in its handshake (from ``address``, if given),
+        its slot given to a newcomer now — an honest handshake takes milliseconds, so the
+        oldest is the likeliest to be held open (OpenSSH's MaxStartups drops early ones)."""
+        oldest = next((w for w, (at, _) in self._waiting.items() if address in (None, at)), None)
+        if oldest is None:
+            return False
+        at, handshake = self._waiting.pop(oldest)
+        self.slots.give(at)
+        REFUSALS.count(f"{self.port}_handshake_evicted")
+        handshake.cancel()
+        return True
+
     async def _handshake(self, writer: asyncio.StreamWriter, address: str) -> bool:
         self.slots.take(address)
+        task = asyncio.current_task()
+        assert task is not None, "a start_server callback runs in a task"
+        self._waiting[writer] = (address, task)
         try:
             async with asyncio.timeout(self.bounds.timeout):
                 # asyncio's own bound (60 s) stays as a backstop; ours comes first.
@@ -112,8 +130,15 @@ class TlsGate:
         except OSError:  # ssl.SSLError is one: not TLS, or a certificate refused
             writer.transport.abort()
             return False
+        except asyncio.CancelledError:
+            writer.transport.abort()
+            if writer in self._waiting:  # not evicted: the port is closing
+                raise
+            task.uncancel()
+            return False
         finally:
-            self.slots.give(address)
+            if self._waiting.pop(writer, None) is not None:  # not evicted: its slot is held
+                self.slots.give(address)
         return True
 
 

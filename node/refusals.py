@@ -20,11 +20,14 @@ LIMITS = (
     "sync_pre_handshake",  # max_handshakes sync connections are in their TLS handshake
     "sync_per_address",  # one address holds max_handshakes_per_address of them
     "sync_handshake_timeout",  # a sync connection's handshake took handshake_timeout
+    "sync_handshake_evicted",  # the oldest sync connection in its handshake gave its slot
     "join_pre_handshake",  # the join port's connections in their handshake (16)
     "join_per_address",  # one address holds 4 of them
     "join_handshake_timeout",  # a join connection's handshake took 10 s
+    "join_handshake_evicted",  # the oldest join connection in its handshake gave its slot
     "join_slots",  # every join slot (max_joins) is taken
     "join_idle",  # a join connection sent no request within read_timeout
+    "join_evicted",  # the oldest join connection without a request gave its slot to a newcomer
     "discovery_evicted",  # a discovered node unlinked for evict_after gave its place
     "mcp_body_bytes",  # an MCP HTTP body over max_body_bytes
     "mcp_json_shape",  # an MCP HTTP body nests or counts beyond max_json_depth / _values

@@ -67,7 +67,14 @@ MAX_JOINS = 4  # joins served at once; more connections are closed at once
 # A joiner sends its request right after the handshake: a connection that has not sent it
 # within this many seconds is dropped, so idle connections cannot hold the MAX_JOINS slots.
 READ_TIMEOUT = 5.0
+# Every slot answering a request: the newcomer is told so, and ``join`` tries again.
+BUSY = "the authority's join port is busy: every join slot is taken"
+RETRY_FIRST, RETRY_MAX = 0.25, 2.0  # seconds between a joiner's tries: doubling, up to this
 _PREFIX = struct.Struct(">I")
+
+
+class _Busy(MeshError):
+    """The authority could not take the join now: worth trying again."""
 
 
 class _Unanswered(Exception):
@@ -80,6 +87,12 @@ async def _read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
     if not 0 < length <= limit:
         raise _Unanswered(f"a frame of {length} bytes, not 1 to {limit}")
     return await reader.readexactly(length)
+
+
+async def _closed(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with contextlib.suppress(OSError, ssl.SSLError):
+        await writer.wait_closed()
 
 
 def _address(host: str, port: int) -> str:
@@ -107,6 +120,8 @@ class JoinService:
         self.address: tuple[str, int] | None = None
         self._server: asyncio.Server | None = None
         self._busy = 0
+        self._idle: dict[asyncio.StreamWriter, None] = {}  # slots not sent a request: oldest first
+        self._evicted: set[asyncio.StreamWriter] = set()
         self._ca = b""
 
     @property
@@ -136,15 +151,20 @@ class JoinService:
             self._server = None
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._busy >= self.max_joins:
+        taken_over = self._busy >= self.max_joins
+        if taken_over and not self._evict_idle():
             REFUSALS.count("join_slots")
-            writer.close()
+            with contextlib.suppress(OSError):
+                writer.write(encode_frame(encode_refused(JoinRefused(BUSY))))
+            await _closed(writer)
             return
-        self._busy += 1
+        self._busy += 0 if taken_over else 1
+        self._idle[writer] = None
         try:
             async with asyncio.timeout(JOIN_TIMEOUT):
                 async with asyncio.timeout(self.read_timeout):
                     body = await _read_frame(reader, MAX_REQUEST_BYTES)
+                del self._idle[writer]
                 answer = await self.answer(body)
                 writer.write(encode_frame(answer))
                 await writer.drain()
@@ -153,10 +173,25 @@ class JoinService:
             if isinstance(exc, TimeoutError):
                 REFUSALS.count("join_idle")
         finally:
-            self._busy -= 1
-            writer.close()
-            with contextlib.suppress(OSError, ssl.SSLError):
-                await writer.wait_closed()
+            self._idle.pop(writer, None)
+            if writer in self._evicted:
+                self._evicted.discard(writer)  # its slot went to the connection that evicted it
+            else:
+                self._busy -= 1
+            await _closed(writer)
+
+    def _evict_idle(self) -> bool:
+        """Close the oldest connection that has not sent its request yet, its slot handed
+        to a newcomer (as OpenSSH's MaxStartups drops early connections); False if every
+        slot is answering a request."""
+        if not self._idle:
+            return False
+        oldest = next(iter(self._idle))
+        del self._idle[oldest]
+        self._evicted.add(oldest)
+        REFUSALS.count("join_evicted")
+        oldest.transport.abort()
+        return True
 
     async def answer(self, body: bytes) -> bytes:
         """The answer to one request body: the join's material, or why it was refused."""
@@ -205,7 +240,7 @@ async def join(
     work = _workspace(path)
     try:
         key = create_key(work / NODE_KEY_FILE)
-        answer = await _exchange(invite, text.strip(), key, host, port, wall, seconds)
+        answer = await _answered(invite, text.strip(), key, host, port, wall, seconds)
         info = await _make(work, key, answer, wall)
         _place(work, path)
     except BaseException:
@@ -226,6 +261,29 @@ def _place(work: Path, path: Path) -> None:
     if path.exists():
         path.rmdir()  # empty, as checked before
     work.rename(path)
+
+
+async def _answered(
+    invite: invites.Invite,
+    text: str,
+    key: SigningKey,
+    host: str,
+    port: int,
+    wall: Wall,
+    seconds: float,
+) -> JoinAnswer:
+    """``_exchange``, tried again while the authority is busy (or closed the connection
+    unanswered: its slot given to a newer connection), until ``seconds`` have passed."""
+    loop = asyncio.get_running_loop()
+    deadline, delay, tries = loop.time() + seconds, RETRY_FIRST, 1
+    while True:
+        try:
+            return await _exchange(invite, text, key, host, port, wall, deadline - loop.time())
+        except _Busy as exc:
+            if loop.time() + delay >= deadline:
+                raise MeshError(f"{exc} ({tries} tries in {seconds:g} s)") from exc
+        await asyncio.sleep(delay)
+        delay, tries = min(delay * 2, RETRY_MAX), tries + 1
 
 
 async def _exchange(
@@ -265,13 +323,15 @@ async def _exchange(
     except ssl.SSLError as exc:
         raise MeshError(f"TLS with the authority at {where} failed: {exc.reason}") from exc
     except (_Unanswered, asyncio.IncompleteReadError) as exc:
-        raise MeshError(f"the authority at {where} closed the connection unanswered") from exc
+        raise _Busy(f"the authority at {where} closed the connection unanswered") from exc
     except OSError as exc:
         raise MeshError(f"cannot reach the authority at {where}: {exc.strerror or exc}") from exc
     try:
         answer = decode_answer(body)
     except ProtocolError as exc:
         raise MeshError(f"the authority at {where} sent a malformed answer: {exc}") from exc
+    if isinstance(answer, JoinRefused) and answer.reason == BUSY:
+        raise _Busy(f"the authority at {where} is busy: every join slot is taken")
     if isinstance(answer, JoinRefused):
         raise InviteError(f"the authority refused the join: {answer.reason}")
     _check(answer, invite, key.public, wall(), where)

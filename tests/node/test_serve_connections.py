@@ -95,8 +95,9 @@ def test_the_connection_bounds_are_config_keys(tmp_path):
 
 
 def test_plain_connections_to_the_sync_port_are_bounded_per_address(tmp_path):
-    """Three plain connections from one address are held until the handshake timeout, the
-    rest closed at once; a member whose link was up before syncs meanwhile."""
+    """Three plain connections from one address are held until the handshake timeout, each
+    newer one evicting the oldest at once; a member whose link was up before syncs
+    meanwhile."""
     site = setup(tmp_path)
     (site["one"] / "config.toml").write_text(
         '[mesh]\nlisten = "127.0.0.1:0"\nmax_handshakes_per_address = 3\nhandshake_timeout = "3s"\n'
@@ -109,7 +110,7 @@ def test_plain_connections_to_the_sync_port_are_bounded_per_address(tmp_path):
         poll("the member's link", lambda: connected(site["two"], site["one_id"]))
         plain = open_connections(shown["sync"], 8)
         opened = time.monotonic()
-        assert count_closed(plain, 5, within=1) == 5  # beyond the three, at once
+        assert count_closed(plain[:5], 5, within=1) == 5  # the oldest, evicted at once
         written = json.loads(
             memlane(
                 "write",
@@ -128,8 +129,12 @@ def test_plain_connections_to_the_sync_port_are_bounded_per_address(tmp_path):
         assert count_closed(plain, 8, within=4) == 8
         assert time.monotonic() - opened >= 2.5  # dropped by the handshake timeout
         assert refusal_counts(
-            shown["health"], "sync_per_address", "sync_handshake_timeout", "sync_pre_handshake"
-        ) == [5, 3, 0]
+            shown["health"],
+            "sync_handshake_evicted",
+            "sync_handshake_timeout",
+            "sync_per_address",
+            "sync_pre_handshake",
+        ) == [5, 3, 0, 0]
     finally:
         for conn in plain:
             conn.close()
@@ -149,18 +154,20 @@ async def _flood_then_handshake(dirs: dict[str, Path]) -> None:
         await service.start(Listen("127.0.0.1", 0), [])
         try:
             host, port = service.address or ("", 0)
-            before = [REFUSALS.get(n) for n in ("sync_pre_handshake", "sync_handshake_timeout")]
+            counted = ("sync_handshake_evicted", "sync_handshake_timeout", "sync_pre_handshake")
+            before = [REFUSALS.get(n) for n in counted]
             plain = [await asyncio.open_connection(host, port) for _ in range(6)]
             ends = await asyncio.gather(*(_ends_within(r, 0.3) for r, _ in plain))
-            assert sum(ends) == 3  # beyond max_open, closed at once
-            ends = await asyncio.gather(*(_ends_within(r, 2) for r, _ in plain))
-            assert all(ends)  # the others after the handshake timeout
-            after = [REFUSALS.get(n) for n in ("sync_pre_handshake", "sync_handshake_timeout")]
-            assert [a - b for a, b in zip(after, before, strict=True)] == [3, 3]
+            assert ends == [True] * 3 + [False] * 3  # beyond max_open, the oldest evicted
+            # While the three newest are held, a member's handshake gets in (the oldest goes).
+            member = await asyncio.open_connection(host, port, ssl=_member_context(dirs["two"]))
+            member[1].close()
+            ends = await asyncio.gather(*(_ends_within(r, 2) for r, _ in plain[3:]))
+            assert all(ends)  # the others: one evicted, two after the handshake timeout
+            after = [REFUSALS.get(n) for n in counted]
+            assert [a - b for a, b in zip(after, before, strict=True)] == [4, 2, 0]
             for _, writer in plain:
                 writer.close()
-            member = await asyncio.open_connection(host, port, ssl=_member_context(dirs["two"]))
-            member[1].close()  # the handshake slots are free again: a member's TLS gets in
         finally:
             await service.close()
 
@@ -194,16 +201,18 @@ async def _flood_the_join_port(root: Path) -> None:
         await joins.start(Listen("127.0.0.1", 0))
         try:
             host, port = joins.address or ("", 0)
-            before = REFUSALS.get("join_per_address")
+            before = REFUSALS.get("join_handshake_evicted")
             plain = [await asyncio.open_connection(host, port) for _ in range(5)]
-            assert sum(await asyncio.gather(*(_ends_within(r, 0.3) for r, _ in plain))) == 3
-            assert REFUSALS.get("join_per_address") - before == 3
-            assert all(await asyncio.gather(*(_ends_within(r, 2) for r, _ in plain)))
-            for _, writer in plain:
-                writer.close()
+            ends = await asyncio.gather(*(_ends_within(r, 0.3) for r, _ in plain))
+            assert ends == [True] * 3 + [False] * 2  # beyond two from one address: the oldest
+            opened = time.monotonic()
             info = await join(
                 root / "two", authority.membership.create_invite(), host, port, seconds=5
             )
+            assert time.monotonic() - opened < 0.5  # while two were held, not after timeouts
+            assert REFUSALS.get("join_handshake_evicted") - before == 4
+            for _, writer in plain:
+                writer.close()
             assert authority.membership.admits(info.public_key, system_wall())
         finally:
             await joins.close()

@@ -12,10 +12,13 @@ import ssl
 import time
 from pathlib import Path
 
+import pytest
+
 from node.address import Listen
 from node.identity import NODE_KEY_FILE
 from node.members import certs
-from node.mesh.join import MAX_JOINS, JoinService, join
+from node.members.errors import MeshError
+from node.mesh.join import MAX_JOINS, READ_TIMEOUT, JoinService, join
 from node.mesh.service import CA_FILE, NODE_CERT_FILE
 from node.mesh.sync import SyncOptions
 from node.node import Node, system_wall
@@ -27,6 +30,7 @@ from tests.node.servekit import (
     node_id_of,
     poll,
     serve,
+    server_closed,
     stop,
 )
 from tests.node.synckit import make_mesh
@@ -130,3 +134,66 @@ async def _squat_then_join(root: Path) -> None:
 
 def test_idle_connections_cannot_hold_the_join_port(tmp_path):
     asyncio.run(_squat_then_join(tmp_path))
+
+
+def _silent_tls(address: str, n: int) -> list[ssl.SSLSocket]:
+    """``n`` join connections that finish their TLS handshake and then say nothing."""
+    host, port = address.rsplit(":", 1)
+    context = certs.join_client_context()
+    return [
+        context.wrap_socket(socket.create_connection((host, int(port)), timeout=5))
+        for _ in range(n)
+    ]
+
+
+def test_a_join_gets_in_while_idle_connections_hold_every_slot(tmp_path):
+    """``MAX_JOINS`` silent TLS connections hold the served authority's join slots; a real
+    ``memlane init --join``, run once, gets in at once: the oldest silent one gives its slot."""
+    one = tmp_path / "one"
+    memlane("init", "--data", str(one))
+    proc, shown = serve(one, "--join-listen", "127.0.0.1:0")
+    silent: list[ssl.SSLSocket] = []
+    try:
+        invite = memlane("mesh", "invite", "--data", str(one), "--label", "late").stdout.strip()
+        silent = _silent_tls(shown["join"], MAX_JOINS)
+        time.sleep(0.2)  # each is being served, holding a slot
+        opened = time.monotonic()
+        joined = memlane(
+            "init", "--data", str(tmp_path / "two"), "--join", invite,
+            "--authority", shown["join"], "--json", check=False,
+        )  # fmt: skip
+        took = time.monotonic() - opened
+        assert joined.returncode == 0, joined.stderr
+        assert took < READ_TIMEOUT  # not after the silent ones timed out
+        assert [server_closed(c) for c in silent] == [True] + [False] * (MAX_JOINS - 1)
+    finally:
+        for conn in silent:
+            conn.close()
+        code, err = stop(proc)
+    assert code == 0, err
+
+
+async def _busy_then_refused(root: Path) -> None:
+    dirs = await make_mesh(root, ["one"], system_wall)
+    async with Node.open(dirs["one"]) as authority:
+        joins = JoinService(authority, max_joins=0)  # every slot always taken
+        await joins.start(Listen("127.0.0.1", 0))
+        try:
+            host, port = joins.address or ("", 0)
+            opened = time.monotonic()
+            with pytest.raises(MeshError) as refused:
+                await join(
+                    root / "two", authority.membership.create_invite(), host, port, seconds=1.5
+                )
+            assert 0.7 <= time.monotonic() - opened < 1.5  # tries at 0, 0.25 and 0.75 s
+            assert f"the authority at {host}:{port} is busy: every join slot is taken" in str(
+                refused.value
+            )
+            assert str(refused.value).endswith("(3 tries in 1.5 s)")
+            assert not (root / "two").exists()
+        finally:
+            await joins.close()
+
+
+def test_a_busy_join_port_says_so_after_trying_again(tmp_path):
+    asyncio.run(_busy_then_refused(tmp_path))
