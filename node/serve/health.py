@@ -3,9 +3,11 @@
 network only the operators' scrapers reach (it is ``127.0.0.1:8766`` by default).
 
 ``/healthz`` answers ``200`` when the store takes a write transaction within two seconds and
-``503`` when it does not; the JSON body also says whether sync runs and how many peer nodes
-it knows and how many of them are connected, counted per node however many connections one
-has had (peers come and go; they do not make a node unhealthy).  ``/metrics`` is
+``503`` when it does not, or when the disk refused a write (full, or an I/O error) within the
+last minute and no write as large has committed since (small writes may pass on a full disk,
+a sync batch not); the JSON body also says whether sync runs and how many peer nodes it knows
+and how many of them are connected, counted per node however many connections one has had
+(peers come and go; they do not make a node unhealthy).  ``/metrics`` is
 ``node.serve.metrics`` in the Prometheus text format.  A request is read with limits (8 KiB of
 head, five seconds); anything else is answered ``404`` or ``405`` and the connection closed.  At
 most ``MAX_CONNECTIONS`` (16) connections are open at once; one more is closed at once, so
@@ -38,6 +40,9 @@ MAX_CONNECTIONS = 16  # a few scrapers and probes; each is answered and closed
 _HEAD_LIMIT = 8192
 _READ_SECONDS = 5.0
 _WRITE_PROBE_SECONDS = 2.0
+# A write the disk refused (full, an I/O error) keeps /healthz at 503 this long: longer than
+# the sync links' backoff_max (30 s), so a link failing at each try keeps it there.
+DISK_REFUSAL_HELD = 60.0
 _TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -48,6 +53,7 @@ async def health(node: Node, service: SyncService | None) -> tuple[bool, dict[st
         async with asyncio.timeout(_WRITE_PROBE_SECONDS):
             await node.refresh()  # a write transaction that writes nothing
         writable: str | None = None
+        writable = node.store.write_failure(DISK_REFUSAL_HELD)  # one begins on a full disk
     except (NodeError, TimeoutError) as exc:
         writable = str(exc) or "no write transaction within 2 s"
     peers = [] if service is None else service.sync.peers.nodes()

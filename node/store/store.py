@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
@@ -317,6 +318,14 @@ class Store:
         if self._writer is None:
             raise StoreError("the store is closed")
         return self._writer.submit(op)
+
+    def write_failure(self, within: float) -> str | None:
+        """Why the disk refused a write in the last ``within`` seconds, if it did and no
+        write as large has committed since."""
+        failed = None if self._writer is None else self._writer.failed
+        if failed is None or time.monotonic() - failed[0] > within:
+            return None
+        return failed[1]
 
     async def refresh(self) -> None:
         """Take in what other processes committed: a batch that writes nothing, whose start

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -223,6 +224,11 @@ class Txn:
 
         await self._conn.call(run)
 
+    @property
+    def rows(self) -> int:
+        """Rows queued to be written in this transaction so far."""
+        return self._queued
+
     async def commit(self) -> None:
         """Write what is queued and commit, in one trip; on failure roll back and raise."""
         work, settle = self._take(), self._settle
@@ -265,6 +271,9 @@ class _Job:
     error: BaseException | None = None
 
 
+_DISK_REFUSED = (10, 13)  # SQLITE_IOERR (and its extended codes), SQLITE_FULL
+
+
 class GroupWriter:
     """Runs operations in group-committed transactions on one connection."""
 
@@ -291,6 +300,9 @@ class GroupWriter:
         self._task: asyncio.Task[None] | None = None
         self.commits = 0
         self.rebuilt = 0  # batches built again because another connection had committed
+        # When the disk last refused a write (a full disk, an I/O error; monotonic seconds),
+        # why, and its rows — until one as large commits (small ones pass on a full disk).
+        self.failed: tuple[float, str, int] | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="memlane-writer")
@@ -374,6 +386,8 @@ class GroupWriter:
             try:
                 await txn.commit()
                 self.commits += 1
+                if self.failed is not None and txn.rows >= self.failed[2]:
+                    self.failed = None
             except (Stale, sqlite3.Error, ValueError) as exc:
                 error = exc
         if isinstance(error, Stale):
@@ -395,8 +409,19 @@ class GroupWriter:
             error = store_error("the write transaction failed and was rolled back", cause)
         elif not isinstance(cause, NodeError):
             error = StoreError(f"the batch failed and was rolled back: {cause!r}")
+        if _disk_refused(cause):
+            self.failed = (time.monotonic(), str(error), txn.rows)
         for job in batch:
             _settle(job.done, None, error)
+
+
+def _disk_refused(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an error it was raised from, is SQLite's full disk or I/O error."""
+    while exc is not None:
+        if isinstance(exc, sqlite3.Error) and exc.sqlite_errorcode & 0xFF in _DISK_REFUSED:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 async def _run_one(job: _Job, txn: Txn) -> None:
