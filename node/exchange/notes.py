@@ -69,7 +69,7 @@ class Names:
         """A wiki link to the note of ``sr_id``, its title as its label (Obsidian's alias); to
         an SR not named in this export (written while it ran), by its ``sr_id``."""
         name, label = self._given.get(sr_id) or self._claim(sr_id)
-        return f"[[{name}|{label}]]" if label != name else f"[[{name}]]"
+        return f"[[{name}|{label}]]"
 
     def _claim(self, sr_id: str) -> tuple[str, str]:
         self._taken.add(_key(sr_id))
