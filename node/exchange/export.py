@@ -160,7 +160,8 @@ async def _markdown(source: Source, part: Path, told: _Told) -> int:
     names = Names()
     async for page in _pages_of_srs(source, _Told(None, 0)):
         for sr in page:
-            names.give(sr)
+            names.want(sr)
+    names.settle()
     count = 0
     async for page in _pages_of_srs(source, told):
         for sr in page:

@@ -1,13 +1,13 @@
-"""An SR as a Markdown note (docs/export.md §markdown): the file name it gets, the note it is,
-and its text's line breaks kept as Markdown keeps them.
+"""An SR as a Markdown note (docs/export.md §markdown): the file name it gets, the note it is, and
+its text's line breaks kept as Markdown keeps them.
 
-A note is named from its title — made safe for every file system a folder of notes is opened
-on, and unique in the folder letter case aside, a suffix of its ``sr_id`` telling apart two
-that would share a name — so a vault opened in Obsidian is a graph of titles.  Names are given
-in the export's order (ingest time, then ``sr_id``), so two exports of the same SRs name them
-alike.  A line break of the text inside a paragraph, which Markdown would join into one line,
-is written as a hard break (two spaces at the line's end); ``soft_breaks`` takes them off again,
-so the text read back is the text written.
+A note is named from its title — made safe for every file system a folder of notes is opened on,
+and unique in the folder letter case aside, a suffix of its ``sr_id`` telling apart two that
+would share a name — so a vault opened in Obsidian is a graph of titles.  Names are given in the
+order the SRs were created, so two exports of the same SRs name them alike.  A line break of the
+text inside a paragraph, which Markdown would join into one line, is written as a hard break
+(two spaces at the line's end); ``soft_breaks`` takes them off again, so the text read back is
+the text written.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from typing import Any
+
+from protocol.timefmt import parse_time
 
 __all__ = ["FRONT_MATTER", "Names", "hard_breaks", "note", "soft_breaks"]
 
@@ -50,31 +52,45 @@ _FENCE = re.compile(r" {0,3}(```|~~~)")
 
 
 class Names:
-    """The file names (without ``.md``) given so far, and the title each note shows."""
+    """The file names (without ``.md``) of an export's notes, and the title each shows.
+
+    Every SR the export holds is ``want``-ed first; ``settle`` then names them in the order
+    they were created (``created_time``, then ``sr_id``), so a correction, an adjustment or a
+    later SR does not take a note's name from it."""
 
     def __init__(self) -> None:
         self._taken: set[str] = set()
         self._given: dict[str, tuple[str, str]] = {}  # sr_id → (name, label)
+        self._wanted: list[tuple[int, str, str, str]] = []  # (created, sr_id, stem, label)
+
+    def want(self, sr: dict[str, Any]) -> None:
+        stem, label = file_stem(sr["title"], sr["text"]), _label(sr["title"])
+        self._wanted.append((parse_time(sr["created_time"]), sr["sr_id"], stem, label))
+
+    def settle(self) -> None:
+        for _, sr_id, stem, label in sorted(self._wanted):
+            self._name(sr_id, stem, label)
+        self._wanted = []
 
     def give(self, sr: dict[str, Any]) -> str:
-        """The name of ``sr``'s note: the one it was given, else one free in the folder."""
-        if sr["sr_id"] not in self._given:
-            stem = file_stem(sr["title"], sr["text"])
-            name = next(n for n in _candidates(stem, sr["sr_id"]) if _key(n) not in self._taken)
-            self._taken.add(_key(name))
-            self._given[sr["sr_id"]] = (name, _label(sr["title"]) or name)
+        """The name of ``sr``'s note: the one it was given, else one free in the folder (an
+        SR written while the export ran)."""
+        self._name(sr["sr_id"], file_stem(sr["title"], sr["text"]), _label(sr["title"]))
         return self._given[sr["sr_id"]][0]
 
     def link(self, sr_id: str) -> str:
         """A wiki link to the note of ``sr_id``, its title as its label (Obsidian's alias); to
         an SR not named in this export (written while it ran), by its ``sr_id``."""
-        name, label = self._given.get(sr_id) or self._claim(sr_id)
+        self._name(sr_id, sr_id, sr_id)
+        name, label = self._given[sr_id]
         return f"[[{name}|{label}]]"
 
-    def _claim(self, sr_id: str) -> tuple[str, str]:
-        self._taken.add(_key(sr_id))
-        self._given[sr_id] = (sr_id, sr_id)
-        return sr_id, sr_id
+    def _name(self, sr_id: str, stem: str, label: str) -> None:
+        if sr_id in self._given:
+            return
+        name = next(n for n in _candidates(stem, sr_id) if _key(n) not in self._taken)
+        self._taken.add(_key(name))
+        self._given[sr_id] = (name, label or name)
 
 
 def file_stem(title: str, text: str) -> str:

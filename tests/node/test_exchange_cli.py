@@ -41,9 +41,13 @@ async def test_import_tells_what_wrote_a_file(tmp_path: Path, wall: Wall) -> Non
     assert f"of {notes} (markdown): wrote 3, 0 already" in ok(run("import", notes, *on))
     mem0 = FIXTURES / "mem0_get_all.json"
     assert f"of {mem0} (mem0): wrote 2, 0 already" in ok(run("import", mem0, *on))
+    compact = tmp_path / "compact.json"  # one line, longer than a line of JSON lines may be
+    tea = {"id": "m-1", "memory": "likes tea", "metadata": {"note": "x" * (1 << 20)}}
+    compact.write_text(json.dumps([tea]))
+    assert f"of {compact} (mem0): wrote 1, 0 already" in ok(run("import", compact, *on))
     ok(run("export", tmp_path / "all.jsonl", *on))
     again = ok(run("import", tmp_path / "all.jsonl", *on))
-    assert "(memlane): wrote 0, 9 already present, 0 skipped" in again
+    assert "(memlane): wrote 0, 10 already present, 0 skipped" in again
     forced = run("import", memory, "--from", "markdown", *on)
     assert fails(forced) == f"{memory} is not a folder of Markdown notes\n"
 
@@ -80,7 +84,7 @@ async def test_a_file_import_cannot_read_is_told_in_one_line(tmp_path: Path, wal
     assert listed["results"] == []  # nothing was written by any of them
 
 
-async def _fill(node: Node) -> dict[str, str]:
+async def _fill(node: Node, wall: Wall) -> dict[str, str]:
     """SRs whose titles clash, letter case aside, or hold what no file name may; one without a
     title; the MCP memory server's entities (observations a line each, relations as links):
     their sr_ids by what they are."""
@@ -95,12 +99,14 @@ async def _fill(node: Node) -> dict[str, str]:
         ("device", "CON", "a name Windows keeps for a device"),
         ("untitled", "", "# Plan\nno title: named from its first line"),
     ]:
+        wall.now += 1000
         answer = await node.e_write(who, title=title, text=text, tags=[name])
         made[name] = answer["sr_id"]
     linked = await node.e_write(
         who, title="Links", text="to all", links=[made["first"], made["second"], made["untitled"]]
     )
     made["links"] = linked["sr_id"]
+    wall.now += 1000  # the first, corrected, is now the last written: its name stays
     await node.e_correct(who, sr_id=made["first"], reason="typo", text="step one\nstep 2")
     return made
 
@@ -129,7 +135,7 @@ async def test_a_markdown_export_is_a_vault_of_titles_that_imports_back(
 ) -> None:
     on_a = await _node_with_token(tmp_path / "a", wall)
     async with Node.open(tmp_path / "a", wall=wall) as a:
-        made = await _fill(a)
+        made = await _fill(a, wall)
     ok(run("export", tmp_path / "vault", "--format", "markdown", *on_a))
     names = sorted(p.name for p in (tmp_path / "vault").iterdir())
     assert names == sorted(
