@@ -39,6 +39,14 @@ async def test_import_tells_what_wrote_a_file(tmp_path: Path, wall: Wall) -> Non
     assert f"of {memory} (mcp-memory): wrote 4, 0 already present" in ok(run("import", memory, *on))
     notes = FIXTURES / "notes"
     assert f"of {notes} (markdown): wrote 3, 0 already" in ok(run("import", notes, *on))
+    plain = tmp_path / "plain"  # plain .md files: titled by their heading, else their name
+    plain.mkdir()
+    (plain / "groceries.md").write_text("milk\neggs\n")
+    (plain / "x.md").write_text("# Reading list\n\nDune\n")
+    assert f"of {plain} (markdown): wrote 2, 0 already" in ok(run("import", plain, *on))
+    found = json.loads(ok(run("timeline", "list", "--page-size", "100", *on, "--json")))
+    titled = {r["title"]: r["text"] for r in found["results"]}
+    assert (titled["groceries"], titled["Reading list"]) == ("milk\neggs", "Dune")
     mem0 = FIXTURES / "mem0_get_all.json"
     assert f"of {mem0} (mem0): wrote 2, 0 already" in ok(run("import", mem0, *on))
     compact = tmp_path / "compact.json"  # one line, longer than a line of JSON lines may be
@@ -47,7 +55,7 @@ async def test_import_tells_what_wrote_a_file(tmp_path: Path, wall: Wall) -> Non
     assert f"of {compact} (mem0): wrote 1, 0 already" in ok(run("import", compact, *on))
     ok(run("export", tmp_path / "all.jsonl", *on))
     again = ok(run("import", tmp_path / "all.jsonl", *on))
-    assert "(memlane): wrote 0, 10 already present, 0 skipped" in again
+    assert "(memlane): wrote 0, 12 already present, 0 skipped" in again
     forced = run("import", memory, "--from", "markdown", *on)
     assert fails(forced) == f"{memory} is not a folder of Markdown notes\n"
 
