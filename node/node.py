@@ -408,12 +408,13 @@ class Node:
         self,
         caller: Caller,
         path: Path | str,
-        source: str,
+        source: str | None = None,
         *,
         dry_run: bool = False,
         progress: Progress | None = None,
     ) -> importing.ImportReport:
-        """Write the records of ``path`` (of ``source``'s kind) as ``caller``."""
+        """Write the records of ``path`` (of ``source``'s kind; without it, of the kind the
+        file is seen to be) as ``caller``."""
         from node.exchange import importing
 
         return await importing.import_file(

@@ -44,13 +44,13 @@ def add_parsers(sub: Any) -> None:
     )
     imported = sub.add_parser("import", help=_IMPORT_HELP, description=_IMPORT_HELP)
     imported.set_defaults(handler=import_command)
-    imported.add_argument("file", metavar="FILE", help="the file (a folder, for markdown)")
+    imported.add_argument("file", metavar="FILE", help="the file, or a folder of Markdown notes")
     imported.add_argument(
         "--from",
         dest="source",
         choices=tuple(SOURCES),
-        default="memlane",
-        help="what wrote it (default: memlane's own jsonl)",
+        help="what wrote it (default: told by the file — a folder is Markdown notes, a file's "
+        "first line names the rest)",
     )
     imported.add_argument(
         "--dry-run", action="store_true", help="check every record, tell what would be written"
@@ -94,7 +94,7 @@ async def import_command(args: argparse.Namespace) -> Result:
     if report.skipped > len(told):
         lines.append(f"… and {report.skipped - len(told):,} more problems (--json lists them)")
     lines.append(
-        f"read {count(report.read, 'record')} of {args.file}: {verb} "
+        f"read {count(report.read, 'record')} of {args.file} ({report.source}): {verb} "
         f"{report.written:,}, {report.present:,} already present, "
         f"{report.skipped:,} skipped"
     )

@@ -1,8 +1,9 @@
 """``memlane export``: what one token can read, in files a person or another tool can read
 (docs/export.md).  ``jsonl`` writes one record a line — a header, each SR, each episode, an
-end that counts them; ``markdown`` a folder of one file per SR, its metadata as YAML front
-matter and its links as ``[[sr_id]]``.  Either is written beside its destination and renamed
-into place once whole, so a destination is never half an export.
+end that counts them; ``markdown`` a folder of one note per SR, named from its title, its
+metadata as YAML front matter and its links as wiki links (``notes``).  Either is written
+beside its destination and renamed into place once whole, so a destination is never half an
+export.
 """
 
 from __future__ import annotations
@@ -10,20 +11,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from node.access.callers import Caller
 from node.errors import NodeError
+from node.exchange.notes import Names, note
 from node.progress import Progress
 from node.store import Reader
 from node.views.episode_reads import Scope
 from node.views.export import count_srs, select_episodes, select_srs
 from node.views.shown import instant
 
-__all__ = ["FORMAT", "VERSION", "ExportError", "ExportReport", "Source", "export", "note"]
+__all__ = ["FORMAT", "VERSION", "ExportError", "ExportReport", "Source", "export"]
 
 FORMAT, VERSION = "memlane-export", 1
 PAGE = 1000  # SRs or episodes read at a time
@@ -152,47 +154,18 @@ def _line(f: TextIO, record: dict[str, Any]) -> None:
 
 
 async def _markdown(source: Source, part: Path, told: _Told) -> int:
+    """Name every note first (a note links to those after it by their names), then write
+    each: the SRs are read twice, and the names and titles kept meanwhile."""
     os.mkdir(part, mode=0o700)
+    names = Names()
+    async for page in _pages_of_srs(source, _Told(None, 0)):
+        for sr in page:
+            names.want(sr)
+    names.settle()
     count = 0
     async for page in _pages_of_srs(source, told):
         for sr in page:
-            (part / f"{sr['sr_id']}.md").write_text("".join(note(sr)), encoding="utf-8")
+            text = "".join(note(sr, names))
+            (part / f"{names.give(sr)}.md").write_text(text, encoding="utf-8")
         count += len(page)
     return count
-
-
-# The front matter's keys, in this order (docs/export.md §markdown); the title is the note's
-# heading too, its text the body.
-FRONT_MATTER = (
-    "sr_id",
-    "title",
-    "tags",
-    "lane",
-    "lane_uuid",
-    "visibility",
-    "content_time",
-    "ingest_time",
-    "created_time",
-    "conversational",
-    "has_correction",
-    "has_adjustment",
-    "caller",
-    "node_id",
-    "links",
-)
-
-
-def note(sr: dict[str, Any]) -> Iterator[str]:
-    """An SR as a Markdown note: YAML front matter (each value in JSON's spelling, which YAML
-    reads as the same value), the title as its heading, the text, its links as wiki links."""
-    yield "---\n"
-    for key in FRONT_MATTER:
-        yield f"{key}: {json.dumps(sr[key], ensure_ascii=False)}\n"
-    yield "---\n"
-    if sr["title"]:
-        yield f"\n# {' '.join(sr['title'].split())}\n"
-    if sr["text"]:
-        yield f"\n{sr['text']}\n"
-    if sr["links"]:
-        yield "\n## Links\n\n"
-        yield from (f"- [[{dst}]]\n" for dst in sr["links"])

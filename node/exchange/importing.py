@@ -24,7 +24,7 @@ from typing import Any
 from node.access.callers import Caller
 from node.errors import Refusal
 from node.exchange.records import EpisodeRecord, Problem, Read, SrRecord, derived_id
-from node.exchange.sources import SOURCES
+from node.exchange.sources import SOURCES, source_of
 from node.progress import Progress
 from node.tools import srs
 from node.tools.context import ToolContext
@@ -69,13 +69,15 @@ async def import_file(
     ctx: ToolContext,
     caller: Caller,
     path: Path,
-    source: str,
+    source: str | None = None,
     *,
     dry_run: bool = False,
     progress: Progress | None = None,
 ) -> ImportReport:
-    """Import ``path``, a file (or folder) of ``source``'s kind (``SOURCES``)."""
+    """Import ``path``, a file (or folder) of ``source``'s kind (``SOURCES``); without
+    ``source``, of the kind it is seen to be (``source_of``)."""
     caller.require("write:workspace")
+    source = source_of(path, source)
     report = ImportReport(source, dry_run)
     for chunk in _chunks(SOURCES[source](path), report):
         await _Chunk(ctx, caller, report).write(chunk)

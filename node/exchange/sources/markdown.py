@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from node.exchange.notes import soft_breaks
 from node.exchange.records import MAX_LINE, FileError, Problem, Read, SrRecord, instant_of
 from node.exchange.sources.memlane import sr_record
 
@@ -139,13 +140,17 @@ def _text(note: _Note, title: str) -> str:
     """The body without its title's heading and the links section memlane writes."""
     body = _LINKS_SECTION.sub("\n", note.body)
     heading = _HEADING.match(body)
-    if heading and heading.group(1).strip() == " ".join(title.split()):
+    if title and heading and heading.group(1).strip() == " ".join(title.split()):
         body = body[heading.end() :]
     return body.strip("\n")
 
 
 def _memlane(note: _Note) -> Read:
-    made = sr_record(1, {**note.front, "text": _text(note, _title(note))})
+    """A note memlane wrote: its SR's fields, and its text as it was before the note's hard
+    breaks (an SR without a title has no heading: a heading its text starts with is kept)."""
+    title = note.front.get("title")
+    text = soft_breaks(_text(note, title if isinstance(title, str) else ""))
+    made = sr_record(1, {**note.front, "text": text})
     if isinstance(made, Problem):
         return Problem(1, f"{note.where}: {made.message}", note.where)
     return SrRecord(

@@ -3,7 +3,8 @@ entity lines (``name``, ``entityType``, ``observations``) and relation lines (``
 ``relationType``).  An entity becomes an SR — its name the title, its observations the text, a
 line each, its type a tag — and each relation from it a link to the relation's target, with the
 relation kept as a last line of the text (``relationType → to``).  A relation naming an entity
-the file does not hold is a problem of its line; the entity is still imported.
+the file does not hold is a problem of its line; the entity is still imported.  A file none of
+whose lines is an entity or a relation is not the server's, and is refused whole.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from node.exchange.records import Problem, Read, SrRecord, open_lines, too_long_or_not_text
+from node.exchange.records import (
+    FileError,
+    Problem,
+    Read,
+    SrRecord,
+    open_lines,
+    too_long_or_not_text,
+)
 
 __all__ = ["read"]
 
@@ -30,10 +38,17 @@ class _Entity:
 def read(path: Path) -> Iterator[Read]:
     entities: dict[str, _Entity] = {}
     relations: list[tuple[int, str, str, str]] = []
+    problems: list[Problem] = []
     for number, text in open_lines(path):
         problem = _take(number, text, entities, relations)
         if problem is not None:
-            yield problem
+            problems.append(problem)
+    if not entities and not relations and problems:
+        raise FileError(
+            f"{path} is not the MCP memory server's memory.jsonl: no line of it is an entity "
+            "or a relation"
+        )
+    yield from problems
     for number, source, to, kind in relations:
         if source not in entities or to not in entities:
             missing = source if source not in entities else to

@@ -1,8 +1,8 @@
-"""memlane's own JSON lines export (docs/export.md §jsonl): each SR and episode line a record.
-An SR keeps its content, metadata and links (by their exported ids, mapped as the SRs are);
-an episode its fields, recorded in the order the file holds them, so each caller's chain
-keeps its order.  A line with a field the format does not name is a problem: a newer export
-is refused whole by its header's version.
+"""memlane's own JSON lines export (docs/export.md §jsonl): its header first, then each SR and
+episode line a record.  An SR keeps its content, metadata and links (by their exported ids,
+mapped as the SRs are); an episode its fields, recorded in the order the file holds them, so
+each caller's chain keeps its order.  A line with a field the format does not name is a
+problem: a file that does not start with a header, or a newer export, is refused whole.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from node.exchange.export import FORMAT, FRONT_MATTER, VERSION
+from node.exchange.export import FORMAT, VERSION
+from node.exchange.notes import FRONT_MATTER
 from node.exchange.records import (
     EpisodeRecord,
     FileError,
@@ -60,7 +61,12 @@ _EPISODE_KEYS = frozenset({"type", *COLUMNS})
 
 
 def read(path: Path) -> Iterator[Read]:
+    first = True
     for number, text in open_lines(path):
+        if first:
+            _check_header(_header(text), path)
+            first = False
+            continue
         if text is None:
             yield too_long_or_not_text(number)
             continue
@@ -69,13 +75,22 @@ def read(path: Path) -> Iterator[Read]:
         except json.JSONDecodeError as exc:
             yield Problem(number, f"line {number}: not JSON ({exc.msg})")
             continue
-        yield from _record(number, record)
+        yield from _record(number, record, path)
+    if first:
+        raise FileError(f"{path} is empty: not a memlane export")
 
 
-def _record(number: int, record: Any) -> Iterator[Read]:
+def _header(text: str | None) -> Any:
+    try:
+        return json.loads(text or "")
+    except json.JSONDecodeError:
+        return None
+
+
+def _record(number: int, record: Any, path: Path) -> Iterator[Read]:
     kind = record.get("type") if isinstance(record, dict) else None
-    if kind == "header":
-        _check_header(record)
+    if kind == "header":  # exports joined end to end: each part's header
+        _check_header(record, path)
     elif kind == "sr":
         yield _checked(number, record, _SR_KEYS, "sr_id", sr_record)
     elif kind == "episode":
@@ -84,12 +99,15 @@ def _record(number: int, record: Any) -> Iterator[Read]:
         yield Problem(number, f"line {number}: not a record of a memlane export")
 
 
-def _check_header(record: dict[str, Any]) -> None:
-    if record.get("format") != FORMAT or not isinstance(record.get("version"), int):
-        raise FileError("not a memlane export: its first line is not a memlane-export header")
+def _check_header(record: Any, path: Path) -> None:
+    """The first line: a memlane export's header, of a version this node reads; else the
+    file is not one it reads at all."""
+    header = isinstance(record, dict) and record.get("type") == "header"
+    if not header or record.get("format") != FORMAT or not isinstance(record.get("version"), int):
+        raise FileError(f"{path} is not a memlane export: it starts with no memlane-export header")
     if record["version"] > VERSION:
         raise FileError(
-            f"a memlane export of version {record['version']}: this node reads "
+            f"{path} is a memlane export of version {record['version']}: this node reads "
             f"version {VERSION} and before"
         )
 
