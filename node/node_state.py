@@ -11,9 +11,11 @@ from node.store import Store, Txn
 from protocol.kinds import encode_payload
 from protocol.signing import SigningKey
 
-__all__ = ["NodeInfo", "join_mesh", "load_info", "new_mesh"]
+__all__ = ["NO_EXPIRY_MS", "NodeInfo", "join_mesh", "load_info", "new_mesh"]
 
-_FAR_FUTURE_MS = 253_402_300_799_999
+# The cert_expires of the authority's own node, which never expires (docs/mesh.md
+# §Certificates): 9999-12-31T23:59:59.999Z, the last instant a time can spell.
+NO_EXPIRY_MS = 253_402_300_799_999
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +50,7 @@ async def new_mesh(store: Store, key: SigningKey, authority: SigningKey) -> Node
             ("feed_id", feed_id.encode()),
         ),
     )
-    payload = {"node": key.public, "workspaces": ["*"], "cert_expires": _FAR_FUTURE_MS}
+    payload = {"node": key.public, "workspaces": ["*"], "cert_expires": NO_EXPIRY_MS}
     data = encode_payload("member.add", payload)
 
     await store.author(authority, mesh, authority_epoch, "member.add", (data, payload))

@@ -17,6 +17,7 @@ from typing import Literal
 __all__ = [
     "ParsedInstant",
     "TimeFormatError",
+    "fixed_millis",
     "format_instant",
     "parse_date",
     "parse_instant",
@@ -106,20 +107,37 @@ def parse_time(text: str) -> int:
     return parse_instant(text).ms
 
 
-def format_instant(ms: int, offset_minutes: int = 0) -> str:
-    """Spell ``ms`` in the given offset: seconds always, a fraction only when non-zero."""
+def format_instant(ms: int, offset_minutes: int = 0, *, fixed: bool = False) -> str:
+    """Spell ``ms`` in the given offset: seconds always, a fraction only when non-zero — or,
+    ``fixed``, always three digits of it, so instants in a column line up."""
     local = ms + offset_minutes * 60_000
     days, rem = divmod(local, _MS_PER_DAY)
     y, mo, d = _civil_from_days(days)
     secs, frac = divmod(rem, 1000)
     text = f"{y:04d}-{mo:02d}-{d:02d}T{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
-    if frac:
+    if fixed:
+        text += f".{frac:03d}"
+    elif frac:
         text += "." + f"{frac:03d}".rstrip("0")
     if offset_minutes == 0:
         return text + "Z"
     sign = "+" if offset_minutes > 0 else "-"
     off = abs(offset_minutes)
     return f"{text}{sign}{off // 60:02d}:{off % 60:02d}"
+
+
+def fixed_millis(text: str) -> str:
+    """An instant as ``format_instant`` spells it, spelled again with three digits of
+    millisecond (``11:01:24.66Z`` → ``11:01:24.660Z``, ``11:01:24Z`` → ``11:01:24.000Z``) for
+    people reading a column; any other text — and an instant finer than a millisecond — as it
+    is."""
+    try:
+        parsed = parse_instant(text)
+    except TimeFormatError:
+        return text
+    if parsed.sub_ms or parsed.precision == "minute":
+        return text
+    return format_instant(parsed.ms, parsed.offset_minutes, fixed=True)
 
 
 def _civil_from_days(z: int) -> tuple[int, int, int]:

@@ -14,7 +14,7 @@ from node.cli.progress import ENTRIES, bars
 from node.cli.table import count, table
 from node.cli.tools import ToolCommand, arguments
 from node.errors import AuthError, ConfigError, Refusal
-from protocol.timefmt import format_instant
+from protocol.timefmt import fixed_millis, format_instant
 
 if TYPE_CHECKING:  # the node loads when a command opens one, not to parse a command line
     from node.config import NodeConfig
@@ -24,6 +24,7 @@ __all__ = ["LINE_LIMIT", "Result", "load_config", "open_node", "read_prefix", "t
 
 _TOKEN_KEYS = ("token_id", "principal", "workspace", "scopes", "created", "expires", "revoked")
 _TOKENS = tuple(k.replace("_", " ").upper() for k in _TOKEN_KEYS)
+_TOKEN_TIMES = frozenset({"created", "expires", "revoked"})
 _HOW_TO_GIVE = "pass --token TOKEN, set MEMLANE_TOKEN or pass --token-file FILE"
 LINE_LIMIT = 4096  # bytes read of a token or passphrase file: /dev/zero must not fill memory
 
@@ -169,8 +170,14 @@ async def token_list(args: argparse.Namespace) -> Result:
         }
         for t in infos
     ]
-    lines = table(_TOKENS, [[r[k] for k in _TOKEN_KEYS] for r in rows])
+    lines = table(_TOKENS, [[_token_cell(r, k) for k in _TOKEN_KEYS] for r in rows])
     return Result(rows, "\n".join(lines) or "no tokens")
+
+
+def _token_cell(row: dict[str, Any], key: str) -> Any:
+    """A token's cell: its instants with three digits of millisecond, so a column lines up."""
+    value = row[key]
+    return fixed_millis(value) if key in _TOKEN_TIMES and value is not None else value
 
 
 async def token_revoke(args: argparse.Namespace) -> Result:

@@ -10,7 +10,7 @@ from node.cli.commands import Result, open_node
 from node.cli.table import table
 from node.cli.times import expiry
 from node.errors import ConfigError
-from protocol.timefmt import format_instant
+from protocol.timefmt import fixed_millis, format_instant
 
 if TYPE_CHECKING:  # the mesh's code loads when a command reads it, not to parse a command line
     from node.members.membership import Member
@@ -214,13 +214,13 @@ _MEMBERS = (
 
 def _cells(row: dict[str, Any]) -> list[Any]:
     cut = row["revoked"]
-    revoked = None if cut is None else f"at {cut['at']} after {_cutoff(cut)}"
+    revoked = None if cut is None else f"at {fixed_millis(cut['at'])} after {_cutoff(cut)}"
     return [
         row["node_id"],
         row["workspaces"],
         row["holds"],
         row["max_logs"],
-        row["cert_expires"],
+        None if row["cert_expires"] is None else fixed_millis(row["cert_expires"]),
         row["label"],
         "yes" if row["this_node"] else "no",
         {True: "yes", False: "no", None: "unknown"}[row["erases"]],

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from node.cli.commands import Result, open_node
 from node.cli.table import count, table
 from node.windows.spans import parse_duration, spell_duration
-from protocol.timefmt import format_instant
+from protocol.timefmt import fixed_millis, format_instant
 
 if TYPE_CHECKING:
     from node.store.pending import SourceRow
@@ -72,9 +72,14 @@ async def pending_list(args: argparse.Namespace) -> Result:
     )
     if not rows:
         return Result(data, f"nothing waits in the pending area ({bounds})")
-    lines = table(_HEADER, [[s[k] for k in _KEYS] for s in sources])
+    lines = table(_HEADER, [[_source_cell(s, k) for k in _KEYS] for s in sources])
     total = f"{count(entries, 'entry', 'entries')}, {count(size, 'byte')} waiting ({bounds})"
     return Result(data, "\n".join([*lines, total]))
+
+
+def _source_cell(source: dict[str, Any], key: str) -> Any:
+    """A source's cell: the oldest entry's instant with three digits of millisecond."""
+    return fixed_millis(source[key]) if key == "oldest" else source[key]
 
 
 def _row(row: SourceRow) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 from node.cli.table import cell, count, table
 from node.cli.times import moment
 from node.errors import Refusal
-from protocol.timefmt import format_instant
+from protocol.timefmt import fixed_millis, format_instant
 
 __all__ = ["COMMANDS", "Opt", "ToolCommand", "add_parsers", "arguments"]
 
@@ -159,7 +159,7 @@ def _results(answer: dict[str, Any]) -> str:
     rows = [
         [
             *([r["rank"], f"{r['score']:.3f}"] if ranked else []),
-            r["ingest_time"],
+            fixed_millis(r["ingest_time"]),
             r["sr_id"],
             r.get("title") or (r.get("text") or "")[:60],
         ]
@@ -173,7 +173,7 @@ def _results(answer: dict[str, Any]) -> str:
 def _changes(answer: dict[str, Any]) -> str:
     rows = [
         [
-            c["changed_at"],
+            fixed_millis(c["changed_at"]),
             c["change"],
             c["sr_id"],
             "hidden change" if c.get("hidden_change") else ", ".join(c.get("fields", [])),
@@ -185,7 +185,7 @@ def _changes(answer: dict[str, Any]) -> str:
 
 
 def _audit(answer: dict[str, Any]) -> str:
-    rows = [[e["seq"], e["event"], e["at"], _about(e)] for e in answer["events"]]
+    rows = [[e["seq"], e["event"], fixed_millis(e["at"]), _about(e)] for e in answer["events"]]
     feed = f"feed {answer['feed_id']}, covered to seq {answer['covered_seq']}"
     return "\n".join([*table(_EVENTS, rows), feed])
 
@@ -200,7 +200,8 @@ def _about(event: dict[str, Any]) -> str | None:
 
 
 def _episode_row(e: dict[str, Any]) -> list[Any]:
-    return [format_instant(e["ts"]), e["id"], e["status"], e.get("tool"), e.get("summary")]
+    ts = format_instant(e["ts"], fixed=True)
+    return [ts, e["id"], e["status"], e.get("tool"), e.get("summary")]
 
 
 def _episodes(answer: dict[str, Any]) -> str:

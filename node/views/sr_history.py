@@ -41,6 +41,9 @@ SELECT wall, state, full_digest, links_digest, pos FROM sr_versions
 WHERE sr_id = ? AND wall <= ? AND present = 1 AND {rule} ORDER BY ord DESC LIMIT ?
 """
 _KINDS = {"sr.put": "written", "sr.correct": "corrected", "sr.adjust": "adjusted"}
+# The fields a version is shown changing: the compared ones but the flags a correction or an
+# adjustment sets, which its kind already says.
+_SHOWN_CHANGING = tuple(f for f in COMPARED if f not in ("has_correction", "has_adjustment"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +123,9 @@ def _seen(caller: Caller, state: SrState, readable: set[str]) -> dict[str, Any]:
 
 def _version(wall: int, origin: Origin | None, read: _Read, before: _Read | None) -> dict[str, Any]:
     """One version as shown: who, when, on which node (from the entry that made it, its
-    ``origin``), and what changed from the version the caller read before it — by the
-    digests, something it cannot see when nothing it sees did."""
+    ``origin``), and what changed from the version the caller read before it — each changed
+    field's value before (``was``) and after (``state``); by the digests, something it cannot
+    see when nothing it sees did."""
     kind = origin.kind if origin is not None else None
     writer = origin.writer if origin is not None else None
     principal = None
@@ -130,7 +134,7 @@ def _version(wall: int, origin: Origin | None, read: _Read, before: _Read | None
     changed = (
         []
         if before is None
-        else [f for f in COMPARED if f in read.seen and before.seen.get(f) != read.seen[f]]
+        else [f for f in _SHOWN_CHANGING if f in read.seen and before.seen.get(f) != read.seen[f]]
     )
     unseen = before is not None and (before.full, before.links) != (read.full, read.links)
     return {
@@ -140,6 +144,7 @@ def _version(wall: int, origin: Origin | None, read: _Read, before: _Read | None
         "node_id": node_id(writer) if writer is not None else None,
         "first": before is None,
         "fields": changed,
+        "was": {} if before is None else {f: before.seen.get(f) for f in changed},
         "hidden_change": unseen and not changed,
         "state": read.seen,
     }

@@ -1,5 +1,6 @@
 """What other rooms read of the SR view (node/views/srs.py), as named statements: a traverse's
-anchor and the SRs linked to it (e_timeline), who may read an SR by its newest version (the
+anchor and the SRs linked to it (e_timeline), which SRs a caller reads are private (the web
+view's badge), who may read an SR by its newest version (the
 audit feed), how many SRs are shown (``memlane search status``), and what the vector index
 embeds (node/search): the docs of the shown SRs, and the SR shown at a doc with its text.
 """
@@ -22,6 +23,7 @@ __all__ = [
     "has_readable",
     "select_embedded",
     "select_linked",
+    "select_private",
     "select_sr_readers",
     "shown_at",
 ]
@@ -57,6 +59,20 @@ async def has_readable(reader: Reader, caller: Caller, sr_id: str) -> bool:
         (sr_id, *params),
     )
     return bool(found)
+
+
+async def select_private(reader: Reader, caller: Caller, sr_ids: Sequence[str]) -> set[str]:
+    """Those of ``sr_ids`` that ``caller`` may read as shown at this moment and that are
+    private."""
+    if not sr_ids:
+        return set()
+    rule, params = readable_srs(caller)
+    marks = ",".join("?" * len(sr_ids))
+    found = await reader.fetchall(
+        f"SELECT sr_id FROM srs WHERE srs.sr_id IN ({marks}) AND srs.private = 1 AND {rule}",  # noqa: S608
+        (*sr_ids, *params),
+    )
+    return {row[0] for row in found}
 
 
 async def select_linked(reader: Reader, q: Query, anchor: str) -> Page:

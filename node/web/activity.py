@@ -13,7 +13,7 @@ from node.access.callers import Caller
 from node.errors import Refusal
 from node.node import Node
 from node.web.chart import Bar, bar_chart
-from node.web.pages import render, status_of
+from node.web.pages import instant_text, render, status_of
 
 __all__ = ["activity"]
 
@@ -46,6 +46,7 @@ async def activity(node: Node, caller: Caller, query: Mapping[str, str]) -> HTML
 def _chart(shown: dict[str, Any]) -> Any:
     """The look's slots as bars: an hour labelled by its time, a day by its date (UTC)."""
     cut = slice(11, 16) if shown["by"] == "hour" else slice(5, 10)
-    bars = [Bar(s["at"][cut], s["at"], s["count"]) for s in shown["slots"]]
-    caption = f"versions written per {shown['by']}, {shown['start']} to {shown['end']}"
+    bars = [Bar(s["at"][cut], instant_text(s["at"]), s["count"]) for s in shown["slots"]]
+    window = f"{instant_text(shown['start'])} to {instant_text(shown['end'])}"
+    caption = f"versions written in each {shown['by']}, {window}"
     return bar_chart(bars, caption=caption)

@@ -20,7 +20,7 @@ from starlette.responses import HTMLResponse
 from node.access.callers import Caller
 from node.errors import Refusal
 from node.node import Node
-from node.web.pages import page_number, render, status_of, value_text
+from node.web.pages import FLAGS, field_text, page_number, render, status_of
 from protocol.timefmt import format_instant
 
 __all__ = ["DEFAULT_WINDOW_MS", "PAGE_SIZE", "changes", "moment", "picked"]
@@ -56,7 +56,7 @@ async def changes(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLR
     """The changes of the window asked, or the tool's refusal with status 400 (403 for a
     token that may not read); the links to other pages pass back the answer's ``as_of``."""
     sent = _sent(node, query)
-    shown: dict[str, Any] = {"caller": caller, "picked": picked}
+    shown: dict[str, Any] = {"caller": caller, "picked": picked, "flags": FLAGS}
     try:
         answer = await node.call("e_timeline", caller, page_size=PAGE_SIZE, **sent)
     except Refusal as exc:
@@ -93,7 +93,11 @@ async def _diffs(
         sr_ids=[c["sr_id"] for c in answer["changes"]],
     )
     diffs = {
-        sr_id: [(f, value_text(a), value_text(b)) for f, (a, b) in fields.items()]
+        sr_id: [
+            (f, field_text(f, a), field_text(f, b))
+            for f, (a, b) in fields.items()
+            if f not in FLAGS
+        ]
         for sr_id, fields in found["srs"].items()
     }
     return found["titles"], diffs

@@ -32,8 +32,8 @@ def _timed(episode: dict[str, Any]) -> dict[str, Any]:
     """``episode`` with its ``ts`` and ``verdict_at`` (ms) spelled as UTC instants."""
     verdict = episode.get("verdict_at")
     return episode | {
-        "at": format_instant(episode["ts"]),
-        "verdict": None if verdict is None else format_instant(verdict),
+        "at": format_instant(episode["ts"], fixed=True),
+        "verdict": None if verdict is None else format_instant(verdict, fixed=True),
     }
 
 

@@ -5,15 +5,20 @@ with ``admin:workspace``; any other gets status 403 and the refusal, nothing of 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from starlette.responses import HTMLResponse
 
 from node.access.callers import Caller
 from node.errors import Forbidden
 from node.node import Node
-from node.web.pages import render
+from node.node_state import NO_EXPIRY_MS
+from node.web.pages import instant_text, render
+from protocol.timefmt import format_instant
 
 __all__ = ["mesh"]
+
+_NEVER = format_instant(NO_EXPIRY_MS)
 
 
 async def mesh(node: Node, caller: Caller, _query: Mapping[str, str]) -> HTMLResponse:
@@ -22,4 +27,13 @@ async def mesh(node: Node, caller: Caller, _query: Mapping[str, str]) -> HTMLRes
         shown = await node.look("mesh", caller)
     except Forbidden as exc:
         return render("mesh.html", 403, caller=caller, problem=str(exc), mesh=None)
-    return render("mesh.html", caller=caller, problem=None, mesh=shown)
+    members = [m | {"cert_expires": _expiry(m["cert_expires"])} for m in shown["members"]]
+    return render("mesh.html", caller=caller, problem=None, mesh=shown | {"members": members})
+
+
+def _expiry(cert_expires: str | None) -> Any:
+    """When a member's certificate expires, as the page says it: "never" for the authority's
+    own node (docs/mesh.md §Certificates), nothing for a member not yet added."""
+    if cert_expires is None:
+        return None
+    return "never" if cert_expires == _NEVER else instant_text(cert_expires)

@@ -15,10 +15,15 @@ from node.access.callers import Caller
 from node.errors import Forbidden, Refusal
 from node.node import Node
 from node.web.highlight import highlighted
+from protocol.timefmt import fixed_millis
 
 __all__ = [
+    "FLAGS",
     "PAGE_SIZE",
+    "field_text",
+    "instant_text",
     "page_number",
+    "private_of",
     "render",
     "search",
     "sign_in",
@@ -28,6 +33,9 @@ __all__ = [
 ]
 
 PAGE_SIZE = 50
+# The flags a correction or an adjustment sets: the tools list them among the changed fields,
+# the pages say "corrected" / "adjusted" instead.
+FLAGS = ("has_correction", "has_adjustment")
 _ENV = Environment(loader=PackageLoader("node.web"), autoescape=select_autoescape(default=True))
 _ENV.filters["highlighted"] = highlighted
 
@@ -43,10 +51,29 @@ def value_text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def instant_text(value: Any) -> str:
+    """An instant as every page shows it: three digits of millisecond, so instants one above
+    another line up (the tools' answers drop trailing zeros); nothing as a dash."""
+    return "—" if value is None or value == "" else fixed_millis(str(value))
+
+
+def field_text(field: str, value: Any) -> str:
+    """A field's value in a diff: ``value_text``, an instant as ``instant_text``."""
+    return instant_text(value) if field == "content_time" and value else value_text(value)
+
+
 _ENV.filters["value_text"] = value_text
+_ENV.filters["instant"] = instant_text
+_ENV.globals["field_text"] = field_text
 # The list's arguments a timeline page passes on from its query string, as the tool reads them.
 _LIST_ARGS = ("start_date", "end_date", "order_by", "agent_profile")
-_ORDERS = ("ingest_time_desc", "ingest_time_asc", "content_time_desc", "content_time_asc")
+# The orders the tool takes, as the menu names them (the values are the tool's).
+_ORDERS = {
+    "ingest_time_desc": "newest ingested first",
+    "ingest_time_asc": "oldest ingested first",
+    "content_time_desc": "newest content time first",
+    "content_time_asc": "oldest content time first",
+}
 
 
 def render(template: str, status: int = 200, **values: Any) -> HTMLResponse:
@@ -68,6 +95,12 @@ def page_number(query: Mapping[str, str]) -> int | str:
     return int(page) if page.isdigit() else page  # the tool refuses what is not one
 
 
+async def private_of(node: Node, caller: Caller, rows: list[dict[str, Any]]) -> set[str]:
+    """Which of the SRs ``rows`` shows are private (the look ``private_srs``): their badge."""
+    found = await node.look("private_srs", caller, sr_ids=[r["sr_id"] for r in rows])
+    return set(found["private"])
+
+
 async def _answered(
     template: str, node: Node, caller: Caller, sent: dict[str, Any], **values: Any
 ) -> HTMLResponse:
@@ -77,12 +110,14 @@ async def _answered(
     try:
         answer = await node.call("e_timeline", caller, page_size=PAGE_SIZE, **sent)
     except Refusal as exc:
-        return render(template, status_of(exc), **shown, problem=str(exc), results=[], more=False)
+        shown |= {"problem": str(exc), "results": [], "private": set(), "more": False}
+        return render(template, status_of(exc), **shown)
     return render(
         template,
         **shown,
         problem=None,
         results=answer["results"],
+        private=await private_of(node, caller, answer["results"]),
         more=answer.get("has_more", False),
     )
 

@@ -15,7 +15,7 @@ from starlette.responses import HTMLResponse
 from node.access.callers import Caller
 from node.errors import Refusal
 from node.node import Node
-from node.web.pages import PAGE_SIZE, render, status_of
+from node.web.pages import PAGE_SIZE, private_of, render, status_of
 
 __all__ = ["record"]
 
@@ -34,10 +34,12 @@ async def record(node: Node, caller: Caller, query: Mapping[str, str]) -> HTMLRe
         return render("record.html", status, **shown, problem=str(exc))
     versions = history["versions"]
     out = set(versions[-1]["state"]["links"]) if versions else set()
+    private = await private_of(node, caller, [history["current"], *linked["results"]])
     return render(
         "record.html",
         **shown,
         problem=None,
+        private=private,
         current=history["current"],
         versions=versions[::-1],
         earlier=history["earlier"],

@@ -7,6 +7,7 @@ page of two syncing nodes.  Each page looked at is saved as a screenshot (confte
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -14,7 +15,9 @@ import pytest
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 from starlette.types import Receive, Scope, Send
 
@@ -42,6 +45,7 @@ INLINE = (
     b"<script>document.title='ran'</script></body></html>"
 )
 RED = "rgba(255, 0, 0, 1)"
+_FIXED = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"  # an instant with three digits of millisecond
 
 
 def _write(
@@ -80,7 +84,18 @@ def _sign_in(page: WebDriver, site: Site, token: str) -> None:
 
 
 def _titles(page: WebDriver) -> list[str]:
-    return [h.text for h in page.find_elements(By.CSS_SELECTOR, "article.sr h2")]
+    """The titles shown, without their badges."""
+    return [_badged(h)[0] for h in page.find_elements(By.CSS_SELECTOR, "article.sr h2")]
+
+
+def _badged(heading: WebElement) -> tuple[str, list[str]]:
+    """A title as its heading shows it, and the badges after it."""
+    badges = [b.text for b in heading.find_elements(By.CLASS_NAME, "badge")]
+    return heading.text.removesuffix("".join(f" {b}" for b in badges)), badges
+
+
+def _nav(page: WebDriver) -> list[str]:
+    return [a.text for a in page.find_elements(By.CSS_SELECTOR, "header nav a")]
 
 
 def test_signing_in_the_timeline_and_signing_out(page: WebDriver, site: Site, shot: Shot) -> None:
@@ -101,6 +116,8 @@ def test_signing_in_the_timeline_and_signing_out(page: WebDriver, site: Site, sh
     metas = [m.text for m in page.find_elements(By.CSS_SELECTOR, "article.sr .meta")]
     assert all(f"by alice on {site.node.info.node_id}" in m for m in metas), metas
     assert "alice in team" in page.find_element(By.TAG_NAME, "header").text
+    # A token without admin:workspace is offered no page that would refuse it.
+    assert _nav(page) == ["Timeline", "Search", "Changes", "Episodes", "Activity"]
     page.find_element(By.XPATH, "//button[text()='Sign out']").click()
     _arrived(page, site.url("/signin"))
     page.get(site.url("/timeline"))
@@ -212,7 +229,8 @@ def test_the_timeline_is_the_same_whatever_the_token_cannot_read(
     _sign_in(page, site, _token(site, "bob"))
     _arrived(page, site.url("/timeline"))
     shot("bob")
-    assert _titles(page) == ["bob's secret", "shared plan"]
+    headings = page.find_elements(By.CSS_SELECTOR, "article.sr h2")
+    assert [_badged(h) for h in headings] == [("bob's secret", ["private"]), ("shared plan", [])]
 
 
 def _changed(page: WebDriver) -> list[str]:
@@ -308,8 +326,11 @@ def test_the_mesh_page_of_two_syncing_nodes(
             shot("mesh")
             logs = {(r[0], r[2], r[3]) for r in _rows(page, "logs")}
             members = [r[0] for r in _rows(page, "members")]
-            events = {r[1] for r in _rows(page, "audit")}
+            audit = _rows(page, "audit")
+            events = {r[1] for r in audit}
             shown = page.find_element(By.CSS_SELECTOR, "code.node-id").text
+            expiries = {r[0]: r[4] for r in _rows(page, "members")}
+            unbroken = _unbroken(page, "table.grid code, table.grid td.instant")
         finally:
             for service in reversed(services):
                 loop.run(service.close())
@@ -319,6 +340,24 @@ def test_the_mesh_page_of_two_syncing_nodes(
     assert f"{one_id} (this node)" in members
     assert two_id in members
     assert {"sr_written", "sr_synced"} <= events
+    assert expiries[f"{one_id} (this node)"] == "never"  # the authority's own node
+    assert all(re.fullmatch(_FIXED, r[2]) for r in audit), audit  # instants line up
+    assert unbroken == (True, True), unbroken  # every instant and id on one line
+
+
+def _unbroken(page: WebDriver, selector: str) -> tuple[bool, bool]:
+    """Whether the elements ``selector`` finds are set not to wrap, and each lies on one
+    line (its text's boxes at one height: a string broken mid-way has two)."""
+    found = page.find_elements(By.CSS_SELECTOR, selector)
+    assert found
+    nowrap = all(e.value_of_css_property("white-space") == "nowrap" for e in found)
+    lines = page.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]), e => {"
+        " const r = document.createRange(); r.selectNodeContents(e);"
+        " return new Set(Array.from(r.getClientRects(), c => Math.round(c.top))).size; });",
+        selector,
+    )
+    return nowrap, all(n <= 1 for n in lines)
 
 
 def _versions(page: WebDriver) -> list[str]:
@@ -332,7 +371,7 @@ def test_a_record_and_its_history_opened_from_the_timeline(
     """A title on the timeline opens the SR's record: its current state and its versions (a
     write, then bob's correction a minute later), and the SR linking to it, a click away."""
     (plan,) = _write(site, "the plan")
-    written = format_instant(site.wall.now)
+    written = format_instant(site.wall.now, fixed=True)  # .000Z: instants line up
     (retro,) = _write(site, "the retro", links=[plan])
 
     async def correcting(node: Node) -> None:
@@ -351,15 +390,55 @@ def test_a_record_and_its_history_opened_from_the_timeline(
     assert page.title == "Record — memlane"
     assert _titles(page) == ["the plan"]
     assert page.find_element(By.CSS_SELECTOR, "article.record .text").text == "ship on monday"
-    corrected = format_instant(site.wall.now)
+    corrected = format_instant(site.wall.now, fixed=True)
     assert _versions(page) == [
         f"corrected at {corrected} by bob on {node_id}",
         f"written at {written} by alice on {node_id}",
     ]
-    assert page.find_element(By.CSS_SELECTOR, "ol.versions td.after").text == "ship on monday"
+    # The correction's change, before and after; "corrected" says what its flag would.
+    diff = page.find_elements(By.CSS_SELECTOR, "ol.versions table.diff tr")
+    cells = [[c.text for c in tr.find_elements(By.CSS_SELECTOR, "th, td")] for tr in diff]
+    assert cells == [["field", "before", "after"], ["text", "about the plan", "ship on monday"]]
     page.find_element(By.LINK_TEXT, "the retro").click()
     _arrived(page, site.url(f"/record?sr_id={retro}"))
     shot("linked")
     assert _titles(page) == ["the retro"]
     assert [v.split(" ")[0] for v in _versions(page)] == ["written"]
     assert page.find_element(By.CSS_SELECTOR, "ul.links a").text == "the plan"
+
+
+def _fields(page: WebDriver) -> list[tuple[str, str | None]]:
+    """The value and placeholder of each text field of the page's form."""
+    found = page.find_elements(By.CSS_SELECTOR, "main form input[type=text]")
+    return [(f.get_attribute("value") or "", f.get_dom_attribute("placeholder")) for f in found]
+
+
+def test_the_forms_say_what_they_show(page: WebDriver, site: Site, shot: Shot) -> None:
+    """The timeline's orders in words (the tool's values sent); the window's fields empty
+    until filled, with no example that reads as a value; activity says which window it
+    counts and what its number is."""
+    _write(site, "the plan", "the retro")
+    _sign_in(page, site, _token(site))
+    _arrived(page, site.url("/timeline"))
+    assert _fields(page) == [("", None), ("", None)]
+    menu = Select(page.find_element(By.NAME, "order_by"))
+    assert [(o.text, o.get_attribute("value")) for o in menu.options] == [
+        ("newest ingested first", "ingest_time_desc"),
+        ("oldest ingested first", "ingest_time_asc"),
+        ("newest content time first", "content_time_desc"),
+        ("oldest content time first", "content_time_asc"),
+    ]
+    menu.select_by_visible_text("oldest ingested first")
+    page.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
+    WebDriverWait(page, WAIT).until(ec.url_contains("order_by=ingest_time_asc"))
+    shot("timeline-oldest-first")
+    assert _titles(page) == ["the plan", "the retro"]
+    page.find_element(By.LINK_TEXT, "Activity").click()
+    _arrived(page, site.url("/activity"))
+    shot("activity")
+    assert _fields(page) == [("", None), ("", None)]
+    hour = 3600 * SECOND
+    end = -(-(site.wall.now + 1) // hour) * hour  # the default window: the last 48 hours
+    start, end = (format_instant(t, fixed=True) for t in (end - 48 * hour, end))
+    window = page.find_element(By.CSS_SELECTOR, "p.window").text
+    assert window == f"2 versions written from {start} to {end} (UTC), counted per hour"

@@ -134,3 +134,24 @@ def test_put_is_write(auth, tmp_path):
     assert (updated["sr_id"], updated["created"]) == (made["sr_id"], False)
     line = ok(run("put", "--title", "three", *auth))
     assert re.fullmatch(r"\S+  entry [0-9a-f]{16}  at \S+Z\n", line)
+
+
+def test_instants_in_a_table_have_three_digits_of_millisecond(auth, tmp_path):
+    """A column of instants lines up (``.660Z`` beside ``.661Z``, ``.000Z`` for a whole
+    second); ``--json`` keeps the tool's own spelling."""
+    data = auth[1]
+    for expires in ("2999-01-01T00:00:00Z", "2999-01-01T00:00:00.66Z", "2999-01-01T00:00:00.661Z"):
+        create = ["token", "create", "--principal", "bob", "--workspace", "team"]
+        ok(run(*create, "--scope", "read:workspace", "--expires", expires, "--data", data))
+    listed, as_json = run_all(
+        [["token", "list", "--data", data], ["token", "list", "--data", data, "--json"]], tmp_path
+    )
+    rows = [re.split(r" {2,}", line) for line in readable(ok(listed)).splitlines()[1:]]
+    assert [r[5] for r in rows if r[1] == "bob"] == [
+        "2999-01-01T00:00:00.000Z",
+        "2999-01-01T00:00:00.660Z",
+        "2999-01-01T00:00:00.661Z",
+    ]
+    assert {len(r[4]) for r in rows} == {len("2026-10-09T11:01:24.661Z")}
+    kept = [t["expires"] for t in json.loads(ok(as_json)) if t["principal"] == "bob"]
+    assert kept == ["2999-01-01T00:00:00Z", "2999-01-01T00:00:00.66Z", "2999-01-01T00:00:00.661Z"]

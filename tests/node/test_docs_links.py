@@ -8,6 +8,8 @@ themselves, and what they point at is in this repository.
   anchor names a heading of the page it points at (GitHub's slugs).
 - Every repository path a page names in passing (``node/views/fold.py``,
   ``deploy/compose.yaml``, ``docs/mesh.md``) exists.
+- No table is broken by a blank line between its rows: Markdown ends a table at a blank line,
+  and the rows after it render as plain text with their pipes.
 
 The check is also shown broken text, so it can fail.
 """
@@ -29,6 +31,8 @@ _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
 _PATH = re.compile(r"(?<![\w./~-])((?:deploy|docs|node|protocol|tests)/[\w./*-]*[\w/*])")
+_ROW = re.compile(r"^\s*\|")
+_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 
 
 def pages() -> list[str]:
@@ -85,6 +89,24 @@ def problems(page: str, text: str) -> list[str]:
     for name in _PATH.findall(prose):
         if name not in MADE_BY_THE_READER and not _exists(name.rstrip(".")):
             found.append(f"{page}: names {name}, which is not in this repository")
+    return found + broken_tables(page, _FENCE.sub(lambda m: "\n" * m[0].count("\n"), text))
+
+
+def broken_tables(page: str, prose: str) -> list[str]:
+    """Each row that follows a table after blank lines without starting a table of its own
+    (a header row and its delimiter row): Markdown shows it as plain text.  ``prose``: the
+    page with its code blocks blanked, so the line numbers are the page's."""
+    lines = prose.splitlines()
+    found, after_table, blank = [], False, False
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            blank = True
+            continue
+        row = bool(_ROW.match(line))
+        starts = number < len(lines) and bool(_DELIMITER.match(lines[number]))
+        if row and blank and after_table and not starts:
+            found.append(f"{page}: a table is broken by a blank line before line {number}")
+        after_table, blank = row, False
     return found
 
 
@@ -111,6 +133,15 @@ def test_the_check_finds_what_it_looks_for() -> None:
             "```",
             "[in code](nowhere-either.md) DESIGN",
             "```",
+            "",
+            "| a | b |",
+            "| --- | --- |",
+            "| 1 | 2 |",
+            "",
+            "| 3 | 4 |",
+            "",
+            "| c | d |",
+            "| - | - |",
         ]
     )
     page = "docs/example.md"
@@ -123,4 +154,5 @@ def test_the_check_finds_what_it_looks_for() -> None:
         f"{page}: links to mesh.md#no-such-heading, which names no heading there",
         f"{page}: links to #nothing, which names no heading there",
         f"{page}: names tests/node/test_no_such_file.py, which is not in this repository",
+        f"{page}: a table is broken by a blank line before line 17",
     ]

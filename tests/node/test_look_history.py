@@ -1,5 +1,7 @@
 """The look ``sr_history`` (node/tools/look_history.py, node/views/sr_history.py): a record's
-versions oldest first, each with its kind, who, when and which node and the fields it changed;
+versions oldest first, each with its kind, who, when and which node and the fields it changed
+with their values before and after (not the flags a correction or an adjustment sets: its kind
+says so);
 read as ``changes`` reads — versions the caller could not read are not shown, a change only in
 what it cannot see has no content, private fields for their owner or an admin — and one
 refusal for every id it cannot read."""
@@ -40,20 +42,15 @@ async def test_the_versions_with_who_when_and_what_changed(
     assert got == [
         ("written", "alice", format_instant(first), [], True),
         ("written", "bob", format_instant(first + MINUTE), ["text"], False),
-        (
-            "corrected",
-            "alice",
-            format_instant(first + 2 * MINUTE),
-            ["title", "has_correction"],
-            False,
-        ),
-        (
-            "adjusted",
-            "alice",
-            format_instant(first + 3 * MINUTE),
-            ["tags", "has_adjustment"],
-            False,
-        ),
+        ("corrected", "alice", format_instant(first + 2 * MINUTE), ["title"], False),
+        ("adjusted", "alice", format_instant(first + 3 * MINUTE), ["tags"], False),
+    ]
+    changes = [(v["was"], {f: v["state"][f] for f in v["fields"]}) for v in history["versions"]]
+    assert changes == [
+        ({}, {}),
+        ({"text": "ship friday"}, {"text": "ship monday"}),
+        ({"title": "plan"}, {"title": "the plan"}),
+        ({"tags": ["a"]}, {"tags": ["a", "b"]}),
     ]
     assert {v["node_id"] for v in history["versions"]} == {node.info.node_id}
     assert history["versions"][1]["state"]["text"] == "ship monday"
@@ -76,7 +73,7 @@ async def test_what_the_caller_cannot_read_is_not_shown(
     assert [(v["first"], v["hidden_change"]) for v in seen] == [(True, False), (False, True)]
     assert all("private_fields" not in v["state"] for v in seen)
     own = (await node.look("sr_history", alice, sr_id=sr))["versions"]
-    assert [v["fields"] for v in own] == [[], ["visibility", "has_adjustment"], ["private_fields"]]
+    assert [v["fields"] for v in own] == [[], ["visibility"], ["private_fields"]]
 
 
 async def test_one_refusal_for_every_id_the_caller_cannot_read(
@@ -114,7 +111,7 @@ async def test_versions_hidden_from_the_caller_leave_no_mark(
     history = await node.look("sr_history", bob, sr_id=sr)
     assert history["earlier"] is False
     got = [(v["first"], v["fields"], v["hidden_change"]) for v in history["versions"]]
-    assert got == [(True, [], False), (False, ["text", "has_adjustment"], False)]
+    assert got == [(True, [], False), (False, ["text"], False)]
     assert history["versions"][1]["at"] == format_instant(wall.now)
     assert [v["state"]["text"] for v in history["versions"]] == ["one", "three"]
     assert (await node.look("sr_history", alice, sr_id=sr))["earlier"] is True

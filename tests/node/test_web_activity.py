@@ -51,14 +51,15 @@ async def test_the_counts_per_hour_of_writes_at_known_times(node: Node, wall: Wa
     status, body = await page(node, await token(node, "alice"), WINDOW)
     assert status == 200
     assert _RECTS.findall(body) == [
-        "2026-09-21T14:00:00Z: 2 versions",
-        "2026-09-21T15:00:00Z: 0 versions",
-        "2026-09-21T16:00:00Z: 2 versions",
-        "2026-09-21T17:00:00Z: 0 versions",
+        "2026-09-21T14:00:00.000Z: 2 versions",
+        "2026-09-21T15:00:00.000Z: 0 versions",
+        "2026-09-21T16:00:00.000Z: 2 versions",
+        "2026-09-21T17:00:00.000Z: 0 versions",
     ]
-    assert "4 versions written per hour, from 2026-09-21T14:00:00Z to 2026-09-21T18:00:00Z" in body
-    assert '<td>2026-09-21T16:00:00Z</td><td class="num">2</td>' in body
-    assert "2026-09-21T15:00:00Z</td>" not in body  # the table lists the slots with writes
+    window = "from 2026-09-21T14:00:00.000Z to 2026-09-21T18:00:00.000Z (UTC), counted per hour"
+    assert f"4 versions written {window}" in body
+    assert '<td class="instant">2026-09-21T16:00:00.000Z</td><td class="num">2</td>' in body
+    assert "2026-09-21T15:00:00.000Z</td>" not in body  # the table lists the slots with writes
     assert ">14:00</text>" in body  # the slot axis
     assert ">17:00</text>" in body
     assert ">2</text>" in body  # the count axis tops at the highest count
@@ -72,10 +73,10 @@ async def test_the_default_page_and_by_day(node: Node, wall: Wall) -> None:
     reader = await token(node, "alice")
     _, hours = await page(node, reader)
     assert len(_RECTS.findall(hours)) == 48
-    assert _RECTS.findall(hours)[-2] == "2026-09-21T16:00:00Z: 2 versions"
+    assert _RECTS.findall(hours)[-2] == "2026-09-21T16:00:00.000Z: 2 versions"
     _, days = await page(node, reader, {"by": "day"})
     assert len(_RECTS.findall(days)) == 30
-    assert _RECTS.findall(days)[-1] == "2026-09-21T00:00:00Z: 4 versions"
+    assert _RECTS.findall(days)[-1] == "2026-09-21T00:00:00.000Z: 4 versions"
     assert '<option value="day" selected>' in days
 
 
@@ -100,9 +101,9 @@ async def test_the_page_is_the_same_with_and_without_versions_it_cannot_read(
             }
             bodies[name] = shown
     assert bodies["plain"]["alice"] == bodies["crowded"]["alice"]
-    assert "2026-09-21T14:00:00Z: 2 versions" in bodies["crowded"]["alice"]
+    assert "2026-09-21T14:00:00.000Z: 2 versions" in bodies["crowded"]["alice"]
     assert bodies["plain"]["root"] != bodies["crowded"]["root"]
-    assert "2026-09-21T14:00:00Z: 3 versions" in bodies["crowded"]["root"]
+    assert "2026-09-21T14:00:00.000Z: 3 versions" in bodies["crowded"]["root"]
 
 
 async def test_refusals_are_shown_escaped(node: Node) -> None:

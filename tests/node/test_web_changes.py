@@ -69,7 +69,7 @@ async def test_the_changes_between_two_moments(node: Node, wall: Wall) -> None:
     assert _kinds(second.body) == [("updated", a), ("deleted", b)]
     assert _kinds(latest.body) == [("new", c), ("new", a)]  # b: written and deleted inside
     since, as_of = _local(start + 30 * MINUTE), _local(start + 90 * MINUTE)  # read as UTC
-    assert f"Changed after {since}:00Z, up to {as_of}:00Z." in second.body
+    assert f"Changed after {since}:00.000Z, up to {as_of}:00.000Z." in second.body
     assert f'name="since" step="1" value="{since}:00"' in second.body
     assert 'changed: <span class="field">title</span><span class="field">text</span>' in second.body
     assert (
@@ -79,12 +79,14 @@ async def test_the_changes_between_two_moments(node: Node, wall: Wall) -> None:
     assert '<td class="before">ship friday</td><td class="after">ship monday</td>' in second.body
     assert f'href="/record?sr_id={a}">plan, moved</a>' in second.body  # its title at as_of
     assert f'href="/record?sr_id={b}">lunch</a>' in second.body  # deleted: its last title
-    assert f"at {format_instant(start + 60 * MINUTE)} · by alice on {node.info.node_id}" in (
-        second.body
+    assert (
+        f"at {format_instant(start + 60 * MINUTE, fixed=True)} · by alice on {node.info.node_id}"
+        in (second.body)
     )
-    day_ago = format_instant(start + 120 * MINUTE - changes.DEFAULT_WINDOW_MS)
-    assert f"Changed after {day_ago}, up to {format_instant(start + 120 * MINUTE)}." in (
-        latest.body
+    day_ago = format_instant(start + 120 * MINUTE - changes.DEFAULT_WINDOW_MS, fixed=True)
+    assert (
+        f"Changed after {day_ago}, up to {format_instant(start + 120 * MINUTE, fixed=True)}."
+        in (latest.body)
     )
     assert "(UTC)" in latest.body
 

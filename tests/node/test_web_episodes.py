@@ -51,7 +51,7 @@ async def test_episodes_in_time_order_and_a_chain(
     start = wall.now
     token = await _token(node)
     ids = await _three(node, wall, token)
-    times = [format_instant(start + n * MINUTE) for n in (3, 2, 1)]
+    times = [format_instant(start + n * MINUTE, fixed=True) for n in (3, 2, 1)]
     async with served(node) as port:
         listed = await _get(port, "/episodes", token)
         chain = await _get(port, f"/episodes?id={ids[2]}", token)

@@ -46,7 +46,8 @@ async def test_a_record_its_versions_and_links(
     assert "corrected</span> at " in body
     assert f"by bob on {node.info.node_id}" in body
     assert f"by alice on {node.info.node_id}" in body
-    assert '<tr><td>text</td><td class="after">v2</td></tr>' in body
+    assert '<tr><td>text</td><td class="before">v1</td><td class="after">v2</td></tr>' in body
+    assert "has_correction" not in body  # "corrected" says it
     out, into = body.split("<h3>Links out</h3>")[1].split("<h3>Links in</h3>")
     assert f'href="/record?sr_id={target}">the target</a>' in out
     assert f'href="/record?sr_id={source}">points here</a>' in into.split("<h3>")[0]
@@ -118,7 +119,7 @@ async def test_versions_it_cannot_read_leave_no_mark_on_the_page(
     assert await _record(node, ran, token) == (seen[0], seen[1].replace(plain, ran))
     assert seen[1].count('<li class="version') == 3
     assert '<p class="fields">no change</p>' in seen[1]
-    assert '<tr><td>tags</td><td class="after">x</td></tr>' in seen[1]
+    assert '<tr><td>tags</td><td class="before">—</td><td class="after">x</td></tr>' in seen[1]
     owner = await _record(node, ran, await _token(node, "alice"))
     assert "secret plan" in owner[1]
     assert owner[1].count('<li class="version') == 6

@@ -13,6 +13,7 @@ from protocol.clock import MAX_WALL_MS
 from protocol.timefmt import (
     ParsedInstant,
     TimeFormatError,
+    fixed_millis,
     format_instant,
     parse_date,
     parse_instant,
@@ -171,6 +172,32 @@ def test_format_instant_spelling(ms: int, offset: int, text: str) -> None:
 def test_format_drops_the_offset_and_trailing_zeros() -> None:
     ms = parse_instant("2026-10-09T08:00:00.120-07:00").ms
     assert format_instant(ms) == "2026-10-09T15:00:00.12Z"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("2026-10-09T11:01:24.66Z", "2026-10-09T11:01:24.660Z"),
+        ("2026-10-09T11:01:24.661Z", "2026-10-09T11:01:24.661Z"),
+        ("2026-10-09T11:01:24.5Z", "2026-10-09T11:01:24.500Z"),
+        ("2026-10-09T11:01:24Z", "2026-10-09T11:01:24.000Z"),
+        ("2026-10-09T01:00:00-07:00", "2026-10-09T01:00:00.000-07:00"),
+        ("2026-10-09T11:01:24.6612Z", "2026-10-09T11:01:24.6612Z"),  # finer: as it is
+        ("2026-10-09", "2026-10-09"),
+        ("the plan", "the plan"),
+    ],
+)
+def test_fixed_millis_lines_instants_up(text: str, shown: str) -> None:
+    assert fixed_millis(text) == shown
+
+
+@FAST
+@given(st.integers(0, MAX_WALL_MS))
+def test_fixed_millis_is_as_wide_and_means_the_same(ms: int) -> None:
+    shown = fixed_millis(format_instant(ms))
+    assert len(shown) == len("2026-10-09T11:01:24.661Z")
+    assert parse_instant(shown).ms == ms
+    assert format_instant(ms, fixed=True) == shown
 
 
 @FAST
