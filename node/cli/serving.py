@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -169,14 +170,18 @@ def _fail(args: argparse.Namespace, message: str, code: int) -> int:
     return code
 
 
-async def _until_signalled(*alternatives: Awaitable[Any]) -> str:
+async def _until_signalled(
+    *alternatives: Awaitable[Any], ready: Callable[[], None] = lambda: None
+) -> str:
     """Wait for SIGTERM or SIGINT, or for any of ``alternatives`` to end (its error raised);
-    the signal's name, or ``""`` when an alternative ended."""
+    the signal's name, or ``""`` when an alternative ended.  ``ready`` runs once the signals
+    are caught, so a signal sent as soon as it has run ends the wait cleanly."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     caught: list[str] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, _catch, stop, caught, sig.name)
+    ready()
     waits = [asyncio.ensure_future(a) for a in alternatives]
     signalled = asyncio.ensure_future(stop.wait())
     try:
@@ -373,9 +378,10 @@ async def _serve_mcp(
             shown["sync"] = service.listening
         if joins is not None:
             shown["join"] = joins.listening
-        _announce(args, shown)
         try:
-            return await _until_signalled(endpoint.stopped)
+            return await _until_signalled(
+                endpoint.stopped, ready=functools.partial(_announce, args, shown)
+            )
         finally:
             if service is not None:  # links end with bye while MCP still serves
                 await service.close()
