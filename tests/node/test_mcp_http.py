@@ -320,8 +320,9 @@ def test_a_port_in_use_exits_1(site):
         )
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""
-    assert done.stderr.startswith(f"memlane serve: cannot listen on 127.0.0.1:{port}: "), (
-        done.stderr
+    assert done.stderr == (
+        f"memlane serve: cannot listen for MCP on 127.0.0.1:{port}: the address is in use "
+        "(set --mcp-http, MEMLANE_MCP_HTTP or [serve] mcp_http)\n"
     )
 
 
