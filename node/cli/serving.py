@@ -240,7 +240,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         config = load_config(args)
     except InvalidConfig as exc:  # nothing started: every problem, one per line
-        return _fail(args, "\n".join(f"{exc.where}: {p}" for p in exc.problems), 1)
+        return _fail(args, "\n".join(exc.lines), 1)
     listen: Listen = args.mcp_http or config.mcp_http
     if (args.tls_cert is None) != (args.tls_key is None):
         return _fail(args, "--tls-cert and --tls-key go together", 2)
