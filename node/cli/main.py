@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -53,8 +54,46 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+_PARSER = "_memlane_parser"  # the namespace's note of the deepest command parser that ran
+
+
+class _Parser(argparse.ArgumentParser):
+    """memlane's parsers: a usage error is told with the usage of the command it is in, and an
+    unknown command word gets the nearest command as a suggestion.  argparse hands a
+    subcommand's unrecognised arguments up to the top parser, whose usage lists every
+    command; each parser notes itself in the namespace so ``_parse`` can give them back."""
+
+    @override
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        namespace = namespace if namespace is not None else argparse.Namespace()
+        setattr(namespace, _PARSER, self)  # a subcommand's parser, run later, overwrites it
+        return super().parse_known_args(args, namespace)
+
+    @override
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        commands = list(action.choices or ())
+        if isinstance(action, argparse._SubParsersAction) and value not in commands:
+            close = difflib.get_close_matches(value, commands, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f" (see {self.prog} --help)"
+            raise argparse.ArgumentError(None, f"{value!r} is not a {self.prog} command{hint}")
+        super()._check_value(action, value)
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` parsed; arguments no parser knows are a usage error of the command they
+    follow (exit 2), told with that command's usage."""
+    args, extras = parser.parse_known_args(argv)
+    deepest: argparse.ArgumentParser = getattr(args, _PARSER, parser)
+    delattr(args, _PARSER)
+    if extras:
+        deepest.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memlane", description="a memlane node")
+    parser = _Parser(prog="memlane", description="a memlane node")
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     init = sub.add_parser(
@@ -194,7 +233,7 @@ def _run(argv: Sequence[str] | None) -> int:
     if (problem := _not_utf8(argv)) is not None:
         print(f"memlane: error: {problem}", file=sys.stderr, flush=True)
         return 2
-    args = build_parser().parse_args(argv)
+    args = _parse(build_parser(), argv)
     _fill_globals(args)
     from node.logging import configure_logging
 
