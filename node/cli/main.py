@@ -10,14 +10,14 @@ import json
 import os
 import sys
 from argparse import SUPPRESS
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from typing_extensions import override
 
 from node.cli import bundles, commands, exchange, mesh, pending, search, serving, tools
-from node.cli.table import visible_lines
+from node.cli.table import encodes, shown_path, visible_lines
 from node.cli.times import expiry
 from node.errors import NodeError
 
@@ -230,10 +230,10 @@ def _reader_gone() -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if (problem := _not_utf8(argv)) is not None:
+    args = _parse(build_parser(), argv)
+    if (problem := _not_utf8(args, argv)) is not None:
         print(f"memlane: error: {problem}", file=sys.stderr, flush=True)
         return 2
-    args = _parse(build_parser(), argv)
     _fill_globals(args)
     from node.logging import configure_logging
 
@@ -254,21 +254,33 @@ def _run(argv: Sequence[str] | None) -> int:
     return result.code
 
 
-def _not_utf8(argv: Sequence[str]) -> str | None:
-    """What is wrong with the first argument that is not UTF-8 (Python hands such bytes on as
-    lone surrogates, which no tool, log or terminal can take), or None.  A usage error: the
-    argument is not a value of any flag."""
+def _not_utf8(args: argparse.Namespace, argv: Sequence[str]) -> str | None:
+    """What is wrong with the first argument that is text and not UTF-8 (Python hands such
+    bytes on as lone surrogates, which no tool, log or terminal can take), or None.  A path
+    (``--data``, ``--config``, a bundle's file …: a ``Path`` once parsed) may be any bytes, as
+    a path on Linux is; text that would be stored or sent may not.  A usage error."""
+    bad = {value for value in _texts(vars(args).values()) if not encodes(value)}
+    if not bad:
+        return None
     for n, arg in enumerate(argv, 1):
-        try:
-            arg.encode("utf-8")
-        except UnicodeEncodeError:
+        if arg in bad or arg.partition("=")[2] in bad:
             return f"argument {n} is not valid UTF-8: {os.fsencode(arg)!r}"
-    return None
+    return "an argument is not valid UTF-8"
+
+
+def _texts(values: Iterable[Any]) -> Iterator[str]:
+    """The strings among ``values`` and in their lists (a ``Path`` is not one)."""
+    for value in values:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, list | tuple):
+            yield from _texts(value)
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str, *, stream: Any = None) -> None:
     """The answer: JSON exactly (it escapes control characters itself), or the text with every
     control character of stored or remote data shown as its escape (docs/cli.md §Output)."""
     out = stream or sys.stdout
+    data, text = shown_path(data), shown_path(text)
     shown = json.dumps(data, indent=2, sort_keys=True) if args.json else visible_lines(text)
     print(shown, file=out, flush=True)  # a closed pipe raises here, inside main

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from node.address import DEFAULT_HEALTH, DEFAULT_LISTEN, Listen, Tls, parse_listen
 from node.cli.commands import load_config, token_from_args
+from node.cli.table import shown_path
 from node.errors import NodeError, Unauthenticated
 
 if TYPE_CHECKING:  # the node loads when a server starts, not to parse a command line
@@ -165,6 +166,7 @@ def _peer(text: str) -> Listen:
 
 
 def _fail(args: argparse.Namespace, message: str, code: int) -> int:
+    message = shown_path(message)  # a --data that is not UTF-8, say
     text = json.dumps({"error": message}) if args.json else f"memlane {args.command}: {message}"
     print(text, file=sys.stderr)
     return code
