@@ -5,12 +5,15 @@ default; an address off loopback only with TLS, or when the operator says
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEFAULT_LISTEN", "Listen", "Tls", "parse_listen"]
+from node.errors import CannotListen
+
+__all__ = ["DEFAULT_LISTEN", "Listen", "Tls", "bind_for", "parse_listen"]
 
 DEFAULT_LISTEN = "127.0.0.1:8765"
 DEFAULT_HEALTH = "127.0.0.1:8766"
@@ -20,6 +23,11 @@ DEFAULT_HEALTH = "127.0.0.1:8766"
 class Listen:
     host: str
     port: int
+
+    @property
+    def shown(self) -> str:
+        """``HOST:PORT`` as it is written (an IPv6 host in brackets)."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     @property
     def loopback(self) -> bool:
@@ -45,6 +53,25 @@ class Listen:
             sock.close()
             raise
         return sock
+
+
+_WHY = {
+    errno.EADDRINUSE: "the address is in use",
+    errno.EADDRNOTAVAIL: "the address is not one of this machine's",
+    errno.EACCES: "permission denied (a port below 1024 needs privileges)",
+}
+
+
+def bind_for(listen: Listen, purpose: str, setting: str | None = None) -> socket.socket:
+    """A socket listening on ``listen`` for ``purpose`` (``"MCP"``, ``"health"`` …), or
+    ``CannotListen`` whose message names the address, the reason in words and, given
+    ``setting``, what sets it."""
+    try:
+        return listen.bind()
+    except OSError as exc:
+        why = _WHY.get(exc.errno or 0) or exc.strerror or type(exc).__name__
+        hint = f" (set {setting})" if setting else ""
+        raise CannotListen(f"cannot listen for {purpose} on {listen.shown}: {why}{hint}") from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AlreadyServing",
     "AuthError",
+    "CannotListen",
     "ConfigError",
     "EmbedderError",
     "EmbedderUnavailable",
@@ -35,6 +37,15 @@ class ConfigError(NodeError):
 
 class NotInitialised(ConfigError):
     """The data directory holds no node (run ``memlane init``)."""
+
+
+class AlreadyServing(ConfigError):
+    """Another ``memlane serve`` holds the data directory (its lock file, ``serve.lock``)."""
+
+
+class CannotListen(NodeError):
+    """A port ``memlane serve`` was to listen on cannot be bound; the message names the
+    address, the reason and the flag, variable or key that sets it."""
 
 
 class StoreError(NodeError):

@@ -99,18 +99,21 @@ def open_node(
 
 
 async def config_check(args: argparse.Namespace) -> Result:
-    from node.config import InvalidConfig
+    """The configuration as every command reads it: the file (or, when there is none, the
+    defaults) and the ``MEMLANE_*`` variables set, each problem with where it comes from."""
+    from node.config import ENVIRONMENT, InvalidConfig
 
-    where = str(args.config or args.data / "config.toml")
+    path = args.config or args.data / "config.toml"
+    variables = [name for name in ENVIRONMENT if name in os.environ]
+    data = {"file": str(path), "exists": path.exists(), "environment": variables}
     try:
         load_config(args)
     except InvalidConfig as exc:
-        return Result(
-            {"ok": False, "file": where, "problems": exc.problems},
-            "\n".join(f"{where}: {p}" for p in exc.problems),
-            1,
-        )
-    return Result({"ok": True, "file": where, "problems": []}, f"ok: {where}")
+        data |= {"ok": False, "problems": exc.problems, "sources": exc.sources}
+        return Result(data, "\n".join(exc.lines), 1)
+    read = str(path) if path.exists() else f"no file at {path}: the defaults"
+    also = f", with {', '.join(variables)}" if variables else ""
+    return Result(data | {"ok": True, "problems": []}, f"ok: {read}{also}")
 
 
 async def init(args: argparse.Namespace) -> Result:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from node.cli.commands import Result, open_node, token_from_args
@@ -31,7 +32,9 @@ def add_parsers(sub: Any) -> None:
     """Register ``export`` and ``import``."""
     export = sub.add_parser("export", help=_EXPORT_HELP, description=_EXPORT_HELP)
     export.set_defaults(handler=export_command)
-    export.add_argument("out", metavar="OUT", help="the file (jsonl) or folder (markdown) to write")
+    export.add_argument(
+        "out", type=Path, metavar="OUT", help="the file (jsonl) or folder (markdown) to write"
+    )
     export.add_argument(
         "--format", choices=("jsonl", "markdown"), default="jsonl", help="default: jsonl"
     )
@@ -44,7 +47,9 @@ def add_parsers(sub: Any) -> None:
     )
     imported = sub.add_parser("import", help=_IMPORT_HELP, description=_IMPORT_HELP)
     imported.set_defaults(handler=import_command)
-    imported.add_argument("file", metavar="FILE", help="the file, or a folder of Markdown notes")
+    imported.add_argument(
+        "file", type=Path, metavar="FILE", help="the file, or a folder of Markdown notes"
+    )
     imported.add_argument(
         "--from",
         dest="source",

@@ -5,18 +5,19 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
 from argparse import SUPPRESS
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from typing_extensions import override
 
 from node.cli import bundles, commands, exchange, mesh, pending, search, serving, tools
-from node.cli.table import visible_lines
+from node.cli.table import encodes, shown_path, visible_lines
 from node.cli.times import expiry
 from node.errors import NodeError
 
@@ -53,8 +54,46 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+_PARSER = "_memlane_parser"  # the namespace's note of the deepest command parser that ran
+
+
+class _Parser(argparse.ArgumentParser):
+    """memlane's parsers: a usage error is told with the usage of the command it is in, and an
+    unknown command word gets the nearest command as a suggestion.  argparse hands a
+    subcommand's unrecognised arguments up to the top parser, whose usage lists every
+    command; each parser notes itself in the namespace so ``_parse`` can give them back."""
+
+    @override
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        namespace = namespace if namespace is not None else argparse.Namespace()
+        setattr(namespace, _PARSER, self)  # a subcommand's parser, run later, overwrites it
+        return super().parse_known_args(args, namespace)
+
+    @override
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        commands = list(action.choices or ())
+        if isinstance(action, argparse._SubParsersAction) and value not in commands:
+            close = difflib.get_close_matches(value, commands, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f" (see {self.prog} --help)"
+            raise argparse.ArgumentError(None, f"{value!r} is not a {self.prog} command{hint}")
+        super()._check_value(action, value)
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` parsed; arguments no parser knows are a usage error of the command they
+    follow (exit 2), told with that command's usage."""
+    args, extras = parser.parse_known_args(argv)
+    deepest: argparse.ArgumentParser = getattr(args, _PARSER, parser)
+    delattr(args, _PARSER)
+    if extras:
+        deepest.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memlane", description="a memlane node")
+    parser = _Parser(prog="memlane", description="a memlane node")
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     init = sub.add_parser(
@@ -191,10 +230,10 @@ def _reader_gone() -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if (problem := _not_utf8(argv)) is not None:
+    args = _parse(build_parser(), argv)
+    if (problem := _not_utf8(args, argv)) is not None:
         print(f"memlane: error: {problem}", file=sys.stderr, flush=True)
         return 2
-    args = build_parser().parse_args(argv)
     _fill_globals(args)
     from node.logging import configure_logging
 
@@ -215,21 +254,33 @@ def _run(argv: Sequence[str] | None) -> int:
     return result.code
 
 
-def _not_utf8(argv: Sequence[str]) -> str | None:
-    """What is wrong with the first argument that is not UTF-8 (Python hands such bytes on as
-    lone surrogates, which no tool, log or terminal can take), or None.  A usage error: the
-    argument is not a value of any flag."""
+def _not_utf8(args: argparse.Namespace, argv: Sequence[str]) -> str | None:
+    """What is wrong with the first argument that is text and not UTF-8 (Python hands such
+    bytes on as lone surrogates, which no tool, log or terminal can take), or None.  A path
+    (``--data``, ``--config``, a bundle's file …: a ``Path`` once parsed) may be any bytes, as
+    a path on Linux is; text that would be stored or sent may not.  A usage error."""
+    bad = {value for value in _texts(vars(args).values()) if not encodes(value)}
+    if not bad:
+        return None
     for n, arg in enumerate(argv, 1):
-        try:
-            arg.encode("utf-8")
-        except UnicodeEncodeError:
+        if arg in bad or arg.partition("=")[2] in bad:
             return f"argument {n} is not valid UTF-8: {os.fsencode(arg)!r}"
-    return None
+    return "an argument is not valid UTF-8"
+
+
+def _texts(values: Iterable[Any]) -> Iterator[str]:
+    """The strings among ``values`` and in their lists (a ``Path`` is not one)."""
+    for value in values:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, list | tuple):
+            yield from _texts(value)
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str, *, stream: Any = None) -> None:
     """The answer: JSON exactly (it escapes control characters itself), or the text with every
     control character of stored or remote data shown as its escape (docs/cli.md §Output)."""
     out = stream or sys.stdout
+    data, text = shown_path(data), shown_path(text)
     shown = json.dumps(data, indent=2, sort_keys=True) if args.json else visible_lines(text)
     print(shown, file=out, flush=True)  # a closed pipe raises here, inside main

@@ -23,17 +23,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from node.address import DEFAULT_HEALTH, DEFAULT_LISTEN, Listen, Tls, parse_listen
 from node.cli.commands import load_config, token_from_args
+from node.cli.table import shown_path
 from node.errors import NodeError, Unauthenticated
 
 if TYPE_CHECKING:  # the node loads when a server starts, not to parse a command line
@@ -164,27 +166,40 @@ def _peer(text: str) -> Listen:
 
 
 def _fail(args: argparse.Namespace, message: str, code: int) -> int:
+    message = shown_path(message)  # a --data that is not UTF-8, say
     text = json.dumps({"error": message}) if args.json else f"memlane {args.command}: {message}"
     print(text, file=sys.stderr)
     return code
 
 
-async def _until_signalled(*alternatives: Awaitable[Any]) -> None:
-    """Wait for SIGTERM or SIGINT, or for any of ``alternatives`` to end (its error raised)."""
+async def _until_signalled(
+    *alternatives: Awaitable[Any], ready: Callable[[], None] = lambda: None
+) -> str:
+    """Wait for SIGTERM or SIGINT, or for any of ``alternatives`` to end (its error raised);
+    the signal's name, or ``""`` when an alternative ended.  ``ready`` runs once the signals
+    are caught, so a signal sent as soon as it has run ends the wait cleanly."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    caught: list[str] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, _catch, stop, caught, sig.name)
+    ready()
     waits = [asyncio.ensure_future(a) for a in alternatives]
     signalled = asyncio.ensure_future(stop.wait())
     try:
         done, _ = await asyncio.wait([signalled, *waits], return_when=asyncio.FIRST_COMPLETED)
         for task in done:
             task.result()
+        return caught[0] if caught else ""
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         signalled.cancel()
+
+
+def _catch(stop: asyncio.Event, caught: list[str], name: str) -> None:
+    caught.append(name)
+    stop.set()
 
 
 # -- memlane mcp ------------------------------------------------------------------------------
@@ -227,7 +242,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         config = load_config(args)
     except InvalidConfig as exc:  # nothing started: every problem, one per line
-        return _fail(args, "\n".join(f"{exc.where}: {p}" for p in exc.problems), 1)
+        return _fail(args, "\n".join(exc.lines), 1)
     listen: Listen = args.mcp_http or config.mcp_http
     if (args.tls_cert is None) != (args.tls_key is None):
         return _fail(args, "--tls-cert and --tls-key go together", 2)
@@ -244,56 +259,85 @@ def run_serve(args: argparse.Namespace) -> int:
                 2,
             )
     try:
-        asyncio.run(_serve(args, config, listen, tls))
+        stopped = asyncio.run(_serve(args, config, listen, tls))
     except BrokenPipeError:  # stdout's reader went away: main's quiet exit
         raise
     except (NodeError, OSError) as exc:  # no node, a port in use, a certificate that won't load
         return _fail(args, str(exc), 1)
+    _stopped(args, stopped)
     return 0
 
 
 async def _serve(
     args: argparse.Namespace, config: NodeConfig, listen: Listen, tls: Tls | None
-) -> None:
+) -> str:
+    """Serve until a signal; what stopped it.  The data directory's lock is taken and every
+    port bound before the node opens, so a refused ``serve`` has dialled no one."""
     from node.node import Node
     from node.ports import quiet_accept_errors
+    from node.serve.listeners import bind_all
+    from node.serve.lock import serve_lock
 
     quiet_accept_errors(asyncio.get_running_loop())  # out of descriptors: one line, not one a try
-    async with Node.open(args.data, config=config) as node:
-        sync_listen = args.sync_listen or config.mesh_listen
-        peers = args.peers if args.peers is not None else config.mesh_peers
-        discover = config.discovery if args.discovery is None else args.discovery == "on"
-        service: SyncService | None = None
-        discovery: DiscoverySettings | None = None
-        joins: JoinService | None = None
-        if sync_listen is not None or peers:
-            from node.mesh.service import DiscoverySettings, SyncService
+    with serve_lock(args.data), ExitStack() as stack:
+        ports = bind_all(stack, _ports(args, config, listen))
+        async with Node.open(args.data, config=config) as node:
+            return await _serve_node(args, config, node, ports, tls)
 
-            service = SyncService(node, options=_sync_options(config))
-            if discover:
-                discovery = DiscoverySettings(
-                    config.discovery_interfaces,
-                    config.discovery_max_peers,
-                    config.discovery_max_waiting,
-                    config.discovery_evict_after_ms / 1000,
-                )
-        if args.join_listen is not None:
-            from node.mesh.join import JoinService
 
-            joins = JoinService(node)
-        try:
-            if joins is not None:
-                await joins.start(args.join_listen)
-            if service is not None:
-                await service.start(sync_listen, peers, discovery)
-            health = config.health if args.health_listen is None else args.health_listen
-            health = None if health == "off" else health
-            await _serve_mcp(args, node, listen, tls, service, joins, health)
-        finally:
-            if joins is not None:
-                await joins.close()
-            if service is not None:
-                await service.close()
+def _ports(args: argparse.Namespace, config: NodeConfig, listen: Listen) -> dict[str, Any]:
+    """Where each of serve's ports listens (None: it does not)."""
+    health = config.health if args.health_listen is None else args.health_listen
+    return {
+        "mcp_http": listen,
+        "web": args.web,
+        "health": None if health == "off" else health,
+        "sync": args.sync_listen or config.mesh_listen,
+        "join": args.join_listen,
+    }
+
+
+async def _serve_node(
+    args: argparse.Namespace,
+    config: NodeConfig,
+    node: Node,
+    ports: dict[str, socket.socket | None],
+    tls: Tls | None,
+) -> str:
+    peers = args.peers if args.peers is not None else config.mesh_peers
+    discover = config.discovery if args.discovery is None else args.discovery == "on"
+    service: SyncService | None = None
+    joins: JoinService | None = None
+    if ports["sync"] is not None or peers:
+        from node.mesh.service import SyncService
+
+        service = SyncService(node, options=_sync_options(config))
+    if ports["join"] is not None:
+        from node.mesh.join import JoinService
+
+        joins = JoinService(node)
+    try:
+        if joins is not None:
+            await joins.start(ports["join"])  # type: ignore[arg-type]
+        if service is not None:
+            await service.start(ports["sync"], peers, _discovery(config) if discover else None)
+        return await _serve_mcp(args, node, ports, tls, service, joins)
+    finally:
+        if joins is not None:
+            await joins.close()
+        if service is not None:
+            await service.close()
+
+
+def _discovery(config: NodeConfig) -> DiscoverySettings:
+    from node.mesh.service import DiscoverySettings
+
+    return DiscoverySettings(
+        config.discovery_interfaces,
+        config.discovery_max_peers,
+        config.discovery_max_waiting,
+        config.discovery_evict_after_ms / 1000,
+    )
 
 
 def _sync_options(config: NodeConfig) -> SyncOptions:
@@ -314,71 +358,65 @@ def _sync_options(config: NodeConfig) -> SyncOptions:
 async def _serve_mcp(
     args: argparse.Namespace,
     node: Node,
-    listen: Listen,
+    ports: dict[str, socket.socket | None],
     tls: Tls | None,
     service: SyncService | None,
     joins: JoinService | None,
-    health: Listen | None,
-) -> None:
-    with _bound(listen) as listener:
-        from node.mcp.http import http_server
-        from node.serve.health import HealthEndpoint
+) -> str:
+    from node.mcp.http import http_server
+    from node.serve.health import HealthEndpoint
 
-        async with (
-            http_server(node, listener, tls=tls) as endpoint,
-            _optional_web(node, args.web, tls) as web_url,
-            _optional_health(HealthEndpoint(node, service), health) as health_url,
-        ):
-            shown = {"mcp_http": endpoint.url, "health": health_url}
-            if web_url is not None:
-                shown["web"] = web_url
-            if service is not None:
-                shown["sync"] = service.listening
-            if joins is not None:
-                shown["join"] = joins.listening
-            _announce(args, shown)
-            try:
-                await _until_signalled(endpoint.stopped)
-            finally:
-                if service is not None:  # links end with bye while MCP still serves
-                    await service.close()
+    listener = ports["mcp_http"]
+    assert listener is not None
+    async with (
+        http_server(node, listener, tls=tls) as endpoint,
+        _optional_web(node, ports["web"], tls) as web_url,
+        _optional_health(HealthEndpoint(node, service), ports["health"]) as health_url,
+    ):
+        shown = {"mcp_http": endpoint.url, "health": health_url}
+        if web_url is not None:
+            shown["web"] = web_url
+        if service is not None:
+            shown["sync"] = service.listening
+        if joins is not None:
+            shown["join"] = joins.listening
+        try:
+            return await _until_signalled(
+                endpoint.stopped, ready=functools.partial(_announce, args, shown)
+            )
+        finally:
+            if service is not None:  # links end with bye while MCP still serves
+                await service.close()
 
 
 @asynccontextmanager
 async def _optional_web(
-    node: Node, listen: Listen | None, tls: Tls | None
+    node: Node, listener: socket.socket | None, tls: Tls | None
 ) -> AsyncIterator[str | None]:
-    """The web view on ``listen`` (none without), with MCP's connection bounds, counted apart."""
-    if listen is None:
+    """The web view on ``listener`` (none without), with MCP's connection bounds, counted
+    apart."""
+    if listener is None:
         yield None
         return
     from node.serve.asgi import asgi_server
     from node.web.app import web_app
 
-    with _bound(listen) as listener:
-        app = web_app(node, secure=tls is not None)
-        limits = node.config.serve_limits
-        async with asgi_server(app, listener, limits, port="web", tls=tls) as endpoint:
-            yield endpoint.url
-
-
-def _bound(listen: Listen) -> socket.socket:
-    try:
-        return listen.bind()
-    except OSError as exc:
-        raise OSError(f"cannot listen on {listen.host}:{listen.port}: {exc.strerror}") from exc
+    app = web_app(node, secure=tls is not None)
+    limits = node.config.serve_limits
+    async with asgi_server(app, listener, limits, port="web", tls=tls) as endpoint:
+        yield endpoint.url
 
 
 @asynccontextmanager
 async def _optional_health(
-    endpoint: HealthEndpoint, listen: Listen | None
+    endpoint: HealthEndpoint, listener: socket.socket | None
 ) -> AsyncIterator[str | None]:
-    if listen is None:
+    if listener is None:
         yield None
         return
     from node.serve.health import health_server
 
-    async with health_server(endpoint, listen) as url:
+    async with health_server(endpoint, listener) as url:
         yield url
 
 
@@ -389,6 +427,14 @@ _SAID = {
     "join": "accepting joins at {}",
     "web": "web view at {}",
 }
+
+
+def _stopped(args: argparse.Namespace, signal_name: str) -> None:
+    """The last line of a ``serve`` that ends cleanly: every link said bye, the store closed."""
+    if args.json:
+        print(json.dumps({"stopped": signal_name or None}), flush=True)
+    else:
+        print(f"stopped{f' on {signal_name}' if signal_name else ''}", flush=True)
 
 
 def _announce(args: argparse.Namespace, shown: dict[str, str | None]) -> None:

@@ -1,12 +1,24 @@
 """How answers read on a terminal (docs/cli.md §Output): lists as tables under a header row,
 nothing shown as ``None``, counts with their noun in the right number, and no control
-character of stored or remote data reaching the terminal raw (``visible``)."""
+character of stored or remote data reaching the terminal raw (``visible``), nor a path's
+bytes that are not UTF-8 (``shown_path``)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["NOTHING", "cell", "count", "table", "visible", "visible_lines"]
+__all__ = [
+    "NOTHING",
+    "cell",
+    "count",
+    "encodes",
+    "shown_path",
+    "table",
+    "visible",
+    "visible_lines",
+]
 
 NOTHING = "—"  # a value that is absent (null in the JSON) or empty
 
@@ -54,3 +66,27 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
 def count(n: int, one: str, many: str | None = None) -> str:
     """``1 entry``, ``2 entries``, ``1,204 SRs``."""
     return f"{n:,} {one if n == 1 else many or one + 's'}"
+
+
+def encodes(text: str) -> bool:
+    """Whether ``text`` is Unicode UTF-8 can encode (no lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_path(value: Any) -> Any:
+    """``value`` with every string that holds a path's undecodable bytes (lone surrogates,
+    ``surrogateescape``) spelled with those bytes as ``\\xff`` escapes: what a terminal and
+    a JSON parser can take (docs/cli.md §Output)."""
+    if isinstance(value, str):
+        if encodes(value):
+            return value
+        return os.fsencode(value).decode("utf-8", "backslashreplace")
+    if isinstance(value, dict):
+        return {shown_path(k): shown_path(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [shown_path(v) for v in value]
+    return value

@@ -98,7 +98,10 @@ class NodeConfig:
             except UnicodeDecodeError as exc:  # TOML is UTF-8 (toml.io, spec 1.0 §Spec)
                 bad = f"not UTF-8 text: byte {exc.object[exc.start]:#04x} at offset {exc.start}"
                 raise InvalidConfig(str(path), [bad]) from exc
-        return cls.from_mapping(_overridden(raw, environ or {}), str(path))
+        try:
+            return cls.from_mapping(_overridden(raw, environ or {}), str(path))
+        except InvalidConfig as exc:
+            raise _blamed(exc, environ or {}) from None
 
     @classmethod
     def from_mapping(cls, raw: dict[str, Any], where: str = "config") -> NodeConfig:
@@ -148,6 +151,20 @@ def _overridden(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, An
                 key: convert(environ[name]),
             }
     return out
+
+
+def _blamed(exc: InvalidConfig, environ: Mapping[str, str]) -> InvalidConfig:
+    """``exc`` with each problem a ``MEMLANE_*`` variable's value has on its own blamed on the
+    variable, not on the file it overrides."""
+    by_variable: dict[str, str] = {}
+    for name in ENVIRONMENT:
+        if name in environ:
+            try:
+                NodeConfig.from_mapping(_overridden({}, {name: environ[name]}))
+            except InvalidConfig as alone:
+                by_variable |= dict.fromkeys(alone.problems, name)
+    sources = [by_variable.get(p, exc.where) for p in exc.problems]
+    return InvalidConfig(exc.where, exc.problems, sources)
 
 
 def _pending(raw: dict[str, Any], problems: list[str]) -> dict[str, Any]:

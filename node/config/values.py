@@ -28,12 +28,16 @@ def count_keys(cls: type) -> tuple[str, ...]:
 
 
 class InvalidConfig(ConfigError):
-    """A configuration with problems; ``problems`` lists every one of them."""
+    """A configuration with problems; ``problems`` lists every one of them, ``sources`` where
+    each comes from (``where``, the file, unless a ``MEMLANE_*`` variable set the value) and
+    ``lines`` each as ``SOURCE: PROBLEM``."""
 
-    def __init__(self, where: str, problems: list[str]) -> None:
-        super().__init__(f"{where}: " + "; ".join(problems))
+    def __init__(self, where: str, problems: list[str], sources: list[str] | None = None) -> None:
         self.where = where
         self.problems = problems
+        self.sources = sources or [where] * len(problems)
+        self.lines = [f"{s}: {p}" for s, p in zip(self.sources, problems, strict=True)]
+        super().__init__("; ".join(self.lines))
 
 
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}

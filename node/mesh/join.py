@@ -24,12 +24,13 @@ import asyncio
 import contextlib
 import os
 import shutil
+import socket
 import ssl
 import struct
 import tempfile
 from pathlib import Path
 
-from node.address import Listen
+from node.address import Listen, bind_for
 from node.errors import ConfigError, NodeError
 from node.identity import NODE_KEY_FILE, create_key
 from node.logging import get_logger
@@ -128,19 +129,16 @@ class JoinService:
     def listening(self) -> str | None:
         return None if self.address is None else _address(*self.address)
 
-    async def start(self, listen: Listen) -> None:
+    async def start(self, listen: Listen | socket.socket) -> None:
+        """Accept joins on ``listen``: an address, or a socket bound and listening."""
         self.node.membership.require_authority()  # NotAuthority on any other node
         ca, certificate = certificates(self.node)
         self._ca = certs.pem(ca)
         key = certs.private_key(self.node.path / NODE_KEY_FILE)
         context = certs.join_server_context(certificate, key)
-        try:
-            gate = TlsGate(context, self.handshakes, self._handle, port="join")
-            self._server = await asyncio.start_server(gate, listen.host, listen.port)
-        except OSError as exc:
-            raise OSError(
-                f"cannot listen for joins on {listen.host}:{listen.port}: {exc.strerror}"
-            ) from exc
+        gate = TlsGate(context, self.handshakes, self._handle, port="join")
+        sock = listen if isinstance(listen, socket.socket) else bind_for(listen, "joins")
+        self._server = await asyncio.start_server(gate, sock=sock)
         host, port = self._server.sockets[0].getsockname()[:2]
         self.address = (str(host), int(port))
 

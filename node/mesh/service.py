@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import ssl
 import time
 from collections.abc import Sequence
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from node.address import Listen
+from node.address import Listen, bind_for
 from node.errors import NodeError
 from node.identity import NODE_KEY_FILE
 from node.logging import get_logger
@@ -231,22 +232,20 @@ class SyncService:
 
     async def start(
         self,
-        listen: Listen | None,
+        listen: Listen | socket.socket | None,
         peers: Sequence[Listen],
         discovery: DiscoverySettings | None = None,
     ) -> None:
+        """Listen on ``listen`` (an address, or a socket bound and listening), then dial
+        ``peers`` and, with ``discovery``, advertise and find the mesh's nodes."""
         self._server, self._client, certificate = tls_contexts(self.node)
         self._cert_expires = _expires_ms(certificate)
         self._authority = holds_authority(self.node)
         self._running = True
         await self.sync.start()
         if listen is not None:
-            try:
-                self.address = await self.sync.listen(listen.host, listen.port, ssl=self._server)
-            except OSError as exc:
-                raise OSError(
-                    f"cannot listen for sync on {listen.host}:{listen.port}: {exc.strerror}"
-                ) from exc
+            sock = listen if isinstance(listen, socket.socket) else bind_for(listen, "sync")
+            self.address = await self.sync.listen(ssl=self._server, sock=sock)
         for peer in peers:
             self._static.add(f"{peer.host}:{peer.port}")
             self.sync.dial(peer.host, peer.port, ssl=self._client)

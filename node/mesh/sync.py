@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import functools
 import random
+import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -137,16 +138,24 @@ class Sync:
     # -- connections -------------------------------------------------------------------------
 
     async def listen(
-        self, host: str = "127.0.0.1", port: int = 0, *, ssl: ssl.SSLContext | None = None
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        ssl: ssl.SSLContext | None = None,
+        sock: socket.socket | None = None,
     ) -> tuple[str, int]:
-        """Accept sync connections on ``host``:``port`` (0: any free port); the address.
-        Over TLS each connection is counted from its accept and its handshake bounded
-        (``SyncOptions.handshakes``)."""
+        """Accept sync connections on ``host``:``port`` (0: any free port), or on ``sock``
+        when one is given (bound and listening); the address.  Over TLS each connection is
+        counted from its accept and its handshake bounded (``SyncOptions.handshakes``)."""
         await self.start()
         accepted: Handler = self._accepted
         if ssl is not None:
             accepted = TlsGate(ssl, self.options.handshakes, self._accepted, port="sync")
-        server = await asyncio.start_server(accepted, host, port)
+        if sock is not None:
+            server = await asyncio.start_server(accepted, sock=sock)
+        else:
+            server = await asyncio.start_server(accepted, host, port)
         self._servers.append(server)
         name = server.sockets[0].getsockname()
         return str(name[0]), int(name[1])

@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from node.address import Listen
+from node.address import Listen, bind_for
 from node.errors import NodeError
 from node.ports import Slots
 from node.refusals import REFUSALS
@@ -127,17 +128,14 @@ def _request_line(head: bytes) -> tuple[str, str]:
 
 
 @asynccontextmanager
-async def health_server(endpoint: HealthEndpoint, listen: Listen) -> AsyncIterator[str]:
-    """Serve ``endpoint`` on ``listen`` until the block ends; yields the base URL."""
+async def health_server(
+    endpoint: HealthEndpoint, listen: Listen | socket.socket
+) -> AsyncIterator[str]:
+    """Serve ``endpoint`` on ``listen`` (an address, or a socket bound and listening) until
+    the block ends; yields the base URL."""
     await endpoint.metrics.start()
-    try:
-        server = await asyncio.start_server(
-            endpoint.handle, listen.host, listen.port, limit=_HEAD_LIMIT
-        )
-    except OSError as exc:
-        raise OSError(
-            f"cannot listen for health on {listen.host}:{listen.port}: {exc.strerror}"
-        ) from exc
+    sock = listen if isinstance(listen, socket.socket) else bind_for(listen, "health")
+    server = await asyncio.start_server(endpoint.handle, sock=sock, limit=_HEAD_LIMIT)
     host, port = server.sockets[0].getsockname()[:2]
     try:
         yield f"http://{f'[{host}]' if ':' in host else host}:{port}"

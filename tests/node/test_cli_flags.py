@@ -191,3 +191,25 @@ def test_a_missing_token_says_how_to_give_one(data: Path, tmp_path: Path) -> Non
     assert err == f"--token-file {empty} holds no token"
     mcp = fails(run("mcp", "--data", data))
     assert TOKEN_HINT in mcp
+
+
+def test_an_unknown_flag_shows_its_command_usage() -> None:
+    done = run("write", "--titel", "x")
+    err = fails(done, code=2)
+    assert err.startswith("usage: memlane write "), err
+    assert err.rstrip().endswith("memlane write: error: unrecognized arguments: --titel x")
+    assert "{init,token" not in err  # not the list of every command
+    nested = fails(run("token", "list", "--princpal", "a"), code=2)
+    assert nested.startswith("usage: memlane token list "), nested
+
+
+def test_a_mistyped_command_gets_a_suggestion() -> None:
+    err = fails(run("wrte"), code=2)
+    assert err.rstrip().endswith(
+        "memlane: error: 'wrte' is not a memlane command; did you mean write?"
+    )
+    err = fails(run("token", "creat"), code=2)
+    assert err.startswith("usage: memlane token "), err
+    assert "'creat' is not a memlane token command; did you mean create?" in err
+    err = fails(run("zzzzzz"), code=2)
+    assert "'zzzzzz' is not a memlane command (see memlane --help)" in err

@@ -8,6 +8,7 @@ installed command."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from node.errors import Refusal
 from node.node import Node
-from tests.node.clikit import MEMLANE, database, environment, fails, ok, run
+from tests.node.clikit import MEMLANE, database, environment, fails, make_token, ok, run
 from tests.node.helpers import CallerFactory
 
 ESCAPES = "\x1b[2J\x1b[31mred\x9b\x07"  # clear the screen, turn red, a C1 CSI, the bell
@@ -36,6 +37,63 @@ def test_an_argument_that_is_not_utf8_is_a_usage_error(auth, tmp_path):
     assert result.stdout == b""
     assert one_line(result.stderr.decode()) == (
         "memlane: error: argument 3 is not valid UTF-8: b'\\xff'"
+    )
+
+
+def _bytes_run(tmp_path: Path, *argv: bytes) -> subprocess.CompletedProcess[bytes]:
+    """The installed ``memlane`` with ``argv`` as bytes, as a shell passes ``$'\\xff'``."""
+    return subprocess.run(
+        [bytes(MEMLANE), *argv],
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env=environment(None, tmp_path),
+    )
+
+
+def test_a_path_that_is_not_utf8_is_taken_and_shown_escaped(auth, tmp_path):
+    data = os.fsencode(auth[1])
+    out = os.fsencode(tmp_path) + b"/\xff.bundle"
+    done = _bytes_run(tmp_path, b"bundle", b"export", b"--data", data, out)
+    assert done.returncode == 0, done
+    assert os.path.getsize(out) > 0
+    assert done.stdout.decode().startswith(f"wrote {tmp_path}/\\xff.bundle: bundle ")
+    again = _bytes_run(tmp_path, b"bundle", b"export", b"--data", data, out + b"2", b"--json")
+    assert again.returncode == 0, again
+    assert json.loads(again.stdout)["path"] == f"{tmp_path}/\\xff.bundle2"
+    imported = _bytes_run(tmp_path, b"bundle", b"import", b"--data", data, out)
+    assert imported.returncode == 0, imported
+
+
+def test_data_config_token_file_and_export_paths_take_any_bytes(tmp_path):
+    odd = os.fsencode(tmp_path) + b"/\xfe"
+    assert _bytes_run(tmp_path, b"init", b"--data", odd).returncode == 0
+    config, token_file = odd + b"/\xfd.toml", odd + b"/\xfc.token"
+    Path(os.fsdecode(config)).write_text('zone = "UTC"\n')
+    Path(os.fsdecode(token_file)).write_text(
+        make_token(Path(os.fsdecode(odd)), "read:workspace", "write:workspace")
+    )
+    with_token = (b"--data", odd, b"--config", config, b"--token-file", token_file)
+    listed = _bytes_run(tmp_path, b"timeline", b"list", *with_token)
+    assert listed.returncode == 0, listed
+    exported = _bytes_run(tmp_path, b"export", odd + b"/\xfb.jsonl", *with_token)
+    assert exported.returncode == 0, exported
+    assert exported.stdout.decode().startswith(f"wrote {tmp_path}/\\xfe/\\xfb.jsonl: ")
+    dry = _bytes_run(tmp_path, b"import", odd + b"/\xfb.jsonl", b"--dry-run", *with_token)
+    assert dry.returncode == 0, dry
+    missing = _bytes_run(tmp_path, b"log", b"verify", b"--data", odd + b"/\xfa")
+    assert missing.returncode == 1
+    assert missing.stderr.decode() == f"no node in {tmp_path}/\\xfe/\\xfa (run " + (
+        f"`memlane init --data {tmp_path}/\\xfe/\\xfa`)\n"
+    )
+
+
+def test_text_given_as_flag_equals_value_is_refused_too(auth, tmp_path):
+    argv = [b"write", b"--title=\xff", *(a.encode() for a in auth)]
+    result = _bytes_run(tmp_path, *argv)
+    assert result.returncode == 2, result
+    assert one_line(result.stderr.decode()) == (
+        "memlane: error: argument 2 is not valid UTF-8: b'--title=\\xff'"
     )
 
 

@@ -97,7 +97,7 @@ def test_global_options_before_or_after_any_command_word(crowded, tmp_path):
     assert json.loads(listed[3])["results"][0]["title"].startswith("099 ")
     assert ok(done[5]).startswith("ok: ")
     assert json.loads(ok(done[6]))["ok"] is True
-    assert ok(done[7]) == ok(done[8]) == f"ok: {config}\n"
+    assert ok(done[7]) == ok(done[8]) == f"ok: {config}, with MEMLANE_HEALTH, MEMLANE_DISCOVERY\n"
     assert ok(done[9]).startswith("ok: ")
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from node.address import Listen
 from node.config import InvalidConfig, NodeConfig, SearchConfig
-from tests.node.clikit import MEMLANE
+from tests.node.clikit import MEMLANE, run
 from tests.node.mcpkit import TIMEOUT
 from tests.node.servekit import memlane, peers, serve, setup, stop
 
@@ -159,6 +159,40 @@ def test_config_check_lists_every_problem(tmp_path, monkeypatch):
     missing = memlane("config", "check", "--config", str(tmp_path / "none.toml"), check=False)
     assert missing.returncode == 1
     assert "No such file or directory" in missing.stdout
+
+
+def test_config_check_says_when_there_is_no_file(tmp_path):
+    env = {"MEMLANE_HEALTH": "127.0.0.1:0", "MEMLANE_MCP_HTTP": "127.0.0.1:0"}
+    done = run("config", "check", "--data", tmp_path / "fa", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        f"ok: no file at {tmp_path / 'fa' / 'config.toml'}: the defaults, "
+        "with MEMLANE_MCP_HTTP, MEMLANE_HEALTH, MEMLANE_DISCOVERY\n"
+    )
+    shown = json.loads(run("config", "check", "--data", tmp_path / "fa", "--json").stdout)
+    assert (shown["ok"], shown["exists"]) == (True, False)
+    (tmp_path / "fa").mkdir()
+    (tmp_path / "fa" / "config.toml").write_text('zone = "UTC"\n')
+    shown = json.loads(run("config", "check", "--data", tmp_path / "fa", "--json").stdout)
+    assert (shown["ok"], shown["exists"]) == (True, True)
+
+
+def test_config_check_blames_a_bad_variable_not_the_file(tmp_path):
+    (tmp_path / "config.toml").write_text('zone = "PST"\n')
+    env = {"MEMLANE_DISCOVERY": "maybe", "MEMLANE_HEALTH": "nowhere"}
+    done = run("config", "check", "--data", tmp_path, env=env)
+    assert done.returncode == 1
+    assert sorted(done.stdout.splitlines()) == sorted(
+        [
+            "MEMLANE_DISCOVERY: discovery.enabled must be true or false (on or off)",
+            "MEMLANE_HEALTH: serve.health: 'nowhere' is not HOST:PORT (e.g. 127.0.0.1:8765)",
+            f"{tmp_path / 'config.toml'}: zone: 'PST' is not an IANA time zone name "
+            "(e.g. Europe/Berlin)",
+        ]
+    )
+    shown = json.loads(run("config", "check", "--data", tmp_path, "--json", env=env).stdout)
+    blamed = dict(zip(shown["problems"], shown["sources"], strict=True))
+    assert blamed["discovery.enabled must be true or false (on or off)"] == "MEMLANE_DISCOVERY"
 
 
 def test_serve_with_a_bad_config_starts_nothing(tmp_path, monkeypatch):

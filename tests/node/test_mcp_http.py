@@ -19,7 +19,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.node.clikit import MEMLANE, UNAUTHENTICATED
+from tests.node.clikit import MEMLANE, UNAUTHENTICATED, run
 from tests.node.mcpkit import (
     ACCEPT,
     INITIALIZE,
@@ -308,11 +308,13 @@ def test_plain_http_off_loopback_is_refused(site):
         assert "--tls-cert and --tls-key, or --insecure-no-tls" in done.stderr
 
 
-def test_a_port_in_use_exits_1(site):
+def test_a_port_in_use_exits_1(tmp_path):
+    data = tmp_path / "node"  # a node of its own: the module's is being served
+    assert run("init", "--data", data).returncode == 0
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         done = subprocess.run(
-            [str(MEMLANE), "serve", "--data", str(site.data), "--mcp-http", f"127.0.0.1:{port}"],
+            [str(MEMLANE), "serve", "--data", str(data), "--mcp-http", f"127.0.0.1:{port}"],
             capture_output=True,
             text=True,
             timeout=TIMEOUT,
@@ -320,8 +322,9 @@ def test_a_port_in_use_exits_1(site):
         )
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""
-    assert done.stderr.startswith(f"memlane serve: cannot listen on 127.0.0.1:{port}: "), (
-        done.stderr
+    assert done.stderr == (
+        f"memlane serve: cannot listen for MCP on 127.0.0.1:{port}: the address is in use "
+        "(set --mcp-http, MEMLANE_MCP_HTTP or [serve] mcp_http)\n"
     )
 
 
