@@ -372,6 +372,9 @@ class Link:
     def _note_state(self) -> None:
         state = PeerState.LIVE if self.session.caught_up else PeerState.SYNCING
         if self.peer.state is not state and self.peer.state in (PeerState.SYNCING, PeerState.LIVE):
+            if state is PeerState.LIVE:
+                self.host.table.live(self.peer)
+                return
             self.peer.state = state
             self.host.table.touch()
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import random
 import ssl
 from collections.abc import Awaitable, Callable
@@ -304,9 +305,22 @@ class Sync:
             async with asyncio.timeout(self.options.connect_timeout):
                 reader, writer = await opener()
         except (OSError, TimeoutError) as exc:
-            self.peers.closed(peer, f"cannot connect: {exc or type(exc).__name__}")
+            self.peers.closed(peer, f"cannot connect to {peer.address}: {_why_not(exc)}")
             return
         await self.attach(reader, writer, peer=peer)
+
+
+def _why_not(exc: OSError) -> str:
+    """Why a dial failed, in words: the system's text for its errno (asyncio's own message
+    holds the address as a Python tuple), a TLS failure's reason, or a timeout."""
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    if isinstance(exc, ssl.SSLError):
+        said = getattr(exc, "verify_message", None) or exc.reason or exc.strerror
+        return f"TLS: {said or type(exc).__name__}"
+    if exc.errno is not None:
+        return os.strerror(exc.errno)
+    return str(exc) or type(exc).__name__
 
 
 def _address(writer: asyncio.StreamWriter) -> str:
