@@ -228,9 +228,7 @@ class Sync:
                 self._release(key)
             if not peer.outbound and (peer.key is None or self.peers.get(peer.key) is not peer):
                 self.peers.forget(peer)  # unnamed, or refused: the table keeps nothing of it
-        if error is not None:
-            _log.info("sync link closed", peer=peer.node_id, address=address, error=str(error))
-        return error
+        return error  # the link logged its closing
 
     def _certified_key(self, writer: asyncio.StreamWriter) -> bytes | None:
         """The node key of the connection's certificate, if it is an admitted one (a refused
