@@ -264,7 +264,8 @@ def _instant(ms: int | None) -> str | None:
 
 def _error_cell(row: dict[str, Any], now: float) -> str | None:
     """The link's current error and how long ago it happened (``12 s ago``)."""
-    error, at = row["last_error"], row.get("last_error_at")
+    error: str | None = row["last_error"]
+    at = row.get("last_error_at")
     if error is None or at is None:  # a snapshot from before errors carried their time
         return error
     return f"{error} ({_ago(now - at / 1000)})"

@@ -53,7 +53,7 @@ def _cut_problems(shown: str, words: set[str]) -> list[str]:
 def test_long_arguments_are_cut_after_a_whole_word():
     note = "rollback plan: revert TLS, drain the canary"
     shown = arguments({"title": note, "text": note, "tags": ["gateway"]})
-    assert shown == '{"title": "rollback plan: revert TLS, drain the canary", "text": "rollback plan…'
+    assert shown == f'{{"title": "{note}", "text": "rollback plan…'
     assert arguments({"summary": note}) == json.dumps({"summary": note})
     assert arguments({"k": "abcdefgh ijklmnop"}, limit=16) == '{"k": "abcdefgh…'
     steps = f"1. a\n   agent on A → e_write {shown}\n     0193  {note}\n2. b\n"

@@ -107,10 +107,11 @@ def row_of(data: Any, address: str, state: str) -> dict[str, Any] | None:
     """The row dialled at ``address`` on this node once it is in ``state`` and says why (or,
     live, whatever it says)."""
     for row in peers(data)["peers"]:
-        if row["address"] == address and row["state"] == state:
-            if state == "live" or row["last_error"]:
-                found: dict[str, Any] = row
-                return found
+        if (row["address"], row["state"]) == (address, state) and (
+            state == "live" or row["last_error"]
+        ):
+            found: dict[str, Any] = row
+            return found
     return None
 
 
