@@ -91,7 +91,16 @@ class AuthError(Refusal):
 
 
 class Unauthenticated(AuthError):
-    """No valid token: missing, unknown, expired or revoked (indistinguishable on purpose)."""
+    """No valid token: missing, unknown, expired or revoked (indistinguishable on purpose).
+
+    ``HINT`` is for the operator, beside the text, never in place of it: the same words
+    whatever the token was, so it tells nothing about which tokens exist (docs/authority.md
+    §Tokens)."""
+
+    HINT = (
+        "a token is valid only on the node that issued it, until it expires or is revoked "
+        "(`memlane token list` there shows it)"
+    )
 
     def __init__(self) -> None:
         super().__init__("unauthenticated: a valid token is required")

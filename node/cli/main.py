@@ -19,7 +19,7 @@ from typing_extensions import override
 from node.cli import bundles, commands, exchange, mesh, pending, search, serving, tools
 from node.cli.table import encodes, shown_path, visible_lines
 from node.cli.times import expiry
-from node.errors import NodeError
+from node.errors import NodeError, Unauthenticated
 
 __all__ = ["default_data_dir", "main"]
 
@@ -247,6 +247,10 @@ def _run(argv: Sequence[str] | None) -> int:
         import asyncio
 
         result: commands.Result = asyncio.run(handler(args))
+    except Unauthenticated as exc:  # the refusal as over MCP, and the operator's hint
+        said = {"error": exc.text, "hint": exc.HINT}
+        _emit(args, said, f"{exc.text}\nhint: {exc.HINT}", stream=sys.stderr)
+        return 1
     except (NodeError, OSError) as exc:  # OSError: an unreadable --token-file, an unusable --data
         _emit(args, {"error": str(exc)}, str(exc), stream=sys.stderr)
         return 1

@@ -4,6 +4,7 @@ peers``: the peer table ``memlane serve`` keeps (docs/mesh.md)."""
 from __future__ import annotations
 
 import argparse
+import time
 from typing import TYPE_CHECKING, Any
 
 from node.cli.commands import Result, open_node
@@ -239,24 +240,40 @@ async def peers_list(args: argparse.Namespace) -> Result:
         snapshot = await read_peers(node)
     if snapshot["at"] is None:
         return Result(snapshot, "no peers: sync has not run on this node")
+    now = time.time()
+    rows = [[*(p[k] for k in _PEER_KEYS[:-1]), _error_cell(p, now)] for p in snapshot["peers"]]
     at = format_instant(snapshot["at"])
-    snapshot = {
-        **snapshot,
-        "at": at,
-        "peers": [
-            {
-                **p,
-                "connected_at": None
-                if p["connected_at"] is None
-                else format_instant(p["connected_at"]),
-            }
-            for p in snapshot["peers"]
-        ],
-    }
+    snapshot = {**snapshot, "at": at, "peers": [_spelled(p) for p in snapshot["peers"]]}
     running = "serving" if snapshot["serving"] else "stopped"
     where = f", listening at {snapshot['listen']}" if snapshot["listen"] else ""
     lines = [f"sync {running}{where} (as of {at})"]
-    if not snapshot["peers"]:
+    if not rows:
         return Result(snapshot, "\n".join([*lines, "no peers"]))
-    lines += table(_PEERS, [[p[k] for k in _PEER_KEYS] for p in snapshot["peers"]])
+    lines += table(_PEERS, rows)
     return Result(snapshot, "\n".join(lines))
+
+
+def _spelled(row: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot row with its instants (milliseconds) spelled as ISO-8601."""
+    return {**row, **{k: _instant(row.get(k)) for k in ("connected_at", "last_error_at")}}
+
+
+def _instant(ms: int | None) -> str | None:
+    return None if ms is None else format_instant(ms)
+
+
+def _error_cell(row: dict[str, Any], now: float) -> str | None:
+    """The link's current error and how long ago it happened (``12 s ago``)."""
+    error: str | None = row["last_error"]
+    at = row.get("last_error_at")
+    if error is None or at is None:  # a snapshot from before errors carried their time
+        return error
+    return f"{error} ({_ago(now - at / 1000)})"
+
+
+def _ago(seconds: float) -> str:
+    whole = max(0, int(seconds))
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if whole >= 2 * size:
+            return f"{whole // size} {unit} ago"
+    return f"{whole} s ago"

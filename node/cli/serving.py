@@ -165,9 +165,15 @@ def _peer(text: str) -> Listen:
     return address
 
 
-def _fail(args: argparse.Namespace, message: str, code: int) -> int:
+def _fail(args: argparse.Namespace, message: str, code: int, *, hint: str | None = None) -> int:
+    """``message`` on stderr (``--json``: ``{"error": …}``), and ``hint``, if any, below it
+    (``"hint"``)."""
     message = shown_path(message)  # a --data that is not UTF-8, say
-    text = json.dumps({"error": message}) if args.json else f"memlane {args.command}: {message}"
+    if args.json:
+        text = json.dumps({"error": message} | ({"hint": hint} if hint else {}))
+    else:
+        text = f"memlane {args.command}: {message}" + (f"
+hint: {hint}" if hint else "")
     print(text, file=sys.stderr)
     return code
 
@@ -209,7 +215,8 @@ def run_mcp(args: argparse.Namespace) -> int:
     try:
         asyncio.run(_mcp(args.data, load_config(args), token_from_args(args)))
     except Unauthenticated as exc:
-        return _fail(args, f"{exc.text} (pass --token, MEMLANE_TOKEN or --token-file)", 1)
+        given = f"{exc.text} (pass --token, MEMLANE_TOKEN or --token-file)"
+        return _fail(args, given, 1, hint=exc.HINT)
     except BrokenPipeError:  # the client closed stdout: main's quiet exit
         raise
     except (NodeError, OSError) as exc:  # no node in --data, an unreadable --token-file

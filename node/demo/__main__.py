@@ -17,6 +17,7 @@ from pathlib import Path
 
 from node.demo.agent import Agent
 from node.demo.nodes import Served, memlane, until
+from node.demo.transcript import Steps
 from node.node import system_wall
 from protocol.timefmt import format_instant
 
@@ -50,14 +51,14 @@ def _token(data: Path) -> str:
     )
 
 
-async def _form_mesh(base: Path) -> dict[str, Served]:
+async def _form_mesh(base: Path, steps: Steps) -> dict[str, Served]:
     nodes: dict[str, Served] = {}
     a = base / "a"
     memlane("init", "--data", str(a))
     a.joinpath("config.toml").write_text(CONFIG)
     nodes["a"] = await Served.start("a", a, *SERVE, "--join-listen", "127.0.0.1:0")
-    print(
-        f"1. node A ({nodes['a'].node_id}) is the mesh authority, accepting joins at "
+    steps.say(
+        f"node A ({nodes['a'].node_id}) is the mesh authority, accepting joins at "
         f"{nodes['a'].shown['join']}"
     )
     for name in ("b", "c"):
@@ -68,9 +69,9 @@ async def _form_mesh(base: Path) -> dict[str, Served]:
         )
         data.joinpath("config.toml").write_text(CONFIG)
         nodes[name] = await Served.start(name, data, *SERVE)
-        print(f"2. node {name.upper()} ({nodes[name].node_id}) joined by invite")
+        steps.say(f"node {name.upper()} ({nodes[name].node_id}) joined by invite")
     await until(_all_linked, nodes)
-    print("3. no static peers: the three found each other by zeroconf and linked over TLS")
+    steps.say("no static peers: the three found each other by zeroconf and linked over TLS")
     return nodes
 
 
@@ -85,7 +86,8 @@ async def _converged(nodes: dict[str, Served]) -> bool:
 
 
 async def _run(base: Path) -> bool:
-    nodes = await _form_mesh(base)
+    steps = Steps()
+    nodes = await _form_mesh(base, steps)
     try:
         writer = Agent("A", nodes["a"].shown["mcp_http"], _token(nodes["a"].data))
         reader = Agent("C", nodes["c"].shown["mcp_http"], _token(nodes["c"].data))
@@ -97,25 +99,25 @@ async def _run(base: Path) -> bool:
                     "rollback plan: revert TLS, drain the canary",
                 ]
             )
-            print("4. A's agent wrote 2 SRs and 2 episodes over MCP")
+            steps.say("A's agent wrote 2 SRs and 2 episodes over MCP")
             await until(_converged, nodes)
             held = await nodes["b"].metric("memlane_entries")
-            print(f"5. node B stops (SIGTERM) holding {held} entries; A's agent goes on writing")
+            steps.say(f"node B stops (SIGTERM) holding {held} entries; A's agent goes on writing")
             await nodes["b"].stop()
             second = await writer.work(["canary drained", "TLS change reverted"])
             print("   … and 2 more of each while B was down")
             nodes["b"] = await nodes["b"].restart()
             await until(_converged, nodes)
-            print(
-                f"6. node B restarted and caught up: A, B and C hold "
+            steps.say(
+                f"node B restarted and caught up: A, B and C hold "
                 f"{await nodes['a'].metric('memlane_entries')} entries"
             )
-            ok = await reader.read_back(since, first + second)
+            ok = await reader.read_back(since, first + second, steps)
     finally:
         for node in nodes.values():
             await node.stop()
     verified = [node.verify() for node in nodes.values()]
-    print(f"8. log verify on A, B and C: {', '.join(verified)}")
+    steps.say(f"log verify on A, B and C: {', '.join(verified)}")
     return ok and all(v.startswith("ok") for v in verified) and len(set(verified)) == 1
 
 

@@ -13,6 +13,8 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from node.demo.transcript import Steps, arguments
+
 __all__ = ["Agent"]
 
 
@@ -41,7 +43,7 @@ class Agent:
     async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         result = await self._client.call_tool(tool, args)
         answer: dict[str, Any] = result.structured_content or json.loads(result.content[0].text)
-        print(f"   agent on {self.node} → {tool} {json.dumps(args, ensure_ascii=False)[:80]}")
+        print(f"   agent on {self.node} → {tool} {arguments(args)}")
         return answer
 
     async def work(self, notes: list[str]) -> list[str]:
@@ -52,7 +54,7 @@ class Agent:
             ids.append((await self.call("work_record", {"summary": note}))["id"])
         return ids
 
-    async def read_back(self, since: str, episodes: list[str]) -> bool:
+    async def read_back(self, since: str, episodes: list[str], steps: Steps) -> bool:
         """On this node: every SR listed, each one a change since ``since``, and the episode
         chain walking back through every episode."""
         listed = await self.call("e_timeline", {"action": "list", "page_size": 50})
@@ -62,8 +64,8 @@ class Agent:
         )
         titles = sorted(r["title"] for r in listed["results"])
         walked = [e["id"] for e in chain["chain"]]
-        print(
-            f"7. C's agent reads: {len(titles)} SRs listed, {len(changed['changes'])} "
+        steps.say(
+            f"C's agent reads: {len(titles)} SRs listed, {len(changed['changes'])} "
             f"new since {since}, a chain of {len(walked)} episodes"
         )
         for episode in chain["chain"]:

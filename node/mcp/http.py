@@ -40,7 +40,8 @@ from node.serve.asgi import Endpoint, asgi_server
 __all__ = ["MCP_PATH", "BearerGate", "Endpoint", "http_app", "http_server"]
 
 MCP_PATH = "/mcp"
-_UNAUTHORIZED = json.dumps({"error": Unauthenticated().text}).encode()
+# The refusal's text exactly, as a tool answers it; the hint is a field of its own.
+_UNAUTHORIZED = json.dumps({"error": Unauthenticated().text, "hint": Unauthenticated.HINT}).encode()
 _REALM = 'Bearer realm="memlane"'
 _INVALID_TOKEN = f'{_REALM}, error="invalid_token"'
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from node.address import Listen, bind_for
 from node.errors import ConfigError, NodeError
-from node.identity import NODE_KEY_FILE, create_key
+from node.identity import NODE_KEY_FILE, create_key, node_id
 from node.logging import get_logger
 from node.members import certs, invites
 from node.members.errors import InviteError, MeshError, PeerRefused
@@ -212,7 +212,7 @@ class JoinService:
             self._ca,
             certs.pem(redeemed.certificate),
         )
-        _log.info("a node joined", node=redeemed.payload.get("node", b"").hex())
+        _log.info("a node joined", node=node_id(request.key))
         try:
             return encode_answer(answer)
         except ProtocolError as exc:

@@ -23,6 +23,7 @@ from collections import deque
 
 from node.errors import NodeError
 from node.identity import node_id
+from node.logging import get_logger
 from node.mesh.errors import (
     LinkError,
     LinkFailed,
@@ -65,6 +66,7 @@ __all__ = ["Link", "LinkHost", "LinkOptions"]
 # Batches of entries handed to the store at once per link: two, so the next waits while one
 # is written.
 STORING = 2
+_log = get_logger("node.mesh.link")
 _SPEAKING = (State.HELLO, State.DIGEST, State.FRONTIER, State.STREAMING, State.LIVE)
 
 
@@ -125,6 +127,7 @@ class Link:
                 self.host.fetches.pop(self._fetch, None)
             await self._close_stream(abort=isinstance(error, PeerStalled | PeerGone))
             self.host.table.closed(self.peer, self._stopped if error is None else str(error))
+            self._log_closed(error)
             if self.source is not None:
                 with contextlib.suppress(NodeError):
                     detail = {"reason": "closed" if error is None else str(error)[:200]}
@@ -132,6 +135,17 @@ class Link:
                         AuditEvent.PEER_DISCONNECTED, self.source, detail
                     )
         return error
+
+    def _log_closed(self, error: LinkError | None) -> None:
+        """A link that opened closes at ``info``, whatever ended it; one that never got as
+        far as the peer's hello only when it failed (docs/operations.md §Logs)."""
+        if self.source is not None or error is not None:
+            _log.info(
+                "sync link closed",
+                peer=self.source,
+                address=self.peer.address,
+                error=None if error is None else str(error),
+            )
 
     def stop(self, reason: str | None = None) -> None:
         """Say bye; the link ends when the peer has answered (or after ``close_timeout``).
@@ -258,6 +272,12 @@ class Link:
         except DuplicateLink as exc:
             raise LinkRefused(str(exc)) from exc
         self.source = f"peer:{node_id(key)}"
+        _log.info(
+            "sync link opened",
+            peer=self.source,
+            address=self.peer.address,
+            direction="outbound" if self.peer.outbound else "inbound",
+        )
         self._fetch = Fetch(
             self.host.replica, key, self.session.features, retry=self.host.options.payload_retry
         )
@@ -372,6 +392,9 @@ class Link:
     def _note_state(self) -> None:
         state = PeerState.LIVE if self.session.caught_up else PeerState.SYNCING
         if self.peer.state is not state and self.peer.state in (PeerState.SYNCING, PeerState.LIVE):
+            if state is PeerState.LIVE:
+                self.host.table.live(self.peer)
+                return
             self.peer.state = state
             self.host.table.touch()
 

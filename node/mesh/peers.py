@@ -69,7 +69,8 @@ class Peer:
     state: PeerState = PeerState.CONNECTING
     connections: int = 0  # connections that reached hello
     connected_at: float | None = None  # wall time (s) of the current connection's hello
-    last_error: str | None = None
+    last_error: str | None = None  # until a link to the node is next live
+    last_error_at: float | None = None  # wall time (s) of ``last_error``
     # Entries the peer held that this node lacked, and the reverse, at the last round; each
     # counts down as entries arrive or go.
     lag_in: int = 0
@@ -103,6 +104,7 @@ class PeerNode:
     sent: int
     rounds: int
     last_error: str | None
+    last_error_at: float | None
 
     @property
     def node_id(self) -> str | None:
@@ -134,6 +136,7 @@ class PeerNode:
             sent=sum(p.sent for p in records),
             rounds=sum(p.rounds for p in records),
             last_error=None if newest is None else newest.last_error,
+            last_error_at=None if newest is None else newest.last_error_at,
         )
 
 
@@ -246,6 +249,16 @@ class PeerTable:
 
     def _note_error(self, peer: Peer, error: str) -> None:
         peer.last_error, peer.error_at = error, self.version + 1
+        peer.last_error_at = time.time()
+
+    def live(self, peer: Peer) -> None:
+        """The link of ``peer`` caught up both ways: what went wrong before is past, so no
+        record of its node keeps an error (docs/mesh.md §The peer table)."""
+        peer.state = PeerState.LIVE
+        for each in self._peers:
+            if each is peer or (peer.key is not None and each.key == peer.key):
+                each.last_error, each.last_error_at = None, None
+        self.touch()
 
     def forget(self, peer: Peer) -> None:
         """Drop a peer that will not come back (a dialler stopped, a connection refused).
@@ -280,3 +293,4 @@ def _add_counts(into: Peer, old: Peer) -> None:
     into.rounds += old.rounds
     if old.error_at > into.error_at:
         into.last_error, into.error_at = old.last_error, old.error_at
+        into.last_error_at = old.last_error_at

@@ -162,6 +162,7 @@ def _peer_row(peer: PeerNode, *, closed: bool = False) -> dict[str, Any]:
         "sent": peer.sent,
         "rounds": peer.rounds,
         "last_error": peer.last_error,
+        "last_error_at": None if peer.last_error_at is None else int(peer.last_error_at * 1000),
     }
 
 

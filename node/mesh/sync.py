@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import random
 import socket
 import ssl
@@ -236,9 +237,7 @@ class Sync:
                 self._release(key)
             if not peer.outbound and (peer.key is None or self.peers.get(peer.key) is not peer):
                 self.peers.forget(peer)  # unnamed, or refused: the table keeps nothing of it
-        if error is not None:
-            _log.info("sync link closed", peer=peer.node_id, address=address, error=str(error))
-        return error
+        return error  # the link logged its closing
 
     def _certified_key(self, writer: asyncio.StreamWriter) -> bytes | None:
         """The node key of the connection's certificate, if it is an admitted one (a refused
@@ -313,9 +312,22 @@ class Sync:
             async with asyncio.timeout(self.options.connect_timeout):
                 reader, writer = await opener()
         except (OSError, TimeoutError) as exc:
-            self.peers.closed(peer, f"cannot connect: {exc or type(exc).__name__}")
+            self.peers.closed(peer, f"cannot connect to {peer.address}: {_why_not(exc)}")
             return
         await self.attach(reader, writer, peer=peer)
+
+
+def _why_not(exc: OSError) -> str:
+    """Why a dial failed, in words: the system's text for its errno (asyncio's own message
+    holds the address as a Python tuple), a TLS failure's reason, or a timeout."""
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    if isinstance(exc, ssl.SSLError):
+        said = getattr(exc, "verify_message", None) or exc.reason or exc.strerror
+        return f"TLS: {said or type(exc).__name__}"
+    if exc.errno is not None:
+        return os.strerror(exc.errno)
+    return str(exc) or type(exc).__name__
 
 
 def _address(writer: asyncio.StreamWriter) -> str:

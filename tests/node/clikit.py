@@ -35,6 +35,7 @@ from node.cli import main
 
 __all__ = [
     "MEMLANE",
+    "TOKEN_HINT",
     "UNAUTHENTICATED",
     "count",
     "database",
@@ -52,6 +53,10 @@ __all__ = [
 
 MEMLANE = Path(sys.executable).parent / "memlane"
 UNAUTHENTICATED = "unauthenticated: a valid token is required"
+TOKEN_HINT = (  # beside UNAUTHENTICATED for an operator, the same whatever the token
+    "a token is valid only on the node that issued it, until it expires or is revoked "
+    "(`memlane token list` there shows it)"
+)
 NO_HOME = Path("/nonexistent-memlane-home")
 TIMEOUT = 60  # seconds a command in a real process has
 

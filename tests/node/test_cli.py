@@ -18,6 +18,7 @@ from node.identity import node_id
 from protocol.signing import SigningKey
 from protocol.timefmt import format_instant
 from tests.node.clikit import (
+    TOKEN_HINT,
     UNAUTHENTICATED,
     count,
     database,
@@ -210,7 +211,7 @@ def test_put_refusals_store_nothing(data, tmp_path):
     assert "unauthenticated: no token given" in fails(run(*put, "--title", "no token at all"))
     assert UNAUTHENTICATED in fails(run(*put, "--title", "x", env={"MEMLANE_TOKEN": "nope"}))
     error = json.loads(fails(run(*put, "--token", "mlt_bogus", "--title", "x", "--json")))
-    assert error == {"error": UNAUTHENTICATED}
+    assert error == {"error": UNAUTHENTICATED, "hint": TOKEN_HINT}
     assert "write:workspace" in fails(run(*put, "--token", reader, "--title", "x"))
     assert "needs a title or a text" in fails(run(*put, "--token", token, "--tags", "lonely"))
     assert "invalid content_time: must not be before 1970-01-01" in fails(
@@ -223,6 +224,20 @@ def test_put_refusals_store_nothing(data, tmp_path):
 
 
 # -- log verify ----------------------------------------------------------------------------------
+
+
+def test_a_token_of_another_node_is_refused_with_a_hint(data, tmp_path):
+    """The refusal is the one every bad token gets (nothing about which tokens exist); below
+    it, the same hint for all of them, saying where a token is valid."""
+    other = tmp_path / "other"
+    ok(run("init", "--data", other))
+    theirs = make_token(other, "read:workspace")
+    ok(run("timeline", "list", "--data", other, "--token", theirs))
+    said = fails(run("timeline", "list", "--data", data, "--token", theirs))
+    assert said == f"{UNAUTHENTICATED}\nhint: {TOKEN_HINT}\n"
+    assert said == fails(run("timeline", "list", "--data", data, "--token", "mlt_nope"))
+    as_json = fails(run("timeline", "list", "--data", data, "--token", theirs, "--json"))
+    assert json.loads(as_json) == {"error": UNAUTHENTICATED, "hint": TOKEN_HINT}
 
 
 def flip_header_byte(data: Path, kind: str, nth: int, index: int) -> None:

@@ -322,6 +322,5 @@ def test_tool_command_usage_errors_exit_2(cli, tmp_path):
 
 
 def test_tool_commands_need_a_valid_token(cli):
-    assert fails(run("timeline", "list", "--data", cli.data, "--token", "mlt_nope")).strip() == (
-        "unauthenticated: a valid token is required"
-    )
+    said = fails(run("timeline", "list", "--data", cli.data, "--token", "mlt_nope"))
+    assert said.splitlines()[0] == "unauthenticated: a valid token is required"

@@ -27,7 +27,7 @@ from structlog.testing import capture_logs
 from node.mcp.server import build_server
 from node.node import Node
 from node.tools.catalog import CATALOG
-from tests.node.clikit import MEMLANE, UNAUTHENTICATED
+from tests.node.clikit import MEMLANE, TOKEN_HINT, UNAUTHENTICATED
 from tests.node.mcpkit import (
     INITIALIZE,
     TIMEOUT,
@@ -498,7 +498,8 @@ def test_a_bad_token_at_start_up_exits_1(site, tmp_path):
         assert done.stdout == ""
         given = f"{UNAUTHENTICATED} (pass --token, MEMLANE_TOKEN or --token-file)"
         none = "unauthenticated: no token given: pass --token TOKEN, set MEMLANE_TOKEN or pass "
-        assert done.stderr == f"memlane mcp: {given if args else none + '--token-file FILE'}\n"
+        said = f"{given}\nhint: {TOKEN_HINT}" if args else none + "--token-file FILE"
+        assert done.stderr == f"memlane mcp: {said}\n"
 
 
 def test_sigterm_stops_serving_and_closes_the_store(site):

@@ -19,7 +19,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.node.clikit import MEMLANE, UNAUTHENTICATED, run
+from tests.node.clikit import MEMLANE, TOKEN_HINT, UNAUTHENTICATED, run
 from tests.node.mcpkit import (
     ACCEPT,
     INITIALIZE,
@@ -144,7 +144,8 @@ async def test_every_bad_token_gets_the_same_401(served, site):
     assert good.status_code == 200  # the scheme's case does not matter
 
     seen = {(r.status_code, r.content, r.headers["content-type"]) for r in answers.values()}
-    assert seen == {(401, json.dumps({"error": UNAUTHENTICATED}).encode(), "application/json")}
+    body = {"error": UNAUTHENTICATED, "hint": TOKEN_HINT}  # the tools' text, and a hint beside
+    assert seen == {(401, json.dumps(body).encode(), "application/json")}
     # RFC 6750 §3.1: a request without bearer credentials gets the bare challenge; a bearer
     # token that is not valid gets invalid_token, so a client reports a bad token rather
     # than starting an authorization flow.

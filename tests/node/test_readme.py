@@ -2,8 +2,10 @@
 run by bash from the repository root with ``set -euo pipefail`` — only the data directory
 (``~/memlane``, a temporary one here) and the virtual environment (the one running the tests)
 substituted.  Every command must succeed, and what they print must show the SR written, found
-and the log verified.  Its "Two nodes on one machine" runs the same way, with free ports for
-the README's: the two nodes serve side by side and link."""
+and the log verified.  Its Python snippet then runs as written, saved in a directory of its
+own and run by ``python3`` in the same shell, against the node and token that block made.  Its
+"Two nodes on one machine" runs the same way, with free ports for the README's: the two nodes
+serve side by side and link."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(sys.executable).parent.parent
 _BLOCK = re.compile(r"^```sh\n(.*?)^```", re.M | re.S)
+_PYTHON = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 
 
 def section(text: str, heading: str) -> str:
@@ -33,6 +36,37 @@ def use_it_block() -> str:
     found = _BLOCK.search(section((ROOT / "README.md").read_text(encoding="utf-8"), "Use it"))
     assert found, 'README.md: no ```sh block under "## Use it"'
     return found[1]
+
+
+def python_snippet() -> str:
+    text = section((ROOT / "README.md").read_text(encoding="utf-8"), "Use it")
+    found = _PYTHON.search(text)
+    assert found, 'README.md: no ```python block under "## Use it"'
+    return found[1]
+
+
+def test_the_python_snippet_runs_as_written(tmp_path: Path) -> None:
+    """``~`` is the temporary directory (``HOME``), so the block and the snippet run
+    unchanged: the node at ``~/memlane``, the token in ``MEMLANE_TOKEN``."""
+    there = tmp_path / "snippet"
+    there.mkdir()
+    (there / "recall.py").write_text(python_snippet(), encoding="utf-8")
+    script = use_it_block().replace(".venv/", f"{VENV}/") + f"cd {there}\npython3 recall.py\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLANE_")}
+    done = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + script],
+        cwd=ROOT,
+        env={**env, "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert re.fullmatch(r"[0-9a-f-]{36} \['a finding', 'a finding'\]", last), done.stdout
+    readme = section((ROOT / "README.md").read_text(encoding="utf-8"), "Use it")
+    assert "`python3 recall.py`" in readme  # it says how it is run, as it ran here
 
 
 def test_use_it_runs_as_typed(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from node.mesh.peers import DuplicateLink, PeerState, PeerTable
-from tests.node.servekit import get, peers, poll, serve, setup, stop
+from tests.node.servekit import get, memlane, peers, poll, serve, setup, stop
 
 _SAMPLE = re.compile(r"^([a-z_]+)(\{[^}]*\})? (\d+)$")
 
@@ -97,6 +97,45 @@ def test_two_nodes_dialling_each_other_show_one_row_and_one_series(tmp_path):
                 f'memlane_peer_lag_entries{{peer="{other}",direction="{side}"}}'
                 for side in ("in", "out")
             ]
+    finally:
+        codes = [stop(proc) for proc in reversed(running)]
+    for code, err in codes:
+        assert code == 0, err
+
+
+def row_of(data: Any, address: str, state: str) -> dict[str, Any] | None:
+    """The row dialled at ``address`` on this node once it is in ``state`` and says why (or,
+    live, whatever it says)."""
+    for row in peers(data)["peers"]:
+        if (row["address"], row["state"]) == (address, state) and (
+            state == "live" or row["last_error"]
+        ):
+            found: dict[str, Any] = row
+            return found
+    return None
+
+
+def test_a_links_last_error_shows_with_its_time_until_the_link_is_live(tmp_path):
+    site = setup(tmp_path)
+    two_at = f"127.0.0.1:{free_port()}"
+    first, _ = serve(site["one"], "--peer", two_at)  # two is down: the dial fails
+    running = [first]
+    try:
+        failed = poll("a failed dial on one", lambda: row_of(site["one"], two_at, "backoff"))
+        assert failed["last_error"] == f"cannot connect to {two_at}: Connection refused"
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z", failed["last_error_at"])
+        shown = memlane("peers", "--data", str(site["one"])).stdout
+        assert re.search(rf"cannot connect to {two_at}: Connection refused \(\d+ s ago\)", shown)
+
+        second, _ = serve(site["two"], "--sync-listen", two_at)
+        running.append(second)
+        live = poll("the link live on one", lambda: row_of(site["one"], two_at, "live"))
+        assert (live["node_id"], live["last_error"], live["last_error_at"]) == (
+            site["two_id"],
+            None,
+            None,
+        )
+        assert "cannot connect" not in memlane("peers", "--data", str(site["one"])).stdout
     finally:
         codes = [stop(proc) for proc in reversed(running)]
     for code, err in codes:

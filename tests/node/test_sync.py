@@ -196,6 +196,8 @@ async def test_a_cut_connection_resumes_from_the_committed_frontier(
                 async with asyncio.timeout(10):
                     await sb.peers.wait_for(lambda t: not t.linked(a.key.public))
                     await sa.peers.wait_for(lambda t: not t.linked(b.key.public))
+                (cut,) = sb.peers
+                assert cut.last_error is not None  # the cut, while it is current
                 await b.refresh()  # whatever B was committing is committed
                 got = len(await synced_since(b, start))
                 assert 0 < got < 300
@@ -207,7 +209,9 @@ async def test_a_cut_connection_resumes_from_the_committed_frontier(
                 assert relay.connections >= 2
                 (peer,) = sb.peers
                 assert peer.connections >= 2
-                assert peer.last_error is not None
+                async with asyncio.timeout(10):  # live again: the cut is past
+                    await sb.peers.wait_for(lambda _: peer.state is PeerState.LIVE)
+                assert peer.last_error is None
             finally:
                 await relay.close()
         assert await synced_since(b, start) == Counter({e.id: 1 for e in entries})
