@@ -172,8 +172,7 @@ def _fail(args: argparse.Namespace, message: str, code: int, *, hint: str | None
     if args.json:
         text = json.dumps({"error": message} | ({"hint": hint} if hint else {}))
     else:
-        text = f"memlane {args.command}: {message}" + (f"
-hint: {hint}" if hint else "")
+        text = f"memlane {args.command}: {message}" + (f"\nhint: {hint}" if hint else "")
     print(text, file=sys.stderr)
     return code
 
