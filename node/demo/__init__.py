@@ -2,5 +2,6 @@
 serve`` process on loopback, forming a mesh and syncing while agents write and read over MCP.
 
 ``__main__`` (the steps and their checks), ``nodes`` (``memlane`` commands and the served
-processes), ``agent`` (an MCP client with its own token on its own node).
+processes), ``agent`` (an MCP client with its own token on its own node), ``transcript`` (the
+steps numbered, the calls' arguments shown).
 """
