@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any
 
-from node.errors import NodeError
+from node.errors import NodeError, StoreError
 from node.members.errors import MeshError
 from node.refusals import REFUSALS
 from protocol.errors import LocalProtocolError, OverLimits, RemoteProtocolError
@@ -23,6 +23,7 @@ __all__ = [
     "PeerProtocolError",
     "PeerSilent",
     "PeerStalled",
+    "StoreFailed",
     "guarded",
 ]
 
@@ -72,6 +73,11 @@ class LinkFailed(LinkError):
     code = ErrorCode.INTERNAL
 
 
+class StoreFailed(LinkFailed):
+    """This node's store refused what the peer sent (a full disk, say): the dialler backs
+    off as after a failed connection, however far the link got."""
+
+
 async def guarded(loop: Coroutine[Any, Any, None]) -> None:
     """Run one loop of a link, translating what escapes it into a ``LinkError``."""
     try:
@@ -86,5 +92,7 @@ async def guarded(loop: Coroutine[Any, Any, None]) -> None:
         raise LinkFailed(f"this node broke the protocol: {exc}") from exc
     except LinkError:
         raise
+    except StoreError as exc:
+        raise StoreFailed(str(exc)) from exc
     except NodeError as exc:
         raise LinkFailed(str(exc)) from exc

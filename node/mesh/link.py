@@ -299,7 +299,9 @@ class Link:
         received = self._holds.received(items)
         # The task hands the batch to the store's writer at its first step, so batches are
         # queued in the order they were read.
-        self._storing.append(asyncio.create_task(self._store(items, received, self.source)))
+        task = asyncio.create_task(self._store(items, received, self.source))
+        task.add_done_callback(self._stored_one)
+        self._storing.append(task)
 
     async def _store(
         self, items: tuple[WireEntry, ...], received: list[Received], source: str
@@ -321,6 +323,18 @@ class Link:
         before a round's snapshot (which must hold what the round before brought)."""
         while self._storing:
             await self._first_stored()
+
+    def _stored_one(self, task: asyncio.Task[None]) -> None:
+        """A batch that failed to be stored (a full disk, say) ends the link at once, though
+        no message is waiting on it: the drive loop wakes and raises its error."""
+        if not task.cancelled() and task.exception() is not None:
+            self._wake.set()
+
+    def _failed_stores(self) -> None:
+        """Raise the error of the first batch whose storing failed, if one has."""
+        for task in self._storing:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                task.result()
 
     async def _first_stored(self) -> None:
         task = self._storing[0]
@@ -353,6 +367,7 @@ class Link:
     async def _drive_loop(self) -> None:
         while self.session.our_state in _SPEAKING:
             self._wake.clear()
+            self._failed_stores()
             if self.source is not None:
                 await self._step()
             delay = self._rounds.next_timer(self.session)

@@ -27,7 +27,7 @@ from typing import Any
 
 from node.errors import NodeError
 from node.logging import get_logger
-from node.mesh.errors import LinkError
+from node.mesh.errors import LinkError, StoreFailed
 from node.mesh.host import LinkHost, LinkOptions
 from node.mesh.link import Link
 from node.mesh.peers import Peer, PeerTable, TooManyConnections
@@ -291,11 +291,11 @@ class Sync:
         stop = self._hung_up[peer]
         try:
             while not (self._closing or stop.is_set()):
-                rounds = peer.rounds
+                rounds, error = peer.rounds, None
                 if peer.key is None or not self.peers.linked(peer.key, besides=peer):
-                    await self._connect(peer, opener)
+                    error = await self._connect(peer, opener)
                 # else: the peer dialled here and that link is up; no second one
-                if peer.rounds > rounds:
+                if peer.rounds > rounds and not isinstance(error, StoreFailed):
                     delay = opts.backoff_initial  # it synced: the next failure starts afresh
                 if self._closing:
                     break
@@ -307,14 +307,14 @@ class Sync:
             self._hung_up.pop(peer, None)
             self.peers.forget(peer)
 
-    async def _connect(self, peer: Peer, opener: Opener) -> None:
+    async def _connect(self, peer: Peer, opener: Opener) -> LinkError | None:
         try:
             async with asyncio.timeout(self.options.connect_timeout):
                 reader, writer = await opener()
         except (OSError, TimeoutError) as exc:
             self.peers.closed(peer, f"cannot connect to {peer.address}: {_why_not(exc)}")
-            return
-        await self.attach(reader, writer, peer=peer)
+            return None
+        return await self.attach(reader, writer, peer=peer)
 
 
 def _why_not(exc: OSError) -> str:
