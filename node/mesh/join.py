@@ -28,6 +28,7 @@ import socket
 import ssl
 import struct
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from node.address import Listen, bind_for
@@ -238,7 +239,9 @@ async def join(
     work = _workspace(path)
     try:
         key = create_key(work / NODE_KEY_FILE)
-        answer = await _answered(invite, text.strip(), key, host, port, wall, seconds)
+        answer = await _answered(
+            lambda left: _exchange(invite, text.strip(), key, host, port, wall, left), seconds
+        )
         info = await _make(work, key, answer, wall)
         _place(work, path)
     except BaseException:
@@ -262,21 +265,16 @@ def _place(work: Path, path: Path) -> None:
 
 
 async def _answered(
-    invite: invites.Invite,
-    text: str,
-    key: SigningKey,
-    host: str,
-    port: int,
-    wall: Wall,
-    seconds: float,
+    exchange: Callable[[float], Awaitable[JoinAnswer]], seconds: float
 ) -> JoinAnswer:
-    """``_exchange``, tried again while the authority is busy (or closed the connection
-    unanswered: its slot given to a newer connection), until ``seconds`` have passed."""
+    """``exchange`` (given the seconds left), tried again while the authority is busy (or
+    closed the connection unanswered: its slot given to a newer connection), until
+    ``seconds`` have passed."""
     loop = asyncio.get_running_loop()
     deadline, delay, tries = loop.time() + seconds, RETRY_FIRST, 1
     while True:
         try:
-            return await _exchange(invite, text, key, host, port, wall, deadline - loop.time())
+            return await exchange(deadline - loop.time())
         except _Busy as exc:
             if loop.time() + delay >= deadline:
                 raise MeshError(f"{exc} ({tries} tries in {seconds:g} s)") from exc
