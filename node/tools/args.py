@@ -24,6 +24,7 @@ __all__ = [
     "one_of",
     "optional_time",
     "present",
+    "sr_ids",
     "text",
 ]
 
@@ -101,6 +102,16 @@ def integer(args: Mapping[str, Any], name: str, lo: int, hi: int, default: int) 
     if type(value) is not int or not lo <= value <= hi:
         raise invalid(name, f"must be an integer from {lo} to {hi}")
     return value
+
+
+def sr_ids(args: Mapping[str, Any], most: int) -> list[str]:
+    """``args["sr_ids"]``: a list of at most ``most`` strings."""
+    found = args.get("sr_ids")
+    if not isinstance(found, list) or len(found) > most:
+        raise invalid("sr_ids", f"must be a list of at most {most} SR ids")
+    if not all(isinstance(i, str) for i in found):
+        raise invalid("sr_ids", "must hold strings")
+    return found
 
 
 def flag(args: Mapping[str, Any], name: str, default: bool) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from node.access.callers import Caller
-from node.tools.args import check_names, invalid, optional_time
+from node.tools.args import check_names, invalid, optional_time, sr_ids
 from node.tools.context import ToolContext
 from node.views.changes import changed_values, titles_at
 
@@ -27,16 +27,12 @@ async def look_changed_values(
     ctx: ToolContext, caller: Caller, args: Mapping[str, Any]
 ) -> dict[str, Any]:
     check_names("changed_values", args, _ARGS)
-    sr_ids = args.get("sr_ids")
-    if not isinstance(sr_ids, list) or len(sr_ids) > MAX_SRS:
-        raise invalid("sr_ids", f"must be a list of at most {MAX_SRS} SR ids")
-    if not all(isinstance(i, str) for i in sr_ids):
-        raise invalid("sr_ids", "must hold strings")
+    ids = sr_ids(args, MAX_SRS)
     since, as_of = optional_time(args, "since"), optional_time(args, "as_of")
     if since is None or as_of is None or since >= as_of:
         raise invalid("since", "and as_of are both needed, since before as_of")
     caller.require("read:workspace")
-    ids = sorted(set(sr_ids))
+    ids = sorted(set(ids))
     found = await changed_values(ctx.reader(), caller, ids, since, as_of)
     return {
         "srs": {i: {f: list(v) for f, v in fields.items()} for i, fields in found.items()},

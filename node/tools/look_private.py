@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from node.access.callers import Caller
-from node.tools.args import check_names, invalid
+from node.tools.args import check_names, sr_ids
 from node.tools.context import ToolContext
 from node.views.sr_queries import select_private
 
@@ -24,10 +24,6 @@ async def look_private_srs(
     ctx: ToolContext, caller: Caller, args: Mapping[str, Any]
 ) -> dict[str, Any]:
     check_names("private_srs", args, _ARGS)
-    sr_ids = args.get("sr_ids")
-    if not isinstance(sr_ids, list) or len(sr_ids) > MAX_SRS:
-        raise invalid("sr_ids", f"must be a list of at most {MAX_SRS} SR ids")
-    if not all(isinstance(i, str) for i in sr_ids):
-        raise invalid("sr_ids", "must hold strings")
+    ids = sr_ids(args, MAX_SRS)
     caller.require("read:workspace")
-    return {"private": sorted(await select_private(ctx.reader(), caller, sorted(set(sr_ids))))}
+    return {"private": sorted(await select_private(ctx.reader(), caller, sorted(set(ids))))}
