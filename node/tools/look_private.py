@@ -12,7 +12,7 @@ from typing import Any
 from node.access.callers import Caller
 from node.tools.args import check_names, sr_ids
 from node.tools.context import ToolContext
-from node.views.sr_queries import select_private
+from node.views.sr_queries import select_readable
 
 __all__ = ["MAX_SRS", "look_private_srs"]
 
@@ -26,4 +26,8 @@ async def look_private_srs(
     check_names("private_srs", args, _ARGS)
     ids = sr_ids(args, MAX_SRS)
     caller.require("read:workspace")
-    return {"private": sorted(await select_private(ctx.reader(), caller, sorted(set(ids))))}
+    return {
+        "private": sorted(
+            await select_readable(ctx.reader(), caller, sorted(set(ids)), private=True)
+        )
+    }

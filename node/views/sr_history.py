@@ -28,6 +28,7 @@ from node.store import Origin, Reader
 from node.views.fold import COMPARED, SrState
 from node.views.read_rule import readable_scopes, readable_srs
 from node.views.shown import instant
+from node.views.sr_queries import select_readable
 from protocol.canonical import decode_canonical
 from protocol.kinds import decode_payload
 
@@ -98,16 +99,7 @@ def _state(blob: Any) -> SrState:
 
 async def _readable_targets(reader: Reader, caller: Caller, states: list[SrState]) -> set[str]:
     """The SRs the versions link to that the caller can read now."""
-    targets = sorted({t for state in states for t in state.links})
-    if not targets:
-        return set()
-    rule, params = readable_srs(caller)
-    marks = ",".join("?" * len(targets))
-    found = await reader.fetchall(
-        f"SELECT sr_id FROM srs WHERE sr_id IN ({marks}) AND {rule}",  # noqa: S608
-        (*targets, *params),
-    )
-    return {r[0] for r in found}
+    return await select_readable(reader, caller, sorted({t for s in states for t in s.links}))
 
 
 def _seen(caller: Caller, state: SrState, readable: set[str]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ __all__ = [
     "has_readable",
     "select_embedded",
     "select_linked",
-    "select_private",
+    "select_readable",
     "select_sr_readers",
     "shown_at",
 ]
@@ -61,15 +61,18 @@ async def has_readable(reader: Reader, caller: Caller, sr_id: str) -> bool:
     return bool(found)
 
 
-async def select_private(reader: Reader, caller: Caller, sr_ids: Sequence[str]) -> set[str]:
-    """Those of ``sr_ids`` that ``caller`` may read as shown at this moment and that are
-    private."""
+async def select_readable(
+    reader: Reader, caller: Caller, sr_ids: Sequence[str], *, private: bool = False
+) -> set[str]:
+    """Those of ``sr_ids`` that ``caller`` may read as shown at this moment (``private``:
+    and that are private)."""
     if not sr_ids:
         return set()
     rule, params = readable_srs(caller)
     marks = ",".join("?" * len(sr_ids))
+    only = " AND srs.private = 1" if private else ""
     found = await reader.fetchall(
-        f"SELECT sr_id FROM srs WHERE srs.sr_id IN ({marks}) AND srs.private = 1 AND {rule}",  # noqa: S608
+        f"SELECT sr_id FROM srs WHERE srs.sr_id IN ({marks}){only} AND {rule}",  # noqa: S608
         (*sr_ids, *params),
     )
     return {row[0] for row in found}
