@@ -25,7 +25,7 @@ import hashlib
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any
 
 import numpy as np
@@ -84,6 +84,8 @@ _SEGMENT = "SELECT slots, live, docs, gone, postings FROM sr_segments WHERE seg 
 _NEW_SEGMENT = (
     "INSERT INTO sr_segments (slots, live, version, docs, gone, postings) VALUES (?, ?, 0, ?, ?, ?)"
 )
+_PLACE = "INSERT OR REPLACE INTO sr_index_docs (seg, slot, doc) VALUES (?, ?, ?)"
+_MOVED = "UPDATE sr_index_docs SET seg = ?, slot = ? WHERE doc = ?"
 _MASK = "SELECT slots, live, gone FROM sr_segments WHERE seg = ?"
 _GONE = "UPDATE sr_segments SET live = ?, version = version + 1, gone = ? WHERE seg = ?"
 
@@ -202,11 +204,11 @@ class TextIndex:
         split, of = tokenizer.cut([text for r in rows for text in (r[2], r[3], r[4])])
         ids = self._term_ids(db, set(chain.from_iterable(of.values())))
         chunk_at = {chunk: at for at, chunk in enumerate(of)}
-        words = np.fromiter((chunk_at[c] for chunks in split for c in chunks), np.int64)
+        words = np.fromiter(map(chunk_at.__getitem__, chain.from_iterable(split)), np.int64)
         sizes = np.fromiter(map(len, of.values()), np.int64, len(of))  # terms per chunk
         per_word = sizes[words]
         starts = np.repeat(np.cumsum(sizes)[words] - np.cumsum(per_word), per_word)
-        chunk_terms = np.fromiter((ids[t] for terms in of.values() for t in terms), np.int64)
+        chunk_terms = np.fromiter(map(ids.__getitem__, chain.from_iterable(of.values())), np.int64)
         owners = np.repeat(np.arange(len(split)), np.fromiter(map(len, split), np.int64))
         postings = _counted(
             np.repeat(owners, per_word), chunk_terms[starts + np.arange(len(starts))]
@@ -276,10 +278,15 @@ class TextIndex:
         return self._written(db, segment.docs, [segment.postings])[0]
 
     def _written(
-        self, db: sqlite3.Connection, docs: Docs, postings: Iterable[Postings]
+        self,
+        db: sqlite3.Connection,
+        docs: Docs,
+        postings: Iterable[Postings],
+        *,
+        moved: bool = False,
     ) -> tuple[int, set[int]]:
         """A new segment of ``docs`` with ``postings`` (ranges of term ids, in order): its
-        id, and the term ids it holds."""
+        id, and the term ids it holds.  ``moved``: the docs are placed already (a merge)."""
         n = len(docs)
         small = Postings.joined(list(postings)) if n < BLOB_SLOTS else None
         blank = np.packbits(np.zeros(n, np.uint8)).tobytes()
@@ -293,10 +300,8 @@ class TextIndex:
                     "INSERT INTO sr_postings (seg, term, list) VALUES (?, ?, ?)",
                     ((seg, t, encode_list(s, f)) for t, s, f in part.lists()),
                 )
-        db.executemany(
-            "INSERT OR REPLACE INTO sr_index_docs (doc, seg, slot) VALUES (?, ?, ?)",
-            ((doc, seg, slot) for slot, doc in enumerate(docs.keys.tolist())),
-        )
+        placed = zip(repeat(seg), range(n), docs.keys.tolist())  # the docs of a merge moved
+        db.executemany(_MOVED if moved else _PLACE, placed)
         return seg, held
 
     # -- merges -------------------------------------------------------------------------------
@@ -323,7 +328,7 @@ class TextIndex:
             db.execute(f"DELETE FROM {table} WHERE seg IN ({marks})", segs)  # noqa: S608
         kept: set[int] = set()
         if len(docs):
-            kept = self._written(db, docs, merged_postings(parts))[1]
+            kept = self._written(db, docs, merged_postings(parts), moved=True)[1]
         return {int(t) for segment, _ in parts for t in segment.postings.terms} - kept
 
     # -- the scrub after an erase ---------------------------------------------------------------

@@ -62,7 +62,7 @@ class Tokenizer:
             for start in range(0, len(new), 1000):
                 part = new[start : start + 1000]
                 known.update(zip(part, self._tokens("stem", part), strict=True))
-            return split, {chunk: known[chunk] for chunk in every}
+            return split, dict(zip(every, map(known.__getitem__, every), strict=True))
 
     def _tokens(self, table: str, texts: Sequence[str]) -> list[tuple[str, ...]]:
         """The tokens of each of ``texts`` through ``table``'s tokenizer, in order."""
