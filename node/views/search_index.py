@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from node.allocator import give_back
 from node.views.segments import (
     FIELDS,
     Docs,
@@ -61,6 +62,7 @@ __all__ = [
 BLOB_SLOTS = 4_096  # a segment of fewer docs is one row; a larger one a row per term
 FANOUT = 8  # segments of one tier merged this many at a time
 TOP_TIER = 5  # a segment of 8 ** 5 = 32,768 live docs or more is merged no more
+GIVE_BACK_DOCS = 512  # a batch of this many docs or more gives its freed memory back
 MAX_TERMS = 50_000  # term ids remembered by the writer (then forgotten at once)
 
 CLEAR = (
@@ -178,6 +180,8 @@ class TextIndex:
             if entered:
                 self._write(db, self._segment(db, entered))
             self._merge_due(db)
+            if len(queued) >= GIVE_BACK_DOCS:
+                give_back()  # the arrays of a large batch, megabytes each (node/allocator.py)
         if db.execute("SELECT 1 FROM sr_index_erased LIMIT 1").fetchone():
             self.scrub(db)
 
