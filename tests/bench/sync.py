@@ -83,8 +83,10 @@ PER_ENTRY = "raw pipeline, per-entry verify"
 RECEIVE = "memlane receive, no protocol"
 ROWS = (SYNC, RAW, PER_ENTRY, RECEIVE)
 RATIOS = (
-    Ratio("sync / raw pipeline", SYNC, RAW, target=0.6),
-    Ratio("memlane receive / raw pipeline", RECEIVE, RAW, target=0.65),
+    # 0.6 and 0.65 until the text index: the raw pipeline writes its segments prebuilt, memlane
+    # cuts and merges them — ~10 % of a received entry (docs/benchmarks.md §sync, issue 41).
+    Ratio("sync / raw pipeline", SYNC, RAW, target=0.55),
+    Ratio("memlane receive / raw pipeline", RECEIVE, RAW, target=0.6),
     # Information since the apply-path work: it measures the crypto library, not memlane.
     Ratio("sync / per-entry-verify pipeline", SYNC, PER_ENTRY),
     Ratio("sync / memlane receive, no protocol", SYNC, RECEIVE),
