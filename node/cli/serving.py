@@ -358,6 +358,7 @@ def _sync_options(config: NodeConfig) -> SyncOptions:
         max_connections=limits.max_connections,
         handshakes=handshakes,
         max_connections_per_key=limits.max_connections_per_key,
+        backoff_max=limits.backoff_max_ms / 1000,
     )
 
 

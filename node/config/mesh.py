@@ -15,18 +15,20 @@ __all__ = ["MeshLimits", "read_mesh", "read_mesh_limits"]
 @dataclass(frozen=True, slots=True)
 class MeshLimits:
     """What other parties may make ``memlane serve``'s sync port hold (docs/mesh.md §Memory
-    and limits): connections, and those still in their TLS handshake."""
+    and limits): connections, and those still in their TLS handshake; and how long a dialled
+    peer is waited for at most between two tries (``backoff_max``)."""
 
     max_connections: int = 32
     max_connections_per_key: int = 4
     max_handshakes: int = 64
     max_handshakes_per_address: int = 8
     handshake_timeout_ms: int = 10_000
+    backoff_max_ms: int = 30_000
 
 
 _MESH_LIMITS = count_keys(MeshLimits)
 
-_MESH_KEYS = (*_MESH_LIMITS, "handshake_timeout")
+_MESH_KEYS = (*_MESH_LIMITS, "handshake_timeout", "backoff_max")
 
 
 def read_mesh(raw: Any, problems: list[str]) -> tuple[Listen | None, tuple[Listen, ...]]:
@@ -50,4 +52,6 @@ def read_mesh_limits(raw: Any, problems: list[str]) -> MeshLimits:
     if not isinstance(raw, dict) or set(raw) - {"listen", "peers", *_MESH_KEYS}:
         return MeshLimits()  # read_mesh said so
     values = read_bounds(raw, _MESH_LIMITS, "mesh", problems)
-    return MeshLimits(**values, **read_timeout(raw, "handshake_timeout", "mesh", problems))
+    values |= read_timeout(raw, "handshake_timeout", "mesh", problems)
+    values |= read_timeout(raw, "backoff_max", "mesh", problems)  # a duration: 1s at least
+    return MeshLimits(**values)

@@ -53,7 +53,7 @@ PARTIAL_HEAD = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
 
 def test_the_connection_bounds_are_config_keys(tmp_path):
     default = NodeConfig.from_mapping({})
-    assert default.mesh_limits == MeshLimits(32, 4, 64, 8, 10_000)
+    assert default.mesh_limits == MeshLimits(32, 4, 64, 8, 10_000, 30_000)
     assert (default.serve_limits.max_connections, default.serve_limits.header_timeout_ms) == (
         256,
         10_000,
@@ -66,17 +66,19 @@ def test_the_connection_bounds_are_config_keys(tmp_path):
                 "max_handshakes": 5,
                 "max_handshakes_per_address": 1,
                 "handshake_timeout": "2s",
+                "backoff_max": "5s",
             },
             "serve": {"max_connections": 3, "header_timeout": "1m"},
         }
     )
-    assert config.mesh_limits == MeshLimits(8, 2, 5, 1, 2_000)
+    assert config.mesh_limits == MeshLimits(8, 2, 5, 1, 2_000, 5_000)
     assert (config.serve_limits.max_connections, config.serve_limits.header_timeout_ms) == (
         3,
         60_000,
     )
     (tmp_path / "config.toml").write_text(
         '[mesh]\nmax_handshakes = 0\nhandshake_timeout = "soon"\nmax_connections = "32"\n'
+        'backoff_max = "1h"\n'
         '[serve]\nmax_connections = -1\nheader_timeout = "1h"\n'
     )
     done = memlane("config", "check", "--config", str(tmp_path / "config.toml"), check=False)
@@ -85,6 +87,7 @@ def test_the_connection_bounds_are_config_keys(tmp_path):
         "mesh.max_handshakes must be a positive integer",
         "mesh.max_connections must be a positive integer",
         "mesh.handshake_timeout: 'soon' is not a duration",
+        "mesh.backoff_max must be at most 10m",
         "serve.max_connections must be a positive integer",
         "serve.header_timeout must be at most 10m",
     ):

@@ -127,6 +127,7 @@ def test_a_catch_up_onto_a_full_disk_says_so_backs_off_and_resumes_by_itself(tmp
     with _small_disk(tmp_path / "disk") as disk:
         two = disk / "two"
         shutil.copytree(dirs["two"], two)
+        (two / "config.toml").write_text('[mesh]\nbackoff_max = "4s"\n')  # waits of 4 s at most
         loopback = "127.0.0.1:0"
         first, shown = serve(dirs["one"], "--sync-listen", loopback, "--health-listen", loopback)
         running = [first]
