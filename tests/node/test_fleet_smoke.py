@@ -1,0 +1,170 @@
+"""Three served nodes, each ``memlane serve`` in a network namespace of its own on a bridge
+(tests/node/netns.py), each with an agent beside it — a real MCP client over streamable HTTP
+in the same namespace, writing every 0.2 s (tests/node/fleet_agent.py) — under real faults: a
+node's link taken down while writes go on on both sides, then a node killed with SIGKILL and
+started again.  Every write a node acknowledged, to its agent or to ``memlane write``, is on
+every node once the faults heal, and the logs verify."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.node.clikit import MEMLANE
+from tests.node.mcpkit import TIMEOUT, read_line
+from tests.node.netns import Network, network_or_skip
+from tests.node.servekit import certified_mesh, issue, memlane, poll
+
+NAMES = ("a", "b", "c")
+SYNC = 7411
+
+
+class Fleet:
+    """The served nodes of ``NAMES`` in ``net``, each dialling the others."""
+
+    def __init__(self, net: Network, dirs: dict[str, Path]) -> None:
+        self.net, self.dirs = net, dirs
+        self.procs: dict[str, subprocess.Popen[str]] = {}
+        self.agents: list[subprocess.Popen[str]] = []
+
+    def start(self, name: str) -> str:
+        i = NAMES.index(name)
+        peers = [f"{self.net.address(j)}:{SYNC}" for j in range(len(NAMES)) if j != i]
+        argv = [str(MEMLANE), "serve", "--data", str(self.dirs[name]), "--json"]
+        argv += ["--sync-listen", f"{self.net.address(i)}:{SYNC}", "--discovery", "off"]
+        # MCP and health on their defaults: each namespace has a loopback of its own.
+        argv += [arg for peer in peers for arg in ("--peer", peer)]
+        proc = subprocess.Popen(
+            self.net.command(i, argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        line = read_line(proc.stdout, TIMEOUT)
+        if not line:
+            proc.kill()
+            pytest.fail(f"memlane serve of {name} did not start: {proc.communicate()[1]}")
+        self.procs[name] = proc
+        return str(json.loads(line)["mcp_http"])
+
+    def agent(self, name: str, url: str, token: str) -> None:
+        """An agent in ``name``'s namespace, writing to it over MCP."""
+        argv = [sys.executable, "-m", "tests.node.fleet_agent", url, token, f"agent-{name}"]
+        self.agents.append(
+            subprocess.Popen(
+                self.net.command(NAMES.index(name), argv),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=Path(__file__).parents[2],
+            )
+        )
+
+    def acknowledged(self) -> set[str]:
+        """Stop the agents; the ids their nodes acknowledged."""
+        ids: set[str] = set()
+        for agent in self.agents:
+            agent.send_signal(signal.SIGTERM)
+            out, err = agent.communicate(timeout=30)
+            assert agent.returncode == 0, err
+            ids |= {line for line in out.split() if len(line) == 36}
+        self.agents = []
+        return ids
+
+    def kill(self, name: str) -> None:
+        proc = self.procs.pop(name)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+
+    def close(self) -> list[tuple[str, int]]:
+        for agent in self.agents:
+            agent.kill()
+            agent.communicate(timeout=30)
+        ended = []
+        for name, proc in self.procs.items():
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=30)
+            ended.append((name, proc.returncode))
+        return ended
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[tuple[Fleet, dict[str, str]]]:
+    network_or_skip()
+    dirs = certified_mesh(tmp_path, list(NAMES))
+    tokens = {}
+    for name in NAMES:
+        (dirs[name] / "config.toml").write_text('[mesh]\nbackoff_max = "2s"\n')
+        scopes = ["read:workspace", "write:workspace"]
+        tokens[name] = asyncio.run(issue(dirs[name], f"agent-{name}", scopes))
+    net = Network(len(NAMES))
+    served = Fleet(net, dirs)
+    try:
+        yield served, tokens
+    finally:
+        ended = served.close()
+        net.close()
+    assert all(code == 0 for _, code in ended), ended
+
+
+def _write(served: Fleet, tokens: dict[str, str], name: str, title: str) -> str:
+    """A write acknowledged by node ``name`` (the command returned its id)."""
+    done = memlane(
+        "write", "--data", str(served.dirs[name]), "--token", tokens[name],
+        "--title", title, "--json",
+    )  # fmt: skip
+    sr_id: str = json.loads(done.stdout)["sr_id"]
+    return sr_id
+
+
+def _held(served: Fleet, tokens: dict[str, str], name: str) -> set[str]:
+    held: set[str] = set()
+    page = 1
+    while True:
+        listed = memlane(
+            "timeline", "list", "--data", str(served.dirs[name]), "--token", tokens[name],
+            "--page", str(page), "--page-size", "100", "--json",
+        )  # fmt: skip
+        results = json.loads(listed.stdout)["results"]
+        held |= {r["sr_id"] for r in results}
+        if len(results) < 100:
+            return held
+        page += 1
+
+
+def _everywhere(served: Fleet, tokens: dict[str, str], acknowledged: set[str]) -> bool:
+    return all(acknowledged <= _held(served, tokens, name) for name in NAMES)
+
+
+def test_a_partition_and_a_kill_lose_nothing_acknowledged(fleet):
+    served, tokens = fleet
+    for name in NAMES:
+        served.agent(name, served.start(name), tokens[name])
+    acknowledged = {_write(served, tokens, name, f"before, on {name}") for name in NAMES}
+    poll("the first writes everywhere", lambda: _everywhere(served, tokens, acknowledged))
+
+    served.net.cut(2)  # c alone on one side, a and b on the other
+    during = {name: _write(served, tokens, name, f"cut off, on {name}") for name in NAMES}
+    sides = {during["a"], during["b"]}
+    poll("a and b in step", lambda: all(sides <= _held(served, tokens, n) for n in "ab"))
+    assert not sides & _held(served, tokens, "c")  # the cut is real: c has neither
+    served.net.heal(2)
+    acknowledged |= set(during.values())
+    poll("the partition healed", lambda: _everywhere(served, tokens, acknowledged))
+
+    acknowledged.add(_write(served, tokens, "b", "just before the kill"))
+    served.kill("b")
+    acknowledged.add(_write(served, tokens, "a", "while b is down"))
+    served.start("b")
+    poll("b back in step", lambda: _everywhere(served, tokens, acknowledged))
+    by_agents = served.acknowledged()
+    print(f"agents acknowledged {len(by_agents)} writes")
+    assert len(by_agents) >= 3 * 10  # each agent wrote through the faults
+    acknowledged |= by_agents
+    poll("every agent's writes everywhere", lambda: _everywhere(served, tokens, acknowledged))
+    for name in NAMES:
+        assert memlane("log", "verify", "--data", str(served.dirs[name])).returncode == 0
