@@ -1,5 +1,5 @@
-"""Freed memory given back to the system after the text index's merges (docs/operations.md
-§Memory).
+"""Freed memory given back to the system after a large batch of the text index
+(docs/operations.md §Memory).
 
 glibc's ``malloc`` serves a block of 128 KiB or more with a mapping of its own, returned to the
 system when freed — but each such free raises that threshold (up to 32 MiB), after which
@@ -8,8 +8,9 @@ builds numpy arrays of megabytes, so a node's resident memory grew with the larg
 had made (a 200,000-entry bundle import: 126 → 143 MiB from a quarter of it to the end).
 Fixing the thresholds instead (1 MiB mapped, the heap trimmed past 8 MiB free) kept it flat but
 made every find map and fault in its score arrays: 10–20 % slower at a million SRs.  So the
-thresholds stay glibc's, and after a merge — rare: one in eight segments, each many docs — the
-writer asks glibc to hand back what is free (``malloc_trim``).  Other C libraries (musl's,
+thresholds stay glibc's, and after a batch of many docs (a sync batch, an import's
+transaction; not a single write) the writer asks glibc to hand back what is free
+(``malloc_trim``).  Other C libraries (musl's,
 macOS's) have neither the threshold nor the call: nothing is done there.
 """
 

@@ -157,7 +157,8 @@ class JoinService:
                 writer.write(encode_frame(encode_refused(JoinRefused(BUSY))))
             await _closed(writer)
             return
-        self._busy += 0 if taken_over else 1
+        if not taken_over:
+            self._busy += 1
         self._idle[writer] = None
         try:
             async with asyncio.timeout(JOIN_TIMEOUT):

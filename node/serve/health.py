@@ -53,7 +53,6 @@ async def health(node: Node, service: SyncService | None) -> tuple[bool, dict[st
     try:
         async with asyncio.timeout(_WRITE_PROBE_SECONDS):
             await node.refresh()  # a write transaction that writes nothing
-        writable: str | None = None
         writable = node.store.write_failure(DISK_REFUSAL_HELD)  # one begins on a full disk
     except (NodeError, TimeoutError) as exc:
         writable = str(exc) or "no write transaction within 2 s"

@@ -129,12 +129,11 @@ def _joined(
     )
 
 
-def _counted(owners: npt.NDArray[np.int64], terms: npt.NDArray[np.int64]) -> Postings:
-    """Postings of docs cut into fields: each of ``terms`` (term ids) is in field ``owner %
-    len(FIELDS)`` of slot ``owner // len(FIELDS)``."""
-    fields = int(owners.max(initial=0)) + 1
-    pairs, counts = np.unique(terms * fields + owners, return_counts=True)
-    term, at = np.divmod(pairs, fields)  # ordered by term, then slot, then field
+def _counted(owners: npt.NDArray[np.int64], terms: npt.NDArray[np.int64], texts: int) -> Postings:
+    """Postings of ``texts`` texts (each slot's fields, in order): each of ``terms`` (term
+    ids) is in field ``owner % len(FIELDS)`` of slot ``owner // len(FIELDS)``."""
+    pairs, counts = np.unique(terms * texts + owners, return_counts=True)
+    term, at = np.divmod(pairs, texts)  # ordered by term, then slot, then field
     slot, field = np.divmod(at, len(FIELDS))
     first = np.ones(len(pairs), bool)
     first[1:] = (term[1:] != term[:-1]) | (slot[1:] != slot[:-1])
@@ -215,7 +214,7 @@ class TextIndex:
         chunk_terms = np.fromiter(map(ids.__getitem__, chain.from_iterable(of.values())), np.int64)
         owners = np.repeat(np.arange(len(split)), np.fromiter(map(len, split), np.int64))
         postings = _counted(
-            np.repeat(owners, per_word), chunk_terms[starts + np.arange(len(starts))]
+            np.repeat(owners, per_word), chunk_terms[starts + np.arange(len(starts))], len(split)
         )
         scopes = self._ids(
             db,
@@ -304,7 +303,7 @@ class TextIndex:
                     "INSERT INTO sr_postings (seg, term, list) VALUES (?, ?, ?)",
                     ((seg, t, encode_list(s, f)) for t, s, f in part.lists()),
                 )
-        placed = zip(repeat(seg), range(n), docs.keys.tolist())  # the docs of a merge moved
+        placed = zip(repeat(seg), range(n), docs.keys.tolist())
         db.executemany(_MOVED if moved else _PLACE, placed)
         return seg, held
 
