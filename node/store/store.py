@@ -247,8 +247,10 @@ class Store:
         await conn.execute("PRAGMA secure_delete=ON")
         await conn.execute("PRAGMA foreign_keys=ON")
         await migrate(conn, self.migrations)
-        await self._reload()
+        # The version first: a commit elsewhere while the state loads then makes the first
+        # batch stale (built again on reloaded state), never current with stale positions.
         self._data_version = await self._scalar("PRAGMA data_version")
+        await self._reload()
         self._writer = GroupWriter(
             conn,
             on_rollback=self._reload,

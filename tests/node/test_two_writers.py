@@ -6,18 +6,24 @@ state."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from node.identity import DB_FILE
 from node.node import Node
 from node.schema import MIGRATIONS
 from node.store import Store, StoreOptions
+from node.store.views import View
 from node.store.writer import Txn
 from node.views import default_views
-from tests.node.helpers import Wall
+from protocol.kinds import decode_payload, encode_payload
+from tests.node.helpers import Wall, sr_payload
 
 SCOPES = ("read:workspace", "write:workspace")
+SR_ID = "00000000-0000-7000-8000-000000000001"
 
 
 @pytest.mark.asyncio
@@ -140,3 +146,52 @@ async def test_a_batch_queued_behind_a_stale_one_is_built_on_the_reloaded_state(
     finally:
         await a.close()
         await b.close()
+
+
+class _CommitsElsewhere(View):
+    """A view whose first load waits for another connection's commit: the store's open is
+    then between reading its heads and positions and reading the database's version."""
+
+    kinds: frozenset[str] = frozenset()
+    clear = restore = countable = scrub = ()
+    next_due = None
+
+    def __init__(self, commit: Callable[[], Awaitable[object]]) -> None:
+        self._commit: Callable[[], Awaitable[object]] | None = commit
+
+    async def load(self, scalar: Callable[[str], Awaitable[Any]]) -> None:
+        del scalar
+        if self._commit is not None:
+            commit, self._commit = self._commit, None
+            await commit()
+
+
+@pytest.mark.asyncio
+async def test_a_store_opened_while_another_commits_takes_fresh_positions(
+    node_dir: Path, wall: Wall
+):
+    """A ``memlane write`` opens the store just as ``serve`` commits, and nothing is written
+    after: what it loaded before that commit is not taken as current (it once reused the
+    position the commit took: "UNIQUE constraint failed: headers.pos")."""
+    async with Node.open(node_dir, wall=wall) as a:
+        alice = await a.authenticate((await a.create_token("alice", "team", SCOPES)).token)
+        meanwhile = _CommitsElsewhere(lambda: a.e_write(alice, title="served", text="a"))
+        b = await Store.open(
+            node_dir / DB_FILE,
+            wall=wall,
+            options=StoreOptions(),
+            views=(*default_views(), meanwhile),
+            migrations=MIGRATIONS,
+        )
+        try:
+            data = encode_payload("sr.put", sr_payload(SR_ID, principal="alice", title="b"))
+            content = (data, decode_payload("sr.put", data))
+            await b.author(a.key, a.info.mesh, a.info.epoch, "sr.put", content)
+        finally:
+            await b.close()
+        assert {r["title"] for r in (await a.e_timeline(alice, action="list"))["results"]} == {
+            "served",
+            "b",
+        }
+        report = await a.verify()
+        assert report.ok, report.problems
