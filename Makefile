@@ -9,9 +9,10 @@ STAMP := $(VENV)/.installed
 TS_CLIENT := tests/node/mcp_ts
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 # System tools the tests use: systemd-analyze (tests/node/test_deploy.py verifies
-# deploy/memlane.service with it), from the systemd package. Installed with apt-get only where
-# it is missing; where it is there nothing happens, and where there is no apt-get the test
-# skips (and fails under CI=true).
+# deploy/memlane.service with it), from the systemd package; nft, from the nftables package
+# (the fleet's packet loss and split partitions, tests/node/netns.py). Each installed with
+# apt-get only where it is missing; where it is there nothing happens, and where there is no
+# apt-get the test skips (and fails under CI=true).
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: demo test lint bench clean system-tools browser-tools
@@ -34,6 +35,10 @@ system-tools:
 	    echo "installing systemd-analyze (the systemd package) with apt-get"; \
 	    $(SUDO) apt-get update -qq && \
 	    $(SUDO) apt-get install -y -qq --no-install-recommends systemd; }
+	@command -v nft >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || { \
+	    echo "installing nft (the nftables package) with apt-get"; \
+	    $(SUDO) apt-get update -qq && \
+	    $(SUDO) apt-get install -y -qq --no-install-recommends nftables; }
 
 # The browser tests/browser/ drives: headless Chromium and its chromedriver, the distribution's
 # chromium and chromium-driver packages. Installed with apt-get only where one is missing;
@@ -54,7 +59,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check protocol node tests
 	$(VENV)/bin/mypy
 
-bench: $(STAMP)
+bench: $(STAMP) system-tools
 	$(PY) -m tests.bench
 
 clean:

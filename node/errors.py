@@ -14,6 +14,7 @@ __all__ = [
     "AuthError",
     "CannotListen",
     "ConfigError",
+    "DiskRefused",
     "EmbedderError",
     "EmbedderUnavailable",
     "EntryRejected",
@@ -50,6 +51,12 @@ class CannotListen(NodeError):
 
 class StoreError(NodeError):
     """The store failed (I/O, corruption, a constraint); nothing of the failed batch is stored."""
+
+
+class DiskRefused(StoreError):
+    """The disk refused a write (full, or an I/O error): the batch is rolled back, nothing of
+    it stored; the node stays up, and a write that fits once space returns succeeds
+    (docs/operations.md §A full disk).  Its text is SQLite's reason, shown to callers as is."""
 
 
 class StoreVersionError(StoreError):

@@ -29,7 +29,7 @@ from mcp.server import Server, ServerRequestContext
 from starlette.requests import Request
 
 from node.access.callers import Caller
-from node.errors import Refusal
+from node.errors import DiskRefused, Refusal
 from node.logging import get_logger
 from node.node import Node
 from node.serve.meter import METER, ToolMeter
@@ -168,6 +168,9 @@ class _Tools:
             return tool_result(await self.node.call(spec.name, caller, **arguments, **turn))
         except Refusal as refusal:
             return tool_result(refusal.answer(), error=True)
+        except DiskRefused as refused:  # the client may try again once space returns
+            _log.warning("tool call failed", tool=spec.name, error=str(refused))
+            return _refused(str(refused))
         except Exception:  # the surface's boundary: a client sees no internals
             _log.error("tool call failed", tool=spec.name, traceback=traceback.format_exc())
             return _refused(INTERNAL_ERROR)

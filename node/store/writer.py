@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from node.errors import NodeError, StoreError
+from node.errors import DiskRefused, NodeError, StoreError
 from node.store.connection import Connection, store_error
 
 __all__ = ["Deferred", "Fetch", "GroupWriter", "Operation", "Settle", "Stale", "Txn"]
@@ -410,6 +410,7 @@ class GroupWriter:
         elif not isinstance(cause, NodeError):
             error = StoreError(f"the batch failed and was rolled back: {cause!r}")
         if _disk_refused(cause):
+            error = DiskRefused(str(error))
             self.failed = (time.monotonic(), str(error), txn.rows)
         for job in batch:
             _settle(job.done, None, error)

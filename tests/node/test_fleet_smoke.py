@@ -17,39 +17,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.clikit import MEMLANE
-from tests.node.mcpkit import TIMEOUT, read_line
+from tests.node import fleetkit
 from tests.node.netns import Network, network_or_skip
 from tests.node.servekit import certified_mesh, issue, memlane, poll
 
 NAMES = ("a", "b", "c")
-SYNC = 7411
 
 
-class Fleet:
-    """The served nodes of ``NAMES`` in ``net``, each dialling the others."""
+class Fleet(fleetkit.Fleet):
+    """The served nodes of ``NAMES``, each with agents beside it."""
 
     def __init__(self, net: Network, dirs: dict[str, Path]) -> None:
-        self.net, self.dirs = net, dirs
-        self.procs: dict[str, subprocess.Popen[str]] = {}
+        super().__init__(net, dirs, NAMES)
         self.agents: list[subprocess.Popen[str]] = []
-
-    def start(self, name: str) -> str:
-        i = NAMES.index(name)
-        peers = [f"{self.net.address(j)}:{SYNC}" for j in range(len(NAMES)) if j != i]
-        argv = [str(MEMLANE), "serve", "--data", str(self.dirs[name]), "--json"]
-        argv += ["--sync-listen", f"{self.net.address(i)}:{SYNC}", "--discovery", "off"]
-        # MCP and health on their defaults: each namespace has a loopback of its own.
-        argv += [arg for peer in peers for arg in ("--peer", peer)]
-        proc = subprocess.Popen(
-            self.net.command(i, argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        line = read_line(proc.stdout, TIMEOUT)
-        if not line:
-            proc.kill()
-            pytest.fail(f"memlane serve of {name} did not start: {proc.communicate()[1]}")
-        self.procs[name] = proc
-        return str(json.loads(line)["mcp_http"])
 
     def agent(self, name: str, url: str, token: str) -> None:
         """An agent in ``name``'s namespace, writing to it over MCP."""
@@ -75,21 +55,11 @@ class Fleet:
         self.agents = []
         return ids
 
-    def kill(self, name: str) -> None:
-        proc = self.procs.pop(name)
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
-
-    def close(self) -> list[tuple[str, int]]:
+    def close(self) -> list[tuple[str, int | None]]:
         for agent in self.agents:
             agent.kill()
             agent.communicate(timeout=30)
-        ended = []
-        for name, proc in self.procs.items():
-            proc.send_signal(signal.SIGTERM)
-            proc.communicate(timeout=30)
-            ended.append((name, proc.returncode))
-        return ended
+        return super().close()
 
 
 @pytest.fixture

@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
 
-from node.errors import NodeError
+from node.errors import DiskRefused, NodeError
+from node.mcp.server import build_server
 from node.node import Node
 from node.serve.health import health
+from tests.node.mcpkit import refused as refused_by
 from tests.node.servekit import certified_mesh, get, issue, memlane, peers, poll, serve, stop
 
 SMALL, GROWN = "3m", "64m"
@@ -69,7 +72,12 @@ async def _fill_then_grow(data: Path, disk: Path, token: str) -> None:
             except NodeError as exc:
                 refused = exc
                 break
+        assert isinstance(refused, DiskRefused), refused
         assert "database or disk is full" in str(refused)
+        async with Client(build_server(node, token=token)) as client:  # told, not "internal"
+            big = ("mcp " * TEXT)[:TEXT]
+            said = await refused_by(client, "e_write", title="over MCP", text=big)
+        assert said == f"the write transaction failed and was rolled back: {FULL}"
         healthy, body = await health(node, None)
         assert not healthy
         assert "database or disk is full" in body["store"]
