@@ -1,7 +1,8 @@
 """The fleet benchmark's agents on one node (tests/bench/fleet.py): each a real MCP client over
 streamable HTTP (the SDK's, tests/node/mcpkit.py) with a token of its own, calling once every
 ``interval`` seconds over the tool mix of ``MIX``, until SIGTERM.  Every call is one JSON line
-in the output file: when it began (Unix seconds), the tool, its milliseconds, and its outcome
+in the output file: when it began (Unix seconds; a failed session: when it failed, and
+its milliseconds are its life), the tool, its milliseconds, and its outcome
 — ``ok`` (with what a write was acknowledged with: ``entry`` or ``episode``), ``refused:
 <text>``, or the exception's type.  A failed session is opened again after ``interval``.
 
@@ -151,14 +152,14 @@ async def _calls(agent: Agent, client: Any, out: TextIO, stop: asyncio.Event) ->
 async def _agent(agent: Agent, out: TextIO, stop: asyncio.Event) -> None:
     await asyncio.sleep(agent.rng.random() * agent.config["interval"])  # spread the starts
     while not stop.is_set():
-        began, t0 = time.time(), time.perf_counter()
+        t0 = time.perf_counter()
         try:
             async with session(agent.config["url"], agent.token) as client:
                 await _calls(agent, client, out, stop)
         except Exception as exc:  # a killed or paused node: a new session after a pause
             if not _recorded(exc):
                 ms = (time.perf_counter() - t0) * 1000
-                record = {"t": began, "tool": "session", "ms": ms, "agent": agent.n}
+                record = {"t": time.time(), "tool": "session", "ms": ms, "agent": agent.n}
                 out.write(json.dumps({**record, "outcome": _named(exc)}) + "\n")
             await asyncio.sleep(agent.config["interval"])
 

@@ -50,6 +50,7 @@ class Fault:
     healed: float | None = None
     target: Frontier = field(default_factory=dict)  # every node's heads at the heal
     converged: float | None = None  # Unix seconds when every node held ``target``
+    behind: tuple[str, ...] = ()  # the nodes that lacked some of ``target`` at the heal
 
     def label(self) -> str:
         return f"{self.kind} {'/'.join(self.nodes)}"
@@ -167,12 +168,17 @@ def reached(held: Frontier, target: Frontier) -> bool:
     return all(held.get(log, 0) >= seq for log, seq in target.items())
 
 
-def usage(pid: int) -> tuple[float, int] | None:
-    """The process's resident set (MiB) and open descriptors; None once it is gone."""
+def usage(pid: int) -> tuple[float, int, float] | None:
+    """The process's resident set (MiB), open descriptors and CPU seconds (user and system);
+    None once it is gone."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
         fds = len(os.listdir(f"/proc/{pid}/fd"))
+        stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     except (FileNotFoundError, ProcessLookupError):
         return None
-    kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS"))
-    return kib / 1024, fds
+    rss = [int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")]
+    if not rss:  # a zombie: killed, not yet reaped
+        return None
+    ticks = int(stat[11]) + int(stat[12])  # utime, stime: fields 14 and 15 of stat(5)
+    return rss[0] / 1024, fds, ticks / os.sysconf("SC_CLK_TCK")

@@ -3,7 +3,7 @@
 the natural-question corpus (``questions``' texts, 100,000 SRs; ``--quick``: 300) and called by
 16 agents of its own (``--quick``: 2) — real MCP clients over streamable HTTP, each with its own
 token, once every 500 ms over the mix of tests/bench/_fleet_agents.py — for 10 minutes
-(``--quick``: about 40 s) while a seeded nemesis (tests/bench/_fleet_faults.py) kills, pauses,
+(``--quick``: 26 s) while a seeded nemesis (tests/bench/_fleet_faults.py) kills, pauses,
 partitions, splits, drops packets and fills a disk, one fault at a time with calm between.
 
 It prints calls/s per tool and node, p50/p99 per tool in calm and in fault windows, errors by
@@ -28,7 +28,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -95,10 +95,13 @@ class Sizes:
     sample: float  # seconds between looks at RSS and descriptors
     interval: float = 0.5  # seconds between one agent's calls
     questions: int = 300
+    # Seconds at the start in neither window: every agent opens its session at once on nodes
+    # just started, their pages not yet in the cache (printed apart).
+    warmup: float = 30.0
 
 
 FULL = Sizes("fleet-100k", 100_000, 16, 600.0, 120.0, 20.0, 25.0, 256, 5.0)
-QUICK = Sizes("fleet-300", 300, 2, 36.0, 4.0, 2.5, 1.5, 48, 1.0, questions=30)
+QUICK = Sizes("fleet-300", 300, 2, 26.0, 3.0, 2.0, 1.0, 48, 1.0, questions=30, warmup=1.0)
 
 
 # -- the preloaded mesh (cached) -------------------------------------------------------------
@@ -183,15 +186,27 @@ def _prepared(
 # -- the run ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Sample:
+    t: float
+    who: str  # a node's name: its serve; "NAME agents": its agents' process
+    pid: int
+    rss: float  # MiB
+    fds: int
+    cpu: float  # seconds, user and system, since the process began
+
+
 @dataclass(slots=True)
 class Watch:
     """A thread looking at the nodes while the run goes on: each healed fault's convergence
-    (every 0.2 s), each node's RSS and descriptors (every ``sample`` s)."""
+    (every 0.2 s); each serve's and agents' process's RSS, descriptors and CPU (every
+    ``sample`` s)."""
 
     fleet: Fleet
     faults: list[Fault]
     sample: float
-    usage: list[tuple[float, str, float, int]] = field(default_factory=list)
+    agents: dict[str, int] = field(default_factory=dict)  # "NAME agents": its pid
+    usage: list[Sample] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
@@ -206,10 +221,11 @@ class Watch:
                         fault.converged = now
             if now >= next_sample:
                 next_sample = now + self.sample
-                for name in list(self.fleet.procs):
-                    seen = usage(self.fleet.pid(name))
+                pids = {name: self.fleet.pid(name) for name in list(self.fleet.procs)}
+                for who, pid in (pids | self.agents).items():
+                    seen = usage(pid)
                     if seen is not None:
-                        self.usage.append((now, name, *seen))
+                        self.usage.append(Sample(now, who, pid, *seen))
 
 
 def _every_head(dirs: dict[str, Path]) -> dict[tuple[bytes, bytes], int]:
@@ -274,7 +290,7 @@ class Run:
     t0: float
     faults: list[Fault]
     calls: list[dict[str, Any]]
-    usage: list[tuple[float, str, float, int]]
+    usage: list[Sample]
     agents_exit: list[int | None]
     serve_exit: list[tuple[str, int | None]]
     settled_s: float | None  # after the agents stopped, until every frontier was one
@@ -291,6 +307,7 @@ def _exercise(sizes: Sizes, dirs: dict[str, Path], meta: dict[str, Any], logs: P
         faults = schedule(NAMES, DISK_NODE, sizes.first, sizes.length, sizes.gap, SEED)
         watch = Watch(fleet, faults, sizes.sample)
         agents = _start_agents(fleet, urls, meta, sizes, asked)
+        watch.agents = {f"{name} agents": p.pid for name, p in zip(NAMES, agents, strict=True)}
         t0 = time.time()
         threading.Thread(target=watch.run, daemon=True).start()
         _nemesis(Nemesis(fleet, disk), faults, t0)
@@ -300,6 +317,8 @@ def _exercise(sizes: Sizes, dirs: dict[str, Path], meta: dict[str, Any], logs: P
         stopped = time.time()
         settled = _settle(dirs, BACKOFF_MAX_S + 60)
         watch.stop.set()
+        with (logs / "usage.jsonl").open("w") as f:
+            f.writelines(json.dumps(asdict(sample)) + "\n" for sample in watch.usage)
         calls = _calls(logs)
         serve_exit = fleet.close()
         run = Run(t0, faults, calls, watch.usage, codes, serve_exit, settled and settled - stopped)
@@ -318,7 +337,11 @@ def _nemesis(nemesis: Nemesis, faults: Sequence[Fault], t0: float) -> None:
         progress(f"fault at {fault.start:.0f} s: {fault.label()} for {fault.length:.0f} s")
         nemesis.apply(fault)
         fault.began = time.time()
+        _until(fault.began + fault.length / 2)
+        earlier = _every_head(nemesis.fleet.dirs)
         _until(fault.began + fault.length)
+        held = {name: frontier(path) for name, path in nemesis.fleet.dirs.items()}
+        fault.behind = tuple(name for name, h in held.items() if not reached(h, earlier))
         nemesis.heal(fault)
         fault.target = _every_head(nemesis.fleet.dirs)
         fault.healed = time.time()
@@ -438,8 +461,15 @@ def _ms(values: Sequence[float], q: float) -> str:
     return f"{_quantile(values, q):,.1f}" if values else "—"
 
 
-def _latency(run: Run, seconds: float) -> tuple[list[str], dict[str, dict[str, list[float]]]]:
-    """The calls table: per tool, calls/s on each node, p50/p99 calm and under faults."""
+def _phase(call: dict[str, Any], run: Run, warmup: float) -> str:
+    if call["t"] < run.t0 + warmup:
+        return "warm-up"
+    return "fault" if _windows(call, run.faults) else "calm"
+
+
+def _latency(run: Run, sizes: Sizes) -> tuple[list[str], dict[str, dict[str, list[float]]]]:
+    """The calls table: per tool, calls/s on each node, p50/p99 calm, under faults and in
+    the warm-up."""
     by: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     done: Counter[tuple[str, str]] = Counter()
     failed: Counter[str] = Counter()
@@ -450,15 +480,16 @@ def _latency(run: Run, seconds: float) -> tuple[list[str], dict[str, dict[str, l
             failed[call["tool"]] += 1
             continue
         done[call["tool"], call["node"]] += 1
-        by[call["tool"]]["fault" if _windows(call, run.faults) else "calm"].append(call["ms"])
+        by[call["tool"]][_phase(call, run, sizes.warmup)].append(call["ms"])
     rows = []
     for tool in sorted(by, key=lambda t: -sum(done[t, n] for n in NAMES)):
-        calm, fault = by[tool]["calm"], by[tool]["fault"]
-        rates = [f"{done[tool, n] / seconds:.2f}" for n in NAMES]
+        calm, fault, warm = by[tool]["calm"], by[tool]["fault"], by[tool]["warm-up"]
+        rates = [f"{done[tool, n] / sizes.duration:.2f}" for n in NAMES]
         quantiles = [_ms(calm, 0.5), _ms(calm, 0.99), _ms(fault, 0.5), _ms(fault, 0.99)]
-        rows.append([tool, *rates, *quantiles, f"{len(calm) + len(fault):,}", f"{failed[tool]:,}"])
+        answered = f"{len(calm) + len(fault) + len(warm):,}"
+        rows.append([tool, *rates, *quantiles, _ms(warm, 0.99), answered, f"{failed[tool]:,}"])
     header = ["tool", *(f"{n} calls/s" for n in NAMES), "calm p50 ms", "calm p99 ms"]
-    header += ["fault p50 ms", "fault p99 ms", "answered", "failed"]
+    header += ["fault p50 ms", "fault p99 ms", "warm-up p99 ms", "answered", "failed"]
     return ["", *table(header, rows, right=set(range(1, len(header))))], by
 
 
@@ -491,33 +522,54 @@ def _faults(run: Run) -> tuple[list[str], float | None]:
                 fault.label(),
                 f"{(fault.began or 0) - run.t0:.0f}",
                 f"{(fault.healed or 0) - (fault.began or 0):.1f}",
+                ", ".join(fault.behind) or "none",
                 f"{after:.1f}" if after is not None else "never",
             ]
         )
-    header = ["fault", "at s", "lasted s", "heal → every node holds what any held s"]
+    behind = "lacking at the heal what any held halfway"
+    header = ["fault", "at s", "lasted s", behind, "heal → every node holds what any held s"]
     longest = None if None in afters else max(a for a in afters if a is not None)
-    return ["", *table(header, rows, right={1, 2, 3})], longest
+    return ["", *table(header, rows, right={1, 2, 4})], longest
+
+
+def _cpu(samples: Sequence[Sample]) -> float:
+    """CPU seconds the samples' processes spent between their first and last looks."""
+    by_pid: dict[int, list[float]] = defaultdict(list)
+    for sample in samples:
+        by_pid[sample.pid].append(sample.cpu)
+    return sum(max(cpu) - min(cpu) for cpu in by_pid.values())
 
 
 def _nodes(run: Run, baseline: float) -> tuple[list[str], dict[str, tuple[float, int]]]:
     """Each node's RSS and descriptors at the baseline (the first look after it) and at the
-    end; their growth."""
+    end, their growth; its serve's and its agents' share of a CPU; its RSS minute by minute."""
     growth: dict[str, tuple[float, int]] = {}
-    rows = []
+    rows, minutes = [], []
     for name in NAMES:
-        seen = [(t, rss, fds) for t, n, rss, fds in run.usage if n == name]
-        after = [s for s in seen if s[0] >= run.t0 + baseline] or seen[-1:]
+        seen = [s for s in run.usage if s.who == name]
+        after = [s for s in seen if s.t >= run.t0 + baseline] or seen[-1:]
         if not after:
             continue
-        (_, rss0, fds0), (_, rss1, fds1) = after[0], after[-1]
-        growth[name] = (rss1 / rss0 - 1, fds1 - fds0)
-        rss_range = f"{min(s[1] for s in seen):,.0f}–{max(s[1] for s in seen):,.0f}"
-        fds_range = f"{min(s[2] for s in seen)}–{max(s[2] for s in seen)}"
-        figures = [f"{rss0:,.0f}", f"{rss1:,.0f}", f"{rss1 / rss0 - 1:+.1%}", rss_range]
-        rows.append([name, *figures, str(fds0), str(fds1), fds_range])
-    header = ["node", f"RSS at {baseline:.0f} s MiB", "RSS end MiB", "growth", "RSS range"]
-    header += [f"fds at {baseline:.0f} s", "fds end", "fds range"]
-    return ["", *table(header, rows, right=set(range(1, len(header))))], growth
+        first, last = after[0], after[-1]
+        growth[name] = (last.rss / first.rss - 1, last.fds - first.fds)
+        span = seen[-1].t - seen[0].t or 1.0
+        agents = [s for s in run.usage if s.who == f"{name} agents"]
+        rss = [f"{first.rss:,.0f}", f"{last.rss:,.0f}", f"{growth[name][0]:+.1%}"]
+        fds = [
+            str(first.fds),
+            str(last.fds),
+            f"{min(s.fds for s in seen)}–{max(s.fds for s in seen)}",
+        ]
+        cpu = [f"{_cpu(seen) / span:.0%}", f"{_cpu(agents) / span:.0%}"]
+        rows.append([name, *rss, *fds, cpu[0], cpu[1]])
+        by_minute = {int((s.t - run.t0) // 60): s.rss for s in seen}
+        minutes.append(
+            f"{name}: " + " ".join(f"{rss:,.0f}" for _, rss in sorted(by_minute.items()))
+        )
+    header = ["node", f"RSS at {baseline:.0f} s MiB", "RSS end MiB", "growth"]
+    header += [f"fds at {baseline:.0f} s", "fds end", "fds range", "serve CPU", "agents CPU"]
+    table_lines = table(header, rows, right=set(range(1, len(header))))
+    return ["", *table_lines, "", "RSS (MiB) at the end of each minute:", *minutes], growth
 
 
 def _checks(run: Run, sizes: Sizes, quick: bool, calm: dict[str, dict[str, list[float]]],
@@ -604,7 +656,7 @@ def run(*, quick: bool, workdir: Path, locomo: Path | None = None) -> Report:
         done = _exercise(sizes, dirs, meta, workdir / "fleet", disk, asked)
     finally:
         disk.close()
-    lines, calm = _latency(done, sizes.duration)
+    lines, calm = _latency(done, sizes)
     errors, unexplained = _errors(done)
     faults, longest = _faults(done)
     nodes, growth = _nodes(done, sizes.first)
@@ -614,7 +666,8 @@ def run(*, quick: bool, workdir: Path, locomo: Path | None = None) -> Report:
     report.notes += [
         f"acknowledged: {acked['entries']:,} SR writes (entry ids) and {acked['episodes']:,} "
         f"episodes, looked for in every node's log after the run",
-        f"a fault's window: from its start to {GRACE_S:g} s after its heal; calm is the rest; "
+        f"a fault's window: from its start to {GRACE_S:g} s after its heal; the warm-up: the "
+        f"first {sizes.warmup:g} s (every session opened at once); calm is the rest; "
         f"backoff_max is the default {BACKOFF_MAX_S:g} s",
         f"faults' seed {SEED}; the disk is {DISK_NODE}'s own tmpfs; {len(done.calls):,} calls",
     ]
