@@ -359,6 +359,7 @@ def _sync_options(config: NodeConfig) -> SyncOptions:
         handshakes=handshakes,
         max_connections_per_key=limits.max_connections_per_key,
         backoff_max=limits.backoff_max_ms / 1000,
+        dead_peer_after=limits.dead_peer_after_ms / 1000,
     )
 
 

@@ -15,8 +15,9 @@ __all__ = ["MeshLimits", "read_mesh", "read_mesh_limits"]
 @dataclass(frozen=True, slots=True)
 class MeshLimits:
     """What other parties may make ``memlane serve``'s sync port hold (docs/mesh.md §Memory
-    and limits): connections, and those still in their TLS handshake; and how long a dialled
-    peer is waited for at most between two tries (``backoff_max``)."""
+    and limits): connections, and those still in their TLS handshake; how long a dialled
+    peer is waited for at most between two tries (``backoff_max``), and how long a link's
+    peer may answer nothing before the link is closed (``dead_peer_after``)."""
 
     max_connections: int = 32
     max_connections_per_key: int = 4
@@ -24,11 +25,12 @@ class MeshLimits:
     max_handshakes_per_address: int = 8
     handshake_timeout_ms: int = 10_000
     backoff_max_ms: int = 30_000
+    dead_peer_after_ms: int = 30_000
 
 
 _MESH_LIMITS = count_keys(MeshLimits)
 
-_MESH_KEYS = (*_MESH_LIMITS, "handshake_timeout", "backoff_max")
+_MESH_KEYS = (*_MESH_LIMITS, "handshake_timeout", "backoff_max", "dead_peer_after")
 
 
 def read_mesh(raw: Any, problems: list[str]) -> tuple[Listen | None, tuple[Listen, ...]]:
@@ -54,4 +56,5 @@ def read_mesh_limits(raw: Any, problems: list[str]) -> MeshLimits:
     values = read_bounds(raw, _MESH_LIMITS, "mesh", problems)
     values |= read_timeout(raw, "handshake_timeout", "mesh", problems)
     values |= read_timeout(raw, "backoff_max", "mesh", problems)  # a duration: 1s at least
+    values |= read_timeout(raw, "dead_peer_after", "mesh", problems)
     return MeshLimits(**values)

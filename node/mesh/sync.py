@@ -64,6 +64,11 @@ class SyncOptions:
     connect_timeout: float = 10.0
     backoff_initial: float = 0.25
     backoff_max: float = 30.0
+    # A link whose peer stopped answering — its machine gone, the network between cut — is
+    # closed after this long (TCP keepalive probes while it is idle, TCP_USER_TIMEOUT while
+    # what it sent is unacknowledged): ``memlane peers`` then says so, and a peer that comes
+    # back is not turned away by a link that only looks open (docs/mesh.md §Sync in practice).
+    dead_peer_after: float = 30.0
     # What this node's hello offers beyond the protocol's own features: the kinds it applies
     # that an older node only stores and relays (docs/erasure.md).
     features: tuple[str, ...] = OFFERED
@@ -215,6 +220,7 @@ class Sync:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer | None
     ) -> LinkError | None:
         address = _address(writer)
+        _close_when_silent(writer, self.options.dead_peer_after)
         key = self._certified_key(writer)
         cap = self.options.max_connections_per_key
         if key is not None and self._per_key.get(key, 0) >= cap:
@@ -328,6 +334,26 @@ def _why_not(exc: OSError) -> str:
     if exc.errno is not None:
         return os.strerror(exc.errno)
     return str(exc) or type(exc).__name__
+
+
+def _close_when_silent(writer: asyncio.StreamWriter, after: float) -> None:
+    """Have the kernel end the connection once its peer has answered nothing for ``after``
+    seconds: keepalive probes from a third of it, three of them a sixth apart; and at most
+    ``after`` for what was sent to be acknowledged."""
+    sock = writer.get_extra_info("socket")
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    timers = {
+        "TCP_KEEPIDLE": max(1, round(after / 3)),
+        "TCP_KEEPINTVL": max(1, round(after / 6)),
+        "TCP_KEEPCNT": 3,
+        "TCP_USER_TIMEOUT": round(after * 1000),
+    }
+    for name, value in timers.items():
+        option = getattr(socket, name, None)  # Linux has them all; others, some
+        if option is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
 
 
 def _address(writer: asyncio.StreamWriter) -> str:

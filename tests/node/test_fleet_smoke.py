@@ -12,6 +12,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,15 @@ import pytest
 
 from tests.node import fleetkit
 from tests.node.netns import Network, network_or_skip
-from tests.node.servekit import certified_mesh, issue, memlane, poll
+from tests.node.servekit import (
+    certified_mesh,
+    connected,
+    issue,
+    memlane,
+    node_id_of,
+    peers,
+    poll,
+)
 
 NAMES = ("a", "b", "c")
 
@@ -68,7 +77,9 @@ def fleet(tmp_path: Path) -> Iterator[tuple[Fleet, dict[str, str]]]:
     dirs = certified_mesh(tmp_path, list(NAMES))
     tokens = {}
     for name in NAMES:
-        (dirs[name] / "config.toml").write_text('[mesh]\nbackoff_max = "2s"\n')
+        (dirs[name] / "config.toml").write_text(
+            '[mesh]\nbackoff_max = "2s"\ndead_peer_after = "3s"\n'
+        )
         scopes = ["read:workspace", "write:workspace"]
         tokens[name] = asyncio.run(issue(dirs[name], f"agent-{name}", scopes))
     net = Network(len(NAMES))
@@ -138,3 +149,23 @@ def test_a_partition_and_a_kill_lose_nothing_acknowledged(fleet):
     poll("every agent's writes everywhere", lambda: _everywhere(served, tokens, acknowledged))
     for name in NAMES:
         assert memlane("log", "verify", "--data", str(served.dirs[name])).returncode == 0
+
+
+def test_a_link_whose_peer_went_silent_is_closed_and_opens_again(fleet):
+    """A cut leaves no FIN or RST: without the kernel's probes the link would look live for
+    as long as nothing is sent on it (and a peer restarted meanwhile would be turned away as a
+    duplicate).  With ``dead_peer_after`` of 3 s, ``memlane peers`` on a says the link to b
+    is down within a few seconds of the cut, with why, and live again after the heal."""
+    served, _ = fleet
+    for name in NAMES:
+        served.start(name)
+    b = asyncio.run(node_id_of(served.dirs["b"]))
+    poll("a linked to b", lambda: connected(served.dirs["a"], b) is not None)
+    served.net.cut(NAMES.index("b"))
+    cut = time.monotonic()
+    poll("the cut seen on a", lambda: connected(served.dirs["a"], b) is None)
+    assert time.monotonic() - cut < 15
+    (row,) = [r for r in peers(served.dirs["a"])["peers"] if r["node_id"] == b]
+    assert row["last_error"], row
+    served.net.heal(NAMES.index("b"))
+    poll("a linked to b again", lambda: connected(served.dirs["a"], b) is not None)
