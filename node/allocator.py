@@ -9,8 +9,8 @@ had made (a 200,000-entry bundle import: 126 → 143 MiB from a quarter of it to
 Fixing the thresholds instead (1 MiB mapped, the heap trimmed past 8 MiB free) kept it flat but
 made every find map and fault in its score arrays: 10–20 % slower at a million SRs.  So the
 thresholds stay glibc's, and after a batch of many docs (a sync batch, an import's
-transaction; not a single write) the writer asks glibc to hand back what is free
-(``malloc_trim``).  Other C libraries (musl's,
+transaction; not a single write) or a merge of as many (single writes' segments merging) the
+writer asks glibc to hand back what is free (``malloc_trim``).  Other C libraries (musl's,
 macOS's) have neither the threshold nor the call: nothing is done there.
 """
 

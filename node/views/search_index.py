@@ -62,7 +62,7 @@ __all__ = [
 BLOB_SLOTS = 4_096  # a segment of fewer docs is one row; a larger one a row per term
 FANOUT = 8  # segments of one tier merged this many at a time
 TOP_TIER = 5  # a segment of 8 ** 5 = 32,768 live docs or more is merged no more
-GIVE_BACK_DOCS = 512  # a batch of this many docs or more gives its freed memory back
+GIVE_BACK_DOCS = 512  # a batch (or its merges) of this many docs or more gives back what it freed
 MAX_TERMS = 50_000  # term ids remembered by the writer (then forgotten at once)
 
 CLEAR = (
@@ -178,9 +178,9 @@ class TextIndex:
             entered = [row for part in _chunks(queued) for row in _rows(db, _ENTERED, part)]
             if entered:
                 self._write(db, self._segment(db, entered))
-            self._merge_due(db)
-            if len(queued) >= GIVE_BACK_DOCS:
-                give_back()  # the arrays of a large batch, megabytes each (node/allocator.py)
+            merged = self._merge_due(db)
+            if len(queued) + merged >= GIVE_BACK_DOCS:
+                give_back()  # the arrays of a large batch or merge, megabytes each (allocator.py)
         if db.execute("SELECT 1 FROM sr_index_erased LIMIT 1").fetchone():
             self.scrub(db)
 
@@ -309,17 +309,21 @@ class TextIndex:
 
     # -- merges -------------------------------------------------------------------------------
 
-    def _merge_due(self, db: sqlite3.Connection) -> None:
-        """Merge the oldest ``FANOUT`` segments of the lowest tier that has as many."""
+    def _merge_due(self, db: sqlite3.Connection) -> int:
+        """Merge the oldest ``FANOUT`` segments of the lowest tier that has as many, while
+        one has; how many docs the merges took in."""
+        merged = 0
         while True:
-            tiers: dict[int, list[int]] = defaultdict(list)
+            tiers: dict[int, list[tuple[int, int]]] = defaultdict(list)
             for seg, live in db.execute("SELECT seg, live FROM sr_segments ORDER BY seg"):
                 if _tier(live) < TOP_TIER:
-                    tiers[_tier(live)].append(seg)
+                    tiers[_tier(live)].append((seg, live))
             full = sorted(t for t, segs in tiers.items() if len(segs) >= FANOUT)
             if not full:
-                return
-            self.rewrite(db, tiers[full[0]][:FANOUT])
+                return merged
+            due = tiers[full[0]][:FANOUT]
+            self.rewrite(db, [seg for seg, _ in due])
+            merged += sum(live for _, live in due)
 
     def rewrite(self, db: sqlite3.Connection, segs: Sequence[int]) -> set[int]:
         """Merge ``segs`` into one segment of their docs that are not gone (none: no

@@ -52,7 +52,8 @@ class Agent:
         self.written = 0
 
     def pick(self) -> tuple[str, dict[str, Any]]:
-        label = self.rng.choices([m[0] for m in MIX], [m[1] for m in MIX])[0]
+        mix = self.config.get("mix", MIX)  # another mix, to see one tool's cost alone
+        label = self.rng.choices([m[0] for m in mix], [m[1] for m in mix])[0]
         return label, self._arguments(label)
 
     def _arguments(self, label: str) -> dict[str, Any]:

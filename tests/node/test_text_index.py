@@ -242,3 +242,24 @@ async def test_two_openers_of_one_store_answer_by_the_rule(node_dir: Path, wall:
                 for n in (a, b):
                     compared += await _agrees(n, node_dir, who, _question(rng), stem)
     assert compared > 30
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("tiny_segments")
+async def test_a_merge_as_large_as_a_large_batch_gives_back_what_it_freed(
+    node: Node, make_caller: CallerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes one SR at a time never make a large batch, but their segments merge into large
+    ones: a merge of ``GIVE_BACK_DOCS`` docs or more hands its freed arrays back to the system
+    as a large batch does (node/allocator.py) — a serving node's memory otherwise grew a step
+    at each merge."""
+    monkeypatch.setattr(search_index, "GIVE_BACK_DOCS", 9)  # tiers of 1, 3, 9 docs (FANOUT 3)
+    given: list[bool] = []
+    real = search_index.give_back
+    monkeypatch.setattr(search_index, "give_back", lambda: given.append(real()) or True)
+    alice = await make_caller("alice", "team")
+    for i in range(8):
+        await node.e_write(alice, title=f"one {i}", text="quiet fig")
+    assert given == []  # merges of 3 docs, none of 9 yet
+    await node.e_write(alice, title="one more", text="quiet fig")  # 9 docs: a merge of 9
+    assert len(given) == 1
