@@ -1,0 +1,133 @@
+"""LangGraph store items as SRs (docs/langgraph.md): an item of a workspace is the SR whose id
+is made from (workspace, namespace, key), in the lane ``langgraph``, its title the key and its
+text a canonical JSON envelope ``{"key": …, "namespace": […], "value": …}``.  A delete is a
+version whose value is null: a tombstone, which the SR view withdraws (no search, tag or
+timeline row; ``present`` 0 in its versions) though the fold still holds it, so the next put
+folds onto the same SR on every node.
+
+The view keeps ``store_items``, one row per item shown at this moment — its namespace (labels
+joined by ``.``, which no label holds, so a namespace prefix is a range of the index), key,
+times and the fold order of its version — written by the SR view with the SR's current row
+(``SrView._write_current``), so it follows every apply, refold, catch-up and erase.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from node.identity import uuid8
+from node.store.writer import Txn
+from node.views.fold import SrState
+
+__all__ = [
+    "CLEAR",
+    "LANE",
+    "MAX_KEY",
+    "MAX_TEXT",
+    "ItemState",
+    "envelope",
+    "is_tombstone",
+    "item_id",
+    "item_of",
+    "namespace_text",
+    "show_item",
+]
+
+LANE = "langgraph"
+MAX_KEY = 1000  # an SR's title, which holds the key
+MAX_TEXT = 100_000  # an SR's text, which holds the envelope
+_TOMBSTONE_END = ',"value":null}'
+
+_ITEM_OUT = "DELETE FROM store_items WHERE sr_id = ?"
+_ITEM_IN = (
+    "INSERT INTO store_items (sr_id, workspace, namespace, key, created_at, updated_at, "
+    "updated_ord) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+CLEAR = ("DELETE FROM store_items",)
+
+
+def item_id(workspace: str, namespace: Sequence[str], key: str) -> str:
+    """The SR id of the item (namespace, key) of ``workspace``: the same on every node, so
+    two nodes putting one key meet on one SR (no label holds ``.`` or NUL, and the key comes
+    last: the parts are told apart)."""
+    return uuid8("memlane-langgraph", workspace, namespace_text(namespace), key)
+
+
+def namespace_text(namespace: Sequence[str]) -> str:
+    return ".".join(namespace)
+
+
+def envelope(namespace: Sequence[str], key: str, value: Any) -> str:
+    """The SR text of an item: canonical JSON (sorted keys, no spaces, no NaN); ``value``
+    None for a tombstone.  ``TypeError``/``ValueError`` for what JSON cannot hold."""
+    doc = {"key": key, "namespace": list(namespace), "value": value}
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemState:
+    """An item as an SR state holds it; ``value`` None: deleted (a tombstone)."""
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any] | None
+
+
+def item_of(state: SrState) -> ItemState | None:
+    """The item ``state`` holds, or None when it is no item: not in the lane, its text not an
+    envelope, or its id not the one its workspace, namespace and key make."""
+    if not state.exists or state.lane != LANE or not state.text.startswith('{"key":'):
+        return None
+    try:
+        doc = json.loads(state.text)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.keys() != {"key", "namespace", "value"}:
+        return None
+    namespace, key, value = doc["namespace"], doc["key"], doc["value"]
+    if not _is_namespace(namespace) or not isinstance(key, str):
+        return None
+    if value is not None and not isinstance(value, dict):
+        return None
+    if item_id(state.workspace or "", namespace, key) != state.sr_id:
+        return None
+    return ItemState(tuple(namespace), key, value)
+
+
+def _is_namespace(labels: object) -> bool:
+    return (
+        isinstance(labels, list)
+        and bool(labels)
+        and all(isinstance(s, str) and s and "." not in s and "\0" not in s for s in labels)
+    )
+
+
+def is_tombstone(state: SrState) -> bool:
+    """Whether ``state`` is a deleted item: withdrawn from every view though it exists."""
+    if state.lane != LANE or not state.text.endswith(_TOMBSTONE_END):
+        return False
+    item = item_of(state)
+    return item is not None and item.value is None
+
+
+def show_item(txn: Txn, sr_id: str, state: SrState, ord_: bytes) -> None:
+    """Queue the SR's ``store_items`` row for its shown ``state`` (of fold order ``ord_``):
+    none unless it is a live item.  Within one write only the last counts."""
+    item = item_of(state)
+    txn.put(_ITEM_OUT, sr_id, (sr_id,))
+    if item is None or item.value is None:
+        txn.put(_ITEM_IN, sr_id, None)
+        return
+    row = (
+        sr_id,
+        state.workspace,
+        namespace_text(item.namespace),
+        item.key,
+        state.created_time,
+        state.ingest_time,
+        ord_,
+    )
+    txn.put(_ITEM_IN, sr_id, row)
