@@ -5,8 +5,9 @@ version whose value is null: a tombstone, which the SR view withdraws (no search
 timeline row; ``present`` 0 in its versions) though the fold still holds it, so the next put
 folds onto the same SR on every node.
 
-The view keeps ``store_items``, one row per item shown at this moment — its namespace (labels
-joined by ``.``, which no label holds, so a namespace prefix is a range of the index), key,
+The view keeps ``store_items``, one row per item shown at this moment — its namespace (each
+label followed by ``.``, which no label holds, so a namespace prefix is one range of the
+index: ``namespace_range``), key,
 times and the fold order of its version — written by the SR view with the SR's current row
 (``SrView._write_current``), so it follows every apply, refold, catch-up and erase.
 """
@@ -32,7 +33,10 @@ __all__ = [
     "is_tombstone",
     "item_id",
     "item_of",
+    "namespace_of",
+    "namespace_range",
     "namespace_text",
+    "select_item_sr",
     "show_item",
 ]
 
@@ -47,24 +51,41 @@ _ITEM_IN = (
     "updated_ord) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 CLEAR = ("DELETE FROM store_items",)
+_KNOWN = "SELECT 1 FROM sr_versions WHERE sr_id = ? LIMIT 1"
+_SHOWN = "SELECT workspace, owner, private FROM srs WHERE sr_id = ? AND live = 1"
 
 
 def item_id(workspace: str, namespace: Sequence[str], key: str) -> str:
     """The SR id of the item (namespace, key) of ``workspace``: the same on every node, so
     two nodes putting one key meet on one SR (no label holds ``.`` or NUL, and the key comes
     last: the parts are told apart)."""
-    return uuid8("memlane-langgraph", workspace, namespace_text(namespace), key)
+    return uuid8("memlane-langgraph", workspace, ".".join(namespace), key)
 
 
 def namespace_text(namespace: Sequence[str]) -> str:
-    return ".".join(namespace)
+    """The namespace as ``store_items`` holds it: each label followed by ``.``."""
+    return "".join(f"{label}." for label in namespace)
+
+
+def namespace_of(text: str) -> tuple[str, ...]:
+    return tuple(text.split(".")[:-1])
+
+
+def namespace_range(prefix: Sequence[str]) -> tuple[str, str] | None:
+    """[low, high): the ``namespace_text`` of every namespace that starts with ``prefix``
+    (a text that starts with ``a.b.`` lies between ``a.b.`` and ``a.b/``, and no other does:
+    ``/`` follows ``.``); None for the empty prefix, which every namespace starts with."""
+    low = namespace_text(prefix)
+    return (low, low[:-1] + "/") if low else None
 
 
 def envelope(namespace: Sequence[str], key: str, value: Any) -> str:
     """The SR text of an item: canonical JSON (sorted keys, no spaces, no NaN); ``value``
     None for a tombstone.  ``TypeError``/``ValueError`` for what JSON cannot hold."""
     doc = {"key": key, "namespace": list(namespace), "value": value}
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(
+        doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,3 +152,12 @@ def show_item(txn: Txn, sr_id: str, state: SrState, ord_: bytes) -> None:
         ord_,
     )
     txn.put(_ITEM_IN, sr_id, row)
+
+
+async def select_item_sr(txn: Txn, sr_id: str) -> tuple[bool, tuple[str, str, bool] | None]:
+    """Whether this node holds any entry of the SR ``sr_id`` (a put then updates it: a create
+    is only for an SR nothing of which exists here), and (workspace, owner, private) of it
+    when it is shown at this moment."""
+    known = await txn.fetchone(_KNOWN, (sr_id,)) is not None
+    row = await txn.fetchone(_SHOWN, (sr_id,)) if known else None
+    return known, None if row is None else (str(row[0]), str(row[1]), bool(row[2]))
