@@ -22,6 +22,8 @@ from node.views.read_rule import readable_srs
 __all__ = [
     "CHUNK",
     "ItemRow",
+    "item_query",
+    "items_query",
     "select_item",
     "select_item_ids",
     "select_items",
@@ -63,16 +65,32 @@ def _where(caller: Caller, prefix: Sequence[str]) -> tuple[str, list[Any]]:
     return where, args
 
 
+def item_query(caller: Caller, namespace: Sequence[str], key: str) -> tuple[str, tuple[Any, ...]]:
+    """The statement of an exact get, with its parameters: a lookup of
+    ``store_items_by_key`` (tests/node/test_langgraph_store.py holds its plan)."""
+    rule, params = readable_srs(caller)
+    sql = (
+        f"SELECT {_COLUMNS} {_FROM} WHERE i.workspace = ? AND i.namespace = ? AND i.key = ? "
+        f"AND {rule}"
+    )
+    return sql, (caller.workspace, namespace_text(namespace), key, *params)
+
+
+def items_query(
+    caller: Caller, prefix: Sequence[str], *, offset: int, limit: int
+) -> tuple[str, tuple[Any, ...]]:
+    """The statement of a page of the items under ``prefix``, the newest first, with its
+    parameters: a range of ``store_items_by_key`` for a prefix (its plan is held too)."""
+    where, args = _where(caller, prefix)
+    sql = f"SELECT {_COLUMNS} {_FROM} WHERE {where} ORDER BY i.updated_ord DESC LIMIT ? OFFSET ?"
+    return sql, (*args, limit, offset)
+
+
 async def select_item(
     reader: Reader, caller: Caller, namespace: Sequence[str], key: str
 ) -> ItemRow | None:
     """The item (namespace, key) of the caller's workspace, if it can read it."""
-    rule, params = readable_srs(caller)
-    rows = await reader.fetchall(
-        f"SELECT {_COLUMNS} {_FROM} WHERE i.workspace = ? AND i.namespace = ? AND i.key = ? "
-        f"AND {rule}",
-        (caller.workspace, namespace_text(namespace), key, *params),
-    )
+    rows = await reader.fetchall(*item_query(caller, namespace, key))
     return _row(rows[0]) if rows else None
 
 
@@ -99,13 +117,11 @@ async def select_items(
     """The items under the namespace ``prefix`` whose value ``keep`` keeps (all, when None),
     the newest version first, from the ``offset``-th on, at most ``limit``.  With ``keep``
     they are read a chunk at a time in one read transaction, until the page is whole."""
+    if keep is None:
+        rows = await reader.fetchall(*items_query(caller, prefix, offset=offset, limit=limit))
+        return [_row(r) for r in rows]
     where, args = _where(caller, prefix)
     sql = f"SELECT {_COLUMNS} {_FROM} WHERE {where}"
-    if keep is None:
-        rows = await reader.fetchall(
-            f"{sql} ORDER BY i.updated_ord DESC LIMIT ? OFFSET ?", (*args, limit, offset)
-        )
-        return [_row(r) for r in rows]
     kept = await reader.snapshot(lambda fetch: _kept(fetch, sql, args, keep, offset + limit))
     return kept[offset:]
 
