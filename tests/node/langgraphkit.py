@@ -11,7 +11,7 @@ from typing import Any
 
 from node.node import Node
 
-__all__ = ["READ_WRITE", "Plain", "issue", "make_node", "plain", "plain_one"]
+__all__ = ["READ_WRITE", "Plain", "issue", "make_node", "plain", "plain_one", "stored"]
 
 READ_WRITE = ("read:workspace", "write:workspace")
 Plain = tuple[tuple[str, ...], str, dict[str, Any]]
@@ -47,3 +47,18 @@ def plain_one(item: Any) -> Plain | None:
 
 def plain(items: Iterable[Any]) -> list[Plain]:
     return [(tuple(i.namespace), i.key, i.value) for i in items]
+
+
+def stored(data: Path) -> tuple[int, int, int]:
+    """What the node holds that a write would change: entries, SR rows, item rows."""
+
+    async def counted() -> tuple[int, int, int]:
+        async with Node.open(data) as node:
+            reader = node.reader()
+            return (
+                await reader.count("headers"),
+                await reader.count("srs"),
+                await reader.count("store_items"),
+            )
+
+    return asyncio.run(counted())
