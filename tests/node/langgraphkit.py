@@ -5,22 +5,32 @@ tuples (timestamps left out: every store stamps its own)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from node.node import Node
 
 __all__ = ["READ_WRITE", "Plain", "issue", "make_node", "plain", "plain_one", "stored"]
 
+T = TypeVar("T")
 READ_WRITE = ("read:workspace", "write:workspace")
+
+
+def _run(work: Coroutine[Any, Any, T]) -> T:
+    """``work`` on a loop of its own, in a thread: callable from a test's loop too."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, work).result()
+
+
 Plain = tuple[tuple[str, ...], str, dict[str, Any]]
 
 
 def make_node(path: Path, *, durable: bool = True) -> Path:
     """A node initialised in ``path``; ``durable`` False: SQLite's ``synchronous = OFF``
     (for tests of answers that write many small batches, not of what survives a crash)."""
-    asyncio.run(Node.init(path))
+    _run(Node.init(path))
     if not durable:
         (path / "config.toml").write_text('synchronous = "OFF"\n')
     return path
@@ -38,7 +48,7 @@ def issue(
         async with Node.open(data) as node:
             return [(await node.create_token(principal, w, scopes)).token for w in workspaces]
 
-    return asyncio.run(issued())
+    return _run(issued())
 
 
 def plain_one(item: Any) -> Plain | None:
@@ -61,4 +71,4 @@ def stored(data: Path) -> tuple[int, int, int]:
                 await reader.count("store_items"),
             )
 
-    return asyncio.run(counted())
+    return _run(counted())
