@@ -1,4 +1,4 @@
-"""What LangGraph's stores match, as pure functions (docs/langgraph.md §Filters, §Namespaces):
+"""What LangGraph's stores match, as pure functions (docs/langgraph.md §Filters, §Reads):
 a search's ``filter`` against an item's value, and a ``list_namespaces`` condition against a
 namespace — as ``InMemoryStore`` does (``langgraph.store.memory``), except where it raises on
 a value it cannot compare: there, nothing matches.

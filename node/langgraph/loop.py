@@ -1,6 +1,6 @@
 """A node held open on an event loop of its own, in a thread of its own (docs/langgraph.md
-§Threads): a synchronous caller blocks only its own thread on a call, and an asynchronous one
-awaits a future, so neither's event loop waits on the node's.
+§Threads and processes): a synchronous caller blocks only its own thread on a call, and an
+asynchronous one awaits a future, so neither's event loop waits on the node's.
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ _FILTERS: list[Callable[[Random], tuple[dict[str, Any], bool]]] = [
 ]
 
 
-class Sequence_:
+class Script:
     """One seeded sequence's namespaces and batches."""
 
     def __init__(self, seed: int) -> None:
@@ -229,7 +229,7 @@ def _check(op: Op, got: Any, memory: Any, sqlite: Any, written: dict[Any, int]) 
 
 
 def _run(store: MemlaneStore, seed: int) -> int:
-    sequence, checked = Sequence_(seed), 0
+    sequence, checked = Script(seed), 0
     with SqliteStore.from_conn_string(":memory:") as sqlite:
         sqlite.setup()
         references = References(sqlite)
@@ -263,7 +263,7 @@ def test_the_sequences_reach_every_kind_of_answer() -> None:
     seen: set[str] = set()
     for seed in range(SEQUENCES):
         held: set[tuple[tuple[str, ...], str]] = set()
-        for ops in Sequence_(seed).batches():
+        for ops in Script(seed).batches():
             for op in ops:
                 seen |= _kinds(op, held)
     assert seen >= {"overwrite", "delete held", "offset", "nested", "operator", "star", "depth"}
