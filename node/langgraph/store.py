@@ -3,8 +3,9 @@
 It opens the node through its data directory — beside a running ``memlane serve`` of the same
 directory too (two processes share a store: docs/architecture.md §One writer, group commit) —
 on a loop in a thread of its own (``NodeThread``), and acts as one token: its caller,
-authenticated again for every batch, so a revoked or expired token stops working at once.  Items are SRs of the
-token's workspace (node/views/items.py); the calls are the tool layer's (node/tools/items.py).
+authenticated again for every batch, so a revoked or expired token stops working at once.
+Items are SRs of the token's workspace (node/views/items.py); the calls are the tool layer's
+(node/tools/items.py).
 
 A batch answers its reads first and then writes its puts, the last put of a key winning — as
 LangGraph's own stores do — so a get after a put of the same key in one batch sees the value
