@@ -136,7 +136,11 @@ def is_tombstone(state: SrState) -> bool:
 
 def show_item(txn: Txn, sr_id: str, state: SrState, ord_: bytes) -> None:
     """Queue the SR's ``store_items`` row for its shown ``state`` (of fold order ``ord_``):
-    none unless it is a live item.  Within one write only the last counts."""
+    none unless it is a live item.  Within one write only the last counts.  An SR whose lane
+    is not the items' cannot have a row unless ``sr.adjust`` moved it out of the lane (then
+    ``has_adjustment`` is set, and sticks): only those are looked at."""
+    if state.exists and state.lane != LANE and not state.has_adjustment:
+        return  # never in the lane, so never an item: no row (the SR view's common case)
     item = item_of(state)
     txn.put(_ITEM_OUT, sr_id, (sr_id,))
     if item is None or item.value is None:

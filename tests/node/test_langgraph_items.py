@@ -125,3 +125,21 @@ async def test_an_erased_item_is_gone_from_the_store(
         await node.e_erase(caller, sr_id=sr_id, reason="a test of erasure")
     assert store.get(("notes",), "n1") is None
     assert store.list_namespaces() == [("memories", "ada"), ("memories", "bob")]
+
+
+@pytest.mark.asyncio
+async def test_an_item_moved_out_of_the_lane_is_no_item_until_moved_back(
+    data: Path, token: str, store: MemlaneStore
+) -> None:
+    sr_id = item_id("team", ("notes",), "n1")
+    async with Node.open(data) as node:
+        caller = await node.authenticate(token)
+        await node.e_adjust(caller, sr_id=sr_id, lane="archive")
+    assert store.get(("notes",), "n1") is None
+    assert ("notes",) not in store.list_namespaces()
+    async with Node.open(data) as node:
+        caller = await node.authenticate(token)
+        await node.e_adjust(caller, sr_id=sr_id, lane="langgraph")
+    back = store.get(("notes",), "n1")
+    assert back is not None
+    assert back.value == {"n": 4, "text": "the dark side of the moon"}
