@@ -4,9 +4,9 @@ catalog, so agents see items only as the SRs they are (lane ``langgraph``).
 
 A put is an ``sr.put`` of the item's SR (node/views/items.py): a create when this node holds
 nothing of that SR yet, else an update, so a create is never written over an SR that exists;
-a delete is a put of the tombstone.  Values that JSON cannot hold, or too large for an SR, are
-refused with ``ValueError`` before anything is written; a token without write scope is refused
-by the node's own refusal.
+a delete is a put of the tombstone; the key of an erased item is refused.  Values that JSON
+cannot hold, or too large for an SR, are refused with ``ValueError`` before anything is
+written; a token without write scope is refused by the node's own refusal.
 """
 
 from __future__ import annotations
@@ -126,6 +126,8 @@ async def _put(
     sr_id = item_id(caller.workspace, namespace, key)
 
     async def build(txn: Txn) -> tuple[bytes, dict[str, Any]]:
+        if sr_id in ctx.store.erasures.srs:
+            raise Refusal(_erased(namespace, key))
         known, shown = await select_item_sr(txn, sr_id)
         if shown is not None and not may_read_sr(caller, *shown):
             raise Refusal(_unreadable(namespace, key))
@@ -134,6 +136,12 @@ async def _put(
 
     event = EntryEvent(AuditEvent.SR_WRITTEN, caller.workspace, sr_id, caller.principal)
     await ctx.author.write("sr.put", build, event)
+
+
+def _erased(namespace: Sequence[str], key: str) -> str:
+    # Every node drops what arrives about an erased SR (docs/erasure.md), so a put of its key
+    # would show here alone (docs/langgraph.md §Delete is replicated).
+    return f"the item {key!r} of {tuple(namespace)!r} was erased: its key cannot be written again"
 
 
 def _unreadable(namespace: Sequence[str], key: str) -> str:

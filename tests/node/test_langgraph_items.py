@@ -116,7 +116,7 @@ async def test_the_items_table_is_the_logs_again_after_a_rebuild(
 
 
 @pytest.mark.asyncio
-async def test_an_erased_item_is_gone_from_the_store(
+async def test_an_erased_item_is_gone_and_its_key_spent(
     data: Path, token: str, store: MemlaneStore
 ) -> None:
     async with Node.open(data) as node:
@@ -125,6 +125,9 @@ async def test_an_erased_item_is_gone_from_the_store(
         await node.e_erase(caller, sr_id=sr_id, reason="a test of erasure")
     assert store.get(("notes",), "n1") is None
     assert store.list_namespaces() == [("memories", "ada"), ("memories", "bob")]
+    with pytest.raises(Refusal, match="was erased: its key cannot be written again"):
+        store.put(("notes",), "n1", {"text": "back again"})
+    assert store.get(("notes",), "n1") is None
 
 
 @pytest.mark.asyncio
