@@ -107,8 +107,9 @@ def _encoded(payload: dict[str, Any]) -> bytes:
 async def put_items(ctx: ToolContext, caller: Caller, puts: Sequence[Put]) -> None:
     """Write each put (a delete when its value is None).  Every key and value is checked
     before any is written, and a refusal there writes none; a put the transaction refuses (an
-    item private to another principal) fails alone.  They are queued together, in order, so
-    they share group commits."""
+    item private to another principal, an erased item's key) fails alone, and the first such
+    refusal is raised once every put has ended.  They are queued together, in order, so they
+    share group commits."""
     caller.require("write:workspace")
     texts = [_item_text(ns, key, value) for ns, key, value in puts]
     for text, (ns, key, _) in zip(texts, puts, strict=True):
@@ -116,8 +117,11 @@ async def put_items(ctx: ToolContext, caller: Caller, puts: Sequence[Put]) -> No
     writes = [
         _put(ctx, caller, ns, key, text) for text, (ns, key, _) in zip(texts, puts, strict=True)
     ]
-    await asyncio.gather(*writes)
+    done = await asyncio.gather(*writes, return_exceptions=True)  # each put ends, then …
     ctx.written(None)
+    for outcome in done:
+        if isinstance(outcome, BaseException):
+            raise outcome  # … the first refusal is the batch's answer
 
 
 async def _put(
