@@ -20,7 +20,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,bench,semantic]'
+	$(PY) -m pip install --quiet -e '.[dev,bench,semantic,langgraph]'
 	touch $(STAMP)
 
 $(TS_STAMP): $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json

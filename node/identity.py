@@ -1,5 +1,5 @@
 """A node's identity on disk: its Ed25519 key (and, on an authority, the mesh authority key);
-the random bytes it draws, and the identifiers it makes of them (UUIDv7).
+the random bytes it draws, and the identifiers it makes of them (UUIDv7), or of names (UUIDv8).
 
 Keys are 32-byte seeds in files of mode 0600 inside a data directory of mode 0700.  A node id
 is the short readable form of its public key: base32 of its first 10 bytes, in groups of four.
@@ -8,6 +8,7 @@ is the short readable form of its public key: base32 of its first 10 bytes, in g
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import secrets
 from collections.abc import Callable, Iterator
@@ -27,6 +28,7 @@ __all__ = [
     "random_bytes",
     "random_source",
     "uuid7",
+    "uuid8",
     "write_key",
 ]
 
@@ -96,6 +98,18 @@ def uuid7(ms: int) -> str:
     rand = int.from_bytes(random_bytes(10))
     value = (ms & _MS_MASK) << 80 | 0x7 << 76 | (rand >> 62 & 0xFFF) << 64 | 0b10 << 62
     h = f"{value | rand & _LOW62:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def uuid8(*parts: str) -> str:
+    """A UUID of version 8 (RFC 9562) named by ``parts``: the first 16 bytes of the SHA-256
+    of their NUL-joined text, with the version and variant bits set.  The same parts give the
+    same id on every node: an imported record's (docs/export.md §Importing), a LangGraph
+    item's (docs/langgraph.md)."""
+    raw = bytearray(hashlib.sha256("\0".join(parts).encode()).digest()[:16])
+    raw[6] = (raw[6] & 0x0F) | 0x80
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 

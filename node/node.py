@@ -233,7 +233,7 @@ class Node:
 
     async def _run(self, handler: Handler, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         check_unicode(args)
-        return await handler(self._context(), caller, args)
+        return await handler(self.context(), caller, args)
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[dict[str, Any]]]:
         """``node.<tool>(caller, **args)`` is ``node.call("<tool>", caller, **args)``."""
@@ -241,8 +241,9 @@ class Node:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return functools.partial(self.call, name)
 
-    def _context(self) -> ToolContext:
-        """What a tool's handler is handed of the node, as it is now."""
+    def context(self) -> ToolContext:
+        """What a tool's handler is handed of the node, as it is now (the item calls of
+        ``node.tools.items`` take it too: docs/langgraph.md)."""
         return ToolContext(
             self.author,
             self.store,
@@ -418,7 +419,7 @@ class Node:
         from node.exchange import importing
 
         return await importing.import_file(
-            self._context(), caller, Path(path), source, dry_run=dry_run, progress=progress
+            self.context(), caller, Path(path), source, dry_run=dry_run, progress=progress
         )
 
     async def verify(self) -> VerifyReport:

@@ -1,8 +1,10 @@
 """Tests that need an optional extra's package (pyproject.toml: ``bench`` brings eventsourcing,
-``semantic`` wordllama) say so with ``@pytest.mark.extra(NAME)``, or a fixture calls
-``need(NAME)``.  Where the package is not installed (``pip install -e '.[dev]'`` alone) such a
-test skips and says why; ``make test`` installs every extra, and under ``CI=true`` a missing
-one fails the test instead, as a skip there would hide that it was not installed."""
+``semantic`` wordllama, ``langgraph`` LangGraph's store interface) say so with
+``@pytest.mark.extra(NAME)``, or a fixture calls ``need(NAME)`` (a module that imports the
+package, ``need(NAME, module=True)`` before it does).  Where the package is not installed
+(``pip install -e '.[dev]'`` alone) such a test skips and says why; ``make test`` installs
+every extra, and under ``CI=true`` a missing one fails the test instead, as a skip there would
+hide that it was not installed."""
 
 from __future__ import annotations
 
@@ -13,15 +15,17 @@ import pytest
 
 __all__ = ["EXTRAS", "need"]
 
-EXTRAS = {"bench": "eventsourcing", "semantic": "wordllama"}  # extra: the package it brings
+# extra: the package it brings
+EXTRAS = {"bench": "eventsourcing", "semantic": "wordllama", "langgraph": "langgraph"}
 
 
-def need(extra: str) -> None:
-    """Skip (or under CI fail) the running test unless ``extra``'s package is installed."""
+def need(extra: str, *, module: bool = False) -> None:
+    """Skip (or under CI fail) the running test unless ``extra``'s package is installed;
+    ``module``: the whole module, called before it imports the package."""
     package = EXTRAS[extra]
     if importlib.util.find_spec(package) is not None:
         return
     reason = f"needs {package}, of the {extra} extra: pip install -e '.[{extra}]' (make test does)"
     if os.environ.get("CI") == "true":
         pytest.fail(f"under CI every extra is installed: {reason}")
-    pytest.skip(reason)
+    pytest.skip(reason, allow_module_level=module)

@@ -9,8 +9,6 @@ so it can be written before the target is.
 
 from __future__ import annotations
 
-import hashlib
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +17,7 @@ from typing import Any, BinaryIO
 
 from node.access.callers import Caller
 from node.errors import NodeError
+from node.identity import uuid8
 from protocol.timefmt import format_instant
 
 __all__ = [
@@ -78,11 +77,7 @@ Read = SrRecord | EpisodeRecord | Problem
 def derived_id(caller: Caller, key: str) -> str:
     """The id an imported record gets: a UUID (version 8) of the caller's workspace and
     principal and the record's key (``source:its own key``, e.g. ``memlane:<sr_id>``)."""
-    text = "\0".join(("memlane-import", caller.workspace, caller.principal, key))
-    raw = bytearray(hashlib.sha256(text.encode()).digest()[:16])
-    raw[6] = (raw[6] & 0x0F) | 0x80
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    return str(uuid.UUID(bytes=bytes(raw)))
+    return uuid8("memlane-import", caller.workspace, caller.principal, key)
 
 
 def lines(f: BinaryIO) -> Iterator[tuple[int, str | None]]:

@@ -37,7 +37,15 @@ from node.views.timeline import MIN_DENSE
 if TYPE_CHECKING:  # numpy and the embedders load only where an embedder is configured
     from node.search.index import VectorIndex
 
-__all__ = ["MIN_DENSE", "QUERY_TIMEOUT", "checked_spec", "e_timeline", "run", "window_field"]
+__all__ = [
+    "MIN_DENSE",
+    "QUERY_TIMEOUT",
+    "checked_spec",
+    "e_timeline",
+    "run",
+    "semantic_leg",
+    "window_field",
+]
 
 QUERY_TIMEOUT = 2.0  # seconds find waits for its query's vector before BM25 answers alone
 
@@ -97,7 +105,7 @@ async def run(
     answer: dict[str, Any] = {"action": spec.action}
     if spec.action == "find":
         found = query_terms(spec.query or "")
-        semantic, said = await _semantic(vectors, spec.query or "")
+        semantic, said = await semantic_leg(vectors, spec.query or "")
         page, shed = await find(reader, q, found, spec.shed_idf_noise, semantic)
         docs, more, answer["shed_terms"] = page.docs, page.has_more, shed
         if page.pending is not None:
@@ -148,7 +156,7 @@ async def _check_anchor(reader: Reader, caller: Caller, anchor: str) -> None:
         raise invalid(f"unknown sr_id: {anchor}")
 
 
-async def _semantic(
+async def semantic_leg(
     vectors: VectorIndex | None, text: str
 ) -> tuple[Semantic | None, dict[str, Any]]:
     """The vector leg of a find, and what the answer says of it: whether it ranked this

@@ -23,6 +23,7 @@ from typing import Any
 from node.access.callers import Caller
 from node.store import Reader
 from node.views.fold import COMPARED, SrState
+from node.views.items import is_tombstone
 from node.views.read_rule import may_read_sr
 from protocol.canonical import decode_canonical, encode_canonical
 
@@ -385,6 +386,7 @@ def _readable(caller: Caller, state: SrState | None) -> bool:
     return (
         state is not None
         and state.exists
+        and not is_tombstone(state)
         and may_read_sr(
             caller, state.workspace or "", state.owner or "", state.visibility == "private"
         )

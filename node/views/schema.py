@@ -342,6 +342,25 @@ CREATE TRIGGER srs_index_erased AFTER DELETE ON srs WHEN NOT OLD.live BEGIN
 END;
 """
 
+# LangGraph store items (node/views/items.py, docs/langgraph.md): one row per item shown at this
+# moment, found by (workspace, namespace, key) — an exact get — and by a namespace prefix, a
+# range of the same index (labels are joined by '.', which no label holds); the newest first
+# by the fold order of their versions.  A deleted item (a tombstone version) is withdrawn from
+# the SR view: the views are rebuilt from the log.
+_STORE_ITEMS = """
+CREATE TABLE store_items (
+    sr_id TEXT PRIMARY KEY,
+    workspace TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    updated_ord BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX store_items_by_key ON store_items (workspace, namespace, key);
+CREATE INDEX store_items_by_update ON store_items (workspace, updated_ord);
+"""
+
 # The views' statements, by the version whose step they belong to; a step that changes a view
 # ends by marking the views stale.
 VIEW_STEPS: Mapping[int, str] = {
@@ -359,4 +378,5 @@ VIEW_STEPS: Mapping[int, str] = {
     # entry's writer.
     11: "\n" + VIEWS_STALE,
     16: _TEXT_INDEX + VIEWS_STALE,
+    17: _STORE_ITEMS + VIEWS_STALE,
 }

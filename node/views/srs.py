@@ -10,6 +10,8 @@
   the future waits in ``sr_due`` until the clock reaches it.
 - ``deletions`` holds this node's local deletes and undeletes (``mark_deleted``), never in
   the log; ``srs.deleted`` is an SR's newest.
+- ``store_items`` follows ``srs`` for the SRs that are LangGraph store items, and a deleted
+  item (a tombstone version) is withdrawn like an SR not yet created (node/views/items.py).
 
 Everything here is derived from the log (plus local deletions): ``rebuild`` replays it.
 """
@@ -37,6 +39,8 @@ from node.store.views import (
 )
 from node.store.writer import Fetch, Txn
 from node.views.fold import SrState, digests, fold_all, fold_entry, order_key
+from node.views.items import CLEAR as ITEMS_CLEAR
+from node.views.items import is_tombstone, show_item
 from node.views.search_index import CLEAR as INDEX_CLEAR
 from node.views.search_index import TextIndex
 from node.views.shown import shown_blob
@@ -173,6 +177,7 @@ class SrView:
         "DELETE FROM sr_due",
         "INSERT INTO sr_fts (sr_fts) VALUES ('delete-all')",
         *INDEX_CLEAR,
+        *ITEMS_CLEAR,
     )
     restore: tuple[str, ...] = (_DELETIONS_REAPPLY,)
     countable: tuple[str, ...] = (
@@ -184,6 +189,7 @@ class SrView:
         "sr_due",
         "sr_fts",
         "sr_segments",
+        "store_items",
     )
     # An erased SR's terms stay in the index's older segments until a merge reaches them.
     scrub: tuple[str, ...] = ("INSERT INTO sr_fts (sr_fts) VALUES ('optimize')",)
@@ -220,7 +226,7 @@ class SrView:
             state = fold_entry(prev, item.kind, item.hlc.wall, item.payload, writer)
             txn.add(_VERSION, _version_row(sr_id, ord_, item.pos, item.hlc.wall, state))
             self._cache(sr_id, (ord_, state))
-            self._show(txn, sr_id, item, state, shown=latest is not None)
+            self._show(txn, sr_id, item, state, ord_, shown=latest is not None)
         else:
             await self._refold(txn, sr_id, item.moment, item, ord_)
 
@@ -316,31 +322,44 @@ class SrView:
     async def _show_latest(
         self, txn: Txn, sr_id: str, moment: int, entries: list[Any], states: list[SrState]
     ) -> None:
-        due = [(e[2], s) for e, s in zip(entries, states, strict=True) if e[2] <= moment]
+        due = [(e[0], s) for e, s in zip(entries, states, strict=True) if e[2] <= moment]
         for e in entries:
             if e[2] > moment:
                 self._note_due(txn, e[2], sr_id)
         if entries:
             self._cache(sr_id, (entries[-1][0], states[-1]))
-        self._write_current(txn, sr_id, due[-1][1] if due else SrState(sr_id))
+        ord_, state = due[-1] if due else (b"", SrState(sr_id))
+        self._write_current(txn, sr_id, state, ord_=ord_)
 
     def _show(
-        self, txn: Txn, sr_id: str, item: AppliedEntry, state: SrState, *, shown: bool
+        self,
+        txn: Txn,
+        sr_id: str,
+        item: AppliedEntry,
+        state: SrState,
+        ord_: bytes,
+        *,
+        shown: bool,
     ) -> None:
-        """Make ``state`` (``item``'s) current, or queue it until its time comes."""
+        """Make ``state`` (``item``'s, of fold order ``ord_``) current, or queue it until its
+        time comes."""
         wall = item.hlc.wall
         if wall > item.moment:
             self._note_due(txn, wall, sr_id)
         else:
-            self._write_current(txn, sr_id, state, shown=shown)
+            self._write_current(txn, sr_id, state, shown=shown, ord_=ord_)
 
-    def _write_current(self, txn: Txn, sr_id: str, state: SrState, *, shown: bool = True) -> None:
-        """Queue ``state`` as the SR's current row, keyed by the SR, whether it is shown or
-        withdrawn (a withdrawn SR has no search, tag or link rows): within one write only
-        the last state counts.  ``shown`` False: the SR had no version before this write,
-        so it has no rows to take out (nor does a later write of it in the same batch find
-        any: statements run in the order first queued, each with all its rows)."""
-        live, tags = state.exists, list(state.tags) if state.exists else []
+    def _write_current(
+        self, txn: Txn, sr_id: str, state: SrState, *, shown: bool = True, ord_: bytes = b""
+    ) -> None:
+        """Queue ``state`` (its version's fold order ``ord_``) as the SR's current row, keyed
+        by the SR, whether it is shown or withdrawn (a withdrawn SR — not created, erased, a
+        deleted store item — has no search, tag or link rows): within one write only the last
+        state counts.  ``shown`` False: the SR had no version before this write, so it has no
+        rows to take out (nor does a later write of it in the same batch find any: statements
+        run in the order first queued, each with all its rows)."""
+        live = state.exists and not is_tombstone(state)
+        tags = list(state.tags) if live else []
         tags_text = " ".join(tags)
         if shown:
             txn.put(_FTS_OUT, sr_id, (sr_id,))
@@ -373,18 +392,19 @@ class SrView:
         txn.put(_TAGS_IN, sr_id, (sr_id, json.dumps(tags)) if tags else None)
         links = list(state.links) if live else []
         txn.put(_LINKS_IN, sr_id, (sr_id, json.dumps(links)) if links else None)
+        show_item(txn, sr_id, state, ord_)
 
     async def catch_up(self, txn: Txn, moment: int) -> None:
         """Make current every version whose time has come by ``moment``."""
         rows = await txn.fetchall("SELECT DISTINCT sr_id FROM sr_due WHERE wall <= ?", (moment,))
         for (sr_id,) in rows:
             row = await txn.fetchone(
-                "SELECT state FROM sr_versions WHERE sr_id = ? AND wall <= ? "
+                "SELECT ord, state FROM sr_versions WHERE sr_id = ? AND wall <= ? "
                 "ORDER BY ord DESC LIMIT 1",
                 (sr_id, moment),
             )
             if row is not None:
-                self._write_current(txn, sr_id, _state(row[0]))
+                self._write_current(txn, sr_id, _state(row[1]), ord_=bytes(row[0]))
         txn.add("DELETE FROM sr_due WHERE wall <= ?", (moment,))
         row = await txn.fetchone("SELECT min(wall) FROM sr_due")
         self.next_due = row[0] if row else None
@@ -398,7 +418,7 @@ def _version_row(sr_id: str, ord_: bytes, pos: int, wall: int, state: SrState) -
         pos,
         wall,
         state_blob(state),
-        int(state.exists),
+        int(state.exists and not is_tombstone(state)),
         state.workspace or "",
         state.owner or "",
         int(state.visibility == "private"),

@@ -68,6 +68,7 @@ OWNERS: dict[str, frozenset[str]] = {
             "episodes_clustered",
             "forgotten",
             "call_windows",
+            "store_items",
         }
     ),
     # The semantic leg's index (node/search/index.py).
