@@ -3,7 +3,7 @@
 the natural-question corpus (``questions``' texts, 100,000 SRs; ``--quick``: 300) and called by
 16 agents of its own (``--quick``: 2) — real MCP clients over streamable HTTP, each with its own
 token, once every 500 ms over the mix of tests/bench/_fleet_agents.py — for 10 minutes
-(``--quick``: 26 s) while a seeded nemesis (tests/bench/_fleet_faults.py) kills, pauses,
+(``--quick``: 18 s) while a seeded nemesis (tests/bench/_fleet_faults.py) kills, pauses,
 partitions, splits, drops packets and fills a disk, one fault at a time with calm between.
 
 It prints calls/s per tool and node, p50/p99 per tool in calm and in fault windows, errors by
@@ -101,7 +101,7 @@ class Sizes:
 
 
 FULL = Sizes("fleet-100k", 100_000, 16, 600.0, 120.0, 20.0, 25.0, 256, 5.0)
-QUICK = Sizes("fleet-300", 300, 2, 26.0, 3.0, 2.0, 1.0, 48, 1.0, questions=30, warmup=1.0)
+QUICK = Sizes("fleet-300", 300, 2, 18.0, 2.0, 1.5, 0.5, 48, 1.0, questions=30, warmup=1.0)
 
 
 # -- the preloaded mesh (cached) -------------------------------------------------------------

@@ -193,7 +193,7 @@ async def test_a_store_made_before_the_fields_gets_them_from_its_log(
         db.execute("UPDATE schema_version SET version = ?", (BEFORE_SR_WRITERS,))
         # The pending area as it was then: schema 13 added its size and arrival; and no
         # erasure yet (schema 14), nor partial replication (schema 15), nor the text index
-        # (schema 16).
+        # (schema 16), nor LangGraph's store items (schema 17).
         db.executescript(
             "DROP INDEX pending_source; DROP INDEX pending_arrived; "
             "ALTER TABLE pending DROP COLUMN size; "
@@ -209,6 +209,7 @@ async def test_a_store_made_before_the_fields_gets_them_from_its_log(
             "DROP TRIGGER srs_index_erased; DROP TABLE sr_terms; DROP TABLE sr_scopes; "
             "DROP TABLE sr_lanes; DROP TABLE sr_segments; DROP TABLE sr_postings; "
             "DROP TABLE sr_index_docs; DROP TABLE sr_index_queue; DROP TABLE sr_index_erased; "
+            "DROP TABLE store_items; "
             "CREATE VIRTUAL TABLE sr_vocab USING fts5vocab (sr_fts, instance);"
         )
     for leftover in data.glob("memlane.db*"):
