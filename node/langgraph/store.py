@@ -34,7 +34,7 @@ from langgraph.store.base import (
 )
 
 from node.access.callers import Caller
-from node.langgraph.filters import check_filter, matches, namespace_matches
+from node.langgraph.filters import check_filter, matches, namespace_matches, narrowing
 from node.langgraph.loop import NodeThread
 from node.tools import items
 from node.tools.context import ToolContext
@@ -148,7 +148,10 @@ async def _search(ctx: ToolContext, caller: Caller, op: SearchOp) -> list[Search
     keep = (lambda value: matches(value, filter_)) if filter_ else None
     prefix, offset, limit = op.namespace_prefix, op.offset, op.limit
     if not op.query:
-        rows = await items.search_items(ctx, caller, prefix, offset=offset, limit=limit, keep=keep)
+        tests = narrowing(filter_) if filter_ else ()
+        rows = await items.search_items(
+            ctx, caller, prefix, offset=offset, limit=limit, tests=tests, keep=keep
+        )
         return [SearchItem(**_fields(row)) for row in rows]
     found = await items.find_items(
         ctx, caller, prefix, op.query, offset=offset, limit=limit, keep=keep

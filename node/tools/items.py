@@ -24,7 +24,7 @@ from node.tools.context import ToolContext
 from node.tools.timeline import semantic_leg
 from node.views import item_reads
 from node.views.find import find
-from node.views.item_reads import ItemRow
+from node.views.item_reads import FieldTest, ItemRow
 from node.views.items import LANE, MAX_KEY, MAX_TEXT, envelope, item_id, select_item_sr
 from node.views.query_terms import query_terms
 from node.views.read_rule import may_read_sr
@@ -169,13 +169,15 @@ async def search_items(
     *,
     offset: int,
     limit: int,
+    tests: Sequence[FieldTest] = (),
     keep: Keep | None = None,
 ) -> list[ItemRow]:
-    """The items under ``prefix`` that ``keep`` keeps, the newest version first."""
+    """The items under ``prefix`` that pass ``tests`` (in SQL) and that ``keep`` keeps, the
+    newest version first."""
     caller.require("read:workspace")
     await ctx.store.catch_up_views()
     return await item_reads.select_items(
-        ctx.reader(), caller, prefix, offset=offset, limit=limit, keep=keep
+        ctx.reader(), caller, prefix, offset=offset, limit=limit, tests=tests, keep=keep
     )
 
 
