@@ -7,10 +7,11 @@ newest first is the fold order of the items' versions (``updated_ord``), the sam
 
 A search's filter is checked in SQL first (``FieldTest``: ``json_extract`` of the envelope's
 value), then exactly by the caller's ``keep``.  Where a prefix holds few items (at most
-``NARROW``) its range is read whole and sorted, as LangGraph's ``SqliteStore`` reads its
-prefix; where it holds more, the workspace's newest items are walked first
-(``store_items_by_update``, ``WINDOW`` of them), which a common filter fills a page from
-without reading the rest, and only then the range, older than the window.
+``NARROW``) the ids of its range are sorted newest first from ``store_items_by_namespace``
+alone, and their rows read a page of ids at a time, until the page of items is whole; where
+it holds more, the workspace's newest items are walked first (``store_items_by_update``,
+``WINDOW`` of them), from which a common filter fills a page without reading the rest, and
+only then the range, older than the window.
 """
 
 from __future__ import annotations
@@ -27,14 +28,13 @@ from node.views.items import namespace_of, namespace_range, namespace_text
 from node.views.read_rule import readable_srs
 
 __all__ = [
-    "CHUNK",
     "NARROW",
     "WINDOW",
     "FieldTest",
     "ItemRow",
     "addressable",
     "item_query",
-    "items_query",
+    "range_query",
     "select_item",
     "select_item_ids",
     "select_items",
@@ -42,13 +42,11 @@ __all__ = [
     "walk_query",
 ]
 
-CHUNK = 256  # rows read at least, after a first page a filter's exact check thinned
 NARROW = 2_000  # items under a prefix, at most, that are read as one range and sorted
 WINDOW = 8_000  # a workspace's newest items walked for a wider prefix before its range is read
 
 _COLUMNS = "i.sr_id, i.namespace, i.key, i.created_at, i.updated_at, i.updated_ord, srs.text"
 _FROM = "FROM store_items i JOIN srs ON srs.sr_id = i.sr_id"
-_BY_KEY = "FROM store_items i INDEXED BY store_items_by_key JOIN srs ON srs.sr_id = i.sr_id"
 _BY_UPDATE = "FROM store_items i INDEXED BY store_items_by_update JOIN srs ON srs.sr_id = i.sr_id"
 
 
@@ -137,18 +135,13 @@ class _Search:
 Statement = tuple[str, tuple[Any, ...]]
 
 
-def items_query(
-    caller: Caller,
-    prefix: Sequence[str],
-    tests: Sequence[FieldTest] = (),
-    *,
-    below: bytes | None = None,
-    limit: int,
+def range_query(
+    caller: Caller, prefix: Sequence[str], *, below: bytes | None = None, limit: int
 ) -> Statement:
-    """A page of the items under ``prefix`` passing ``tests``, older than ``below``, the newest
-    first: a range of ``store_items_by_key``, sorted (tests/node/test_langgraph_store.py
-    holds its plan)."""
-    return _range(_Search(caller, namespace_range(prefix), tuple(tests)), below, limit)
+    """The ids and fold orders of a page of the items under ``prefix`` (not empty), older
+    than ``below``, the newest first: a range of ``store_items_by_namespace`` alone, sorted
+    (tests/node/test_langgraph_store.py holds its plan)."""
+    return _range(_Search(caller, namespace_range(prefix), ()), below, limit)
 
 
 def walk_query(
@@ -160,17 +153,22 @@ def walk_query(
     limit: int,
     window: bytes | None = None,
 ) -> Statement:
-    """The same page walked newest first down ``store_items_by_update`` (no sort), no further
-    than the item of fold order ``window`` (its plan is held too)."""
+    """A page of the items under ``prefix`` passing ``tests``, older than ``below``, walked
+    newest first down ``store_items_by_update`` (no sort), no further than the item of fold
+    order ``window`` (its plan is held too)."""
     return _walk(_Search(caller, namespace_range(prefix), tuple(tests)), below, limit, window)
 
 
 def _range(search: _Search, below: bytes | None, limit: int) -> Statement:
-    where, args = search.where(span=True)
+    assert search.span is not None
+    sql = (
+        "SELECT sr_id, updated_ord FROM store_items INDEXED BY store_items_by_namespace "
+        "WHERE workspace = ? AND namespace >= ? AND namespace < ?"
+    )
+    args: list[Any] = [search.caller.workspace, *search.span]
     if below is not None:
-        where, args = f"{where} AND i.updated_ord < ?", [*args, below]
-    sql = f"SELECT {_COLUMNS} {_BY_KEY} WHERE {where} ORDER BY i.updated_ord DESC LIMIT ?"
-    return sql, (*args, limit)
+        sql, args = f"{sql} AND updated_ord < ?", [*args, below]
+    return f"{sql} ORDER BY updated_ord DESC LIMIT ?", (*args, limit)
 
 
 def _walk(search: _Search, below: bytes | None, limit: int, window: bytes | None) -> Statement:
@@ -180,6 +178,16 @@ def _walk(search: _Search, below: bytes | None, limit: int, window: bytes | None
             where, args = f"{where} AND i.updated_ord {op} ?", [*args, bound]
     sql = f"SELECT {_COLUMNS} {_BY_UPDATE} WHERE {where} ORDER BY i.updated_ord DESC LIMIT ?"
     return sql, (*args, limit)
+
+
+def _of_ids(search: _Search, sr_ids: Sequence[str]) -> Statement:
+    """The rows of the items ``sr_ids`` that pass the search's rule and tests (any order)."""
+    where, args = search.where(span=False)
+    sql = (
+        f"SELECT {_COLUMNS} FROM json_each(?) t CROSS JOIN store_items i ON i.sr_id = t.value "  # noqa: S608
+        f"JOIN srs ON srs.sr_id = i.sr_id WHERE {where}"
+    )
+    return sql, (json.dumps(list(sr_ids)), *args)
 
 
 async def select_item(
@@ -222,20 +230,35 @@ async def select_items(
     return kept[offset:]
 
 
+Rows = list[Sequence[Any]]
+
+
 @dataclass(frozen=True, slots=True)
 class _Way:
-    """One way of reading the items newest first: a walk down ``store_items_by_update`` or a
-    range of ``store_items_by_key``, sorted; older than ``upper``, no older than ``lower``."""
+    """One way of reading the items newest first, older than ``upper``: a walk down
+    ``store_items_by_update``, no older than ``lower``; or a prefix's range, its ids sorted
+    from ``store_items_by_namespace`` and then their rows read, a page of ids at a time."""
 
     walk: bool
     upper: bytes | None = None
     lower: bytes | None = None
 
-    def page(self, search: _Search, below: bytes | None, size: int) -> Statement:
+    def page(
+        self, fetch: Fetch, search: _Search, below: bytes | None, size: int
+    ) -> tuple[Rows, bytes | None]:
+        """Up to ``size`` rows (a walk) or the rows of up to ``size`` ids (a range) older than
+        ``below``, newest first; and the fold order to go on below, or None at the end."""
         below = self.upper if below is None else below
         if self.walk:
-            return _walk(search, below, size, self.lower)
-        return _range(search, below, size)
+            rows = fetch(*_walk(search, below, size, self.lower))
+            return rows, (bytes(rows[-1][5]) if len(rows) == size else None)
+        ids = fetch(*_range(search, below, size))
+        rows = sorted(fetch(*_of_ids(search, [i for i, _ in ids])), key=_order, reverse=True)
+        return rows, (bytes(ids[-1][1]) if len(ids) == size else None)
+
+
+def _order(row: Sequence[Any]) -> bytes:
+    return bytes(row[5])
 
 
 def _kept(
@@ -243,13 +266,14 @@ def _kept(
 ) -> list[ItemRow]:
     out: list[ItemRow] = []
     for way in _ways(fetch, search):
-        below, size = None, need
+        below: bytes | None = None
+        size = need if way.walk else max(16, 2 * need)  # a range's ids: some fail the tests
         while len(out) < need:
-            rows = fetch(*way.page(search, below, size))
+            rows, below = way.page(fetch, search, below, size)
             out += [item for item in map(_row, rows) if keep is None or keep(item.value)]
-            if len(rows) < size:
+            if below is None:
                 break  # nothing more this way
-            below, size = rows[-1][5], max(CHUNK, 2 * size)
+            size *= 2
     return out[:need]
 
 

@@ -60,7 +60,7 @@ from node.langgraph import MemlaneStore  # noqa: E402
 from node.langgraph.filters import narrowing  # noqa: E402
 from node.node import Node  # noqa: E402
 from node.views import item_reads  # noqa: E402
-from node.views.item_reads import item_query, items_query, walk_query  # noqa: E402
+from node.views.item_reads import item_query, range_query, walk_query  # noqa: E402
 from tests.node.langgraphkit import issue, make_node, plain, plain_one  # noqa: E402
 
 SEQUENCES = 300
@@ -259,10 +259,9 @@ def test_memlane_answers_as_langgraphs_own_stores(
         with monkeypatch.context() as patch, MemlaneStore(data, tokens[seed]) as store:
             if seed % 3 == 0:
                 # Every search walks: the workspace's 2 newest items, then what is older (a
-                # prefix's range, or the workspace walked on), a page of 1 and 2 and 4 …
+                # prefix's range, or the workspace walked on).
                 patch.setattr(item_reads, "NARROW", 0)
                 patch.setattr(item_reads, "WINDOW", 2)
-                patch.setattr(item_reads, "CHUNK", 1)
             checked += _run(store, seed)
     assert checked > 200  # reads were compared, not only written
 
@@ -310,12 +309,12 @@ def test_a_get_and_a_prefix_search_are_index_lookups(tmp_path: Path) -> None:
     tests = narrowing({"i": {"$gte": 3}})
     with sqlite3.connect(data / DB_FILE) as db:
         get = _plan(db, *item_query(caller, ("users", "u1", "prefs"), "k1"))
-        search = _plan(db, *items_query(caller, ("users", "u1"), tests, limit=10))
+        search = _plan(db, *range_query(caller, ("users", "u1"), below=b"z", limit=10))
         walk = _plan(db, *walk_query(caller, ("users",), tests, below=b"z", limit=10, window=b"a"))
     assert "SEARCH i USING INDEX store_items_by_key (workspace=? AND namespace=? AND key=?)" in get
     assert (
-        "SEARCH i USING INDEX store_items_by_key (workspace=? AND namespace>? AND namespace<?)"
-        in search
+        "SEARCH store_items USING COVERING INDEX store_items_by_namespace (workspace=? AND "
+        "namespace>? AND namespace<?)" in search
     )
     # A wide prefix walks the newest first, in the index's order: nothing to sort.
     assert (
