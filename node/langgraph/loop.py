@@ -51,9 +51,13 @@ class NodeThread:
                 opened.set_exception(exc)
             raise
 
+    def is_own(self) -> bool:
+        """Whether this is the node's own thread (which must never wait on the node)."""
+        return threading.current_thread() is self._thread
+
     def call(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` on the node's loop and wait for it in this thread."""
-        if threading.current_thread() is self._thread:
+        if self.is_own():
             work.close()
             raise RuntimeError("a blocking call from the node's own thread would never end")
         return asyncio.run_coroutine_threadsafe(work, self._loop).result()

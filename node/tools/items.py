@@ -16,10 +16,12 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from node.access import tokens
 from node.access.callers import Caller
 from node.errors import Refusal
 from node.store import AuditEvent, Txn
 from node.store.audit import EntryEvent
+from node.store.reader import Fetch
 from node.tools.context import ToolContext
 from node.tools.timeline import semantic_leg
 from node.views import item_reads
@@ -38,6 +40,7 @@ __all__ = [
     "Put",
     "find_items",
     "get_item",
+    "get_items_waiting",
     "item_namespaces",
     "put_items",
     "search_items",
@@ -160,6 +163,24 @@ async def get_item(
     caller.require("read:workspace")
     await ctx.store.catch_up_views()
     return await item_reads.select_item(ctx.reader(), caller, namespace, key)
+
+
+def get_items_waiting(
+    ctx: ToolContext, token: str, keys: Sequence[tuple[Sequence[str], str]]
+) -> list[ItemRow | None] | None:
+    """The items at ``keys`` (namespace, key), read by a thread that runs no event loop on
+    the reader's own thread — the token checked in the same hop, none through the node's
+    loop; or None when a view has a version due (only the loop may bring the views to this
+    moment: the caller goes that way instead)."""
+    if ctx.store.views_due():
+        return None
+
+    def read(fetch: Fetch) -> list[ItemRow | None]:
+        caller = tokens.authenticate_in(fetch, token, ctx.store.wall())
+        caller.require("read:workspace")
+        return [item_reads.fetch_item(fetch, caller, ns, key) for ns, key in keys]
+
+    return ctx.reader().run_waiting(read)
 
 
 async def search_items(

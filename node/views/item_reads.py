@@ -33,6 +33,7 @@ __all__ = [
     "FieldTest",
     "ItemRow",
     "addressable",
+    "fetch_item",
     "item_query",
     "range_query",
     "select_item",
@@ -195,6 +196,12 @@ async def select_item(
 ) -> ItemRow | None:
     """The item (namespace, key) of the caller's workspace, if it can read it."""
     rows = await reader.fetchall(*item_query(caller, namespace, key))
+    return _row(rows[0]) if rows else None
+
+
+def fetch_item(fetch: Fetch, caller: Caller, namespace: Sequence[str], key: str) -> ItemRow | None:
+    """``select_item`` as one read among others on the reader's thread (``Reader.run``)."""
+    rows = fetch(*item_query(caller, namespace, key))
     return _row(rows[0]) if rows else None
 
 
