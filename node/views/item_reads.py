@@ -2,8 +2,9 @@
 the read rule: an item is an SR, shown to a caller only as ``e_timeline`` would show it
 (``readable_srs``: live, not deleted here, readable by the caller).
 
-An exact get is a lookup of ``store_items_by_key``; a namespace prefix is one range of it; the
-newest first is the fold order of the items' versions (``updated_ord``), the same on every node.
+An exact get is a lookup of ``store_items_by_key``; a namespace prefix is one range of an index
+(labels end in ``.``); the newest first is the fold order of the items' versions
+(``updated_ord``), the same on every node.
 
 A search's filter is checked in SQL first (``FieldTest``: ``json_extract`` of the envelope's
 value), then exactly by the caller's ``keep``.  Where a prefix holds few items (at most
