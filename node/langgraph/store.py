@@ -65,12 +65,17 @@ class MemlaneStore(BaseStore):
         read (one hop, not three: the loop's, the token's and the item's)."""
         listed = list(ops)
         _check(listed)
-        if listed and all(isinstance(op, GetOp) for op in listed) and not self._node.is_own():
+        if listed and all(isinstance(op, GetOp) for op in listed) and self._reads_here():
             keys = [(op.namespace, op.key) for op in listed if isinstance(op, GetOp)]
             rows = items.get_items_waiting(self._node.node.context(), self._token, keys)
             if rows is not None:
                 return [None if row is None else Item(**_fields(row)) for row in rows]
         return self._node.call(self._run(listed))
+
+    def _reads_here(self) -> bool:
+        """Whether this thread may read on the reader's thread itself: the node is open and
+        this is not its loop's thread."""
+        return self._node.is_open() and not self._node.is_own()
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` on the node's loop; the caller's loop goes on meanwhile."""

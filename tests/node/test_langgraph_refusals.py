@@ -317,3 +317,19 @@ def test_a_get_is_read_without_the_nodes_loop(store: MemlaneStore) -> None:
     after = store.get(("users", "ada"), "prefs")
     assert after is not None
     assert after.value == {"theme": "light"}
+
+
+def test_a_closed_store_answers_nothing(data: Path) -> None:
+    (token,) = issue(data, ["team"])
+    store = MemlaneStore(data, token)
+    store.put(("users", "ada"), "prefs", {"theme": "dark"})
+    store.close()
+    for call in (
+        lambda: store.get(("users", "ada"), "prefs"),
+        lambda: store.put(("users", "ada"), "prefs", {"theme": "light"}),
+        lambda: store.search(("users",)),
+        lambda: asyncio.run(store.aget(("users", "ada"), "prefs")),
+    ):
+        with pytest.raises(RuntimeError, match="the store is closed"):
+            call()
+    store.close()  # closing twice is harmless
