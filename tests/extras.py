@@ -15,17 +15,25 @@ import pytest
 
 __all__ = ["EXTRAS", "need"]
 
-# extra: the package it brings
-EXTRAS = {"bench": "eventsourcing", "semantic": "wordllama", "langgraph": "langgraph"}
+# extra: the package it brings (``langgraph.graph``: ``langgraph`` alone is a namespace that
+# langgraph-checkpoint fills too, without the graphs)
+EXTRAS = {"bench": "eventsourcing", "semantic": "wordllama", "langgraph": "langgraph.graph"}
 
 
 def need(extra: str, *, module: bool = False) -> None:
     """Skip (or under CI fail) the running test unless ``extra``'s package is installed;
     ``module``: the whole module, called before it imports the package."""
     package = EXTRAS[extra]
-    if importlib.util.find_spec(package) is not None:
+    if _installed(package):
         return
     reason = f"needs {package}, of the {extra} extra: pip install -e '.[{extra}]' (make test does)"
     if os.environ.get("CI") == "true":
         pytest.fail(f"under CI every extra is installed: {reason}")
     pytest.skip(reason, allow_module_level=module)
+
+
+def _installed(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent is not there
+        return False

@@ -12,11 +12,13 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from node.access.callers import SCOPES, Caller
 from node.errors import Refusal, Unauthenticated
 from node.identity import random_bytes
 from node.store import Store, Txn
+from node.store.reader import Fetch
 from protocol.kinds import PRINCIPAL, WORKSPACE
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "IssuedToken",
     "TokenInfo",
     "authenticate",
+    "authenticate_in",
     "issue",
     "put_back",
     "revoke",
@@ -121,19 +124,34 @@ async def issue(
     return IssuedToken(token, _token_id(digest))
 
 
+_BY_HASH = (
+    "SELECT token_id, principal, workspace, scopes, expires, revoked FROM tokens WHERE hash = ?"
+)
+
+
 async def authenticate(store: Store, token: str | None) -> Caller:
+    assert store.reader is not None
+    rows = await store.reader.fetchall(_BY_HASH, (_hash(_checked(token)),))
+    return _caller(rows, store.wall())
+
+
+def authenticate_in(fetch: Fetch, token: str | None, now: int) -> Caller:
+    """``authenticate`` as one read among others on the reader's thread (``Reader.run``),
+    ``now`` the store's wall clock."""
+    return _caller(fetch(_BY_HASH, (_hash(_checked(token)),)), now)
+
+
+def _checked(token: str | None) -> str:
     if not token or not isinstance(token, str) or len(token) > 200:
         raise Unauthenticated
-    assert store.reader is not None
-    rows = await store.reader.fetchall(
-        "SELECT token_id, principal, workspace, scopes, expires, revoked FROM tokens "
-        "WHERE hash = ?",
-        (_hash(token),),
-    )
+    return token
+
+
+def _caller(rows: Sequence[Sequence[Any]], now: int) -> Caller:
     if not rows:
         raise Unauthenticated
     token_id, principal, workspace, scopes, expires, revoked = rows[0]
-    if revoked is not None or (expires is not None and expires <= store.wall()):
+    if revoked is not None or (expires is not None and expires <= now):
         raise Unauthenticated
     return Caller(principal, workspace, frozenset(scopes.split()), token_id, expires)
 

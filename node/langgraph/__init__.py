@@ -5,7 +5,8 @@ imports LangGraph, so the node itself never needs it.
 ``store`` (``MemlaneStore``, a ``BaseStore`` over a node, bound to one token), ``retriever``
 (``MemlaneRetriever``, a LangChain ``BaseRetriever`` over find), ``loop`` (the
 node held open on a loop in a thread of its own), ``filters`` (what LangGraph's stores match:
-search filters, namespace conditions).
+search filters, namespace conditions), ``example`` (``python -m node.langgraph.example``: a
+graph on two nodes of one mesh, one finding what the other stored).
 """
 
 from __future__ import annotations

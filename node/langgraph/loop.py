@@ -51,16 +51,30 @@ class NodeThread:
                 opened.set_exception(exc)
             raise
 
+    def is_own(self) -> bool:
+        """Whether this is the node's own thread (which must never wait on the node)."""
+        return threading.current_thread() is self._thread
+
+    def is_open(self) -> bool:
+        return self._thread.is_alive()
+
     def call(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` on the node's loop and wait for it in this thread."""
-        if threading.current_thread() is self._thread:
+        self._check_open(work)
+        if self.is_own():
             work.close()
             raise RuntimeError("a blocking call from the node's own thread would never end")
         return asyncio.run_coroutine_threadsafe(work, self._loop).result()
 
     async def acall(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` on the node's loop; the caller's loop awaits it, unblocked."""
+        self._check_open(work)
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
+
+    def _check_open(self, work: Coroutine[Any, Any, T]) -> None:
+        if not self.is_open():
+            work.close()
+            raise RuntimeError("the store is closed")
 
     def close(self) -> None:
         """Close the node (what it has committed is durable) and end the thread."""

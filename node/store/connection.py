@@ -19,6 +19,7 @@ import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from queue import SimpleQueue
 from types import TracebackType
@@ -30,8 +31,10 @@ __all__ = ["Connection", "store_error", "translated", "truncate_wal"]
 
 T = TypeVar("T")
 Args = Sequence[Any] | Mapping[str, Any]
-# A function for the thread and the future its outcome goes to; no function: close and stop.
-_Job = tuple[Callable[[sqlite3.Connection], Any] | None, asyncio.Future[Any] | None]
+# A function for the thread and the future its outcome goes to (an event loop's, or a waiting
+# thread's); no function: close and stop.
+_Done = asyncio.Future[Any] | Future[Any]
+_Job = tuple[Callable[[sqlite3.Connection], Any] | None, _Done | None]
 
 
 class Connection:
@@ -69,6 +72,15 @@ class Connection:
         done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._jobs.put((fn, done))
         return await done
+
+    def call_waiting(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``call`` for a thread that runs no event loop: it waits, blocked, for ``fn`` to
+        have run on the connection's thread (one hop there and back, none through a loop)."""
+        if not self._open:
+            raise ValueError("the connection is closed")
+        done: Future[T] = Future()
+        self._jobs.put((fn, done))
+        return done.result()
 
     async def execute(self, sql: str, args: Args = ()) -> None:
         """Run one statement to its end, its rows (a PRAGMA's answer) dropped."""
@@ -138,15 +150,18 @@ def _serve(
         _settle(done, None, None)
 
 
-def _settle(done: asyncio.Future[Any] | None, value: Any, error: BaseException | None) -> None:
-    """Hand a job's outcome to the event loop that awaits it."""
+def _settle(done: _Done | None, value: Any, error: BaseException | None) -> None:
+    """Hand a job's outcome to the event loop that awaits it, or the thread that waits."""
     if done is None:
+        return
+    if isinstance(done, Future):
+        _set(done, value, error)  # thread-safe itself
         return
     with contextlib.suppress(RuntimeError):  # a closed loop: nothing awaits the outcome
         done.get_loop().call_soon_threadsafe(_set, done, value, error)
 
 
-def _set(done: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+def _set(done: _Done, value: Any, error: BaseException | None) -> None:
     if done.done():  # the awaiting task was cancelled; the work itself ran regardless
         return
     if error is not None:

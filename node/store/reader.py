@@ -153,6 +153,16 @@ class Reader:
         with translated(_READ_FAILED):
             return await self._conn.call(call)
 
+    def run_waiting(self, fn: Callable[[Fetch], T]) -> T:
+        """``run`` for a thread that runs no event loop, blocked until ``fn`` has run: one hop
+        to the connection's thread and back (a loop's call takes one more, to the loop)."""
+
+        def call(db: sqlite3.Connection) -> T:
+            return fn(lambda sql, args=(): db.execute(sql, args).fetchall())
+
+        with translated(_READ_FAILED):
+            return self._conn.call_waiting(call)
+
     async def snapshot(self, fn: Callable[[Fetch], T]) -> T:
         """``run`` inside one read transaction: every read of ``fn`` sees the same commit."""
 

@@ -550,12 +550,17 @@ class Store:
         txn.add("DELETE FROM state WHERE key = 'views_stale'", ())
         return applied
 
+    def views_due(self) -> bool:
+        """Whether a view holds a version whose time has come (``catch_up_views`` would
+        write): until then, the views answer for this moment as they are."""
+        due = min((v.next_due for v in self.views if v.next_due is not None), default=None)
+        return due is not None and due <= self.now_ms()
+
     async def catch_up_views(self) -> None:
         """Bring the views to this moment: versions whose time has come become current."""
-        moment = self.now_ms()
-        due = min((v.next_due for v in self.views if v.next_due is not None), default=None)
-        if due is None or due > moment:
+        if not self.views_due():
             return
+        moment = self.now_ms()
 
         async def op(txn: Txn) -> None:
             self.clock.update(Hlc(moment, 0), moment)

@@ -16,15 +16,17 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from node.access import tokens
 from node.access.callers import Caller
 from node.errors import Refusal
 from node.store import AuditEvent, Txn
 from node.store.audit import EntryEvent
+from node.store.reader import Fetch
 from node.tools.context import ToolContext
 from node.tools.timeline import semantic_leg
 from node.views import item_reads
 from node.views.find import find
-from node.views.item_reads import ItemRow
+from node.views.item_reads import FieldTest, ItemRow
 from node.views.items import LANE, MAX_KEY, MAX_TEXT, envelope, item_id, select_item_sr
 from node.views.query_terms import query_terms
 from node.views.read_rule import may_read_sr
@@ -38,6 +40,7 @@ __all__ = [
     "Put",
     "find_items",
     "get_item",
+    "get_items_waiting",
     "item_namespaces",
     "put_items",
     "search_items",
@@ -162,6 +165,24 @@ async def get_item(
     return await item_reads.select_item(ctx.reader(), caller, namespace, key)
 
 
+def get_items_waiting(
+    ctx: ToolContext, token: str, keys: Sequence[tuple[Sequence[str], str]]
+) -> list[ItemRow | None] | None:
+    """The items at ``keys`` (namespace, key), read by a thread that runs no event loop on
+    the reader's own thread — the token checked in the same hop, none through the node's
+    loop; or None when a view has a version due (only the loop may bring the views to this
+    moment: the caller goes that way instead)."""
+    if ctx.store.views_due():
+        return None
+
+    def read(fetch: Fetch) -> list[ItemRow | None]:
+        caller = tokens.authenticate_in(fetch, token, ctx.store.wall())
+        caller.require("read:workspace")
+        return [item_reads.fetch_item(fetch, caller, ns, key) for ns, key in keys]
+
+    return ctx.reader().run_waiting(read)
+
+
 async def search_items(
     ctx: ToolContext,
     caller: Caller,
@@ -169,13 +190,15 @@ async def search_items(
     *,
     offset: int,
     limit: int,
+    tests: Sequence[FieldTest] = (),
     keep: Keep | None = None,
 ) -> list[ItemRow]:
-    """The items under ``prefix`` that ``keep`` keeps, the newest version first."""
+    """The items under ``prefix`` that pass ``tests`` (in SQL) and that ``keep`` keeps, the
+    newest version first."""
     caller.require("read:workspace")
     await ctx.store.catch_up_views()
     return await item_reads.select_items(
-        ctx.reader(), caller, prefix, offset=offset, limit=limit, keep=keep
+        ctx.reader(), caller, prefix, offset=offset, limit=limit, tests=tests, keep=keep
     )
 
 

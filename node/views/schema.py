@@ -361,6 +361,13 @@ CREATE UNIQUE INDEX store_items_by_key ON store_items (workspace, namespace, key
 CREATE INDEX store_items_by_update ON store_items (workspace, updated_ord);
 """
 
+# A namespace prefix's items by namespace and the fold order of their versions: the ids of a
+# prefix's range, newest first, read from the index alone, sorted, before any of their rows is
+# (node/views/item_reads.py).
+_STORE_ITEMS_BY_NAMESPACE = """
+CREATE INDEX store_items_by_namespace ON store_items (workspace, namespace, updated_ord);
+"""
+
 # The views' statements, by the version whose step they belong to; a step that changes a view
 # ends by marking the views stale.
 VIEW_STEPS: Mapping[int, str] = {
@@ -379,4 +386,5 @@ VIEW_STEPS: Mapping[int, str] = {
     11: "\n" + VIEWS_STALE,
     16: _TEXT_INDEX + VIEWS_STALE,
     17: _STORE_ITEMS + VIEWS_STALE,
+    18: _STORE_ITEMS_BY_NAMESPACE,
 }

@@ -53,6 +53,31 @@ async def test_an_error_reaches_the_caller_and_the_connection_goes_on(tmp_path: 
 
 
 @pytest.mark.asyncio
+async def test_a_thread_without_a_loop_waits_for_its_call_in_turn(tmp_path: Path) -> None:
+    """``call_waiting``: another thread's call runs on the connection's thread, after the
+    calls made before it, and hands back its answer or its error."""
+    async with await Connection.open(tmp_path / "db", isolation_level=None) as conn:
+        await conn.execute("CREATE TABLE t (n INTEGER)")
+        gate = threading.Event()
+        blocked = asyncio.ensure_future(conn.call(lambda _db: gate.wait(5.0)))
+        first = asyncio.ensure_future(conn.execute("INSERT INTO t VALUES (1)"))
+        waited = asyncio.ensure_future(
+            asyncio.to_thread(
+                conn.call_waiting, lambda db: db.execute("SELECT n FROM t").fetchall()
+            )
+        )
+        await asyncio.sleep(0.05)
+        assert not waited.done()
+        gate.set()
+        await asyncio.gather(blocked, first)
+        assert await waited == [(1,)]
+        with pytest.raises(sqlite3.OperationalError, match="no such table"):
+            await asyncio.to_thread(
+                conn.call_waiting, lambda db: db.execute("SELECT * FROM missing").fetchall()
+            )
+
+
+@pytest.mark.asyncio
 async def test_a_cancelled_call_still_runs_to_its_end(tmp_path: Path) -> None:
     async with await Connection.open(tmp_path / "db", isolation_level=None) as conn:
         await conn.execute("CREATE TABLE t (n INTEGER)")

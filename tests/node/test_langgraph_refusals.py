@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -284,3 +287,49 @@ async def test_the_async_methods_leave_the_callers_loop_free(
     assert await store.alist_namespaces(prefix=("async",)) == [("async",)]
     await store.adelete(("async",), "k")
     assert await store.aget(("async",), "k") is None
+
+
+def test_a_get_is_read_without_the_nodes_loop(store: MemlaneStore) -> None:
+    """A batch of gets goes from the caller's thread to the reader's and back: it is answered
+    while the node's loop is held up; a put waits for the loop, as every batch with a write
+    does."""
+    node = store._node
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:  # the loop's thread, blocked until released
+        held.set()
+        release.wait(10.0)
+
+    node._loop.call_soon_threadsafe(hold)
+    assert held.wait(5.0)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            got = pool.submit(store.get, ("users", "ada"), "prefs").result(timeout=5.0)
+            assert got is not None
+            assert got.value == {"theme": "dark"}
+            put = pool.submit(store.put, ("users", "ada"), "prefs", {"theme": "light"})
+            with pytest.raises(FutureTimeout):
+                put.result(timeout=0.3)
+            release.set()
+            put.result(timeout=10.0)
+    finally:
+        release.set()
+    after = store.get(("users", "ada"), "prefs")
+    assert after is not None
+    assert after.value == {"theme": "light"}
+
+
+def test_a_closed_store_answers_nothing(data: Path) -> None:
+    (token,) = issue(data, ["team"])
+    store = MemlaneStore(data, token)
+    store.put(("users", "ada"), "prefs", {"theme": "dark"})
+    store.close()
+    for call in (
+        lambda: store.get(("users", "ada"), "prefs"),
+        lambda: store.put(("users", "ada"), "prefs", {"theme": "light"}),
+        lambda: store.search(("users",)),
+        lambda: asyncio.run(store.aget(("users", "ada"), "prefs")),
+    ):
+        with pytest.raises(RuntimeError, match="the store is closed"):
+            call()
+    store.close()  # closing twice is harmless

@@ -22,7 +22,9 @@ The references' quirks, and how the comparison meets them:
 - Both answer a batch's reads before its puts, and a key's last put wins: so does memlane.
 
 One node serves every sequence, each in a workspace of its own; odd seeds go through
-``abatch``, even ones through ``batch``.
+``abatch``, even ones through ``batch``; a third of them read every search by walking the
+newest items first (as a prefix holding many items is read), the rest by reading each
+prefix's range.
 """
 
 from __future__ import annotations
@@ -55,8 +57,10 @@ from langgraph.store.sqlite import SqliteStore  # noqa: E402
 
 from node.identity import DB_FILE  # noqa: E402
 from node.langgraph import MemlaneStore  # noqa: E402
+from node.langgraph.filters import narrowing  # noqa: E402
 from node.node import Node  # noqa: E402
-from node.views.item_reads import item_query, items_query  # noqa: E402
+from node.views import item_reads  # noqa: E402
+from node.views.item_reads import item_query, range_query, walk_query  # noqa: E402
 from tests.node.langgraphkit import issue, make_node, plain, plain_one  # noqa: E402
 
 SEQUENCES = 300
@@ -247,12 +251,17 @@ def _run(store: MemlaneStore, seed: int) -> int:
 
 @pytest.mark.parametrize("chunk", range(10))
 def test_memlane_answers_as_langgraphs_own_stores(
-    served: tuple[Path, list[str]], chunk: int
+    served: tuple[Path, list[str]], chunk: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data, tokens = served
     checked = 0
     for seed in range(chunk, SEQUENCES, 10):
-        with MemlaneStore(data, tokens[seed]) as store:
+        with monkeypatch.context() as patch, MemlaneStore(data, tokens[seed]) as store:
+            if seed % 3 == 0:
+                # Every search walks: the workspace's 2 newest items, then what is older (a
+                # prefix's range, or the workspace walked on).
+                patch.setattr(item_reads, "NARROW", 0)
+                patch.setattr(item_reads, "WINDOW", 2)
             checked += _run(store, seed)
     assert checked > 200  # reads were compared, not only written
 
@@ -297,15 +306,23 @@ def test_a_get_and_a_prefix_search_are_index_lookups(tmp_path: Path) -> None:
         for i in range(50):
             store.put(("users", f"u{i % 5}", "prefs"), f"k{i}", {"i": i})
     caller = asyncio.run(_caller(data, token))
+    tests = narrowing({"i": {"$gte": 3}})
     with sqlite3.connect(data / DB_FILE) as db:
         get = _plan(db, *item_query(caller, ("users", "u1", "prefs"), "k1"))
-        search = _plan(db, *items_query(caller, ("users", "u1"), offset=0, limit=10))
+        search = _plan(db, *range_query(caller, ("users", "u1"), below=b"z", limit=10))
+        walk = _plan(db, *walk_query(caller, ("users",), tests, below=b"z", limit=10, window=b"a"))
     assert "SEARCH i USING INDEX store_items_by_key (workspace=? AND namespace=? AND key=?)" in get
     assert (
-        "SEARCH i USING INDEX store_items_by_key (workspace=? AND namespace>? AND namespace<?)"
-        in search
+        "SEARCH store_items USING COVERING INDEX store_items_by_namespace (workspace=? AND "
+        "namespace>? AND namespace<?)" in search
     )
-    assert not any(line.startswith("SCAN") for line in get + search), get + search
+    # A wide prefix walks the newest first, in the index's order: nothing to sort.
+    assert (
+        "SEARCH i USING INDEX store_items_by_update (workspace=? AND updated_ord>? AND "
+        "updated_ord<?)" in walk
+    )
+    assert not any("TEMP B-TREE" in line for line in walk), walk
+    assert not any(line.startswith("SCAN") for line in get + search + walk), get + search + walk
 
 
 async def _caller(data: Path, token: str) -> Any:

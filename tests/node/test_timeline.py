@@ -786,6 +786,24 @@ async def test_another_workspace_is_invisible(corpus: Corpus, make_caller: Calle
 
 
 @pytest.mark.asyncio
+async def test_the_store_says_when_a_read_must_bring_the_views_to_the_moment(
+    node: Node, wall: Wall, foreign: ForeignWriter
+) -> None:
+    """``views_due``: a version held for later is not due until its time, then is, until a
+    read's ``catch_up_views`` makes it current (a read that skips the loop asks it first:
+    node/tools/items.py)."""
+    later = wall.now + 3_600_000
+    future_id = "00000000-0000-7000-8000-000000000002"
+    entry = foreign.next("sr.put", sr_payload(future_id, title="later"), hlc=Hlc(later, 0))
+    assert (await node.receive([entry], source="peer")).stored == 1
+    assert not node.store.views_due()
+    wall.now = later
+    assert node.store.views_due()
+    await node.store.catch_up_views()
+    assert not node.store.views_due()
+
+
+@pytest.mark.asyncio
 async def test_a_future_entry_appears_when_its_time_comes(
     node: Node, wall: Wall, foreign: ForeignWriter, make_caller: CallerFactory
 ) -> None:
