@@ -35,6 +35,7 @@ __all__ = [
     "Checked",
     "Latency",
     "Ratio",
+    "Report",
     "Result",
     "Row",
     "Stopwatch",
@@ -359,6 +360,20 @@ def tail(checks: Sequence[Check], notes: Sequence[str]) -> list[str]:
     out = ["", *table(["check", "value", "target", "verdict"], rows, right={1})]
     out += ["", f"peak RSS of the run: {peak_rss_mib():,.0f} MiB"]
     return out + [f"note: {n}" for n in notes]
+
+
+@dataclass(slots=True)
+class Report:
+    """A benchmark that prints tables of its own (``lines``) under its title, then its checks
+    and notes (``tail``)."""
+
+    title: str
+    lines: list[str] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return "\n".join([self.title, *self.lines, *tail(self.checks, self.notes)])
 
 
 @dataclass(slots=True)

@@ -51,12 +51,12 @@ from tests.bench._fleet_faults import (
 from tests.bench.common import (
     SMOKE,
     Check,
+    Report,
     Writers,
     cached,
     progress,
     receive_batch,
     table,
-    tail,
     verdict,
 )
 from tests.node.clikit import MEMLANE
@@ -415,17 +415,6 @@ def _files_checked(dirs: dict[str, Path], checked: dict[str, dict[str, Any]]) ->
 
 
 # -- the report --------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Report:
-    title: str
-    lines: list[str] = field(default_factory=list)
-    checks: list[Check] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        return "\n".join([self.title, *self.lines, *tail(self.checks, self.notes)])
 
 
 def _windows(call: dict[str, Any], faults: Sequence[Fault]) -> list[Fault]:

@@ -40,9 +40,9 @@ from langgraph.store.sqlite import SqliteStore
 
 from node.langgraph import MemlaneStore
 from node.node import Node
-from tests.bench.common import SMOKE, Check, progress, table, tail, verdict
+from tests.bench.common import SMOKE, Check, Report, progress, table, verdict
 
-__all__ = ["CHECKS", "FULL", "QUICK", "ROWS", "SEARCHES", "Report", "Sizes", "run"]
+__all__ = ["CHECKS", "FULL", "QUICK", "ROWS", "SEARCHES", "Sizes", "run"]
 
 MEMLANE, SQLITE = "MemlaneStore", "SqliteStore"
 SEARCH_RATIO = 2.0  # memlane's search without a query ≤ 2 × SqliteStore's, median and p99
@@ -241,17 +241,6 @@ def _search_side_by_side(stores: Pair, sizes: Sizes, kind: str) -> dict[str, Tim
 
 
 # -- the report --------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Report:
-    title: str
-    lines: list[str] = field(default_factory=list)
-    checks: list[Check] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        return "\n".join([self.title, *self.lines, *tail(self.checks, self.notes)])
 
 
 def _rate(timed: Timed, count: int) -> float:

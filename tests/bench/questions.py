@@ -45,6 +45,7 @@ from tests.bench import quality
 from tests.bench.common import (
     SMOKE,
     Check,
+    Report,
     Writers,
     cached,
     cached_at,
@@ -53,7 +54,6 @@ from tests.bench.common import (
     progress,
     receive_batch,
     table,
-    tail,
     verdict,
 )
 
@@ -413,17 +413,6 @@ def sizes_of(db_file: Path) -> dict[str, int]:
 
 
 # -- the report --------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Report:
-    title: str
-    lines: list[str] = field(default_factory=list)
-    checks: list[Check] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        return "\n".join([self.title, *self.lines, *tail(self.checks, self.notes)])
 
 
 def _ms(value: float) -> str:
