@@ -106,8 +106,8 @@ class Disk:
 class Nemesis:
     """Applies and heals ``Fault``s on ``fleet`` (its ``net``), the full disk on ``disk``."""
 
-    def __init__(self, fleet: Fleet, disk: Disk, restart: tuple[str, ...] = ()) -> None:
-        self.fleet, self.disk, self.restart = fleet, disk, restart
+    def __init__(self, fleet: Fleet, disk: Disk) -> None:
+        self.fleet, self.disk = fleet, disk
 
     def apply(self, fault: Fault) -> None:
         net, index = self.fleet.net, self.fleet.names.index
@@ -134,7 +134,7 @@ class Nemesis:
         first = fault.nodes[0]
         match fault.kind:
             case "kill":
-                self.fleet.start(first, *self.restart)
+                self.fleet.start(first)
             case "pause":
                 self.fleet.resume(first)
             case "partition":

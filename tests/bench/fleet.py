@@ -167,6 +167,8 @@ async def _preload(
 def _prepared(
     sizes: Sizes, locomo: Path, workdir: Path
 ) -> tuple[dict[str, Path], dict[str, Any], Disk]:
+    """A fresh copy of the cached mesh in ``workdir``, the full-disk node's on a tmpfs of its
+    own; the tokens."""
     key = f"{BUILD_VERSION}/{questions.cache_key(questions.Sizes(sizes.srs, sizes.name))}"
     root, meta, _ = cached(sizes.name, key, "a preloaded mesh of three", _build, sizes, str(locomo))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -177,9 +179,6 @@ def _prepared(
     disk = Disk(workdir / "disk", used // 2**20 + sizes.headroom_mib)
     dirs[DISK_NODE] = disk.mount / DISK_NODE
     shutil.copytree(root / DISK_NODE, dirs[DISK_NODE])
-    for path in dirs.values():
-        for stale in ("serve.lock",):
-            (path / stale).unlink(missing_ok=True)
     return dirs, meta, disk
 
 
