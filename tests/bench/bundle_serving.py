@@ -47,6 +47,7 @@ from tests.bench.common import (
     in_child,
     peak_rss_mib,
     progress,
+    quantile,
     verdict,
 )
 
@@ -143,11 +144,6 @@ def _beside(node_dir: str, bundle: str, chunk: int, alone_s: float) -> tuple[dic
     return imported, timed
 
 
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
-
-
 def _measure(workdir: Path, sizes: sync.Sizes) -> Checked:
     cached, meta, built = sync.stores(sizes)
     quick = SMOKE if sizes == sync.QUICK else ""
@@ -186,7 +182,7 @@ def _during(run: dict[str, Any], timed: Timed) -> tuple[list[float], int]:
 def _ms(values: list[float], q: float | None) -> str:
     if not values:
         return "-"
-    return f"{(max(values) if q is None else _quantile(values, q)) * 1000:,.0f} ms"
+    return f"{(max(values) if q is None else quantile(values, q)) * 1000:,.0f} ms"
 
 
 def _report(
@@ -217,7 +213,7 @@ def _report(
     quiet = [s for t, s, r in timed[BESIDE] if t < runs[BESIDE]["started"] and not r]
     waits, refused = _during(runs[BESIDE], timed[BESIDE])
     one_waits, one_refused = _during(runs[ONE_BESIDE], timed[ONE_BESIDE])
-    p99 = _quantile(waits, 0.99) if waits else float("inf")
+    p99 = quantile(waits, 0.99)
     info = ("(info)", "(info)")
     checks = [
         (QUIET, _ms(quiet, 0.5), *info),

@@ -46,6 +46,7 @@ __all__ = [
     "in_child",
     "peak_rss_mib",
     "progress",
+    "quantile",
     "receive_batch",
     "render",
     "run_bench",
@@ -134,9 +135,12 @@ class Ratio:
         return "PASS" if self.value(rows) >= self.target else "FAIL"
 
 
-def _quantile(seconds: Sequence[float], q: float) -> float:
-    """The ``q`` quantile of ``seconds`` (nearest rank)."""
-    ordered = sorted(seconds)
+def quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (nearest rank); infinite where there are none, so that
+    a bound on it fails."""
+    if not values:
+        return math.inf
+    ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
@@ -161,7 +165,7 @@ class Latency:
 
     @property
     def p90_ms(self) -> float:
-        return _quantile(self.seconds, 0.9) * 1000
+        return quantile(self.seconds, 0.9) * 1000
 
     @property
     def baseline_median_ms(self) -> float:
@@ -169,7 +173,7 @@ class Latency:
 
     @property
     def baseline_p90_ms(self) -> float:
-        return _quantile(self.baseline, 0.9) * 1000
+        return quantile(self.baseline, 0.9) * 1000
 
     @property
     def ratio(self) -> float:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 import multiprocessing
 import os
 import platform
@@ -45,6 +44,7 @@ from tests.bench.common import (
     cached_at,
     peak_rss_mib,
     progress,
+    quantile,
     receive_batch,
 )
 
@@ -423,12 +423,6 @@ def hop_by_hop(
     return (kept, truncated) if kept else None
 
 
-def _quantile(seconds: list[float], q: float) -> float:
-    """The ``q`` quantile (nearest rank), in ms."""
-    ordered = sorted(seconds)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))] * 1000
-
-
 async def _measure(path: Path, meta: dict[str, Any], sizes: Sizes, result: Result) -> int:
     """Time both walks at each k; return how many walks were compared."""
     raw = sqlite3.connect(f"file:{path / DB_FILE}?mode=ro", uri=True)
@@ -478,8 +472,8 @@ async def _measure(path: Path, meta: dict[str, Any], sizes: Sizes, result: Resul
                         progress(f"episodes: {label}: stopping after {len(seconds)} walks")
                         break
             note = (
-                f"{k} episodes a walk, more behind; p95 {_quantile(seconds, 0.95):.3f} ms, "
-                f"hop-by-hop p95 {_quantile(baseline, 0.95):.3f} ms; starts: the newest "
+                f"{k} episodes a walk, more behind; p95 {quantile(seconds, 0.95) * 1000:.3f} ms, "
+                f"hop-by-hop p95 {quantile(baseline, 0.95) * 1000:.3f} ms; starts: the newest "
                 f"episode of {min(len(seconds), len(order))} callers"
             )
             result.latencies.append(Latency(label, tuple(seconds), tuple(baseline), note=note))

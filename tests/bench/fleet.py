@@ -55,6 +55,7 @@ from tests.bench.common import (
     Writers,
     cached,
     progress,
+    quantile,
     receive_batch,
     table,
     verdict,
@@ -114,18 +115,8 @@ def _build(directory: str, sizes: Sizes, locomo: str) -> dict[str, Any]:
     return asyncio.run(_preload(dirs, sizes, written))
 
 
-def _payload(i: int, sr: questions.Written) -> dict[str, Any]:
-    payload: dict[str, Any] = {
-        "sr_id": f"00000000-0000-7000-8000-{i:012d}",
-        "workspace": WORKSPACE,
-        "principal": f"agent{i % 7}",
-        "create": True,
-        "text": sr.text,
-        "conversational": True,
-    }
-    if sr.content_ms is not None:
-        payload["content_time"] = max(0, sr.content_ms)
-    return payload
+def _sr_id(i: int) -> str:
+    return f"00000000-0000-7000-8000-{i:012d}"
 
 
 async def _preload(
@@ -141,7 +132,8 @@ async def _preload(
             part = written[start : start + 2_000]
             wall = questions.START_MS + start * 60_000
             sealed = [
-                writers.sealed(i, wall + i, _payload(i, sr)) for i, sr in enumerate(part, start)
+                writers.sealed(i, wall + i, questions.payload(_sr_id(i), i, sr))
+                for i, sr in enumerate(part, start)
             ]
             await receive_batch(node, sealed)
         held = [(e.raw, e.payload) for e in await node.entries()]
@@ -440,13 +432,8 @@ def _explaining(call: dict[str, Any], faults: Sequence[Fault]) -> Fault | None:
     return None
 
 
-def _quantile(values: Sequence[float], q: float) -> float:
-    ranked = sorted(values)
-    return ranked[max(0, min(len(ranked) - 1, int(q * len(ranked) + 0.5) - 1))] if ranked else 0.0
-
-
 def _ms(values: Sequence[float], q: float) -> str:
-    return f"{_quantile(values, q):,.1f}" if values else "—"
+    return f"{quantile(values, q):,.1f}" if values else "—"
 
 
 def _phase(call: dict[str, Any], run: Run, warmup: float) -> str:
@@ -606,7 +593,7 @@ def _checks(run: Run, sizes: Sizes, quick: bool, calm: dict[str, dict[str, list[
         ),
     ]
     for tool, limit in CALM_P99_MS.items():
-        p99 = _quantile(calm[tool]["calm"], 0.99)
+        p99 = quantile(calm[tool]["calm"], 0.99)
         checks.append(
             Check(f"{tool} p99, calm", f"{p99:,.1f} ms", f"≤ {limit:g} ms", timing(p99 <= limit))
         )

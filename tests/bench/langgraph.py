@@ -40,7 +40,7 @@ from langgraph.store.sqlite import SqliteStore
 
 from node.langgraph import MemlaneStore
 from node.node import Node
-from tests.bench.common import SMOKE, Check, Report, progress, table, verdict
+from tests.bench.common import SMOKE, Check, Report, progress, quantile, table, verdict
 
 __all__ = ["CHECKS", "FULL", "QUICK", "ROWS", "SEARCHES", "Sizes", "run"]
 
@@ -160,8 +160,7 @@ class Timed:
         return out
 
     def quantile_ms(self, q: float) -> float:
-        ordered = sorted(self.seconds)
-        return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))] * 1000
+        return quantile(self.seconds, q) * 1000
 
     @property
     def median_ms(self) -> float:

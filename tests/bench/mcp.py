@@ -37,7 +37,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
 import platform
 import sqlite3
@@ -57,7 +56,7 @@ from node.mcp.http import http_server
 from node.node import Node
 from node.tools.catalog import by_name
 from tests.bench import changes
-from tests.bench.common import SMOKE, Check, peak_rss_mib, progress, table, tail
+from tests.bench.common import SMOKE, Check, peak_rss_mib, progress, quantile, table, tail
 from tests.bench.timeline import READER, WORKSPACE
 
 __all__ = ["FULL", "MODES", "QUICK", "Report", "Sizes", "labels", "run"]
@@ -158,11 +157,6 @@ def labels(sizes: Sizes) -> dict[str, list[str]]:
 # -- the report --------------------------------------------------------------------------------
 
 
-def _quantile(seconds: Sequence[float], q: float) -> float:
-    ordered = sorted(seconds)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
 @dataclass(slots=True)
 class Side:
     """One side's rounds: calls and window seconds of each, every call's latency, the CPU
@@ -191,7 +185,7 @@ class Side:
         return sum(self.calls)
 
     def ms(self, q: float) -> float:
-        return _quantile(self.latencies, q) * 1000
+        return quantile(self.latencies, q) * 1000
 
 
 @dataclass(slots=True)

@@ -52,12 +52,13 @@ from tests.bench.common import (
     in_child,
     peak_rss_mib,
     progress,
+    quantile,
     receive_batch,
     table,
     verdict,
 )
 
-__all__ = ["ENGINES", "FULL", "QUICK", "Sizes", "build", "run"]
+__all__ = ["ENGINES", "FULL", "QUICK", "Sizes", "build", "payload", "run"]
 
 MEMLANE, FTS5, TANTIVY = "memlane find", "raw FTS5 bm25()", "tantivy"
 ENGINES = (MEMLANE, FTS5, TANTIVY)
@@ -162,6 +163,21 @@ def _sr_id(wall: int, i: int) -> str:
 # -- building the store and the peers' indexes ------------------------------------------------
 
 
+def payload(sr_id: str, i: int, sr: Written) -> dict[str, Any]:
+    """The ``sr.put`` of turn ``sr`` as the ``i``-th SR of the corpus (seven principals)."""
+    out: dict[str, Any] = {
+        "sr_id": sr_id,
+        "workspace": WORKSPACE,
+        "principal": f"agent{i % 7}",
+        "create": True,
+        "text": sr.text,
+        "conversational": True,
+    }
+    if sr.content_ms is not None:
+        out["content_time"] = max(0, sr.content_ms)
+    return out
+
+
 async def _build_node(path: Path, sizes: Sizes, written: Sequence[Written]) -> dict[str, Any]:
     info = await Node.init(path)
     writers = Writers(info.mesh, WRITERS, 0x60)
@@ -174,17 +190,7 @@ async def _build_node(path: Path, sizes: Sizes, written: Sequence[Written]) -> d
         batch: list[tuple[bytes, bytes | None]] = []
         for i, sr in enumerate(written):
             wall = START_MS + i * SPAN_MS // len(written)
-            payload: dict[str, Any] = {
-                "sr_id": _sr_id(wall, i),
-                "workspace": WORKSPACE,
-                "principal": f"agent{i % 7}",
-                "create": True,
-                "text": sr.text,
-                "conversational": True,
-            }
-            if sr.content_ms is not None:
-                payload["content_time"] = max(0, sr.content_ms)
-            batch.append(writers.sealed(i, wall, payload))
+            batch.append(writers.sealed(i, wall, payload(_sr_id(wall, i), i, sr)))
             if len(batch) == sizes.batch or i == len(written) - 1:
                 receive_s += await receive_batch(node, batch)
                 batch = []
@@ -274,8 +280,7 @@ class Timed:
     results: int = 0
 
     def quantile_ms(self, q: float) -> float:
-        ordered = sorted(self.seconds)
-        return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))] * 1000
+        return quantile(self.seconds, q) * 1000
 
     @property
     def median_ms(self) -> float:
