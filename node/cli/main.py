@@ -16,6 +16,7 @@ from typing import Any
 
 from typing_extensions import override
 
+from node.allocator import one_arena
 from node.cli import bundles, commands, exchange, mesh, pending, search, serving, tools
 from node.cli.table import encodes, shown_path, visible_lines
 from node.cli.times import expiry
@@ -212,6 +213,7 @@ def _fill_globals(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    one_arena()  # before any thread of the command's (a lookup's, a store's) allocates
     try:
         return _run(argv)
     except BrokenPipeError:

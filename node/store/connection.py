@@ -25,6 +25,7 @@ from queue import SimpleQueue
 from types import TracebackType
 from typing import Any, TypeVar
 
+from node.allocator import one_arena
 from node.errors import StoreError
 
 __all__ = ["Connection", "store_error", "translated", "truncate_wal"]
@@ -48,6 +49,7 @@ class Connection:
     async def open(cls, path: Path | str, **options: Any) -> Connection:
         """Open the database at ``path`` on a new thread (``options`` go to
         ``sqlite3.connect``: ``isolation_level=None`` for explicit transactions)."""
+        one_arena()  # before the process's first connection thread allocates (allocator.py)
         ready = asyncio.get_running_loop().create_future()
         jobs: SimpleQueue[_Job] = SimpleQueue()
         thread = threading.Thread(
