@@ -12,14 +12,15 @@ thresholds stay glibc's, and after a batch of many docs (a sync batch, an import
 transaction; not a single write) or a merge of as many (single writes' segments merging) the
 writer asks glibc to hand back what is free (``malloc_trim``).
 
-That call trims the free top of the main heap, but not of the heaps glibc makes for other
-threads (an arena per thread, up to eight per core): the writer's thread, whose merges made
-its heap grow, kept that heap's free top resident (a 200,000-entry import: 105 → 119 MiB from
-a quarter of it to the end, where a single heap stays at 98 → 99 MiB).  So a node opened in a
-process asks glibc for one arena (``M_ARENA_MAX`` 1) before its threads start — unless the
-process's environment sets ``MALLOC_ARENA_MAX``, which glibc obeys as it is.  Other C
-libraries (musl's, macOS's) have neither the threshold, the arenas nor the calls: nothing is
-done there.
+The heaps: glibc gives threads heaps of their own (arenas, up to eight per core).  The
+writer's grew during the text index's largest merge and stayed resident after ``malloc_trim``
+(a 200,000-entry bundle import: 114 → 131 MiB from a quarter of it to the end, the step at
+that merge); with one heap for every thread the same import stays at 109 → 108 MiB, and the
+ingest and sync benchmarks measured no cost (docs/benchmarks.md §sync, *One heap*).  So a
+process that opens a node asks glibc for one arena (``M_ARENA_MAX`` 1) before the store's
+first thread allocates — unless its environment sets ``MALLOC_ARENA_MAX``, which glibc obeys
+as it is.  Other C libraries (musl's, macOS's) have neither the threshold, the arenas nor
+these calls: nothing is done there.
 """
 
 from __future__ import annotations
