@@ -35,8 +35,9 @@ from node.store.partial import not_held
 from node.store.pending import SourceRow
 from node.tools import windows
 from node.tools.args import check_unicode
+from node.tools.author import Author
 from node.tools.catalog import by_name, unknown_tool
-from node.tools.context import Author, Handler, ToolContext
+from node.tools.context import Handler, ToolContext
 from node.tools.looks import LOOKS, unknown_look
 from node.tools.periods import declared_periods
 from node.transfer.verify import VerifyReport, verify_log

@@ -1,7 +1,7 @@
 """What a tool's handler is handed of the node (``ToolContext``), and the one signature every
 handler has (``Handler``): ``await handler(ctx, caller, args)`` → the tool's answer, a
-JSON-ready dict, or a ``Refusal`` with the exact text a caller is shown.  ``Author`` is the
-node's writing identity, through which handlers write.
+JSON-ready dict, or a ``Refusal`` with the exact text a caller is shown.  Handlers write
+through its ``Author`` (``author.py``).
 
 The node builds a context for each call from what it holds at that moment — its writing
 identity, its store, the config's profiles and response format, the window guard, the vector
@@ -16,35 +16,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from node.access.callers import Caller
-from node.store import AuthoredEntry, Content, Reader, Store
-from node.store.audit import EntryEvent
-from protocol.signing import SigningKey
+from node.store import Reader, Store
+from node.tools.author import Author
 
 if TYPE_CHECKING:  # the guard imports the tool modules; numpy loads only with an embedder
     from node.search.index import VectorIndex
     from node.tools.timeline_spec import Profile
     from node.tools.windows import WindowGuard
 
-__all__ = ["Author", "Handler", "ToolContext"]
+__all__ = ["Handler", "ToolContext"]
 
 T = TypeVar("T")
-
-
-@dataclass(slots=True)
-class Author:
-    """This node's writing identity: key, mesh and current epoch, over its store."""
-
-    store: Store
-    key: SigningKey
-    mesh: bytes
-    epoch: bytes
-
-    def write(
-        self, kind: str, content: Content, event: EntryEvent | None = None
-    ) -> Awaitable[AuthoredEntry]:
-        """Author one entry (``Store.author``); ``content`` is (payload bytes, payload) or an
-        async builder; ``event``, the audit event it writes with it."""
-        return self.store.author(self.key, self.mesh, self.epoch, kind, content, event)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,8 @@ from node.identity import uuid7
 from node.store import AuditEvent, Content, Txn
 from node.store.audit import EntryEvent, audit
 from node.tools.args import check_names, encode, optional_time, present
-from node.tools.context import Author, ToolContext
+from node.tools.author import Author
+from node.tools.context import ToolContext
 from node.views.read_rule import may_read_sr
 from node.views.srs import entry_ids, mark_deleted, select_live
 from protocol.entry import Entry

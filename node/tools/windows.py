@@ -32,7 +32,7 @@ from zoneinfo import ZoneInfo
 from node.access.callers import Caller
 from node.errors import Refusal
 from node.tools.args import encode
-from node.tools.context import Author
+from node.tools.author import Author
 from node.tools.timeline_spec import invalid
 from node.windows.decide import Call, Decision, decide
 from node.windows.forms import Period
