@@ -196,12 +196,12 @@ async def select_item(
     reader: Reader, caller: Caller, namespace: Sequence[str], key: str
 ) -> ItemRow | None:
     """The item (namespace, key) of the caller's workspace, if it can read it."""
-    rows = await reader.fetchall(*item_query(caller, namespace, key))
-    return _row(rows[0]) if rows else None
+    return await reader.run(lambda fetch: fetch_item(fetch, caller, namespace, key))
 
 
 def fetch_item(fetch: Fetch, caller: Caller, namespace: Sequence[str], key: str) -> ItemRow | None:
-    """``select_item`` as one read among others on the reader's thread (``Reader.run``)."""
+    """The item (namespace, key) of the caller's workspace, if it can read it: one read on the
+    reader's thread (``Reader.run``), alone or among others."""
     rows = fetch(*item_query(caller, namespace, key))
     return _row(rows[0]) if rows else None
 
@@ -259,7 +259,7 @@ class _Way:
         below = self.upper if below is None else below
         if self.walk:
             rows = fetch(*_walk(search, below, size, self.lower))
-            return rows, (bytes(rows[-1][5]) if len(rows) == size else None)
+            return rows, (_order(rows[-1]) if len(rows) == size else None)
         ids = fetch(*_range(search, below, size))
         rows = sorted(fetch(*_of_ids(search, [i for i, _ in ids])), key=_order, reverse=True)
         return rows, (bytes(ids[-1][1]) if len(ids) == size else None)

@@ -39,6 +39,7 @@ __all__ = [
     "Result",
     "Row",
     "Stopwatch",
+    "Timed",
     "Writers",
     "cache_root",
     "cached",
@@ -142,6 +143,34 @@ def quantile(values: Sequence[float], q: float) -> float:
         return math.inf
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+@dataclass(slots=True)
+class Timed:
+    """The seconds of each timed call (or block of calls) of one engine or store, and how many
+    results its calls gave in all."""
+
+    label: str = ""
+    seconds: list[float] = field(default_factory=list)
+    results: int = 0
+
+    def add(self, call: Callable[[], Any]) -> Any:
+        """Run ``call``, its seconds taken; what it returns."""
+        t0 = time.perf_counter()
+        out = call()
+        self.seconds.append(time.perf_counter() - t0)
+        return out
+
+    def quantile_ms(self, q: float) -> float:
+        return quantile(self.seconds, q) * 1000
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.seconds) * 1000
+
+    @property
+    def total(self) -> float:
+        return sum(self.seconds)
 
 
 @dataclass(frozen=True, slots=True)

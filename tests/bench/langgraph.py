@@ -26,11 +26,9 @@ import os
 import platform
 import random
 import sqlite3
-import statistics
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -40,7 +38,7 @@ from langgraph.store.sqlite import SqliteStore
 
 from node.langgraph import MemlaneStore
 from node.node import Node
-from tests.bench.common import SMOKE, Check, Report, progress, quantile, table, verdict
+from tests.bench.common import SMOKE, Check, Report, Timed, progress, table, verdict
 
 __all__ = ["CHECKS", "FULL", "QUICK", "ROWS", "SEARCHES", "Sizes", "run"]
 
@@ -145,30 +143,6 @@ def _sqlite(path: Path, stack: ExitStack) -> SqliteStore:
 
 
 # -- timing, alternating -----------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Timed:
-    """Seconds of each timed call (or block of calls) of one store."""
-
-    seconds: list[float] = field(default_factory=list)
-
-    def add(self, call: Callable[[], Any]) -> Any:
-        t0 = time.perf_counter()
-        out = call()
-        self.seconds.append(time.perf_counter() - t0)
-        return out
-
-    def quantile_ms(self, q: float) -> float:
-        return quantile(self.seconds, q) * 1000
-
-    @property
-    def median_ms(self) -> float:
-        return statistics.median(self.seconds) * 1000
-
-    @property
-    def total(self) -> float:
-        return sum(self.seconds)
 
 
 Pair = dict[str, BaseStore]

@@ -32,7 +32,7 @@ import sqlite3
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -46,13 +46,13 @@ from tests.bench.common import (
     SMOKE,
     Check,
     Report,
+    Timed,
     Writers,
     cached,
     cached_at,
     in_child,
     peak_rss_mib,
     progress,
-    quantile,
     receive_batch,
     table,
     verdict,
@@ -269,22 +269,6 @@ def _words(question: str) -> list[str]:
     """The question's words as the raw rows take them: lower case, stop words left out."""
     found = quality.raw_query(question)
     return [w.strip('"') for w in found.split(" OR ")] if found else []
-
-
-@dataclass(slots=True)
-class Timed:
-    """One engine's seconds per question, and how many results it gave in all."""
-
-    label: str
-    seconds: list[float] = field(default_factory=list)
-    results: int = 0
-
-    def quantile_ms(self, q: float) -> float:
-        return quantile(self.seconds, q) * 1000
-
-    @property
-    def median_ms(self) -> float:
-        return statistics.median(self.seconds) * 1000
 
 
 Ask = Callable[[str], Awaitable[int]]
